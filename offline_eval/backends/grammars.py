@@ -1,0 +1,89 @@
+"""Constraint -> grammar text, for the engines that take grammars (xgrammar EBNF, llama.cpp GBNF).
+
+Both JSON-schema converters we rely on let raw control characters into some string values, which makes
+the output invalid JSON. The string rules are tightened here, once, so every backend decodes only
+strings that strict JSON parsing accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+
+from ..constraints import Choice, Constraint, JsonSchema, Regex
+
+
+def _literal(s: str) -> str:
+    # JSON string escapes (\", \\, \n, \uXXXX) are valid in both GBNF and xgrammar EBNF literals.
+    return json.dumps(s, ensure_ascii=False)
+
+
+def choice_grammar(c: Choice) -> str:
+    return "root ::= " + " | ".join(_literal(x) for x in c.choices)
+
+
+# xgrammar 0.2.8: strings with minLength/maxLength use [^"\\\r\n], which admits \x00-\x1f.
+_XGR_LOOSE_CHAR = '[^\\"\\\\\\r\\n]'
+_XGR_STRICT_CHAR = '[^\\0-\\x1f\\"\\\\]'
+
+
+@lru_cache(maxsize=256)
+def xgrammar_ebnf(c: Constraint) -> str:
+    """EBNF for xgrammar (vLLM's `grammar=` and our transformers logits processor)."""
+    import xgrammar as xgr
+
+    if isinstance(c, Choice):
+        return choice_grammar(c)
+    if isinstance(c, Regex):
+        return str(xgr.Grammar.from_regex(c.pattern))
+    if isinstance(c, JsonSchema):
+        g = str(xgr.Grammar.from_json_schema(c.schema_json, any_whitespace=False, separators=(",", ":")))
+        return g.replace(_XGR_LOOSE_CHAR, _XGR_STRICT_CHAR)
+    raise TypeError(f"unknown constraint {c!r}")
+
+
+@lru_cache(maxsize=256)
+def gbnf(c: Constraint) -> str:
+    """GBNF for llama.cpp."""
+    from llama_cpp import llama_grammar as lg
+
+    if isinstance(c, Choice):
+        return choice_grammar(c)
+    if isinstance(c, JsonSchema):
+        text = lg.json_schema_to_gbnf(json.dumps(_bounded_ints_as_enums(c.schema)))
+        return _GBNF_SPACE.sub('space ::= ""', _tighten_gbnf_chars(text))
+    if isinstance(c, Regex):
+        conv = lg.SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=True)
+        conv.visit({"type": "string", "pattern": _anchor(c.pattern)}, "")
+        return _tighten_gbnf_chars(conv.format_grammar())
+    raise TypeError(f"unknown constraint {c!r}")
+
+
+def _bounded_ints_as_enums(node: object) -> object:
+    """llama-cpp-python's converter ignores minimum/maximum; a small closed range becomes an enum."""
+    if isinstance(node, list):
+        return [_bounded_ints_as_enums(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _bounded_ints_as_enums(v) for k, v in node.items()}
+    lo, hi = out.get("minimum"), out.get("maximum")
+    if out.get("type") == "integer" and isinstance(lo, int) and isinstance(hi, int) and 0 <= hi - lo <= 256:
+        out = {k: v for k, v in out.items() if k not in ("type", "minimum", "maximum")}
+        out["enum"] = list(range(lo, hi + 1))
+    return out
+
+
+_GBNF_SPACE = re.compile(r'^space ::= .*$', re.M)
+
+
+def _anchor(p: str) -> str:
+    return p if p.startswith("^") and p.endswith("$") else f"^({p})$"
+
+
+_GBNF_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
+_GBNF_CHAR = re.compile(r'^char ::= .*$', re.M)
+
+
+def _tighten_gbnf_chars(text: str) -> str:
+    return _GBNF_CHAR.sub(lambda _: _GBNF_STRICT_CHAR, text)

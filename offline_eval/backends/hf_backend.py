@@ -1,0 +1,168 @@
+"""transformers: batched, left-padded greedy generation; constraints through an xgrammar logits processor."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Sequence
+
+from ..errors import InputError
+from ..requests import Request, Result
+from .base import Backend, LoadSpec, Progress, choice_token_ids, read_chat_template
+from .grammars import xgrammar_ebnf
+
+_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
+           "float32": "float32", "fp32": "float32", "auto": "auto"}
+
+
+class HFBackend(Backend):
+    name = "transformers"
+
+    def __init__(self, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.manual_seed(spec.seed)
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(spec.path, trust_remote_code=spec.trust_remote_code)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code, "use_safetensors": True}
+        dtype = _DTYPES.get((spec.dtype or "auto").lower())
+        if dtype is None:
+            raise InputError(f"unknown dtype '{spec.dtype}', expected one of {', '.join(_DTYPES)}", field="dtype")
+        kwargs["dtype"] = dtype if dtype == "auto" else getattr(torch, dtype)
+        if spec.quantization:
+            kwargs["quantization_config"] = _quantization_config(spec.quantization)
+        kwargs.update(spec.engine_args)
+        self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
+        self.chat_template = read_chat_template(spec.chat_template)
+        self._compiler: Any = None
+        self._choice_ids: dict[tuple[str, ...], list[int]] = {}
+
+    def engine_version(self) -> str:
+        import transformers
+
+        return transformers.__version__
+
+    def _render(self, r: Request) -> str:
+        if r.messages is None:
+            return r.prompt or ""
+        return self.tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
+                                                  chat_template=self.chat_template)
+
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        return [self.tokenizer.encode(self._render(r), add_special_tokens=r.messages is None) for r in requests]
+
+    def _batches(self, requests: Sequence[Request], encoded: Sequence[list[int]]):  # type: ignore[no-untyped-def]
+        """Batches of one sampling + constraint each, so one logits processor serves the whole batch."""
+        groups: dict[Any, list[int]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            groups[(r.sampling, r.constraint)].append(i)
+        bs = max(1, self.spec.batch_size)
+        for (sampling, constraint), idx in groups.items():
+            for k in range(0, len(idx), bs):
+                yield sampling, constraint, idx[k:k + bs]
+
+    def _pad(self, seqs: list[list[int]]) -> tuple[Any, Any]:
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id
+        ids = self.torch.tensor([[pad] * (width - len(s)) + s for s in seqs])
+        mask = self.torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs])
+        return ids, mask
+
+    def _processor(self, constraint: Any, n: int) -> list[Any]:
+        if constraint is None:
+            return []
+        import xgrammar as xgr
+        from xgrammar.contrib.hf import LogitsProcessor
+
+        if self._compiler is None:
+            info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.model.config.vocab_size)
+            self._compiler = xgr.GrammarCompiler(info)
+        return [LogitsProcessor([self._compiler.compile_grammar(xgrammar_ebnf(constraint))] * n)]
+
+    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
+                 progress: Progress = None) -> list[Result]:
+        from transformers import LogitsProcessorList
+
+        encoded = encoded if encoded is not None else self.encode(requests)
+        out: list[Result | None] = [None] * len(requests)
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
+        for s, constraint, idx in self._batches(requests, encoded):
+            ids, mask = self._pad([list(encoded[i]) for i in idx])
+            t0 = time.perf_counter()
+            kw: dict[str, Any] = dict(max_new_tokens=s.max_tokens, pad_token_id=self.tokenizer.pad_token_id,
+                                      eos_token_id=list(eos_ids),
+                                      logits_processor=LogitsProcessorList(self._processor(constraint, len(idx))))
+            if s.temperature > 0:
+                self.torch.manual_seed(s.seed)
+                kw.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
+            else:
+                kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            with self.torch.inference_mode():
+                gen = self.model.generate(input_ids=ids, attention_mask=mask, **kw)
+            per = (time.perf_counter() - t0) / len(idx)
+            for row, i in enumerate(idx):
+                new = gen[row, ids.shape[1]:].tolist()
+                n_out = next((k + 1 for k, t in enumerate(new) if t in eos_ids), None)
+                finish = "stop" if n_out is not None else "length"
+                toks = new[: n_out - 1] if n_out is not None else new
+                out[i] = Result(text=self.tokenizer.decode(toks, skip_special_tokens=True), finish_reason=finish,
+                                prompt_tokens=len(encoded[i]), output_tokens=n_out or len(new),
+                                latency_s=round(per, 6))
+            if progress:
+                progress(len(idx))
+        return [r for r in out if r is not None]
+
+    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
+                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+        encoded = encoded if encoded is not None else self.encode(requests)
+        key = tuple(choices)
+        if key not in self._choice_ids:
+            self._choice_ids[key] = choice_token_ids(
+                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices)
+        tids = self._choice_ids[key]
+        out: list[Result] = []
+        bs = max(1, self.spec.batch_size)
+        for k in range(0, len(encoded), bs):
+            chunk = [list(e) for e in encoded[k:k + bs]]
+            ids, mask = self._pad(chunk)
+            t0 = time.perf_counter()
+            with self.torch.inference_mode():
+                logits = self.model(input_ids=ids, attention_mask=mask).logits[:, -1, :].float()
+            lp = self.torch.log_softmax(logits, dim=-1)
+            per = (time.perf_counter() - t0) / len(chunk)
+            for row, e in enumerate(chunk):
+                scores = {c: float(lp[row, t]) for c, t in zip(choices, tids)}
+                out.append(Result(text=max(choices, key=lambda c: scores[c]), prompt_tokens=len(e),
+                                  latency_s=round(per, 6), logprobs=scores))
+            if progress:
+                progress(len(chunk))
+        return out
+
+    def close(self) -> None:
+        self.model = None
+
+
+def _quantization_config(name: str) -> Any:
+    """int8 / int4 weight-only quantization that runs on CPU as well as GPU (torchao)."""
+    from transformers import TorchAoConfig
+
+    try:
+        from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, PerGroup
+    except ImportError as e:
+        raise InputError("quantization needs torchao: pip install torchao", field="quantization") from e
+    import torch
+
+    if name == "int8":
+        return TorchAoConfig(quant_type=Int8WeightOnlyConfig())
+    if name == "int4":
+        return TorchAoConfig(quant_type=IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+    raise InputError(f"unknown quantization '{name}' for transformers, expected int8 or int4",
+                     field="quantization")

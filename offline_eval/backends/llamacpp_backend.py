@@ -1,0 +1,127 @@
+"""llama.cpp through llama-cpp-python: GGUF files, GBNF grammars, one sequence at a time.
+
+llama.cpp keeps the KV cache of the previous prompt and re-evaluates only what differs, so the runner's
+prefix-sorted order (shared few-shot exemplars next to each other) is what makes it fast.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..requests import Request, Result
+from .base import Backend, LoadSpec, Progress, choice_token_ids, read_chat_template, render_chat
+from .grammars import gbnf
+
+
+class LlamaCppBackend(Backend):
+    name = "llamacpp"
+
+    def __init__(self, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        from llama_cpp import Llama
+
+        kwargs: dict[str, Any] = dict(model_path=spec.path, n_ctx=spec.max_model_len, seed=spec.seed,
+                                      n_gpu_layers=spec.n_gpu_layers or 0, verbose=False,
+                                      n_batch=min(512, spec.max_model_len))
+        if spec.threads:
+            kwargs["n_threads"] = spec.threads
+        kwargs.update(spec.engine_args)
+        self.llm = Llama(**kwargs)
+        meta = self.llm.metadata
+        self.chat_template = read_chat_template(spec.chat_template) or meta.get("tokenizer.chat_template")
+        self._bos = self._piece(self.llm.token_bos())
+        self._eos = self._piece(self.llm.token_eos())
+        self._grammars: dict[str, Any] = {}
+        self._choice_ids: dict[tuple[str, ...], list[int]] = {}
+
+    def engine_version(self) -> str:
+        import llama_cpp
+
+        return llama_cpp.__version__
+
+    def _piece(self, tid: int) -> str:
+        return self.llm.detokenize([tid], special=True).decode("utf-8", errors="replace") if tid >= 0 else ""
+
+    def _render(self, r: Request) -> str:
+        if r.messages is None:
+            return r.prompt or ""
+        if not self.chat_template:
+            raise InputError("the GGUF has no tokenizer.chat_template; set chat_template in models.yaml",
+                             file=self.spec.path, field="chat_template")
+        return render_chat(self.chat_template, r.message_dicts(), self._bos, self._eos)
+
+    def _tok(self, text: str, add_bos: bool = False) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        return [self._tok(self._render(r), add_bos=r.messages is None) for r in requests]
+
+    def _grammar(self, r: Request) -> Any:
+        if r.constraint is None:
+            return None
+        from llama_cpp import LlamaGrammar
+
+        text = gbnf(r.constraint)
+        if text not in self._grammars:
+            self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[text]
+
+    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
+                 progress: Progress = None) -> list[Result]:
+        encoded = encoded if encoded is not None else self.encode(requests)
+        out = []
+        for r, ids in zip(requests, encoded):
+            s = r.sampling
+            t0 = time.perf_counter()
+            resp = self.llm.create_completion(prompt=list(ids), max_tokens=s.max_tokens, temperature=s.temperature,
+                                              top_p=s.top_p, seed=s.seed, grammar=self._grammar(r))
+            t1 = time.perf_counter()
+            ch, usage = resp["choices"][0], resp["usage"]
+            out.append(Result(text=ch["text"], finish_reason=ch.get("finish_reason") or "stop",
+                              prompt_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
+                              latency_s=round(t1 - t0, 6)))
+            if progress:
+                progress(1)
+        return out
+
+    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
+                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+        encoded = encoded if encoded is not None else self.encode(requests)
+        key = tuple(choices)
+        if key not in self._choice_ids:
+            self._choice_ids[key] = choice_token_ids(self._tok, self._render(requests[0]), choices)
+        ids = self._choice_ids[key]
+        out = []
+        for ids_prompt in encoded:
+            t0 = time.perf_counter()
+            logits = self._last_logits(list(ids_prompt))
+            lse = float(np.logaddexp.reduce(logits.astype(np.float64)))
+            scores = {c: float(logits[i]) - lse for c, i in zip(choices, ids)}
+            out.append(Result(text=max(choices, key=lambda c: scores[c]), prompt_tokens=len(ids_prompt),
+                              latency_s=round(time.perf_counter() - t0, 6), logprobs=scores))
+            if progress:
+                progress(1)
+        return out
+
+    def _last_logits(self, tokens: list[int]) -> np.ndarray:
+        """Evaluate `tokens`, reusing the cached prefix shared with the previous prompt."""
+        llm = self.llm
+        cached = llm.input_ids[: llm.n_tokens].tolist()
+        keep = 0
+        for a, b in zip(cached, tokens):
+            if a != b:
+                break
+            keep += 1
+        llm.n_tokens = min(keep, len(tokens) - 1)  # at least one token must be evaluated to get logits
+        llm.eval(tokens[llm.n_tokens:])
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            llm.close()
+            self.llm = None

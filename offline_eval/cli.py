@@ -1,0 +1,164 @@
+"""The `offline-eval` command: argument parsing and error reporting only; the work lives elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Sequence
+
+from .errors import OfflineEvalError
+
+# Engines log every step at INFO; a user wants our progress, not theirs. --debug restores it.
+_QUIET_ENV = {"VLLM_LOGGING_LEVEL": "WARNING", "VLLM_CONFIGURE_LOGGING": "1", "TOKENIZERS_PARALLELISM": "false",
+              "TRANSFORMERS_VERBOSITY": "error"}
+
+
+def _csv(v: str | None) -> list[str] | None:
+    return [x.strip() for x in v.split(",") if x.strip()] if v else None
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from .config import load_config
+    from .sweep import run_sweep
+
+    cfg = load_config(a.config)
+    s = run_sweep(cfg, source=a.config, out_dir=a.out, only=_csv(a.only), only_tasks=_csv(a.tasks),
+                  limit=a.limit, fresh=a.fresh, dry_run=a.dry_run)
+    if not a.dry_run:
+        print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
+    return 1 if s.get("failures") else 0
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from .config import SweepConfig, format_validation_error
+    from .sweep import run_sweep
+    from pydantic import ValidationError
+
+    variant = {"default": {"file": None}}
+    model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
+                             "max_model_len": a.max_model_len, "variants": variant}
+    if a.chat_template:
+        model["chat_template"] = a.chat_template
+    opts: dict[str, Any] = {"data": a.data}
+    if a.shots is not None:
+        opts["shots"] = a.shots
+    if a.mode:
+        opts["mode"] = a.mode
+    try:
+        cfg = SweepConfig.model_validate({"output_dir": a.out, "models": [model], "tasks": {a.task: opts}})
+    except ValidationError as e:
+        raise format_validation_error(e, "command line") from None
+    s = run_sweep(cfg, source="command line", limit=a.limit, fresh=a.fresh)
+    print(f"wrote {a.out}/summary.json and report.md")
+    return 1 if s.get("failures") else 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from .report import write_report
+
+    print(f"wrote {write_report(a.dir)}")
+    return 0
+
+
+def cmd_data_validate(a: argparse.Namespace) -> int:
+    from .tasks import make_task
+
+    task = make_task(a.task, {"data": a.path}, source="command line")
+    print(f"{a.path}: OK ({task.validate_data(a.path)})")
+    return 0
+
+
+def cmd_models_check(a: argparse.Namespace) -> int:
+    from .config import check_paths, load_config
+    from .tasks import make_task
+
+    cfg = load_config(a.config)
+    problems = check_paths(cfg, a.config)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        return 2
+    for name, opts in cfg.tasks.items():
+        make_task(name, opts, a.config)
+    n = sum(len(m.variants) for m in cfg.models)
+    print(f"{a.config}: OK ({len(cfg.models)} models, {n} variants, tasks: {', '.join(cfg.tasks)})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="offline-eval", description="Japanese legal benchmarks on local models, "
+                                                                 "with no network.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks and engine logs")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("sweep", help="run every model x variant x task setting in a models.yaml")
+    s.add_argument("config")
+    s.add_argument("--out", help="output folder (default: output_dir in the config)")
+    s.add_argument("--only", help="comma-separated model names to run")
+    s.add_argument("--tasks", help="comma-separated task names to run")
+    s.add_argument("--limit", type=int, help="evaluate at most N items per task")
+    s.add_argument("--fresh", action="store_true", help="ignore stored outputs and regenerate everything")
+    s.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    s.set_defaults(func=cmd_sweep)
+
+    r = sub.add_parser("run", help="run one model on one task")
+    r.add_argument("--backend", required=True, choices=["vllm", "llamacpp", "transformers"])
+    r.add_argument("--model", required=True, help="model folder (vllm, transformers) or .gguf file (llamacpp)")
+    r.add_argument("--name", help="name for the results folder (default: model)")
+    r.add_argument("--task", required=True)
+    r.add_argument("--data", required=True)
+    r.add_argument("--shots", type=int)
+    r.add_argument("--mode", choices=["constrained", "free", "logprob"])
+    r.add_argument("--limit", type=int)
+    r.add_argument("--max-model-len", type=int, default=4096)
+    r.add_argument("--chat-template", help="Jinja chat template file overriding the model's")
+    r.add_argument("--fresh", action="store_true")
+    r.add_argument("--out", required=True)
+    r.set_defaults(func=cmd_run)
+
+    rep = sub.add_parser("report", help="write report.md and report.html for an output folder")
+    rep.add_argument("dir")
+    rep.set_defaults(func=cmd_report)
+
+    d = sub.add_parser("data", help="dataset tools")
+    dsub = d.add_subparsers(dest="data_command", required=True)
+    dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
+    dv.add_argument("task")
+    dv.add_argument("path")
+    dv.set_defaults(func=cmd_data_validate)
+
+    m = sub.add_parser("models", help="models.yaml tools")
+    msub = m.add_subparsers(dest="models_command", required=True)
+    mc = msub.add_parser("check", help="validate models.yaml and check that every path exists")
+    mc.add_argument("config")
+    mc.set_defaults(func=cmd_models_check)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.debug:
+        for k, v in _QUIET_ENV.items():
+            os.environ.setdefault(k, v)
+    try:
+        return int(args.func(args) or 0)
+    except OfflineEvalError as e:
+        if args.debug:
+            raise
+        print(f"offline-eval: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("offline-eval: interrupted; finished outputs are in the store, re-run to resume", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the contract is one line, no traceback, unless --debug
+        if args.debug:
+            raise
+        first = str(e).splitlines()[0] if str(e) else ""
+        print(f"offline-eval: error: {type(e).__name__}: {first} (re-run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

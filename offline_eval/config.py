@@ -1,0 +1,174 @@
+"""models.yaml: pydantic models, and errors that name the file, the field and what was expected."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .backends.base import BACKEND_NAMES, LoadSpec
+from .errors import InputError, is_url
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
+
+
+class VariantSpec(Strict):
+    """One way of loading the model: a different file (GGUF, pre-quantized folder) and/or load options."""
+
+    file: str | None = Field(None, description="weights file or folder replacing the model's `path`")
+    dtype: str | None = None
+    quantization: str | None = Field(None, description="vllm: awq, gptq, fp8, ...; transformers: int8, int4")
+    options: dict[str, Any] = Field(default_factory=dict, description="extra engine constructor arguments")
+
+
+class ModelSpec(Strict):
+    name: str = Field(pattern=_NAME)
+    backend: Literal["vllm", "llamacpp", "transformers"]
+    path: str
+    variants: dict[str, VariantSpec] = Field(default_factory=lambda: {"default": VariantSpec()})
+    max_model_len: int = Field(4096, gt=0)
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    n_gpu_layers: int | None = None
+    threads: int | None = Field(None, ge=1)
+    batch_size: int = Field(16, ge=1)
+    enable_prefix_caching: bool = True
+    chat_template: str | None = None
+    trust_remote_code: bool = False
+    seed: int = 0
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names(cls, v: dict[str, VariantSpec]) -> dict[str, VariantSpec]:
+        for k in v:
+            if not re.match(_NAME, k):
+                raise ValueError(f"variant name '{k}' must match {_NAME}")
+        if not v:
+            raise ValueError("at least one variant is needed (or leave `variants` out)")
+        return v
+
+    def load_spec(self, variant: str) -> LoadSpec:
+        v = self.variants[variant]
+        return LoadSpec(
+            name=self.name, backend=self.backend, path=v.file or self.path, variant=variant,
+            max_model_len=self.max_model_len, dtype=v.dtype, quantization=v.quantization,
+            chat_template=self.chat_template, trust_remote_code=self.trust_remote_code, seed=self.seed,
+            tensor_parallel_size=self.tensor_parallel_size, gpu_memory_utilization=self.gpu_memory_utilization,
+            n_gpu_layers=self.n_gpu_layers, threads=self.threads, batch_size=self.batch_size,
+            enable_prefix_caching=self.enable_prefix_caching, engine_args={**self.engine_args, **v.options})
+
+    def run_name(self, variant: str) -> str:
+        """Says what the run was: model, engine, variant (quantization), context length."""
+        return f"{self.name}.{self.backend}.{variant}.ctx{self.max_model_len}"
+
+
+class RunnerSpec(Strict):
+    chunk_size: int = Field(512, ge=1, description="requests per engine call; bounds memory, and a crash "
+                                                    "loses at most one chunk")
+
+
+class SweepConfig(Strict):
+    output_dir: str = "runs/default"
+    models: list[ModelSpec] = Field(min_length=1)
+    tasks: dict[str, dict[str, Any]] = Field(min_length=1)
+    runner: RunnerSpec = Field(default_factory=RunnerSpec)
+
+    @field_validator("models")
+    @classmethod
+    def _unique(cls, v: list[ModelSpec]) -> list[ModelSpec]:
+        names = [m.name for m in v]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(sorted(dup))}")
+        return v
+
+
+def format_validation_error(e: ValidationError, file: str | None, prefix: str = "") -> InputError:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(err["loc"]))
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key (check the spelling; see the README's models.yaml reference)"
+    more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+    return InputError(msg + more, file=file, field=loc or None)
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate models.yaml; relative paths resolve against the file's folder."""
+    p = Path(path)
+    if is_url(str(path)):
+        raise InputError("URLs are refused; give a local path", file=str(path))
+    if not p.is_file():
+        raise InputError("config file not found", file=str(path))
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", file=str(path)) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else None
+        raise InputError(f"invalid YAML: {getattr(e, 'problem', e)}", file=str(path), record=where) from None
+    if not isinstance(raw, dict):
+        raise InputError("expected a mapping with `models` and `tasks`", file=str(path))
+    try:
+        cfg = SweepConfig.model_validate(raw)
+    except ValidationError as e:
+        raise format_validation_error(e, str(path)) from None
+    base = p.resolve().parent
+    cfg.output_dir = str(_resolve(base, cfg.output_dir))
+    for m in cfg.models:
+        m.path = _resolve(base, m.path)
+        for v in m.variants.values():
+            if v.file:
+                v.file = _resolve(base, v.file)
+        if m.chat_template and "{" not in m.chat_template:
+            m.chat_template = _resolve(base, m.chat_template)
+    for name, opts in cfg.tasks.items():
+        if isinstance(opts, dict) and isinstance(opts.get("data"), str):
+            opts["data"] = _resolve(base, opts["data"])
+    cfg._source = str(path)  # type: ignore[attr-defined]
+    return cfg
+
+
+def _resolve(base: Path, value: str) -> str:
+    if is_url(value):
+        return value  # refused with a clear message by check_paths / the loaders
+    v = Path(value).expanduser()
+    return str(v if v.is_absolute() else (base / v))
+
+
+def check_paths(cfg: SweepConfig, source: str) -> list[str]:
+    """Everything `models check` verifies beyond the schema. Returns a list of problems (empty = fine)."""
+    problems = []
+    for i, m in enumerate(cfg.models):
+        targets = [(f"models.{i}.path", m.path)] if not all(v.file for v in m.variants.values()) else []
+        targets += [(f"models.{i}.variants.{k}.file", v.file) for k, v in m.variants.items() if v.file]
+        for field, value in targets:
+            if is_url(value):
+                problems.append(f"{source}: field '{field}': URLs are refused, give a local path: {value}")
+            elif not Path(value).exists():
+                problems.append(f"{source}: field '{field}': path does not exist: {value}")
+            elif m.backend == "llamacpp" and not Path(value).is_file():
+                problems.append(f"{source}: field '{field}': llamacpp needs a .gguf file: {value}")
+            elif m.backend != "llamacpp" and not Path(value).is_dir():
+                problems.append(f"{source}: field '{field}': {m.backend} needs a model folder: {value}")
+    for name, opts in cfg.tasks.items():
+        data = opts.get("data") if isinstance(opts, dict) else None
+        if isinstance(data, str):
+            if is_url(data):
+                problems.append(f"{source}: field 'tasks.{name}.data': URLs are refused, give a local path")
+            elif not Path(data).exists():
+                problems.append(f"{source}: field 'tasks.{name}.data': path does not exist: {data}")
+    return problems
+
+
+__all__ = ["BACKEND_NAMES", "ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "load_config"]

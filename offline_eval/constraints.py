@@ -1,0 +1,58 @@
+"""Backend-neutral output constraints. Each backend translates them into its own grammar form."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The output is exactly one of `choices`."""
+
+    choices: tuple[str, ...]
+
+    def __init__(self, choices: list[str] | tuple[str, ...]) -> None:
+        if not choices:
+            raise ValueError("Choice needs at least one option")
+        object.__setattr__(self, "choices", tuple(choices))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "choice", "choices": list(self.choices)}
+
+
+@dataclass(frozen=True)
+class JsonSchema:
+    """The output is one JSON value (no whitespace between tokens) that validates against `schema`."""
+
+    schema_json: str
+
+    def __init__(self, schema: dict[str, Any] | str) -> None:
+        text = schema if isinstance(schema, str) else json.dumps(schema, sort_keys=True, ensure_ascii=False)
+        object.__setattr__(self, "schema_json", text)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return json.loads(self.schema_json)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "json", "schema": self.schema}
+
+
+@dataclass(frozen=True)
+class Regex:
+    """The whole output matches `pattern`."""
+
+    pattern: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "regex", "pattern": self.pattern}
+
+
+Constraint = Union[Choice, JsonSchema, Regex]
+
+
+def parse_json_strict(text: str) -> Any:
+    """json.loads that refuses raw control characters inside strings (the JSON spec does too)."""
+    return json.loads(text, strict=True)

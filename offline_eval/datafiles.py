@@ -1,0 +1,133 @@
+"""Read dataset records from local files: JSONL, JSON, Parquet, or a `datasets` folder (save_to_disk).
+
+Every record comes back with a label ("line 7", "row 3") so schema errors can name where they are.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import InputError, is_url
+
+Record = tuple[str, dict[str, Any]]
+_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def resolve_split(path: str | Path, split: str) -> Path | tuple[Path, str]:
+    """A file as given, `{split}.jsonl|.json|.parquet` inside a folder, or (datasets folder, split)."""
+    p = Path(path)
+    if is_url(str(path)):
+        raise InputError("URLs are refused; download the data yourself and give a local path", file=str(path))
+    if not p.exists():
+        raise InputError("data path does not exist", file=str(path))
+    if p.is_file():
+        return p
+    if (p / "dataset_dict.json").exists() or (p / "state.json").exists():
+        return (p, split)
+    for suf in _SUFFIXES:
+        if (p / f"{split}{suf}").is_file():
+            return p / f"{split}{suf}"
+    raise InputError(f"no '{split}' split here: expected {split}.jsonl, {split}.parquet or a datasets folder",
+                     file=str(p))
+
+
+def has_split(path: str | Path, split: str) -> bool:
+    try:
+        target = resolve_split(path, split)
+    except InputError:
+        return False
+    if isinstance(target, tuple):
+        p = target[0]
+        if (p / "dataset_dict.json").exists():
+            return split in json.loads((p / "dataset_dict.json").read_text())["splits"]
+        return True
+    return True
+
+
+def read_records(path: str | Path, split: str = "test") -> list[Record]:
+    target = resolve_split(path, split)
+    if isinstance(target, tuple):
+        records = list(_read_datasets(*target))
+        where = str(target[0])
+    elif target.suffix == ".parquet":
+        records = list(_read_parquet(target))
+        where = str(target)
+    elif target.suffix == ".json":
+        records = list(_read_json(target))
+        where = str(target)
+    else:
+        records = list(_read_jsonl(target))
+        where = str(target)
+    if not records:
+        raise InputError("no records (the file is empty)", file=where)
+    return records
+
+
+def _read_jsonl(p: Path) -> Iterator[Record]:
+    with p.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError("not UTF-8 text", file=str(p), record=f"line {n}") from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"malformed JSON ({e.msg} at column {e.colno})", file=str(p),
+                                 record=f"line {n}") from None
+            if not isinstance(obj, dict):
+                raise InputError("expected a JSON object", file=str(p), record=f"line {n}")
+            yield f"line {n}", obj
+
+
+def _read_json(p: Path) -> Iterator[Record]:
+    try:
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", file=str(p)) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"malformed JSON ({e.msg})", file=str(p), record=f"line {e.lineno}") from None
+    if isinstance(data, dict):
+        data = next((v for v in data.values() if isinstance(v, list)), [data])
+    if not isinstance(data, list):
+        raise InputError("expected a JSON list of objects", file=str(p))
+    for n, obj in enumerate(data):
+        if not isinstance(obj, dict):
+            raise InputError("expected a JSON object", file=str(p), record=f"item {n}")
+        yield f"item {n}", obj
+
+
+def _read_parquet(p: Path) -> Iterator[Record]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError("reading Parquet needs pyarrow: pip install 'offline-eval[data]'", file=str(p)) from None
+    try:
+        table = pq.read_table(p)
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        raise InputError(f"not a readable Parquet file ({e})", file=str(p)) from None
+    for n, row in enumerate(table.to_pylist()):
+        yield f"row {n}", row
+
+
+def _read_datasets(p: Path, split: str) -> Iterator[Record]:
+    try:
+        from datasets import Dataset, DatasetDict, load_from_disk
+    except ImportError:
+        raise InputError("reading a datasets folder needs datasets: pip install 'offline-eval[data]'",
+                         file=str(p)) from None
+    try:
+        ds = load_from_disk(str(p))
+    except Exception as e:  # noqa: BLE001
+        raise InputError(f"not a readable datasets folder ({e})", file=str(p)) from None
+    if isinstance(ds, DatasetDict):
+        if split not in ds:
+            raise InputError(f"no '{split}' split (has: {', '.join(ds)})", file=str(p))
+        ds = ds[split]
+    assert isinstance(ds, Dataset)
+    for n, row in enumerate(ds):
+        yield f"{split} row {n}", dict(row)

@@ -1,0 +1,36 @@
+"""User-facing errors: one line that names the file, the record and the field."""
+
+from __future__ import annotations
+
+
+class OfflineEvalError(Exception):
+    """An error the CLI prints as one line (no traceback) before exiting non-zero."""
+
+    exit_code = 2
+
+
+class InputError(OfflineEvalError):
+    """Bad user input: a data file, a config, a path."""
+
+    def __init__(self, message: str, *, file: str | None = None, record: str | int | None = None,
+                 field: str | None = None) -> None:
+        self.file, self.record, self.field, self.detail = file, record, field, message
+        where = []
+        if file is not None:
+            where.append(str(file))
+        if record is not None:
+            where.append(f"record {record}" if not isinstance(record, str) or not record.startswith("line ")
+                         else record)
+        if field is not None:
+            where.append(f"field '{field}'")
+        super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
+
+
+class MissingExtraError(OfflineEvalError):
+    def __init__(self, extra: str, module: str) -> None:
+        super().__init__(f"the '{module}' engine is not installed: pip install 'offline-eval[{extra}]'")
+
+
+def is_url(path: str) -> bool:
+    p = str(path).strip().lower()
+    return "://" in p or p.startswith(("hf:", "s3:", "gs:", "www."))

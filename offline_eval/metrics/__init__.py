@@ -1,0 +1,1 @@
+"""Metrics. Each function is tested against hand-computed values and an independent implementation."""

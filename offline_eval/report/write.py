@@ -1,0 +1,55 @@
+"""Render report.md and report.html for an output folder."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from ..errors import InputError
+from ..fileio import write_text_atomic
+from .tables import Table, build_tables
+
+
+def _md(t: Table) -> str:
+    esc = [[c.replace("|", "\\|") for c in row] for row in t.rows]
+    lines = [f"## {t.title}", "", "| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
+    lines += ["| " + " | ".join(r) + " |" for r in esc]
+    if t.note:
+        lines += ["", t.note]
+    return "\n".join(lines) + "\n"
+
+
+def _html(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in t.rows)
+    note = f"<p>{html.escape(t.note)}</p>" if t.note else ""
+    return f"<h2>{html.escape(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
+        "margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3}")
+
+
+def write_report(out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    p = out / "summary.json"
+    if not p.exists():
+        raise InputError("no summary.json here; run a sweep into this folder first", file=str(out))
+    try:
+        summary = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
+    tables = build_tables(summary)
+    failures = summary.get("failures") or []
+    md = "# offline-eval report\n\n" + "\n".join(_md(t) for t in tables)
+    if failures:
+        md += "\n## Failed runs\n\n" + "\n".join(f"- {f}" for f in failures) + "\n"
+    write_text_atomic(out / "report.md", md)
+    body = "".join(_html(t) for t in tables)
+    if failures:
+        body += "<h2>Failed runs</h2><ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in failures) + "</ul>"
+    write_text_atomic(out / "report.html", f"<!doctype html><html lang=\"ja\"><head><meta charset=\"utf-8\">"
+                                           f"<title>offline-eval report</title><style>{_CSS}</style></head>"
+                                           f"<body><h1>offline-eval report</h1>{body}</body></html>\n")
+    return out / "report.md"

@@ -1,0 +1,86 @@
+"""What tasks ask of a backend, and what comes back. Tasks build these; backends consume them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .constraints import Constraint
+
+Method = Literal["generate", "choice_logprobs"]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0
+    seed: int = 0
+    max_tokens: int = 16
+    top_p: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
+                "top_p": self.top_p}
+
+
+@dataclass(frozen=True)
+class Request:
+    """Chat `messages` (list of {role, content}) or a raw `prompt`, plus sampling and an optional constraint."""
+
+    messages: tuple[tuple[str, str], ...] | None = None
+    prompt: str | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    constraint: Constraint | None = None
+
+    @staticmethod
+    def chat(messages: list[dict[str, str]], sampling: Sampling | None = None,
+             constraint: Constraint | None = None) -> "Request":
+        return Request(messages=tuple((m["role"], m["content"]) for m in messages),
+                       sampling=sampling or Sampling(), constraint=constraint)
+
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in (self.messages or ())]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": [list(m) for m in self.messages] if self.messages is not None else None,
+                "prompt": self.prompt, "sampling": self.sampling.to_dict(),
+                "constraint": self.constraint.to_dict() if self.constraint else None}
+
+
+@dataclass
+class Result:
+    text: str = ""
+    finish_reason: str = "stop"  # stop | length | overflow | error
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    logprobs: dict[str, float] | None = None  # choice -> log-probability, for choice_logprobs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
+                "output_tokens": self.output_tokens, "latency_s": self.latency_s, "logprobs": self.logprobs}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Result":
+        return Result(**d)
+
+
+def request_key(fingerprint: str, variant: str, request: Request, method: Method,
+                choices: tuple[str, ...] | None = None) -> str:
+    payload = {"fp": fingerprint, "variant": variant, "method": method,
+               "choices": list(choices) if choices else None, "request": request.to_dict()}
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Phase:
+    """One batch of work a task hands the runner: requests of one kind, with the item each belongs to."""
+
+    name: str
+    requests: list[Request]
+    item_ids: list[str]
+    method: Method = "generate"
+    choices: tuple[str, ...] | None = None
+    overflow: Literal["skip", "fail"] = "skip"

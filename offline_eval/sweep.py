@@ -1,0 +1,151 @@
+"""A sweep: every model x variant x task setting, through one runner and store, into the output layout.
+
+    OUT/store.sqlite                      every engine output, keyed by (model, variant, request)
+    OUT/results/<run>/<setting>.jsonl     one record per item
+    OUT/summary.json                      {"runs": [...]} with metrics and throughput per run
+    OUT/report.md, OUT/report.html
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .backends.base import load_backend
+from .config import ModelSpec, SweepConfig, check_paths
+from .errors import InputError, OfflineEvalError
+from .fileio import write_json_atomic, write_jsonl_atomic
+from .runner import Runner
+from .store import Store
+from .tasks import make_task
+from .tasks.base import Item, Task
+
+SUMMARY_VERSION = 1
+Log = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass
+class PlannedTask:
+    name: str
+    task: Task
+    items: list[Item]
+
+
+def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None, source: str) -> list[PlannedTask]:
+    """Build and load every task before any engine starts, so bad data fails in seconds, not after a model."""
+    out = []
+    for name, opts in cfg.tasks.items():
+        if only_tasks and name not in only_tasks:
+            continue
+        opts = dict(opts)
+        if limit is not None:
+            opts["limit"] = limit
+        task = make_task(name, opts, source)
+        out.append(PlannedTask(name, task, task.load()))
+    if only_tasks:
+        unknown = set(only_tasks) - {p.name for p in out}
+        if unknown:
+            raise InputError(f"--tasks names tasks not in the config: {', '.join(sorted(unknown))}")
+    return out
+
+
+def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only: list[str] | None = None,
+              only_tasks: list[str] | None = None, limit: int | None = None, fresh: bool = False,
+              dry_run: bool = False, progress: bool | None = None, log: Log = _stderr) -> dict[str, Any]:
+    out = Path(out_dir or cfg.output_dir)
+    models = [m for m in cfg.models if not only or m.name in only]
+    if only and len(models) != len(set(only)):
+        missing = set(only) - {m.name for m in models}
+        raise InputError(f"--only names models not in the config: {', '.join(sorted(missing))}")
+    problems = check_paths(cfg.model_copy(update={"models": models}), source)
+    if problems:
+        raise InputError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    tasks = plan_tasks(cfg, only_tasks, limit, source)
+    plan = [(m, v, t, s) for m in models for v in m.variants for t in tasks for s in t.task.settings()]
+    if dry_run:
+        for m, v, t, s in plan:
+            log(f"{m.run_name(v)}  {t.task.setting_name(s)}  ({len(t.items)} items)")
+        return {"runs": [], "planned": len(plan)}
+
+    out.mkdir(parents=True, exist_ok=True)
+    store = Store(out / "store.sqlite")
+    summary = _load_summary(out)
+    failures: list[str] = []
+    try:
+        for m in models:
+            for variant in m.variants:
+                try:
+                    _run_model(m, variant, tasks, store, out, summary, cfg.runner.chunk_size, fresh, progress, log)
+                except InputError:
+                    raise
+                except OfflineEvalError as e:
+                    failures.append(f"{m.run_name(variant)}: {e}")
+                    log(f"offline-eval: {m.run_name(variant)} failed: {e}")
+    finally:
+        store.close()
+    from .report import write_report
+
+    summary["failures"] = failures
+    write_json_atomic(out / "summary.json", summary)
+    write_report(out)
+    return summary
+
+
+def _run_model(m: ModelSpec, variant: str, tasks: list[PlannedTask], store: Store, out: Path,
+               summary: dict[str, Any], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
+    run = m.run_name(variant)
+    spec = m.load_spec(variant)
+    log(f"[{run}] loading {spec.backend} model from {spec.path}")
+    try:
+        backend = load_backend(spec)
+    except OfflineEvalError:
+        raise
+    except Exception as e:  # noqa: BLE001 - engines raise anything on a bad model; report it as one line
+        raise OfflineEvalError(f"the engine could not load {spec.path}: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    try:
+        runner = Runner(backend, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
+        for t in tasks:
+            for setting in t.task.settings():
+                name = t.task.setting_name(setting)
+                phase = t.task.build(t.items, setting)
+                results, stats = runner.run(phase)
+                records = [t.task.score(it, r, setting) for it, r in zip(t.items, results)]
+                write_jsonl_atomic(out / "results" / run / f"{name}.jsonl", records)
+                metrics = t.task.aggregate(records, setting)
+                entry = {"model": m.name, "variant": variant, "backend": m.backend, "run": run,
+                         "max_model_len": m.max_model_len, "task": t.name, "setting": name,
+                         "options": setting, "n_items": len(records), "metrics": metrics,
+                         "throughput": stats.throughput()}
+                _put_run(summary, entry)
+                write_json_atomic(out / "summary.json", summary)
+                log(f"[{run}] {name}: " + ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy",
+                    "faithfulness") if k in metrics) + f"  ({stats.n_generated} generated, {stats.n_cached} "
+                    f"cached, {stats.throughput()['items_per_s']:.1f} items/s)")
+    finally:
+        backend.close()
+
+
+def _load_summary(out: Path) -> dict[str, Any]:
+    p = out / "summary.json"
+    if p.exists():
+        try:
+            s = json.loads(p.read_text(encoding="utf-8"))
+            if isinstance(s, dict) and isinstance(s.get("runs"), list):
+                return s
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            pass
+    return {"version": SUMMARY_VERSION, "runs": []}
+
+
+def _put_run(summary: dict[str, Any], entry: dict[str, Any]) -> None:
+    key = (entry["run"], entry["setting"])
+    runs = [r for r in summary["runs"] if (r.get("run"), r.get("setting")) != key] + [entry]
+    summary["runs"] = sorted(runs, key=lambda r: (r["run"], r["setting"]))

@@ -1,0 +1,58 @@
+"""The task contract. A task never imports a backend: it builds requests and scores results."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Sequence
+
+from pydantic import BaseModel, ValidationError
+
+from ..requests import Phase, Result
+
+Setting = dict[str, Any]
+Item = dict[str, Any]
+
+
+class Task(ABC):
+    name: ClassVar[str]
+    Options: ClassVar[type[BaseModel]]
+
+    def __init__(self, options: BaseModel) -> None:
+        self.options = options
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], source: str | None = None, prefix: str = "") -> "Task":
+        from ..config import format_validation_error
+
+        try:
+            return cls(cls.Options.model_validate(options))
+        except ValidationError as e:
+            raise format_validation_error(e, source, prefix) from None
+
+    @abstractmethod
+    def settings(self) -> list[Setting]:
+        """The option combinations one sweep runs, e.g. shots x mode."""
+
+    @abstractmethod
+    def setting_name(self, setting: Setting) -> str:
+        """File-name-safe name of one setting, e.g. jbeqa.4shot.constrained."""
+
+    @abstractmethod
+    def load(self) -> list[Item]:
+        """Read and schema-check the evaluation items (errors name file, record and field)."""
+
+    @abstractmethod
+    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
+        ...
+
+    @abstractmethod
+    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
+        """One per-item record: at least id, output, parsed, gold, scores."""
+
+    @abstractmethod
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+        ...
+
+    def validate_data(self, path: str) -> str:
+        """`offline-eval data validate`: check every split the path holds; returns a one-line summary."""
+        raise NotImplementedError

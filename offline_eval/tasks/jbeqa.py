@@ -1,0 +1,242 @@
+"""JBE-QA: true/false statements from the Japanese bar exam (民法, 刑法, 憲法), zero- and few-shot.
+
+Prompt and scoring follow the paper: the system message asks for a bare 1 (correct) or 0 (incorrect);
+anything else is scored as 0 (false), and faithfulness is the share of bare 1/0 answers. F1 takes
+"true" as the positive class.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+
+from ..constraints import Choice
+from ..datafiles import has_split, read_records
+from ..errors import InputError
+from ..metrics.bootstrap import bootstrap_ci
+from ..metrics.classification import accuracy, precision_recall_f1
+from ..requests import Phase, Request, Result, Sampling
+from .base import Item, Setting, Task
+
+SYSTEM_PROMPT = ("あなたは日本の司法試験の問題に解答する法律の専門家です。"
+                 "与えられた記述が正しい場合は1、誤っている場合は0とだけ出力してください。説明は不要です。")
+LABELS = ("0", "1")
+Mode = Literal["constrained", "free", "logprob"]
+
+
+class JBEQAOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    data: str = Field(description="JSONL/Parquet file, a folder of {split}.jsonl|.parquet, or a datasets folder")
+    split: str = "test"
+    train_split: str = "train"
+    shots: list[int] = Field(default_factory=lambda: [0])
+    mode: list[Mode] = Field(default_factory=lambda: ["constrained"])
+    limit: int | None = Field(None, ge=1)
+    overflow: Literal["skip", "fail"] = "skip"
+    exemplar_ids: list[str] | None = None
+    max_tokens: int | None = Field(None, ge=1, description="default: 4 constrained, 32 free")
+    bootstrap: int = Field(1000, ge=0)
+    seed: int = 0
+
+    @field_validator("shots", "mode", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return v if isinstance(v, list) else [v]
+
+    @field_validator("shots")
+    @classmethod
+    def _shots(cls, v: list[int]) -> list[int]:
+        if any(k < 0 for k in v):
+            raise ValueError("shots must be >= 0")
+        return v
+
+
+class JBEQAItem(BaseModel):
+    """The real dataset's schema. Unknown extra columns are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    year: int
+    subject: str
+    subject_jp: str
+    theme: str | None = None
+    question_type: str | None = None
+    instruction: str
+    remark: str | None = None
+    label: Literal["Y", "N"]
+    lead_in: str | None = None
+    question: str = Field(min_length=1)
+    answer: StrictBool
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def load_items(path: str, split: str) -> list[Item]:
+    items, seen = [], set()
+    for where, raw in read_records(path, split):
+        try:
+            it = JBEQAItem.model_validate(raw)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            rid = raw.get("id")
+            rec = f"{where} (id {rid})" if rid is not None else where
+            got = f", got {err['input']!r}" if err["type"] != "missing" else ""
+            msg = "missing" if err["type"] == "missing" else err["msg"]
+            raise InputError(f"{msg}{got}"[:300], file=str(path), record=rec, field=field) from None
+        if (it.label == "Y") != it.answer:
+            raise InputError(f"label {it.label!r} disagrees with answer {it.answer}", file=str(path),
+                             record=f"{where} (id {it.id})", field="label")
+        if it.id in seen:
+            raise InputError("duplicate id", file=str(path), record=f"{where} (id {it.id})", field="id")
+        seen.add(it.id)
+        items.append(it.model_dump())
+    return items
+
+
+def _present(v: str | None) -> bool:
+    return bool(v) and v.strip() not in ("", "None")
+
+
+def user_message(it: Item) -> str:
+    lines = [f"科目：{it['subject_jp']}"]
+    if _present(it.get("theme")):
+        lines.append(f"テーマ：{it['theme']}")
+    if _present(it.get("lead_in")):
+        lines.append(it["lead_in"])
+    lines.append(it["instruction"])
+    lines.append(f"記述：{it['question']}")
+    if _present(it.get("remark")):
+        r = it["remark"].strip()
+        lines.append(r if r.startswith("なお") else f"なお、{r}")
+    return "\n".join(lines)
+
+
+def parse_answer(text: str) -> int | None:
+    t = text.strip()
+    return int(t) if t in LABELS else None
+
+
+class JBEQATask(Task):
+    name = "jbeqa"
+    Options = JBEQAOptions
+    options: JBEQAOptions
+
+    def settings(self) -> list[Setting]:
+        return [{"shots": k, "mode": m} for k in self.options.shots for m in self.options.mode]
+
+    def setting_name(self, setting: Setting) -> str:
+        return f"jbeqa.{setting['shots']}shot.{setting['mode']}"
+
+    def load(self) -> list[Item]:
+        o = self.options
+        items = load_items(o.data, o.split)
+        k = max(o.shots)
+        self._exemplars: list[Item] = []
+        if k:
+            separate = o.train_split != o.split and has_split(o.data, o.train_split)
+            pool = load_items(o.data, o.train_split) if separate else items
+            self._exemplars = choose_exemplars(pool, k, o.exemplar_ids, o.data)
+            # Exemplars are never scored, in any setting, so 0-shot and k-shot score the same items.
+            ex = {e["id"] for e in self._exemplars}
+            items = [it for it in items if it["id"] not in ex]
+        return items[: o.limit] if o.limit else items
+
+    def _max_tokens(self, mode: str) -> int:
+        return self.options.max_tokens or (32 if mode == "free" else 4)
+
+    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
+        mode, k = setting["mode"], setting["shots"]
+        shots: list[dict[str, str]] = []
+        for e in self._exemplars[:k] if k else []:
+            shots += [{"role": "user", "content": user_message(e)},
+                      {"role": "assistant", "content": "1" if e["answer"] else "0"}]
+        sampling = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self._max_tokens(mode))
+        constraint = Choice(list(LABELS)) if mode == "constrained" else None
+        reqs = [Request.chat([{"role": "system", "content": SYSTEM_PROMPT}, *shots,
+                              {"role": "user", "content": user_message(it)}], sampling, constraint)
+                for it in items]
+        return Phase(name=self.setting_name(setting), requests=reqs, item_ids=[it["id"] for it in items],
+                     method="choice_logprobs" if mode == "logprob" else "generate",
+                     choices=LABELS if mode == "logprob" else None, overflow=self.options.overflow)
+
+    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
+        rec: dict[str, Any] = {"id": item["id"], "subject": item["subject_jp"], "year": item["year"],
+                               "output": result.text, "finish_reason": result.finish_reason,
+                               "gold": int(item["answer"])}
+        if result.finish_reason == "overflow":
+            return {**rec, "parsed": None, "skipped": True, "scores": {}}
+        parsed = parse_answer(result.text) if result.finish_reason != "length" else None
+        pred = parsed == 1  # the paper scores anything but a bare answer as 0
+        scores = {"correct": int(pred == item["answer"])}
+        if setting["mode"] != "logprob":
+            scores["faithful"] = int(parsed is not None)
+        rec.update(parsed=parsed, pred=int(pred), skipped=False, scores=scores,
+                   prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens)
+        if result.logprobs is not None:
+            rec["logprobs"] = {k: round(v, 6) for k, v in result.logprobs.items()}
+        return rec
+
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+        scored = [r for r in records if not r["skipped"]]
+        gold = [bool(r["gold"]) for r in scored]
+        pred = [bool(r["pred"]) for r in scored]
+        p, r_, f = precision_recall_f1(gold, pred)
+        m: dict[str, float] = {"n_scored": len(scored), "n_skipped": len(records) - len(scored),
+                               "accuracy": accuracy(gold, pred), "f1": f, "precision": p, "recall": r_,
+                               "parse_failures": sum(1 for r in scored if r["parsed"] is None)}
+        if setting["mode"] != "logprob":
+            m["faithfulness"] = (sum(r["scores"]["faithful"] for r in scored) / len(scored)) if scored else 0.0
+        if scored and self.options.bootstrap:
+            from ..metrics.classification import f1 as f1_fn
+
+            for name, fn in (("f1", f1_fn), ("accuracy", accuracy)):
+                lo, hi = bootstrap_ci(fn, gold, pred, n_resamples=self.options.bootstrap, seed=self.options.seed)
+                m[f"{name}_ci_low"], m[f"{name}_ci_high"] = lo, hi
+        for subj in sorted({r["subject"] for r in scored}):
+            sub = [r for r in scored if r["subject"] == subj]
+            m[f"subject.{subj}.f1"] = precision_recall_f1([bool(r["gold"]) for r in sub],
+                                                          [bool(r["pred"]) for r in sub])[2]
+            m[f"subject.{subj}.n"] = len(sub)
+        for year in sorted({r["year"] for r in scored}):
+            sub = [r for r in scored if r["year"] == year]
+            m[f"year.{year}.accuracy"] = accuracy([bool(r["gold"]) for r in sub], [bool(r["pred"]) for r in sub])
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in m.items()}
+
+    def validate_data(self, path: str) -> str:
+        found = []
+        for split in (self.options.split, self.options.train_split):
+            if has_split(path, split):
+                found.append(f"{split}: {len(load_items(path, split))} items")
+        if not found:
+            load_items(path, self.options.split)  # raises the clear error
+        return "; ".join(found)
+
+
+def choose_exemplars(pool: Sequence[Item], k: int, ids: list[str] | None, source: str) -> list[Item]:
+    """By id if given; otherwise the first ceil(k/2) true and floor(k/2) false items by id, alternating."""
+    by_id = {it["id"]: it for it in pool}
+    if ids:
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise InputError(f"exemplar ids not found: {', '.join(missing)}", file=source, field="exemplar_ids")
+        chosen = [by_id[i] for i in ids]
+        if len(chosen) < k:
+            raise InputError(f"{k} shots need {k} exemplar_ids, got {len(chosen)}", field="exemplar_ids")
+        return chosen
+    ordered = sorted(pool, key=lambda it: it["id"])
+    pos = [it for it in ordered if it["answer"]][: (k + 1) // 2]
+    neg = [it for it in ordered if not it["answer"]][: k // 2]
+    if len(pos) + len(neg) < k:
+        raise InputError(f"{k} shots need {(k + 1) // 2} true and {k // 2} false items to draw from",
+                         file=source, field="shots")
+    out = []
+    for i in range(max(len(pos), len(neg))):
+        out += pos[i:i + 1] + neg[i:i + 1]
+    return out

@@ -1,0 +1,218 @@
+#!/usr/bin/env python
+"""Build a tiny random-weight Llama for tests and the demo, entirely offline and deterministically.
+
+    python scripts/make_tiny_model.py OUT
+
+OUT/hf/                       HF folder: config, bf16 safetensors, SentencePiece tokenizer, chat template
+OUT/gguf/tiny-{f16,q8_0,q4_0}.gguf   the same weights for llama.cpp
+
+The tokenizer is a SentencePiece unigram model (byte fallback, so any input encodes) trained on the text
+under data/. Weights are random: the plumbing is what the tests exercise, not the answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 1234
+HIDDEN, HEADS, KV_HEADS, INTER, LAYERS, CTX = 128, 2, 1, 256, 2, 4096  # head_dim 64: vLLM-CPU needs it
+ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def corpus_lines(data_dir: Path) -> list[str]:
+    lines: list[str] = []
+
+    def walk(v: object) -> None:
+        if isinstance(v, str):
+            lines.extend(s for s in v.splitlines() if s.strip())
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    for f in sorted(data_dir.rglob("*")):
+        if f.suffix == ".jsonl":
+            for line in f.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    walk(json.loads(line))
+        elif f.suffix == ".json":
+            walk(json.loads(f.read_text(encoding="utf-8")))
+        elif f.suffix in (".md", ".txt"):
+            walk(f.read_text(encoding="utf-8"))
+    # Digits and the answer labels must be in the vocabulary as single pieces.
+    lines += ["0", "1", "0 1 2 3 4 5 6 7 8 9", '{"answer": "1", "score": 3}']
+    return lines
+
+
+def train_tokenizer(lines: list[str], out: Path) -> Path:
+    import sentencepiece as spm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        txt = Path(tmp) / "corpus.txt"
+        txt.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        spm.SentencePieceTrainer.train(
+            input=str(txt), model_prefix=str(out / "tokenizer"), model_type="unigram", vocab_size=1200,
+            hard_vocab_limit=False, byte_fallback=True, character_coverage=0.9995, split_digits=True,
+            normalization_rule_name="identity", remove_extra_whitespaces=False, num_threads=1,
+            unk_id=0, bos_id=1, eos_id=2, pad_id=3, user_defined_symbols=ROLE_TOKENS,
+            minloglevel=2, seed_sentencepiece_size=100000, shuffle_input_sentence=False,
+        )
+    return out / "tokenizer.model"
+
+
+def build_hf(out: Path, sp_model: Path) -> dict[str, np.ndarray]:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
+
+    tok_dir = out / "_tok"
+    tok_dir.mkdir(parents=True, exist_ok=True)
+    (tok_dir / "tokenizer.model").write_bytes(sp_model.read_bytes())
+    tok = LlamaTokenizer.from_pretrained(str(tok_dir), legacy=False, add_prefix_space=False)
+    tok.pad_token = "<pad>"
+    tok.chat_template = CHAT_TEMPLATE
+    hf = out / "hf"
+    tok.save_pretrained(str(hf))
+    (hf / "tokenizer.model").write_bytes(sp_model.read_bytes())
+
+    torch.manual_seed(SEED)
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+        intermediate_size=INTER, num_hidden_layers=LAYERS, max_position_embeddings=CTX, rms_norm_eps=1e-5,
+        rope_theta=10000.0, bos_token_id=1, eos_token_id=2, pad_token_id=3, tie_word_embeddings=False,
+        # Wider than the 0.02 default so greedy decoding is not decided by rounding noise between batches.
+        initializer_range=0.25,
+    )
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    model.generation_config.eos_token_id = 2
+    model.generation_config.pad_token_id = 3
+    model.save_pretrained(str(hf), safe_serialization=True)
+    for f in tok_dir.iterdir():
+        f.unlink()
+    tok_dir.rmdir()
+    return {k: v.float().numpy() for k, v in model.state_dict().items()}
+
+
+def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    # HF stores q/k rotary halves split; llama.cpp expects them interleaved (as convert_hf_to_gguf does).
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_tensors(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    t = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"],
+         "output.weight": sd["lm_head.weight"]}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}."
+        b = f"blk.{i}."
+        t[b + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+        t[b + "attn_q.weight"] = _permute(sd[p + "self_attn.q_proj.weight"], HEADS)
+        t[b + "attn_k.weight"] = _permute(sd[p + "self_attn.k_proj.weight"], KV_HEADS)
+        t[b + "attn_v.weight"] = sd[p + "self_attn.v_proj.weight"]
+        t[b + "attn_output.weight"] = sd[p + "self_attn.o_proj.weight"]
+        t[b + "ffn_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        t[b + "ffn_gate.weight"] = sd[p + "mlp.gate_proj.weight"]
+        t[b + "ffn_up.weight"] = sd[p + "mlp.up_proj.weight"]
+        t[b + "ffn_down.weight"] = sd[p + "mlp.down_proj.weight"]
+    return t
+
+
+def write_gguf(path: Path, tensors: dict[str, np.ndarray], sp_model: Path, qtype: str) -> None:
+    import gguf
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(sp_model))
+    pieces, scores, types = [], [], []
+    for i in range(sp.get_piece_size()):
+        piece = sp.id_to_piece(i)
+        pieces.append(piece.encode("utf-8"))
+        scores.append(sp.get_score(i))
+        if sp.is_unknown(i):
+            types.append(gguf.TokenType.UNKNOWN)
+        elif sp.is_control(i):
+            types.append(gguf.TokenType.CONTROL)
+        elif sp.is_byte(i):
+            types.append(gguf.TokenType.BYTE)
+        elif piece in ROLE_TOKENS:
+            types.append(gguf.TokenType.USER_DEFINED)
+        elif sp.is_unused(i):
+            types.append(gguf.TokenType.UNUSED)
+        else:
+            types.append(gguf.TokenType.NORMAL)
+    ftype = {"f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+             "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[qtype]
+    qt = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0,
+          "q4_0": gguf.GGMLQuantizationType.Q4_0}[qtype]
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"tiny-llama-{qtype}")
+    w.add_context_length(CTX)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(INTER)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_rope_dimension_count(HIDDEN // HEADS)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(ftype)
+    w.add_vocab_size(len(pieces))
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(pieces)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_pad_token_id(3)
+    w.add_add_bos_token(False)
+    w.add_add_eos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+    for name, arr in tensors.items():
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        if arr.ndim == 1:
+            w.add_tensor(name, arr)
+        elif qt == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(name, arr.astype(np.float16))
+        else:
+            w.add_tensor(name, gguf.quants.quantize(arr, qt), raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path, help="output folder")
+    ap.add_argument("--data", type=Path, default=ROOT / "data", help="text to train the tokenizer on")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    sp_model = train_tokenizer(corpus_lines(args.data), args.out)
+    sd = build_hf(args.out, sp_model)
+    (args.out / "gguf").mkdir(exist_ok=True)
+    tensors = gguf_tensors(sd)
+    for q in ("f16", "q8_0", "q4_0"):
+        write_gguf(args.out / "gguf" / f"tiny-{q}.gguf", tensors, sp_model, q)
+    for f in ("tokenizer.model", "tokenizer.vocab"):
+        (args.out / f).unlink(missing_ok=True)
+    print(f"tiny model written to {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
