@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import json
 import os
 from abc import ABC, abstractmethod
@@ -108,8 +107,10 @@ def load_backend(spec: LoadSpec) -> Backend:
         raise InputError(f"unknown backend '{spec.backend}', expected one of {', '.join(_REGISTRY)}",
                          field="backend")
     module, cls, pymod, extra = _REGISTRY[spec.backend]
-    if importlib.util.find_spec(pymod) is None:
-        raise MissingExtraError(extra, spec.backend)
+    try:
+        importlib.import_module(pymod)
+    except ImportError:
+        raise MissingExtraError(extra, spec.backend) from None
     return getattr(importlib.import_module(module), cls)(spec)
 
 
@@ -136,10 +137,7 @@ def files_fingerprint(path: str | os.PathLike[str]) -> dict[str, str]:
 
 def render_chat(template: str, messages: list[dict[str, str]], bos_token: str = "", eos_token: str = "") -> str:
     """Render a HF-style Jinja chat template with the generation prompt appended."""
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = _jinja_env()
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True,
+    return _jinja_env().from_string(template).render(messages=messages, add_generation_prompt=True,
                                             bos_token=bos_token, eos_token=eos_token)
 
 
@@ -168,18 +166,46 @@ def read_chat_template(value: str | None) -> str | None:
     return value
 
 
-def choice_token_ids(encode_text: Callable[[str], list[int]], prefix: str, choices: Sequence[str]) -> list[int]:
-    """The token that starts each choice when it follows `prefix` (the rendered generation prompt)."""
+def choice_token_ids(encode_text: Callable[[str], list[int]], prefix: str, choices: Sequence[str],
+                     vocab_bytes: Callable[[], Sequence[bytes]]) -> list[list[int]]:
+    """For each choice, the next-token ids that score it in logprob mode.
+
+    A choice that is one token in context is scored by every token whose bytes spell it exactly (byte
+    fallback gives "1" both a piece and a <0x31> token; constrained decoding may emit either), so logprob
+    mode and constrained greedy decoding rank the labels alike. A longer choice is scored by its first token.
+    """
     base = encode_text(prefix)
-    ids = []
+    ids: list[list[int]] = []
+    vocab: Sequence[bytes] | None = None
     for c in choices:
         full = encode_text(prefix + c)
         if full[: len(base)] != base or len(full) == len(base):
             raise InputError(f"cannot find the token for choice {c!r} after the chat template")
-        ids.append(full[len(base)])
-    if len(set(ids)) != len(ids):
+        if len(full) == len(base) + 1:
+            vocab = vocab if vocab is not None else vocab_bytes()
+            want = c.encode("utf-8")
+            same = [i for i, b in enumerate(vocab) if b == want]
+            ids.append(sorted(set(same) | {full[len(base)]}))
+        else:
+            ids.append([full[len(base)]])
+    flat = [i for group in ids for i in group]
+    if len(set(flat)) != len(flat):
         raise InputError(f"choices {list(choices)} share a first token; logprob mode needs distinct ones")
     return ids
+
+
+def hf_vocab_bytes(tokenizer: Any) -> list[bytes]:
+    """Each token's exact bytes, as the grammar engine (xgrammar) sees them."""
+    import xgrammar as xgr
+
+    return list(xgr.TokenizerInfo.from_huggingface(tokenizer).decoded_vocab)
+
+
+def logsumexp(values: Sequence[float]) -> float:
+    import math
+
+    m = max(values)
+    return m + math.log(sum(math.exp(v - m) for v in values))
 
 
 def timed_result(text: str, finish: str, n_prompt: int, n_out: int, t0: float, t1: float) -> Result:

