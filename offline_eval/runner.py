@@ -10,7 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .backends.base import Backend
+from .backends.base import Backend, LazyBackend
 from .errors import InputError
 from .requests import Phase, Result, request_key
 from .store import Store
@@ -35,14 +35,16 @@ class PhaseStats:
 
 
 class Runner:
-    def __init__(self, backend: Backend, store: Store, variant: str, chunk_size: int = 512,
+    def __init__(self, engine: Backend | LazyBackend, store: Store, variant: str, chunk_size: int = 512,
                  fresh: bool = False, progress: bool | None = None) -> None:
-        self.backend, self.store, self.variant = backend, store, variant
+        self.fingerprint = engine.fingerprint
+        self._get = engine.get if isinstance(engine, LazyBackend) else (lambda: engine)
+        self.store, self.variant = store, variant
         self.chunk_size, self.fresh, self.progress = chunk_size, fresh, progress
 
     def run(self, phase: Phase) -> tuple[list[Result], PhaseStats]:
         t0 = time.perf_counter()
-        fp = self.backend.fingerprint
+        fp = self.fingerprint
         keys = [request_key(fp, self.variant, r, phase.method, phase.choices) for r in phase.requests]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
@@ -53,8 +55,9 @@ class Runner:
 
         if misses:
             reqs = [phase.requests[first[k]] for k in misses]
-            encoded = self.backend.encode(reqs)
-            limit = self.backend.max_model_len
+            backend = self._get()
+            encoded = backend.encode(reqs)
+            limit = backend.max_model_len
             todo = []
             for k, r, ids in zip(misses, reqs, encoded):
                 need = len(ids) + (r.sampling.max_tokens if phase.method == "generate" else 1)
@@ -76,9 +79,9 @@ class Runner:
                     rs = [t[1] for t in chunk]
                     ids = [t[2] for t in chunk]
                     if phase.method == "generate":
-                        results = self.backend.generate(rs, ids, progress=bar.update)
+                        results = backend.generate(rs, ids, progress=bar.update)
                     else:
-                        results = self.backend.choice_logprobs(rs, phase.choices or (), ids, progress=bar.update)
+                        results = backend.choice_logprobs(rs, phase.choices or (), ids, progress=bar.update)
                     stats.engine_calls += 1
                     self.store.put_many(
                         (k, fp, self.variant, json.dumps(r.to_dict(), ensure_ascii=False, sort_keys=True), res)

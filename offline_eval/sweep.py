@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .backends.base import load_backend
+from .backends.base import LazyBackend
 from .config import ModelSpec, SweepConfig, check_paths
 from .errors import InputError, OfflineEvalError
 from .fileio import write_json_atomic, write_jsonl_atomic
@@ -102,16 +102,9 @@ def _run_model(m: ModelSpec, variant: str, tasks: list[PlannedTask], store: Stor
                summary: dict[str, Any], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
     run = m.run_name(variant)
     spec = m.load_spec(variant)
-    log(f"[{run}] loading {spec.backend} model from {spec.path}")
+    engine = _LoggingEngine(spec, run, log)
     try:
-        backend = load_backend(spec)
-    except OfflineEvalError:
-        raise
-    except Exception as e:  # noqa: BLE001 - engines raise anything on a bad model; report it as one line
-        raise OfflineEvalError(f"the engine could not load {spec.path}: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else ''}") from e
-    try:
-        runner = Runner(backend, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
+        runner = Runner(engine, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
         for t in tasks:
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
@@ -130,7 +123,28 @@ def _run_model(m: ModelSpec, variant: str, tasks: list[PlannedTask], store: Stor
                     "faithfulness") if k in metrics) + f"  ({stats.n_generated} generated, {stats.n_cached} "
                     f"cached, {stats.throughput()['items_per_s']:.1f} items/s)")
     finally:
-        backend.close()
+        engine.close()
+
+
+class _LoggingEngine(LazyBackend):
+    """Loads on the first stored-output miss, says so, and turns engine crashes at load into one line."""
+
+    def __init__(self, spec: Any, run: str, log: Log) -> None:
+        super().__init__(spec)
+        self.run, self.log = run, log
+
+    def get(self) -> Any:
+        if not self.loaded:
+            self.log(f"[{self.run}] loading {self.spec.backend} model from {self.spec.path}")
+            try:
+                return super().get()
+            except OfflineEvalError:
+                raise
+            except Exception as e:  # noqa: BLE001 - engines raise anything on a bad model; keep it one line
+                first = str(e).splitlines()[0] if str(e) else ""
+                raise OfflineEvalError(f"the engine could not load {self.spec.path}: {type(e).__name__}: "
+                                       f"{first}") from e
+        return super().get()
 
 
 def _load_summary(out: Path) -> dict[str, Any]:

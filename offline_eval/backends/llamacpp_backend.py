@@ -38,11 +38,6 @@ class LlamaCppBackend(Backend):
         self._grammars: dict[str, Any] = {}
         self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
-    def engine_version(self) -> str:
-        import llama_cpp
-
-        return llama_cpp.__version__
-
     def _piece(self, tid: int) -> str:
         return self.llm.detokenize([tid], special=True).decode("utf-8", errors="replace") if tid >= 0 else ""
 

@@ -45,11 +45,6 @@ class VLLMBackend(Backend):
         self.chat_template = read_chat_template(spec.chat_template)
         self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
-    def engine_version(self) -> str:
-        import vllm
-
-        return vllm.__version__
-
     def _render(self, r: Request) -> str:
         if r.messages is None:
             return r.prompt or ""

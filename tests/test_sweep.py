@@ -1,0 +1,67 @@
+"""The repo's own models.yaml end to end on the three engines, then a re-run served from the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import ROOT, run_cli
+
+
+def _results(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "results").rglob("*.jsonl"))}
+
+
+def _without_throughput(summary: dict) -> dict:
+    return {**summary, "runs": [{k: v for k, v in r.items() if k != "throughput"} for r in summary["runs"]]}
+
+
+def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
+    out = tmp_path / "demo"
+    proc = run_cli("sweep", str(ROOT / "models.yaml"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "store.sqlite").exists() and (out / "report.md").exists() and (out / "report.html").exists()
+
+    summary = json.loads((out / "summary.json").read_text())
+    runs = summary["runs"]
+    backends = {r["backend"] for r in runs}
+    assert backends == {"vllm", "llamacpp", "transformers"}
+    # 5 model variants (vllm bf16, gguf f16/q8_0/q4_0, hf bf16) x 2 shots x 3 modes
+    assert len(runs) == 30
+    for r in runs:
+        assert {"model", "variant", "task", "options", "n_items", "metrics", "throughput"} <= set(r)
+        assert r["n_items"] == 26
+        assert {"f1", "accuracy", "f1_ci_low", "f1_ci_high", "parse_failures"} <= set(r["metrics"])
+        assert {"items_per_s", "prompt_tokens", "output_tokens", "wall_s"} <= set(r["throughput"])
+        assert r["throughput"]["prompt_tokens"] > 0
+        if r["options"]["mode"] == "constrained":
+            assert r["metrics"]["faithfulness"] == 1.0 and r["metrics"]["parse_failures"] == 0
+        f = out / "results" / r["run"] / f"{r['setting']}.jsonl"
+        recs = [json.loads(line) for line in f.read_text().splitlines()]
+        assert len(recs) == 26
+        assert all({"id", "output", "parsed", "gold", "scores"} <= set(x) for x in recs)
+        acc = sum(x["scores"]["correct"] for x in recs) / len(recs)
+        assert abs(acc - r["metrics"]["accuracy"]) < 1e-6
+
+    report = (out / "report.md").read_text()
+    for heading in ("Leaderboard", "F1 per subject", "Throughput", "faithfulness"):
+        assert heading in report
+    assert "民法" in report and "刑法" in report and "憲法" in report
+
+    # Re-run: everything comes from the store, no engine starts, and the results are identical.
+    first = _results(out)
+    proc2 = run_cli("sweep", str(ROOT / "models.yaml"), "--out", str(out))
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert "loading" not in proc2.stderr
+    s2 = json.loads((out / "summary.json").read_text())
+    assert all(r["throughput"]["generated"] == 0 for r in s2["runs"])
+    assert _results(out) == first
+    assert _without_throughput(s2) == _without_throughput(summary)
+
+    # --fresh regenerates (one model, to keep the test short), with the same outputs at temperature 0.
+    proc3 = run_cli("sweep", str(ROOT / "models.yaml"), "--out", str(out), "--only", "tiny-gguf", "--fresh")
+    assert proc3.returncode == 0, proc3.stderr[-3000:]
+    s3 = json.loads((out / "summary.json").read_text())
+    gguf = [r for r in s3["runs"] if r["model"] == "tiny-gguf"]
+    assert gguf and all(r["throughput"]["generated"] == 26 for r in gguf)
+    assert _results(out) == first
