@@ -66,12 +66,17 @@ class Result:
         return Result(**d)
 
 
-def request_key(fingerprint: str, variant: str, request: Request, method: Method,
+def request_json(request: Request) -> str:
+    """Canonical JSON of a request: hashed into the store key and kept beside the output for inspection."""
+    return json.dumps(request.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def request_key(fingerprint: str, variant: str, request: Request | str, method: Method,
                 choices: tuple[str, ...] | None = None) -> str:
-    payload = {"fp": fingerprint, "variant": variant, "method": method,
-               "choices": list(choices) if choices else None, "request": request.to_dict()}
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    """sha256 over (model fingerprint, variant, method, choices, the full request incl. sampling and constraint)."""
+    rj = request if isinstance(request, str) else request_json(request)
+    head = json.dumps([fingerprint, variant, method, list(choices) if choices else None], separators=(",", ":"))
+    return hashlib.sha256(f"{head}\n{rj}".encode("utf-8")).hexdigest()
 
 
 @dataclass

@@ -3,7 +3,6 @@ send the misses in as few engine calls as memory allows, and store each chunk as
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +11,7 @@ from tqdm import tqdm
 
 from .backends.base import Backend, LazyBackend
 from .errors import InputError
-from .requests import Phase, Result, request_key
+from .requests import Phase, Result, request_json, request_key
 from .store import Store
 
 
@@ -45,7 +44,8 @@ class Runner:
     def run(self, phase: Phase) -> tuple[list[Result], PhaseStats]:
         t0 = time.perf_counter()
         fp = self.fingerprint
-        keys = [request_key(fp, self.variant, r, phase.method, phase.choices) for r in phase.requests]
+        rjson = [request_json(r) for r in phase.requests]
+        keys = [request_key(fp, self.variant, rj, phase.method, phase.choices) for rj in rjson]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)
@@ -83,9 +83,8 @@ class Runner:
                     else:
                         results = backend.choice_logprobs(rs, phase.choices or (), ids, progress=bar.update)
                     stats.engine_calls += 1
-                    self.store.put_many(
-                        (k, fp, self.variant, json.dumps(r.to_dict(), ensure_ascii=False, sort_keys=True), res)
-                        for (k, r, _), res in zip(chunk, results))
+                    self.store.put_many((k, fp, self.variant, rjson[first[k]], res)
+                                        for (k, _, _), res in zip(chunk, results))
                     for (k, _, _), res in zip(chunk, results):
                         done[k] = res
                     stats.n_generated += len(chunk)

@@ -8,6 +8,7 @@ import json
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -176,11 +177,16 @@ def files_fingerprint(path: str | os.PathLike[str]) -> dict[str, str]:
 
 def render_chat(template: str, messages: list[dict[str, str]], bos_token: str = "", eos_token: str = "") -> str:
     """Render a HF-style Jinja chat template with the generation prompt appended."""
-    return _jinja_env().from_string(template).render(messages=messages, add_generation_prompt=True,
+    return _compiled(template).render(messages=messages, add_generation_prompt=True,
                                             bos_token=bos_token, eos_token=eos_token)
 
 
 _ENV = None
+
+
+@lru_cache(maxsize=32)
+def _compiled(template: str) -> Any:
+    return _jinja_env().from_string(template)
 
 
 def _jinja_env():  # type: ignore[no-untyped-def]
