@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -59,19 +58,21 @@ def corpus_lines(data_dir: Path) -> list[str]:
 
 
 def train_tokenizer(lines: list[str], out: Path) -> Path:
+    import io
+
     import sentencepiece as spm
 
-    with tempfile.TemporaryDirectory() as tmp:
-        txt = Path(tmp) / "corpus.txt"
-        txt.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        spm.SentencePieceTrainer.train(
-            input=str(txt), model_prefix=str(out / "tokenizer"), model_type="unigram", vocab_size=1200,
-            hard_vocab_limit=False, byte_fallback=True, character_coverage=0.9995, split_digits=True,
-            normalization_rule_name="identity", remove_extra_whitespaces=False, num_threads=1,
-            unk_id=0, bos_id=1, eos_id=2, pad_id=3, user_defined_symbols=ROLE_TOKENS,
-            minloglevel=2, seed_sentencepiece_size=100000, shuffle_input_sentence=False,
-        )
-    return out / "tokenizer.model"
+    model = io.BytesIO()  # in memory: no temp paths end up in the model's trainer spec
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, model_type="unigram", vocab_size=1200,
+        hard_vocab_limit=False, byte_fallback=True, character_coverage=0.9995, split_digits=True,
+        normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False,
+        num_threads=1, unk_id=0, bos_id=1, eos_id=2, pad_id=3, user_defined_symbols=ROLE_TOKENS,
+        minloglevel=2, seed_sentencepiece_size=100000, shuffle_input_sentence=False,
+    )
+    path = out / "tokenizer.model"
+    path.write_bytes(model.getvalue())
+    return path
 
 
 def build_hf(out: Path, sp_model: Path) -> dict[str, np.ndarray]:
@@ -180,6 +181,7 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray], sp_model: Path, qtype
     w.add_pad_token_id(3)
     w.add_add_bos_token(False)
     w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)  # as the HF tokenizer (legacy=False, no dummy prefix)
     w.add_chat_template(CHAT_TEMPLATE)
     for name, arr in tensors.items():
         arr = np.ascontiguousarray(arr, dtype=np.float32)

@@ -102,3 +102,16 @@ def test_gguf_quantizations_load_and_constrain(tiny, backend):  # type: ignore[n
             assert {r.text for r in out} <= {"0", "1"}
         finally:
             b.close()
+
+
+@pytest.mark.parametrize("quant", ["int8", "int4"])
+def test_transformers_weight_only_quantization(tiny, quant):  # type: ignore[no-untyped-def]
+    from offline_eval.backends.base import LoadSpec, load_backend
+
+    b = load_backend(LoadSpec(name="t", backend="transformers", path=str(tiny / "hf"), quantization=quant,
+                              dtype="float32"))
+    out = b.generate(prompts(8, Sampling(max_tokens=4), Choice(["0", "1"])))
+    assert {r.text for r in out} <= {"0", "1"}
+    w = b.model.model.layers[0].mlp.up_proj.weight
+    assert "Tensor" in type(w).__name__ and type(w).__name__ != "Parameter"  # a torchao quantized tensor
+    b.close()

@@ -1,7 +1,7 @@
 """Constraint -> grammar text, for the engines that take grammars (xgrammar EBNF, llama.cpp GBNF).
 
-Both JSON-schema converters we rely on let raw control characters into some string values, which makes
-the output invalid JSON. The string rules are tightened here, once, so every backend decodes only
+Both JSON-schema converters we rely on let raw control characters (and xgrammar also UTF-8-encoded
+surrogates) into some string values, which makes the output invalid JSON. The string rules are tightened here, once, so every backend decodes only
 strings that strict JSON parsing accepts.
 """
 
@@ -23,9 +23,10 @@ def choice_grammar(c: Choice) -> str:
     return "root ::= " + " | ".join(_literal(x) for x in c.choices)
 
 
-# xgrammar 0.2.8: strings with minLength/maxLength use [^"\\\r\n], which admits \x00-\x1f.
-_XGR_LOOSE_CHAR = '[^\\"\\\\\\r\\n]'
-_XGR_STRICT_CHAR = '[^\\0-\\x1f\\"\\\\]'
+# xgrammar 0.2.8: strings with minLength/maxLength use [^"\\\r\n], which admits \x00-\x1f; and every string
+# rule admits UTF-8-encoded surrogates (U+D800-U+DFFF), which are not valid UTF-8 and decode to U+FFFD.
+_XGR_STRICT_CHAR = r'[^\0-\x1f\"\\\ud800-\udfff]'
+_XGR_LOOSE_CHARS = (r'[^\"\\\r\n]', r'[^\0-\x1f\"\\\r\n]')
 
 
 @lru_cache(maxsize=256)
@@ -39,7 +40,9 @@ def xgrammar_ebnf(c: Constraint) -> str:
         return str(xgr.Grammar.from_regex(c.pattern))
     if isinstance(c, JsonSchema):
         g = str(xgr.Grammar.from_json_schema(c.schema_json, any_whitespace=False, separators=(",", ":")))
-        return g.replace(_XGR_LOOSE_CHAR, _XGR_STRICT_CHAR)
+        for loose in _XGR_LOOSE_CHARS:
+            g = g.replace(loose, _XGR_STRICT_CHAR)
+        return g
     raise TypeError(f"unknown constraint {c!r}")
 
 
@@ -81,7 +84,7 @@ def _anchor(p: str) -> str:
     return p if p.startswith("^") and p.endswith("$") else f"^({p})$"
 
 
-_GBNF_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
+_GBNF_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F\uD800-\uDFFF] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 _GBNF_CHAR = re.compile(r'^char ::= .*$', re.M)
 
 
