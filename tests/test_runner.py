@@ -1,0 +1,80 @@
+"""Runner + store on a real engine: dedupe, caching, --fresh, prefix order, chunk commits, overflow."""
+
+from __future__ import annotations
+
+import pytest
+
+from offline_eval.backends.base import LazyBackend, LoadSpec
+from offline_eval.constraints import Choice
+from offline_eval.errors import InputError
+from offline_eval.requests import Phase, Request, Result, Sampling
+from offline_eval.runner import Runner
+from offline_eval.store import Store
+
+from conftest import TINY
+
+
+def _phase(n: int, dup: int = 0, overflow: str = "skip", long_every: int = 0) -> Phase:
+    reqs = []
+    for i in range(n):
+        body = "長い記述。" * 400 if long_every and i % long_every == 0 else f"記述{i % (n - dup) if dup else i}"
+        reqs.append(Request.chat([{"role": "system", "content": "1か0で答えてください。"},
+                                  {"role": "user", "content": body}], Sampling(max_tokens=4), Choice(["0", "1"])))
+    return Phase(name="t", requests=reqs, item_ids=[f"i{i}" for i in range(n)], overflow=overflow)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def lazy(tiny):  # type: ignore[no-untyped-def]
+    eng = LazyBackend(LoadSpec(name="t", backend="llamacpp", path=str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                               max_model_len=512))
+    yield eng
+    eng.close()
+
+
+def test_store_round_trip(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    r = Result(text="1", finish_reason="stop", prompt_tokens=5, output_tokens=2, latency_s=0.01,
+               logprobs={"0": -2.0, "1": -0.1})
+    s.put_many([("k", "fp", "v", "{}", r)])
+    assert s.get_many(["k", "missing"]) == {"k": r}
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    s.close()
+
+
+def test_dedupe_cache_and_fresh(tmp_path, lazy):
+    store = Store(tmp_path / "s.sqlite")
+    phase = _phase(12, dup=4)  # 8 distinct prompts
+    res, st = Runner(lazy, store, "v", chunk_size=3, progress=False).run(phase)
+    assert st.n_generated == 8 and st.engine_calls == 3 and store.count() == 8
+    assert [r.text for r in res[8:]] == [r.text for r in res[:4]]
+    res2, st2 = Runner(lazy, store, "v", chunk_size=3, progress=False).run(phase)
+    assert st2.n_generated == 0 and st2.n_cached == 12 and [r.text for r in res2] == [r.text for r in res]
+    _, st3 = Runner(lazy, store, "v", chunk_size=3, fresh=True, progress=False).run(phase)
+    assert st3.n_generated == 8 and store.count() == 8
+    # Another variant name is another key space.
+    _, st4 = Runner(lazy, store, "other", progress=False).run(phase)
+    assert st4.n_generated == 8 and store.count() == 16
+    store.close()
+
+
+def test_fully_stored_phase_never_loads_the_engine(tmp_path, tiny):
+    spec = LoadSpec(name="t", backend="llamacpp", path=str(TINY / "gguf" / "tiny-q8_0.gguf"), max_model_len=512)
+    store = Store(tmp_path / "s.sqlite")
+    first = LazyBackend(spec)
+    Runner(first, store, "v", progress=False).run(_phase(4))
+    assert first.loaded
+    first.close()
+    again = LazyBackend(spec)
+    Runner(again, store, "v", progress=False).run(_phase(4))
+    assert not again.loaded
+    store.close()
+
+
+def test_overflow_skip_and_fail(tmp_path, lazy):
+    store = Store(tmp_path / "s.sqlite")
+    res, st = Runner(lazy, store, "v", progress=False).run(_phase(6, long_every=3))
+    assert [r.finish_reason == "overflow" for r in res] == [True, False, False, True, False, False]
+    assert st.n_overflow == 2 and store.count() == 4  # skipped prompts are not stored: they cost nothing to redo
+    with pytest.raises(InputError, match="record i0.*max_model_len 512"):
+        Runner(lazy, store, "w", progress=False).run(_phase(6, long_every=3, overflow="fail"))
+    store.close()
