@@ -82,6 +82,25 @@ class Backend(ABC):
         """One forward pass per prompt; Result.logprobs maps each choice to the log-probability of its
         first token as the next token, and Result.text is the most likely choice."""
 
+    @abstractmethod
+    def render(self, request: Request) -> str:
+        """The prompt text: the chat template applied (with the generation prompt), or the raw prompt."""
+
+    @abstractmethod
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of rendered text, special tokens parsed, none added."""
+
+    @abstractmethod
+    def vocab_bytes(self) -> Sequence[bytes]:
+        """Each token's exact bytes."""
+
+    def label_token_ids(self, request: Request, choices: Sequence[str]) -> list[list[int]]:
+        cache: dict[tuple[str, ...], list[list[int]]] = self.__dict__.setdefault("_label_ids", {})
+        key = tuple(choices)
+        if key not in cache:
+            cache[key] = choice_token_ids(self.encode_text, self.render(request), choices, self.vocab_bytes)
+        return cache[key]
+
     def close(self) -> None:  # noqa: B027 - optional for engines with nothing to free
         pass
 

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, choice_token_ids, hf_vocab_bytes, read_chat_template
+from .base import Backend, LoadSpec, Progress, hf_vocab_bytes, read_chat_template
 from .grammars import xgrammar_ebnf
 
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -42,16 +42,21 @@ class HFBackend(Backend):
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
         self.chat_template = read_chat_template(spec.chat_template)
         self._compiler: Any = None
-        self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
-    def _render(self, r: Request) -> str:
+    def render(self, r: Request) -> str:
         if r.messages is None:
             return r.prompt or ""
         return self.tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
                                                   chat_template=self.chat_template)
 
+    def encode_text(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def vocab_bytes(self) -> list[bytes]:
+        return hf_vocab_bytes(self.tokenizer)
+
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
-        return [self.tokenizer.encode(self._render(r), add_special_tokens=r.messages is None) for r in requests]
+        return [self.tokenizer.encode(self.render(r), add_special_tokens=r.messages is None) for r in requests]
 
     def _batches(self, requests: Sequence[Request], encoded: Sequence[list[int]]):  # type: ignore[no-untyped-def]
         """Batches of one sampling + constraint each, so one logits processor serves the whole batch."""
@@ -118,12 +123,7 @@ class HFBackend(Backend):
     def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
                         encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
-        key = tuple(choices)
-        if key not in self._choice_ids:
-            self._choice_ids[key] = choice_token_ids(
-                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices,
-                lambda: hf_vocab_bytes(self.tokenizer))
-        groups = self._choice_ids[key]
+        groups = self.label_token_ids(requests[0], choices)
         out: list[Result] = []
         bs = max(1, self.spec.batch_size)
         for k in range(0, len(encoded), bs):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, choice_token_ids, read_chat_template, render_chat
+from .base import Backend, LoadSpec, Progress, read_chat_template, render_chat
 from .grammars import gbnf
 
 
@@ -36,12 +36,11 @@ class LlamaCppBackend(Backend):
         self._bos = self._piece(self.llm.token_bos())
         self._eos = self._piece(self.llm.token_eos())
         self._grammars: dict[str, Any] = {}
-        self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
 
     def _piece(self, tid: int) -> str:
         return self.llm.detokenize([tid], special=True).decode("utf-8", errors="replace") if tid >= 0 else ""
 
-    def _render(self, r: Request) -> str:
+    def render(self, r: Request) -> str:
         if r.messages is None:
             return r.prompt or ""
         if not self.chat_template:
@@ -49,11 +48,11 @@ class LlamaCppBackend(Backend):
                              file=self.spec.path, field="chat_template")
         return render_chat(self.chat_template, r.message_dicts(), self._bos, self._eos)
 
-    def _tok(self, text: str, add_bos: bool = False) -> list[int]:
+    def encode_text(self, text: str, add_bos: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
-        return [self._tok(self._render(r), add_bos=r.messages is None) for r in requests]
+        return [self.encode_text(self.render(r), add_bos=r.messages is None) for r in requests]
 
     def _grammar(self, r: Request) -> Any:
         if r.constraint is None:
@@ -86,10 +85,7 @@ class LlamaCppBackend(Backend):
     def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
                         encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
-        key = tuple(choices)
-        if key not in self._choice_ids:
-            self._choice_ids[key] = choice_token_ids(self._tok, self._render(requests[0]), choices, self._vocab_bytes)
-        groups = self._choice_ids[key]
+        groups = self.label_token_ids(requests[0], choices)
         out = []
         for ids_prompt in encoded:
             t0 = time.perf_counter()
@@ -103,7 +99,7 @@ class LlamaCppBackend(Backend):
                 progress(1)
         return out
 
-    def _vocab_bytes(self) -> list[bytes]:
+    def vocab_bytes(self) -> list[bytes]:
         import ctypes
 
         import llama_cpp

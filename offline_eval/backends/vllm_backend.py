@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
 from .grammars import xgrammar_ebnf
-from .base import Backend, LoadSpec, Progress, choice_token_ids, hf_vocab_bytes, logsumexp, read_chat_template
+from .base import Backend, LoadSpec, Progress, hf_vocab_bytes, logsumexp, read_chat_template
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
@@ -43,18 +43,23 @@ class VLLMBackend(Backend):
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = read_chat_template(spec.chat_template)
-        self._choice_ids: dict[tuple[str, ...], list[list[int]]] = {}
         self._param_cache: dict[Any, Any] = {}
 
-    def _render(self, r: Request) -> str:
+    def render(self, r: Request) -> str:
         if r.messages is None:
             return r.prompt or ""
         return self.tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
                                                   chat_template=self.chat_template)
 
+    def encode_text(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def vocab_bytes(self) -> list[bytes]:
+        return hf_vocab_bytes(self.tokenizer)
+
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         # One conversation per call: the batched form of apply_chat_template measured 8x slower.
-        texts = [self._render(r) for r in requests]
+        texts = [self.render(r) for r in requests]
         chat = [r.messages is not None for r in requests]
         if all(chat):
             fast = getattr(self.tokenizer, "_tokenizer", None)  # the Rust tokenizer: 1.5x faster in batch
@@ -110,12 +115,7 @@ class VLLMBackend(Backend):
     def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
                         encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
-        key = tuple(choices)
-        if key not in self._choice_ids:
-            self._choice_ids[key] = choice_token_ids(
-                lambda t: self.tokenizer.encode(t, add_special_tokens=False), self._render(requests[0]), choices,
-                lambda: hf_vocab_bytes(self.tokenizer))
-        groups = self._choice_ids[key]
+        groups = self.label_token_ids(requests[0], choices)
         ids = sorted({i for g in groups for i in g})
         # logprob_token_ids scores just the label tokens; wide `logprobs=` is several times slower.
         params = [self._params(r, max_tokens=1, logprob_token_ids=ids, structured_outputs=None)
