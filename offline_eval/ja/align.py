@@ -7,10 +7,10 @@ those anchors, the most similar pairs in order (a small DP).
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
+from rapidfuzz.distance import Levenshtein
 
 from .contract import Article, Document
 from .diff import DiffStats, diff_texts
@@ -31,13 +31,15 @@ def _key(art: Article) -> str:
 
 def align(a: Document, b: Document) -> list[Pair]:
     ka, kb = [_key(x) for x in a.articles], [_key(x) for x in b.articles]
-    sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
     pairs: list[Pair] = []
-    ia = ib = 0
-    for block in sm.get_matching_blocks():
-        pairs += _dp(ka, kb, ia, block.a, ib, block.b)
-        pairs += [Pair(block.a + k, block.b + k, 1.0) for k in range(block.size)]
-        ia, ib = block.a + block.size, block.b + block.size
+    ia = ib = 0  # start of the current run of unmatched articles
+    for op in Levenshtein.opcodes(ka, kb):
+        if op.tag != "equal":
+            continue
+        pairs += _dp(ka, kb, ia, op.src_start, ib, op.dest_start)
+        pairs += [Pair(op.src_start + k, op.dest_start + k, 1.0) for k in range(op.src_end - op.src_start)]
+        ia, ib = op.src_end, op.dest_end
+    pairs += _dp(ka, kb, ia, len(ka), ib, len(kb))
     return pairs
 
 

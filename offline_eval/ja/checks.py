@@ -112,13 +112,9 @@ def terms(doc: Document) -> list[Finding]:
 
 
 def _morpheme_bounds(text: str) -> set[int]:
-    from .tokenize import morphemes
+    from .tokenize import morpheme_spans
 
-    pos, bounds = 0, {0}
-    for t in morphemes(text):
-        pos += len(t)
-        bounds.add(pos)
-    return bounds
+    return {x for span in morpheme_spans(text) for x in span}
 
 
 def _first_use(text: str, term: str, definition: int, bounds: set[int]) -> int | None:

@@ -1,13 +1,12 @@
 """Character- and morpheme-level diffs that stay near-linear on long contracts.
 
-Lines are matched first (difflib on whole lines, exact and cheap); only the blocks of lines that differ
+Lines are matched first (an edit script over whole lines, exact and cheap); only the blocks of lines that differ
 are diffed by character (rapidfuzz's Levenshtein edit script) and by morpheme (fugashi tokens). An edit
 to 5% of a contract therefore costs about 5% of a full character diff, at any length.
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
@@ -66,9 +65,27 @@ def _line_blocks(a: str, b: str) -> Iterator[tuple[str, int, int, int, int]]:
     ob = [0]
     for line in lb:
         ob.append(ob[-1] + len(line))
-    sm = difflib.SequenceMatcher(None, la, lb, autojunk=False)
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        yield tag, oa[i1], oa[i2], ob[j1], ob[j2]
+    # An edit script over whole lines (bit-parallel, so repeated lines such as blanks cost nothing extra,
+    # unlike difflib's matcher); consecutive non-equal runs are merged into one block.
+    pending: list[int] | None = None
+    for tag, i1, i2, j1, j2 in _opcodes(la, lb):
+        if tag == "equal":
+            if pending:
+                yield _block(pending, oa, ob)
+                pending = None
+            yield "equal", oa[i1], oa[i2], ob[j1], ob[j2]
+        elif pending is None:
+            pending = [i1, i2, j1, j2]
+        else:
+            pending[1], pending[3] = i2, j2
+    if pending:
+        yield _block(pending, oa, ob)
+
+
+def _block(p: list[int], oa: list[int], ob: list[int]) -> tuple[str, int, int, int, int]:
+    i1, i2, j1, j2 = p
+    tag = "replace" if i2 > i1 and j2 > j1 else ("delete" if i2 > i1 else "insert")
+    return tag, oa[i1], oa[i2], ob[j1], ob[j2]
 
 
 def _count(ops: list[tuple[str, int, int, int, int]], stats: DiffStats, unit: str, a_len, b_len) -> None:  # type: ignore[no-untyped-def]
@@ -104,9 +121,7 @@ def diff_texts(a: str, b: str, *, with_morphemes: bool = True) -> TextDiff:
         if with_morphemes:
             ma, mb = morphemes(sa), morphemes(sb)
             mops = _opcodes(ma, mb) if tag == "replace" else [(tag, 0, len(ma), 0, len(mb))]
-            wa = [0 if not t.strip() else 1 for t in ma]
-            wb = [0 if not t.strip() else 1 for t in mb]
-            _count(mops, stats, "morphemes", lambda i, j: sum(wa[i:j]), lambda i, j: sum(wb[i:j]))
+            _count(mops, stats, "morphemes", lambda i, j: j - i, lambda i, j: j - i)
     return out
 
 

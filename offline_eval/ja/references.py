@@ -15,11 +15,12 @@ from .contract import Article, Document
 from .numerals import NUM, NUM_CHARS, article_label, to_int
 
 _ABS = re.compile(
-    rf"(?P<law>[^\s、。（）「」]{{0,12}}?(?:法|令|規則|同法|同令))?"
+    rf"(?P<law>[^\s、。（）「」第条項号]{{0,12}}?(?:法|令|規則|同法|同令))?"
     rf"第(?P<a>{NUM})条(?:の(?P<s>{NUM}))?(?:第(?P<p>{NUM})項)?(?:第(?P<i>{NUM})号)?"
     rf"(?:から第(?P<a2>{NUM})条(?:の(?P<s2>{NUM}))?まで)?")
 _PARA_ONLY = re.compile(rf"(?<![条項号の{NUM_CHARS}])第(?P<p>{NUM})項(?:第(?P<i>{NUM})号)?")
-_REL = re.compile(r"前各号|前(?P<k>[二三四五六七八九])号|前号|次号|前条|次条|本条|同条|前項|次項|同項")
+_REL = re.compile(rf"前各号|前(?P<k>[二三四五六七八九])号|前号|次号|"
+                  rf"(?P<w>前条|次条|本条|同条|前項|次項|同項)(?:第(?P<p>{NUM})項)?(?:第(?P<i>{NUM})号)?")
 _LIST_JOINER = re.compile(r"及び|、|又は|並びに|若しくは|,|，")
 _EN = re.compile(r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?")
 
@@ -108,6 +109,8 @@ def extract(doc: Document) -> list[Reference]:
             continue
         art, para, item_idx = _locate(doc, m.start())
         refs.append(_relative(doc, m, art, para, item_idx))
+        if m.group("w") and (m.group("p") or m.group("i")):
+            _narrow(refs[-1], m)
     refs.sort(key=lambda r: r.start)
     # 同条 / 同項 mean "the article / paragraph last referred to"; resolve them in reading order.
     for r in refs:
@@ -115,21 +118,34 @@ def extract(doc: Document) -> list[Reference]:
             last_abs["article"] = Target(r.targets[0].article)
             if r.targets[0].paragraph:
                 last_abs["paragraph"] = Target(r.targets[0].article, r.targets[0].paragraph)
-        elif r.text == "同条":
-            r.targets = [last_abs["article"]] if "article" in last_abs else []
-            r.problem = "" if r.targets else "no earlier article reference for 同条"
-        elif r.text == "同項":
-            r.targets = [last_abs["paragraph"]] if "paragraph" in last_abs else []
-            r.problem = "" if r.targets else "no earlier paragraph reference for 同項"
+        elif r.text.startswith(("同条", "同項")) and not r.problem and not r.targets:
+            which = "article" if r.text.startswith("同条") else "paragraph"
+            if which in last_abs:
+                r.targets = [last_abs[which]]
+                m2 = _REL.fullmatch(r.text)
+                if m2 and (m2.group("p") or m2.group("i")):
+                    _narrow(r, m2)
+            else:
+                r.problem = f"no earlier {which} reference for {r.text[:2]}"
     for r in refs:
         resolve(doc, r)
     return refs
 
 
+def _narrow(r: Reference, m: re.Match[str]) -> None:
+    """前条第1項第2号: the relative word picks the article (or paragraph), the rest narrows it."""
+    p = to_int(m.group("p")) if m.group("p") else None
+    i = to_int(m.group("i")) if m.group("i") else None
+    if m.group("w").endswith("項"):  # 前項第2号: the paragraph is already chosen
+        r.targets = [Target(t.article, t.paragraph, i) for t in r.targets]
+    else:
+        r.targets = [Target(t.article, p, i) for t in r.targets]
+
+
 def _relative(doc: Document, m: re.Match[str], art: Article | None, para: int | None,
               item_idx: int | None) -> Reference:
-    word = m.group(0)
-    r = Reference(word, "relative", m.start(), m.end(), art and art.label, para)
+    word = m.group("w") or m.group(0)
+    r = Reference(m.group(0), "relative", m.start(), m.end(), art and art.label, para)
     if art is None:
         r.problem = f"{word} outside any article"
         return r

@@ -22,30 +22,20 @@ def tagger() -> Any:
 
 
 def morphemes(text: str) -> list[str]:
-    """Surface forms. Whitespace between morphemes is kept as its own token, so "".join() == text."""
-    out: list[str] = []
-    for w in tagger()(text):
-        if w.white_space:
-            out.append(w.white_space)
-        out.append(w.surface)
-    return out if "".join(out) == text else _with_gaps(text, out)
+    """Surface forms, as fugashi gives them (whitespace between morphemes is not a token)."""
+    return [w.surface for w in tagger()(text)]
 
 
-def _with_gaps(text: str, toks: list[str]) -> list[str]:
-    # MeCab drops characters it treats as spacing (e.g. newlines); put every skipped span back in place.
+def morpheme_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of each morpheme in `text`."""
     out, pos = [], 0
-    for t in toks:
-        if not t.strip() and t not in text[pos:pos + len(t)]:
-            continue
-        j = text.find(t, pos)
-        if j < 0:
-            continue
-        if j > pos:
-            out.append(text[pos:j])
-        out.append(t)
-        pos = j + len(t)
-    if pos < len(text):
-        out.append(text[pos:])
+    for w in tagger()(text):
+        pos += len(w.white_space)
+        # MeCab skips some spacing characters (e.g. newlines) without reporting them as white_space.
+        while text[pos:pos + len(w.surface)] != w.surface and pos < len(text):
+            pos += 1
+        out.append((pos, pos + len(w.surface)))
+        pos += len(w.surface)
     return out
 
 
