@@ -27,7 +27,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                   limit=a.limit, fresh=a.fresh, dry_run=a.dry_run)
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
-    return 1 if s.get("failures") else 0
+    return _report_failures(s)
+
+
+def _report_failures(summary: dict[str, Any]) -> int:
+    for f in summary.get("failures") or []:
+        print(f"offline-eval: error: {f['run']}: {f['reason']}", file=sys.stderr)
+    return 1 if summary.get("failures") else 0
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -51,7 +57,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise format_validation_error(e, "command line") from None
     s = run_sweep(cfg, source="command line", limit=a.limit, fresh=a.fresh)
     print(f"wrote {a.out}/summary.json and report.md")
-    return 1 if s.get("failures") else 0
+    return _report_failures(s)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -145,6 +151,14 @@ def cmd_ja_check(a: argparse.Namespace) -> int:
     return 1 if (found and a.strict) else 0
 
 
+def cmd_quantize(a: argparse.Namespace) -> int:
+    from .quantize import quantize
+
+    for path in quantize(a.src, _csv(a.to) or [], a.out_dir, a.threads):
+        print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offline-eval", description="Japanese legal benchmarks on local models, "
                                                                  "with no network.")
@@ -193,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("config")
     mc.set_defaults(func=cmd_models_check)
 
+    q = sub.add_parser("quantize", help="make llama.cpp variants (q8_0, q4_k_m, ...) from an F16/BF16 GGUF")
+    q.add_argument("src", help="the F16 or BF16 .gguf file")
+    q.add_argument("--to", required=True, help="comma-separated types, e.g. q8_0,q4_k_m")
+    q.add_argument("--out-dir", help="where to write (default: beside the input)")
+    q.add_argument("--threads", type=int, default=0)
+    q.set_defaults(func=cmd_quantize)
+
     j = sub.add_parser("ja", help="Japanese legal text tools: statistics, diffs, structure checks")
     jsub = j.add_subparsers(dest="ja_command", required=True)
     js = jsub.add_parser("stats", help="characters, morphemes, articles, paragraphs, items, references")
@@ -220,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.debug:
         for k, v in _QUIET_ENV.items():
             os.environ.setdefault(k, v)
+    else:
+        os.environ["OFFLINE_EVAL_DEBUG"] = "1"
     try:
         return int(args.func(args) or 0)
     except OfflineEvalError as e:

@@ -34,7 +34,7 @@ class ModelSpec(Strict):
     backend: Literal["vllm", "llamacpp", "transformers"]
     path: str
     variants: dict[str, VariantSpec] = Field(default_factory=lambda: {"default": VariantSpec()})
-    max_model_len: int = Field(4096, gt=0)
+    max_model_len: int | list[int] = Field(4096, description="context length, or a list: one run per length")
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     n_gpu_layers: int | None = None
@@ -46,6 +46,21 @@ class ModelSpec(Strict):
     seed: int = 0
     engine_args: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("max_model_len")
+    @classmethod
+    def _contexts(cls, v: int | list[int]) -> int | list[int]:
+        values = v if isinstance(v, list) else [v]
+        if not values or any(x <= 0 for x in values) or len(set(values)) != len(values):
+            raise ValueError("context lengths must be positive and distinct")
+        return v
+
+    def contexts(self) -> list[int]:
+        return list(self.max_model_len) if isinstance(self.max_model_len, list) else [self.max_model_len]
+
+    def runs(self) -> list[tuple[str, int]]:
+        """(variant, context length) pairs: each is one engine load."""
+        return [(v, c) for v in self.variants for c in self.contexts()]
+
     @field_validator("variants")
     @classmethod
     def _variant_names(cls, v: dict[str, VariantSpec]) -> dict[str, VariantSpec]:
@@ -56,19 +71,34 @@ class ModelSpec(Strict):
             raise ValueError("at least one variant is needed (or leave `variants` out)")
         return v
 
-    def load_spec(self, variant: str) -> LoadSpec:
+    def load_spec(self, variant: str, ctx: int | None = None) -> LoadSpec:
         v = self.variants[variant]
         return LoadSpec(
             name=self.name, backend=self.backend, path=v.file or self.path, variant=variant,
-            max_model_len=self.max_model_len, dtype=v.dtype, quantization=v.quantization,
+            max_model_len=ctx or self.contexts()[0], dtype=v.dtype, quantization=v.quantization,
             chat_template=self.chat_template, trust_remote_code=self.trust_remote_code, seed=self.seed,
             tensor_parallel_size=self.tensor_parallel_size, gpu_memory_utilization=self.gpu_memory_utilization,
             n_gpu_layers=self.n_gpu_layers, threads=self.threads, batch_size=self.batch_size,
             enable_prefix_caching=self.enable_prefix_caching, engine_args={**self.engine_args, **v.options})
 
-    def run_name(self, variant: str) -> str:
+    def run_name(self, variant: str, ctx: int | None = None) -> str:
         """Says what the run was: model, engine, variant (quantization), context length."""
-        return f"{self.name}.{self.backend}.{variant}.ctx{self.max_model_len}"
+        return f"{self.name}.{self.backend}.{variant}.ctx{ctx or self.contexts()[0]}"
+
+    def path_problem(self, variant: str, source: str, index: int) -> str | None:
+        """Why this variant's weights cannot be loaded, naming the config field; None if they look fine."""
+        v = self.variants[variant]
+        field, value = ((f"models.{index}.variants.{variant}.file", v.file) if v.file
+                        else (f"models.{index}.path", self.path))
+        if is_url(value):
+            return f"{source}: field '{field}': URLs are refused, give a local path: {value}"
+        if not Path(value).exists():
+            return f"{source}: field '{field}': path does not exist: {value}"
+        if self.backend == "llamacpp" and not Path(value).is_file():
+            return f"{source}: field '{field}': llamacpp needs a .gguf file: {value}"
+        if self.backend != "llamacpp" and not Path(value).is_dir():
+            return f"{source}: field '{field}': {self.backend} needs a model folder: {value}"
+        return None
 
 
 class RunnerSpec(Strict):
@@ -148,19 +178,8 @@ def _resolve(base: Path, value: str) -> str:
 
 def check_paths(cfg: SweepConfig, source: str) -> list[str]:
     """Everything `models check` verifies beyond the schema. Returns a list of problems (empty = fine)."""
-    problems = []
-    for i, m in enumerate(cfg.models):
-        targets = [(f"models.{i}.path", m.path)] if not all(v.file for v in m.variants.values()) else []
-        targets += [(f"models.{i}.variants.{k}.file", v.file) for k, v in m.variants.items() if v.file]
-        for field, value in targets:
-            if is_url(value):
-                problems.append(f"{source}: field '{field}': URLs are refused, give a local path: {value}")
-            elif not Path(value).exists():
-                problems.append(f"{source}: field '{field}': path does not exist: {value}")
-            elif m.backend == "llamacpp" and not Path(value).is_file():
-                problems.append(f"{source}: field '{field}': llamacpp needs a .gguf file: {value}")
-            elif m.backend != "llamacpp" and not Path(value).is_dir():
-                problems.append(f"{source}: field '{field}': {m.backend} needs a model folder: {value}")
+    problems = [p for i, m in enumerate(cfg.models) for v in m.variants
+                if (p := m.path_problem(v, source, i)) is not None]
     for name, opts in cfg.tasks.items():
         data = opts.get("data") if isinstance(opts, dict) else None
         if isinstance(data, str):

@@ -28,7 +28,9 @@ class PhaseStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def throughput(self) -> dict[str, float]:
+        tokens = self.prompt_tokens + self.output_tokens
         return {"items_per_s": round(self.n_requests / self.wall_s, 3) if self.wall_s > 0 else 0.0,
+                "tokens_per_s": round(tokens / self.wall_s, 1) if self.wall_s > 0 else 0.0,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
                 "wall_s": round(self.wall_s, 3), "generated": self.n_generated, "cached": self.n_cached}
 

@@ -18,6 +18,7 @@ from .backends.base import LazyBackend
 from .config import ModelSpec, SweepConfig, check_paths
 from .errors import InputError, OfflineEvalError
 from .fileio import write_json_atomic, write_jsonl_atomic
+from .memory import PeakMemory, weights_bytes
 from .runner import Runner
 from .store import Store
 from .tasks import make_task
@@ -64,59 +65,87 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
     if only and len(models) != len(set(only)):
         missing = set(only) - {m.name for m in models}
         raise InputError(f"--only names models not in the config: {', '.join(sorted(missing))}")
-    problems = check_paths(cfg.model_copy(update={"models": models}), source)
-    if problems:
-        raise InputError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    data_problems = [p for p in check_paths(cfg.model_copy(update={"models": []}), source)]
+    if data_problems:
+        raise InputError(data_problems[0])
     tasks = plan_tasks(cfg, only_tasks, limit, source)
-    plan = [(m, v, t, s) for m in models for v in m.variants for t in tasks for s in t.task.settings()]
+    index = {id(m): i for i, m in enumerate(cfg.models)}
+    loads = [(m, v, c) for m in models for v, c in m.runs()]
     if dry_run:
-        for m, v, t, s in plan:
-            log(f"{m.run_name(v)}  {t.task.setting_name(s)}  ({len(t.items)} items)")
-        return {"runs": [], "planned": len(plan)}
+        from .plan import print_plan
+
+        print_plan(loads, tasks, source, index, log)
+        return {"runs": [], "planned": len(loads)}
 
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out / "store.sqlite")
     summary = _load_summary(out)
-    failures: list[str] = []
+    failures: list[dict[str, Any]] = []
     try:
-        for m in models:
-            for variant in m.variants:
-                try:
-                    _run_model(m, variant, tasks, store, out, summary, cfg.runner.chunk_size, fresh, progress, log)
-                except InputError:
-                    raise
-                except OfflineEvalError as e:
-                    failures.append(f"{m.run_name(variant)}: {e}")
-                    log(f"offline-eval: {m.run_name(variant)} failed: {e}")
+        for k, (m, variant, ctx) in enumerate(loads, 1):
+            run = m.run_name(variant, ctx)
+            log(f"[{k}/{len(loads)}] {run}")
+            problem = m.path_problem(variant, source, index[id(m)])
+            try:
+                if problem:
+                    raise OfflineEvalError(problem)
+                _run_model(m, variant, ctx, tasks, store, out, summary, cfg.runner.chunk_size, fresh, progress,
+                           log)
+            except InputError as e:
+                if e.record is not None:
+                    raise  # bad data or an overflow under policy 'fail': the user must fix it first
+                failures.append(_failure(m, variant, ctx, str(e)))
+            except OfflineEvalError as e:
+                failures.append(_failure(m, variant, ctx, str(e)))
+            except MemoryError:
+                failures.append(_failure(m, variant, ctx, "out of memory"))
+            if failures and failures[-1]["run"] == run:
+                log(f"[{run}] FAILED: {failures[-1]['reason']}")
     finally:
         store.close()
     from .report import write_report
 
     summary["failures"] = failures
+    summary["ablations"] = build_ablations(out, summary["runs"], {t.name: t.task.item_score for t in tasks})
     write_json_atomic(out / "summary.json", summary)
     write_report(out)
     return summary
 
 
-def _run_model(m: ModelSpec, variant: str, tasks: list[PlannedTask], store: Store, out: Path,
+def build_ablations(out: Path, runs: list[dict[str, Any]], scorers: dict[str, Any]) -> list[dict[str, Any]]:
+    from .ablations import build
+
+    known = [r for r in runs if r["task"] in scorers]
+    return build(out, known, lambda task: scorers[task])
+
+
+def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any]:
+    return {"run": m.run_name(variant, ctx), "model": m.name, "variant": variant, "backend": m.backend,
+            "max_model_len": ctx, "reason": reason}
+
+
+def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, out: Path,
                summary: dict[str, Any], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
-    run = m.run_name(variant)
-    spec = m.load_spec(variant)
+    run = m.run_name(variant, ctx)
+    spec = m.load_spec(variant, ctx)
     engine = _LoggingEngine(spec, run, log)
+    size = weights_bytes(spec.path)
     try:
         runner = Runner(engine, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
         for t in tasks:
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
                 phase = t.task.build(t.items, setting)
-                results, stats = runner.run(phase)
+                with PeakMemory() as mem:
+                    results, stats = runner.run(phase)
                 records = [t.task.score(it, r, setting) for it, r in zip(t.items, results)]
                 write_jsonl_atomic(out / "results" / run / f"{name}.jsonl", records)
                 metrics = t.task.aggregate(records, setting)
                 entry = {"model": m.name, "variant": variant, "backend": m.backend, "run": run,
-                         "max_model_len": m.max_model_len, "task": t.name, "setting": name,
-                         "options": setting, "n_items": len(records), "metrics": metrics,
-                         "throughput": stats.throughput()}
+                         "max_model_len": ctx, "task": t.name, "setting": name, "options": setting,
+                         "n_items": len(records), "primary_metric": t.task.primary_metric, "metrics": metrics,
+                         "weights_mb": round(size / 2**20, 2),
+                         "throughput": {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}}
                 _put_run(summary, entry)
                 write_json_atomic(out / "summary.json", summary)
                 log(f"[{run}] {name}: " + ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy",

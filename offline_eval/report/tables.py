@@ -28,14 +28,14 @@ def _ci(m: dict[str, Any], name: str) -> str:
     return f"{_f(m.get(name))} [{_f(m[name + '_ci_low'])}, {_f(m[name + '_ci_high'])}]"
 
 
-def leaderboard(runs: list[dict[str, Any]]) -> Table:
+def leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
     ranked = sorted(runs, key=lambda r: (-(r["metrics"].get("f1") or 0), r["run"], r["setting"]))
     rows = []
     for i, r in enumerate(ranked, 1):
         m = r["metrics"]
         rows.append([str(i), r["run"], r["setting"], _ci(m, "f1"), _ci(m, "accuracy"), _f(m.get("faithfulness")),
                      _f(m.get("parse_failures")), _f(m.get("n_skipped")), _f(m.get("n_scored"))])
-    return Table("Leaderboard", ["#", "run", "setting", "F1 [95% CI]", "accuracy [95% CI]", "faithfulness",
+    return Table(f"Leaderboard: {task}", ["#", "run", "setting", "F1 [95% CI]", "accuracy [95% CI]", "faithfulness",
                                  "parse failures", "skipped (overflow)", "scored"], rows,
                  "F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the paper. "
                  "Faithfulness is the share of answers that were a bare 1 or 0.")
@@ -51,20 +51,52 @@ def _breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str)
 
 
 def throughput(runs: list[dict[str, Any]]) -> Table:
-    rows = [[r["run"], r["setting"], _f(r["throughput"].get("items_per_s"), 1), _f(r["throughput"].get("wall_s"), 2),
-             _f(r["throughput"].get("prompt_tokens")), _f(r["throughput"].get("output_tokens")),
-             _f(r["throughput"].get("generated")), _f(r["throughput"].get("cached"))] for r in runs]
-    return Table("Throughput", ["run", "setting", "items/s", "wall s", "prompt tokens", "output tokens",
-                                "generated", "from store"], rows,
-                 "Items served from the store cost no engine time; a re-run's items/s counts them too.")
+    rows = []
+    for r in runs:
+        t = r["throughput"]
+        rows.append([r["run"], r["setting"], _f(t.get("items_per_s"), 1), _f(t.get("tokens_per_s"), 0),
+                     _f(t.get("peak_rss_mb"), 0), _f(r.get("weights_mb"), 1), _f(t.get("wall_s"), 2),
+                     _f(t.get("prompt_tokens")), _f(t.get("output_tokens")), _f(t.get("generated")),
+                     _f(t.get("cached"))])
+    return Table("Cost and throughput", ["run", "setting", "items/s", "tokens/s", "peak memory MB", "weights MB",
+                                         "wall s", "prompt tokens", "output tokens", "generated", "from store"], rows,
+                 "Peak memory is the resident memory of offline-eval and its engine processes (CPU RAM; GPU memory "
+                 "is not included). Items served from the store cost no engine time; a re-run's items/s counts "
+                 "them too.")
+
+
+def _p(v: Any) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.2e}" if 0 < v < 1e-3 else f"{v:.4f}"
+
+
+def ablations(summary: dict[str, Any]) -> list[Table]:
+    out = []
+    for fam in summary.get("ablations") or []:
+        rows = []
+        for c in fam["comparisons"]:
+            stat = "–" if c["wilcoxon_stat"] is None else f"W={c['wilcoxon_stat']:.1f}"
+            rows.append([c["comparison"], stat, _p(c["wilcoxon_p"]), _p(c["p_bonf"]), _p(c["p_holm"]),
+                         _p(c["q_bh"]), f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]",
+                         _f(c["cohens_d"]), _p(c["t_p"])])
+        note = (f"{fam['n_items']} items scored by every member. Wilcoxon signed-rank on per-item scores; "
+                "Bonferroni, Holm and Benjamini-Hochberg across this family; Hodges-Lehmann shift of the paired "
+                "differences (first minus second) with a 95% bootstrap CI; Cohen's d_z and the paired t-test p.")
+        if not rows:
+            note = f"{fam['n_items']} shared items: too few to compare."
+        out.append(Table(f"Ablation: {fam['family']}", ["comparison", "statistic", "raw p", "pBonf", "pHolm", "qBH",
+                                                        "HL [95% CI]", "Cohen's d", "t-test p"], rows, note))
+    return out
 
 
 def build_tables(summary: dict[str, Any]) -> list[Table]:
     runs = summary.get("runs", [])
-    tables = [leaderboard(runs)]
-    for t in (_breakdown(runs, "subject.", ".f1", "F1 per subject"),
-              _breakdown(runs, "year.", ".accuracy", "Accuracy per year")):
+    tables = [leaderboard([r for r in runs if r["task"] == task], task) for task in sorted({r["task"] for r in runs})]
+    for t in (_breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject"),
+              _breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year")):
         if t:
             tables.append(t)
+    tables += ablations(summary)
     tables.append(throughput(runs))
     return tables

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 from pathlib import Path
 
 from ..errors import InputError
 from ..fileio import write_text_atomic
+from .plots import all_plots
 from .tables import Table, build_tables
 
 
@@ -28,7 +30,7 @@ def _html(t: Table) -> str:
 
 
 _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
-        "margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3}")
+        "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0}img{max-width:100%}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3}")
 
 
 def write_report(out_dir: str | Path) -> Path:
@@ -42,13 +44,25 @@ def write_report(out_dir: str | Path) -> Path:
         raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
     tables = build_tables(summary)
     failures = summary.get("failures") or []
+    plots = all_plots(summary)
+    (out / "plots").mkdir(exist_ok=True)
+    for p in plots:
+        (out / "plots" / f"{p.name}.png").write_bytes(p.png)
     md = "# offline-eval report\n\n" + "\n".join(_md(t) for t in tables)
+    if plots:
+        md += "\n## Plots\n\n" + "\n".join(f"![{p.title}](plots/{p.name}.png)" for p in plots) + "\n"
     if failures:
-        md += "\n## Failed runs\n\n" + "\n".join(f"- {f}" for f in failures) + "\n"
+        md += "\n## Failed runs\n\n" + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures) + "\n"
     write_text_atomic(out / "report.md", md)
     body = "".join(_html(t) for t in tables)
+    if plots:
+        # Embedded, so the single file opens offline anywhere.
+        body += "<h2>Plots</h2>" + "".join(
+            f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,'
+            f'{base64.b64encode(p.png).decode()}"><figcaption>{html.escape(p.title)}</figcaption></figure>'
+            for p in plots)
     if failures:
-        body += "<h2>Failed runs</h2><ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in failures) + "</ul>"
+        body += "<h2>Failed runs</h2><ul>" + "".join(f"<li>{html.escape(f['run'] + ': ' + f['reason'])}</li>" for f in failures) + "</ul>"
     write_text_atomic(out / "report.html", f"<!doctype html><html lang=\"ja\"><head><meta charset=\"utf-8\">"
                                            f"<title>offline-eval report</title><style>{_CSS}</style></head>"
                                            f"<body><h1>offline-eval report</h1>{body}</body></html>\n")

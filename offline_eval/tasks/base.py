@@ -16,6 +16,7 @@ Item = dict[str, Any]
 class Task(ABC):
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
+    primary_metric: ClassVar[str] = "mean"  # what leaderboards rank by and plots draw
 
     def __init__(self, options: BaseModel) -> None:
         self.options = options
@@ -52,6 +53,10 @@ class Task(ABC):
     @abstractmethod
     def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
         ...
+
+    def item_score(self, record: dict[str, Any]) -> float | None:
+        """The per-item score that paired ablation tests compare (None: the item does not count)."""
+        return None
 
     def validate_data(self, path: str) -> str:
         """`offline-eval data validate`: check every split the path holds; returns a one-line summary."""

@@ -126,6 +126,7 @@ def parse_answer(text: str) -> int | None:
 class JBEQATask(Task):
     name = "jbeqa"
     Options = JBEQAOptions
+    primary_metric = "f1"
     options: JBEQAOptions
 
     def settings(self) -> list[Setting]:
@@ -208,6 +209,9 @@ class JBEQATask(Task):
             sub = [r for r in scored if r["year"] == year]
             m[f"year.{year}.accuracy"] = accuracy([bool(r["gold"]) for r in sub], [bool(r["pred"]) for r in sub])
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in m.items()}
+
+    def item_score(self, record: dict[str, Any]) -> float | None:
+        return None if record.get("skipped") else float(record["scores"]["correct"])
 
     def validate_data(self, path: str) -> str:
         found = []

@@ -1,0 +1,67 @@
+"""Ablation families built from a sweep: quantization variants of one model at one context length, and
+context lengths of one model variant. Each family compares every pair of its members on the items they
+all scored, with paired tests and family-wise adjustments."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from .metrics.stats import adjust_family, paired_test
+
+ItemScore = Callable[[dict[str, Any]], "float | None"]
+
+
+def _records(out: Path, run: dict[str, Any]) -> list[dict[str, Any]]:
+    f = out / "results" / run["run"] / f"{run['setting']}.jsonl"
+    return [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines()] if f.exists() else []
+
+
+def families(runs: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(kind, title, member runs) for every family with at least two members."""
+    out = []
+    key = lambda r: (r["model"], r["backend"], r["setting"])  # noqa: E731
+    for (model, backend, setting), group in itertools.groupby(sorted(runs, key=key), key=key):
+        group = list(group)
+        by_ctx: dict[int, list[dict[str, Any]]] = {}
+        by_var: dict[str, list[dict[str, Any]]] = {}
+        for r in group:
+            by_ctx.setdefault(r["max_model_len"], []).append(r)
+            by_var.setdefault(r["variant"], []).append(r)
+        for ctx, members in sorted(by_ctx.items()):
+            if len(members) > 1:
+                out.append(("quantization", f"{model} ({backend}), {setting}, ctx {ctx}: variants", members))
+        for var, members in sorted(by_var.items()):
+            if len(members) > 1:
+                members = sorted(members, key=lambda r: r["max_model_len"])
+                out.append(("context", f"{model} ({backend}), {setting}, {var}: context lengths", members))
+    return out
+
+
+def build(out: Path, runs: list[dict[str, Any]], item_score: Callable[[str], ItemScore],
+          seed: int = 0) -> list[dict[str, Any]]:
+    result = []
+    for kind, title, members in families(runs):
+        score = item_score(members[0]["task"])
+        per_run: list[dict[str, float]] = []
+        for r in members:
+            scores: dict[str, float] = {}
+            for rec in _records(out, r):
+                s = score(rec)
+                if s is not None:
+                    scores[str(rec["id"])] = s
+            per_run.append(scores)
+        shared = sorted(set.intersection(*(set(s) for s in per_run))) if per_run else []
+        label = (lambda r: r["variant"]) if kind == "quantization" else (lambda r: f"ctx{r['max_model_len']}")
+        comps = []
+        if len(shared) >= 2:
+            for (ra, sa), (rb, sb) in itertools.combinations(zip(members, per_run), 2):
+                comps.append(paired_test([sa[i] for i in shared], [sb[i] for i in shared],
+                                         f"{label(ra)} vs {label(rb)}", seed=seed, n_resamples=1000))
+            adjust_family(comps)
+        result.append({"kind": kind, "family": title, "task": members[0]["task"], "setting": members[0]["setting"],
+                       "members": [r["run"] for r in members], "n_items": len(shared),
+                       "comparisons": [c.to_dict() for c in comps]})
+    return result

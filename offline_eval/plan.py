@@ -1,0 +1,105 @@
+"""`sweep --dry-run`: the model loads, requests per task, prompt/output token estimates and overflows,
+computed with each model's own tokenizer and chat template, without starting an engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .backends.base import LoadSpec
+from .config import ModelSpec
+from .requests import Request
+
+
+@dataclass
+class PhasePlan:
+    run: str
+    setting: str
+    requests: int
+    prompt_tokens: int  # of the requests that fit
+    max_output_tokens: int
+    overflow_ids: list[str]
+
+
+class PromptCounter:
+    """Token ids of rendered prompts, from the tokenizer alone (a GGUF is opened vocab-only)."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        self.spec = spec
+        if spec.backend == "llamacpp":
+            from .backends.llamacpp_backend import LlamaCppBackend
+
+            from .quiet import native_stderr_silenced
+
+            vocab_only = LoadSpec(**{**spec.__dict__, "engine_args": {**spec.engine_args, "vocab_only": True}})
+            with native_stderr_silenced():
+                self._backend: Any = LlamaCppBackend(vocab_only)
+            self.encode = self._backend.encode
+        else:
+            from transformers import AutoTokenizer
+
+            from .backends.base import read_chat_template
+
+            self.tok = AutoTokenizer.from_pretrained(spec.path, trust_remote_code=spec.trust_remote_code)
+            self.template = read_chat_template(spec.chat_template)
+
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]:  # type: ignore[no-redef]
+        out = []
+        for r in requests:
+            if r.messages is None:
+                out.append(self.tok.encode(r.prompt or "", add_special_tokens=True))
+            else:
+                text = self.tok.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
+                                                    chat_template=self.template)
+                out.append(self.tok.encode(text, add_special_tokens=False))
+        return out
+
+    def close(self) -> None:
+        if self.spec.backend == "llamacpp":
+            self._backend.close()
+
+
+def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[PhasePlan]:
+    out: list[PhasePlan] = []
+    lengths: dict[tuple[str, str, str], list[int]] = {}  # (backend, path, setting) -> prompt lengths
+    for m, variant, ctx in loads:
+        spec = m.load_spec(variant, ctx)
+        counter = None
+        for t in tasks:
+            for setting in t.task.settings():
+                name = t.task.setting_name(setting)
+                phase = t.task.build(t.items, setting)
+                key = (spec.backend, spec.path, name)
+                if key not in lengths:
+                    counter = counter or PromptCounter(spec)
+                    lengths[key] = [len(ids) for ids in counter.encode(phase.requests)]
+                extra = [r.sampling.max_tokens if phase.method == "generate" else 1 for r in phase.requests]
+                fits = [n + e <= ctx for n, e in zip(lengths[key], extra)]
+                out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests),
+                                     sum(n for n, f in zip(lengths[key], fits) if f),
+                                     sum(e for e, f in zip(extra, fits) if f),
+                                     [i for i, f in zip(phase.item_ids, fits) if not f]))
+        if counter is not None:
+            counter.close()
+    return out
+
+
+def print_plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any], source: str, index: dict[int, int],
+               log: Callable[[str], None]) -> list[PhasePlan]:
+    log(f"plan: {len(loads)} model load(s), {sum(len(t.task.settings()) for t in tasks)} task setting(s) each")
+    ok = [(m, v, c) for m, v, c in loads if m.path_problem(v, source, index[id(m)]) is None]
+    plans = plan(ok, tasks)
+    for k, (m, v, c) in enumerate(loads, 1):
+        run = m.run_name(v, c)
+        problem = m.path_problem(v, source, index[id(m)])
+        log(f"[{k}/{len(loads)}] load {run}" + (f"  (will fail: {problem})" if problem else ""))
+        for p in (p for p in plans if p.run == run):
+            over = f"{len(p.overflow_ids)} overflow" + (f" ({', '.join(p.overflow_ids[:5])}"
+                                                       f"{', ...' if len(p.overflow_ids) > 5 else ''})"
+                                                       if p.overflow_ids else "")
+            log(f"    {p.setting}: {p.requests} requests, {p.prompt_tokens} prompt tokens, "
+                f"<= {p.max_output_tokens} output tokens, {over}")
+    total_p = sum(p.prompt_tokens for p in plans)
+    total_o = sum(p.max_output_tokens for p in plans)
+    log(f"total: {sum(p.requests for p in plans)} requests, {total_p} prompt tokens, <= {total_o} output tokens")
+    return plans

@@ -1,0 +1,159 @@
+"""Report plots (matplotlib, Agg): trade-off frontier, quantization bars, score vs context, per subject."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+# Plot labels stay ASCII: a machine without CJK fonts would draw boxes for 民法.
+_SUBJECTS = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}
+
+
+@dataclass
+class Plot:
+    name: str  # file name without extension
+    title: str
+    png: bytes
+
+
+def _fig():  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, name: str, title: str) -> Plot:  # type: ignore[no-untyped-def]
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig.tight_layout()
+        fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return Plot(name, title, buf.getvalue())
+
+
+def _score(r: dict[str, Any]) -> float | None:
+    v = r["metrics"].get(r.get("primary_metric") or "f1")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _safe(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
+
+
+def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
+    """Score against weights size per task setting; the Pareto front (smaller and better) is joined."""
+    plt = _fig()
+    out = []
+    for setting, group in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
+        pts = [(r.get("weights_mb") or 0.0, _score(r), r["run"]) for r in group if _score(r) is not None]
+        if len(pts) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#4477aa")
+        labels: dict[tuple[float, float], list[str]] = {}
+        for x, y, label in pts:
+            labels.setdefault((x, y), []).append(label)
+        for (x, y), names in labels.items():
+            text = names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
+            ax.annotate(text, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        front, best = [], float("-inf")
+        for x, y, _ in sorted(pts, key=lambda p: (p[0], -p[1])):
+            if y > best:
+                front.append((x, y))
+                best = y
+        ax.plot([p[0] for p in front], [p[1] for p in front], "s--", color="#cc3311", mfc="none", ms=10,
+                label="Pareto front")
+        ax.set_xlabel("weights on disk (MB)")
+        ax.set_ylabel(runs[0].get("primary_metric") or "score")
+        ax.set_title(f"Trade-off: {setting}", fontsize=9)
+        ax.legend(fontsize=7)
+        out.append(_save(plt, fig, f"frontier_{_safe(setting)}", f"Trade-off frontier, {setting}"))
+    return out
+
+
+def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
+    plt = _fig()
+    out = []
+    key = lambda r: (r["setting"], r["model"], r["backend"], r["max_model_len"])  # noqa: E731
+    for setting, by_setting in itertools.groupby(sorted(runs, key=key), key=lambda r: r["setting"]):
+        groups = [list(g) for _, g in itertools.groupby(by_setting, key=key)]
+        groups = [g for g in groups if len(g) > 1]
+        if not groups:
+            continue
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        x = 0
+        ticks, labels = [], []
+        metric = groups[0][0].get("primary_metric") or "f1"
+        for g in groups:
+            for r in g:
+                m = r["metrics"]
+                y = _score(r) or 0.0
+                lo, hi = m.get(f"{metric}_ci_low", y), m.get(f"{metric}_ci_high", y)
+                ax.bar(x, y, color="#66ccee", edgecolor="#224455")
+                ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], color="black", capsize=3)
+                ticks.append(x)
+                labels.append(f"{r['model']}\n{r['variant']} ctx{r['max_model_len']}")
+                x += 1
+            x += 0.6
+        ax.set_xticks(ticks, labels, fontsize=6)
+        ax.set_ylabel(f"{metric} (95% CI)")
+        ax.set_title(f"Quantization: {setting}", fontsize=9)
+        out.append(_save(plt, fig, f"quant_{_safe(setting)}", f"Quantization variants, {setting}"))
+    return out
+
+
+def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
+    plt = _fig()
+    key = lambda r: (r["model"], r["backend"], r["variant"], r["setting"])  # noqa: E731
+    lines = []
+    for k, g in itertools.groupby(sorted(runs, key=key), key=key):
+        g = sorted(g, key=lambda r: r["max_model_len"])
+        if len(g) > 1:
+            lines.append((k, g))
+    if not lines:
+        return []
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for (model, backend, variant, setting), g in lines:
+        ax.plot([r["max_model_len"] for r in g], [_score(r) or 0.0 for r in g], marker="o",
+                label=f"{model} {variant} {setting}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel(lines[0][1][0].get("primary_metric") or "score")
+    ax.legend(fontsize=5, ncol=2)
+    ax.set_title("Score vs context length", fontsize=9)
+    return [_save(plt, fig, "context", "Score vs context length")]
+
+
+def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
+    plt = _fig()
+    out = []
+    for setting, group in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
+        group = [r for r in group if any(k.startswith("subject.") and k.endswith(".f1") for k in r["metrics"])]
+        if not group:
+            continue
+        group = sorted(group, key=lambda r: -(_score(r) or 0.0))[:limit]
+        subjects = sorted({k[8:-3] for r in group for k in r["metrics"] if k.startswith("subject.") and
+                           k.endswith(".f1")})
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        width = 0.8 / len(group)
+        for i, r in enumerate(group):
+            ax.bar([j + i * width for j in range(len(subjects))],
+                   [r["metrics"].get(f"subject.{s}.f1", 0.0) for s in subjects], width, label=r["run"])
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(subjects))], [_SUBJECTS.get(s, s) for s in subjects])
+        ax.set_ylabel("F1")
+        ax.legend(fontsize=5)
+        ax.set_title(f"F1 per subject: {setting}", fontsize=9)
+        out.append(_save(plt, fig, f"subjects_{_safe(setting)}", f"F1 per subject, {setting}"))
+    return out
+
+
+def all_plots(summary: dict[str, Any]) -> list[Plot]:
+    runs = summary.get("runs", [])
+    return frontier(runs) + quantization_bars(runs) + context_lines(runs) + subject_bars(runs)
