@@ -3,6 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The report test opens report.html in Debian's headless Chromium.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "== installing Debian's chromium for the report test" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+fi
 set +e
 .venv/bin/python -m pytest -q -ra "$@"
 rc=$?

@@ -23,18 +23,6 @@ def test_run_one_model_one_task_writes_the_sweep_layout(tmp_path, tiny):
     assert (out / "report.md").exists() and (out / "store.sqlite").exists()
 
 
-def test_dry_run_only_and_tasks(tmp_path):
-    proc = run_cli("sweep", str(ROOT / "models.yaml"), "--dry-run", "--only", "tiny-gguf", "--tasks", "jbeqa",
-                   "--out", str(tmp_path / "x"))
-    assert proc.returncode == 0, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if "jbeqa." in ln]
-    assert len(lines) == 3 * 2 * 3  # three GGUF variants x two shot counts x three modes
-    assert all(ln.startswith("tiny-gguf.llamacpp.") for ln in lines)
-    assert not (tmp_path / "x").exists()  # a dry run writes nothing
-    bad = run_cli("sweep", str(ROOT / "models.yaml"), "--dry-run", "--only", "nope")
-    assert bad.returncode == 2 and "--only names models not in the config: nope" in bad.stderr
-
-
 def test_data_validate(tmp_path):
     ok = run_cli("data", "validate", "jbeqa", str(DATA))
     assert ok.returncode == 0 and "test: 26 items; train: 12 items" in ok.stdout

@@ -26,8 +26,12 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     runs = summary["runs"]
     backends = {r["backend"] for r in runs}
     assert backends == {"vllm", "llamacpp", "transformers"}
-    # 5 model variants (vllm bf16, gguf f16/q8_0/q4_0, hf bf16) x 2 shots x 3 modes
-    assert len(runs) == 30
+    # (vllm bf16 + gguf f16/q8_0/q4_0 at two context lengths + hf bf16) x 2 shots x 3 modes
+    assert len(runs) == (1 + 3 * 2 + 1) * 6
+    assert {r["max_model_len"] for r in runs if r["backend"] == "llamacpp"} == {1024, 2048}
+    kinds = {(a["kind"], a["n_items"]) for a in summary["ablations"]}
+    assert kinds == {("quantization", 26), ("context", 26)}
+    assert len(summary["ablations"]) == 6 * (2 + 3)  # per setting: variants at 2 lengths, lengths of 3 variants
     for r in runs:
         assert {"model", "variant", "task", "options", "n_items", "metrics", "throughput"} <= set(r)
         assert r["n_items"] == 26
@@ -44,7 +48,7 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
         assert abs(acc - r["metrics"]["accuracy"]) < 1e-6
 
     report = (out / "report.md").read_text()
-    for heading in ("Leaderboard", "F1 per subject", "Throughput", "faithfulness"):
+    for heading in ("Leaderboard: jbeqa", "F1 per subject", "Cost and throughput", "faithfulness", "Ablation: "):
         assert heading in report
     assert "民法" in report and "刑法" in report and "憲法" in report
 
@@ -56,7 +60,7 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     s2 = json.loads((out / "summary.json").read_text())
     assert all(r["throughput"]["generated"] == 0 for r in s2["runs"])
     assert _results(out) == first
-    assert _without_throughput(s2) == _without_throughput(summary)
+    assert _without_throughput(s2) == _without_throughput(summary)  # ablations included
 
     # --fresh regenerates (one model, to keep the test short), with the same outputs at temperature 0.
     proc3 = run_cli("sweep", str(ROOT / "models.yaml"), "--out", str(out), "--only", "tiny-gguf", "--fresh")
