@@ -180,6 +180,11 @@ def check_paths(cfg: SweepConfig, source: str) -> list[str]:
     """Everything `models check` verifies beyond the schema. Returns a list of problems (empty = fine)."""
     problems = [p for i, m in enumerate(cfg.models) for v in m.variants
                 if (p := m.path_problem(v, source, i)) is not None]
+    return problems + data_path_problems(cfg, source)
+
+
+def data_path_problems(cfg: SweepConfig, source: str) -> list[str]:
+    problems = []
     for name, opts in cfg.tasks.items():
         data = opts.get("data") if isinstance(opts, dict) else None
         if isinstance(data, str):
@@ -190,4 +195,5 @@ def check_paths(cfg: SweepConfig, source: str) -> list[str]:
     return problems
 
 
-__all__ = ["BACKEND_NAMES", "ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "load_config"]
+__all__ = ["BACKEND_NAMES", "ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "data_path_problems",
+           "load_config"]

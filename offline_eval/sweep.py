@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .backends.base import LazyBackend
-from .config import ModelSpec, SweepConfig, check_paths
+from .config import ModelSpec, SweepConfig, data_path_problems
 from .errors import InputError, OfflineEvalError
 from .fileio import write_json_atomic, write_jsonl_atomic
 from .memory import PeakMemory, weights_bytes
@@ -65,7 +65,7 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
     if only and len(models) != len(set(only)):
         missing = set(only) - {m.name for m in models}
         raise InputError(f"--only names models not in the config: {', '.join(sorted(missing))}")
-    data_problems = [p for p in check_paths(cfg.model_copy(update={"models": []}), source)]
+    data_problems = data_path_problems(cfg, source)
     if data_problems:
         raise InputError(data_problems[0])
     tasks = plan_tasks(cfg, only_tasks, limit, source)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import DATA, ROOT, TINY, run_cli
+from conftest import DATA, TINY, run_cli
 
 
 def gguf_config(tmp: Path, variants: dict, contexts: list[int], modes=("constrained",), shots=(0, 4),
