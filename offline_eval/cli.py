@@ -159,6 +159,45 @@ def cmd_quantize(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leq_train(a: argparse.Namespace) -> int:
+    from .errors import InputError, is_url
+    from .tasks.legalevalq.data import load_annotated
+    from .tasks.legalevalq.scorer import train
+
+    if is_url(a.encoder) or not os.path.isdir(a.encoder):
+        raise InputError("encoder must be a local BERT-like model folder", file=a.encoder)
+    rep = train(load_annotated(a.data), a.encoder, a.out, epochs=a.epochs, lr=a.lr, batch_size=a.batch_size,
+                val_fraction=a.val_fraction, patience=a.patience, seed=a.seed, error_input=a.error_input,
+                max_length=a.max_length)
+    print(f"wrote {a.out}/scorer.safetensors: best validation loss {rep['best_val_loss']:.5f} "
+          f"(predicting the mean: {rep['mean_predictor_val_loss']:.5f})")
+    return 0
+
+
+def cmd_leq_predict(a: argparse.Namespace) -> int:
+    import json
+
+    from .fileio import write_jsonl_atomic
+    from .metrics.adjscore import summarize
+    from .tasks.legalevalq.data import load_annotated
+    from .tasks.legalevalq.scorer import Scorer
+
+    if a.from_pth:
+        if not a.encoder:
+            from .errors import InputError
+
+            raise InputError("--from-pth needs --encoder (the BERT-like folder the checkpoint was trained on)")
+        scorer = Scorer.from_author_checkpoint(a.from_pth, a.encoder)
+    else:
+        scorer = Scorer.load(a.scorer)
+    rows = load_annotated(a.data)
+    scores = scorer.predict(rows)
+    if a.out:
+        write_jsonl_atomic(a.out, [{**r, "predicted": s} for r, s in zip(rows, scores)])
+    print(json.dumps(summarize(scores), ensure_ascii=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offline-eval", description="Japanese legal benchmarks on local models, "
                                                                  "with no network.")
@@ -213,6 +252,30 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out-dir", help="where to write (default: beside the input)")
     q.add_argument("--threads", type=int, default=0)
     q.set_defaults(func=cmd_quantize)
+
+    lq = sub.add_parser("legaleval-q", help="LegalEval-Q's regression scorer: train and predict")
+    lqs = lq.add_subparsers(dest="leq_command", required=True)
+    lt = lqs.add_parser("train", help="train the multi-source scorer on annotated JSONL")
+    lt.add_argument("--data", required=True, help="JSONL of {query, answer, comment, conclusion, score 0-100}")
+    lt.add_argument("--encoder", required=True, help="a local BERT-like model folder")
+    lt.add_argument("--out", required=True)
+    lt.add_argument("--epochs", type=int, default=20)
+    lt.add_argument("--lr", type=float, default=2e-5, help="2e-5 suits a pre-trained BERT; a random one needs ~1e-3")
+    lt.add_argument("--batch-size", type=int, default=16)
+    lt.add_argument("--val-fraction", type=float, default=0.2)
+    lt.add_argument("--patience", type=int, default=3, help="epochs without validation gain before stopping")
+    lt.add_argument("--max-length", type=int, default=256)
+    lt.add_argument("--seed", type=int, default=0)
+    lt.add_argument("--error-input", action="store_true", help="add negatives: answers swapped across queries, "
+                                                                "score 0")
+    lt.set_defaults(func=cmd_leq_train)
+    lp = lqs.add_parser("predict", help="score (query, answer, comment, conclusion) rows")
+    lp.add_argument("--data", required=True)
+    lp.add_argument("--scorer", help="a folder written by train")
+    lp.add_argument("--from-pth", help="the authors' released .pth checkpoint instead of --scorer")
+    lp.add_argument("--encoder", help="with --from-pth: the BERT-like folder it was trained on")
+    lp.add_argument("--out", help="write the rows with a `predicted` score here (JSONL)")
+    lp.set_defaults(func=cmd_leq_predict)
 
     j = sub.add_parser("ja", help="Japanese legal text tools: statistics, diffs, structure checks")
     jsub = j.add_subparsers(dest="ja_command", required=True)

@@ -42,3 +42,10 @@ if [ "$(cat models/tiny/.stamp 2>/dev/null)" != "$stamp" ]; then
   .venv/bin/python scripts/make_tiny_model.py models/tiny
   echo "$stamp" > models/tiny/.stamp
 fi
+bstamp=$(cat scripts/make_tiny_bert.py scripts/make_tiny_model.py $(find data -type f | sort) | sha256sum | cut -c1-16)
+if [ "$(cat models/tiny-bert/.stamp 2>/dev/null)" != "$bstamp" ]; then
+  step "building the tiny BERT encoder into models/tiny-bert"
+  rm -rf models/tiny-bert
+  .venv/bin/python scripts/make_tiny_bert.py models/tiny-bert
+  echo "$bstamp" > models/tiny-bert/.stamp
+fi

@@ -1,0 +1,1 @@
+"""LegalEval-Q: candidate answers, an evaluation LLM's Comment and Conclusion, and a regression scorer."""

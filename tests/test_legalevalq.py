@@ -1,0 +1,178 @@
+"""LegalEval-Q: the scorer's parts, training, determinism, the authors' checkpoint, AdjScore, tags, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from offline_eval.metrics import adj_score
+from offline_eval.metrics.adjscore import summarize, tier
+from offline_eval.tasks.legalevalq.evaluator import GRADES, parse_json, parse_tags
+from offline_eval.tasks.legalevalq.scorer import AUTHOR_KEY_MAP, Scorer, ScorerConfig, train, with_error_inputs
+
+from conftest import ROOT, run_cli
+
+DATA = ROOT / "data" / "legalevalq"
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory) -> Path:
+    out = ROOT / "models" / "tiny-bert"
+    if not (out / "config.json").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_bert.py"), str(out)], check=True)
+    return out
+
+
+def test_adj_score_hand_values():
+    assert adj_score([80, 80, 80]) == pytest.approx(80.0)  # no spread: AdjScore = mean
+    # mu = 50, population sigma = 10 -> 2500 / 60
+    assert adj_score([40, 60]) == pytest.approx(2500 / 60)
+    assert adj_score([0, 0]) == 0.0
+    s = summarize([90, 100, 95])
+    assert s["std"] == pytest.approx(np.std([90, 100, 95])) and s["median"] == 95
+    assert (tier(90), tier(89.9), tier(70), tier(69.9)) == ("high", "mid", "mid", "low")
+
+
+def test_sample_data_shape():
+    queries = json.loads((DATA / "queries.json").read_text(encoding="utf-8"))
+    assert len(queries) >= 15 and {"query", "resource", "datasets_id"} <= set(queries[0])
+    assert sum(1 for q in queries if any("\u4e00" <= c <= "\u9fff" for c in q["query"]) and
+               not any("\u3040" <= c <= "\u30ff" for c in q["query"])) >= 2  # a few in Chinese
+    rows = [json.loads(x) for x in (DATA / "train.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= 80 and all(0 <= r["score"] <= 100 and r["conclusion"] in GRADES for r in rows)
+
+
+@pytest.mark.parametrize("text", [
+    "<reasoning>内容は正確。</reasoning><ans>良好</ans>",
+    "<reasoning:>内容は正確。</reasoning>\n<ans:> 良好 </ans>",
+    "<reasoning>: 内容は正確。</reasoning> <ans>: 良好。</ans>",
+])
+def test_tags_with_and_without_colon(text):
+    assert parse_tags(text) == ("内容は正確。", "良好")
+
+
+@pytest.mark.parametrize("text", ["<reasoning>x</reasoning>", "<ans>良好</ans>", "<reasoning>x</reasoning><ans>最高</ans>",
+                                  ""])
+def test_tags_missing_or_unknown_grade_is_a_parse_failure(text):
+    assert parse_tags(text) is None
+
+
+def test_json_conclusion_must_be_a_grade():
+    assert parse_json('{"comment":"よい","conclusion":"妥当"}') == ("よい", "妥当")
+    assert parse_json('{"comment":"よい","conclusion":"最高"}') is None
+    assert parse_json('{"comment":"a\x01b","conclusion":"妥当"}') is None  # raw control character: not JSON
+
+
+def _examples(n: int, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        good = rng.random() < 0.5
+        out.append({"query": f"質問{i % 7}：契約の解除について", "answer": f"回答{rng.randrange(100)}です。",
+                    "comment": rng.choice(["内容の質は普通。", "構成は明確。", "表現は適切。"]),
+                    "conclusion": "良好" if good else "不十分", "score": 90.0 if good else 20.0})
+    return out
+
+
+def test_shapes_and_gradient_flow(bert):
+    s = Scorer(ScorerConfig(encoder=str(bert), max_length=64, dropout=0.0))
+    s.model.train()
+    batch = s.batch(_examples(4))
+    y = s.model(**batch)
+    assert y.shape == (4,) and bool(((y > 0) & (y < 1)).all())
+    y.sum().backward()
+    for name, p in s.model.named_parameters():
+        if "pooler" in name:
+            continue  # BERT's pooler is not used: the CLS vectors of the hidden layers are
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    for part in ("mix_answer.weights.0", "mix_comment.gate", "gates.weight", "proj.0.weight", "head.0.weight",
+                 "enc_conclusion.encoder.layer.0.attention.self.query.weight"):
+        assert dict(s.model.named_parameters())[part].grad.abs().sum() > 0, part
+    assert s.model.mix_answer.sizes == [2, 2, 2]
+
+
+def test_layer_groups_need_three_layers():
+    from offline_eval.tasks.legalevalq.model import LayerGroupMix
+
+    assert LayerGroupMix(12).sizes == [4, 4, 4] and LayerGroupMix(7).sizes == [3, 2, 2]
+    with pytest.raises(ValueError, match="at least 3"):
+        LayerGroupMix(2)
+
+
+def test_training_learns_a_planted_feature_and_predicts_deterministically(bert, tmp_path):
+    rep = train(_examples(80), str(bert), tmp_path / "sc", epochs=15, lr=1e-3, batch_size=16, patience=15,
+                seed=1, max_length=64, progress=False)
+    assert rep["best_val_loss"] < 0.25 * rep["mean_predictor_val_loss"], rep
+    s = Scorer.load(tmp_path / "sc")
+    ex = _examples(6, seed=9)
+    first, second = s.predict(ex), s.predict(ex)
+    assert first == second  # eval mode: dropout stays off on every call
+    assert all((p > 55) == (e["conclusion"] == "良好") for p, e in zip(first, ex))
+    assert (tmp_path / "sc" / "scorer.safetensors").exists() and json.loads(
+        (tmp_path / "sc" / "training.json").read_text())["history"]
+
+
+def test_error_inputs_swap_answers_with_score_zero():
+    ex = _examples(10)
+    out = with_error_inputs(ex, seed=0)
+    neg = out[len(ex):]
+    assert len(neg) == len(ex) and all(n["score"] == 0.0 for n in neg)
+    assert all(n["answer"] in {e["answer"] for e in ex if e["query"] != n["query"]} for n in neg)
+
+
+def test_authors_checkpoint_loads_with_weights_only_and_a_key_map(bert, tmp_path):
+    s = Scorer(ScorerConfig(encoder=str(bert), max_length=64))
+    inverse = {v: k for k, v in AUTHOR_KEY_MAP.items()}
+    theirs = {}
+    for k, v in s.model.state_dict().items():
+        for ours, their in inverse.items():
+            if k.startswith(ours):
+                k = their + k[len(ours):]
+                break
+        theirs["module." + k] = v
+    torch.save({"state_dict": theirs, "epoch": 3}, tmp_path / "best.pth")
+    loaded = Scorer.from_author_checkpoint(tmp_path / "best.pth", str(bert), max_length=64)
+    ex = _examples(3)
+    assert loaded.predict(ex) == s.predict(ex)
+
+    class Evil:
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return (print, ("unpickled!",))
+
+    torch.save({"state_dict": theirs, "obj": Evil()}, tmp_path / "evil.pth")
+    from offline_eval.errors import InputError
+
+    with pytest.raises(InputError, match="refused"):
+        Scorer.from_author_checkpoint(tmp_path / "evil.pth", str(bert))
+
+
+def test_cli_train_predict_and_bad_input(bert, tmp_path):
+    out = tmp_path / "sc"
+    tr = run_cli("legaleval-q", "train", "--data", str(DATA / "train.jsonl"), "--encoder", str(bert), "--out",
+                 str(out), "--epochs", "2", "--max-length", "64", "--error-input")
+    assert tr.returncode == 0, tr.stderr
+    assert "epoch 1: train loss" in tr.stderr and "validation loss" in tr.stderr
+    pr = run_cli("legaleval-q", "predict", "--data", str(DATA / "train.jsonl"), "--scorer", str(out), "--out",
+                 str(tmp_path / "pred.jsonl"))
+    assert pr.returncode == 0, pr.stderr
+    summary = json.loads(pr.stdout.strip().splitlines()[-1])
+    assert {"mean", "std", "median", "adj_score", "tier"} <= set(summary)
+    rows = [json.loads(x) for x in (tmp_path / "pred.jsonl").read_text().splitlines()]
+    assert len(rows) == 96 and all(0 <= r["predicted"] <= 100 for r in rows)
+    bad = tmp_path / "bad.jsonl"
+    for content, needles in [
+        ('{"query":"q","answer":"a","comment":"c","conclusion":"妥当","score":120}\n', ["line 1", "field 'score'"]),
+        ('{"query":"q","answer":"a","comment":"c","score":50}\n', ["line 1", "field 'conclusion'", "missing"]),
+        ("", ["empty"]),
+    ]:
+        bad.write_text(content, encoding="utf-8")
+        p = run_cli("legaleval-q", "predict", "--data", str(bad), "--scorer", str(out))
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert all(n in p.stderr for n in needles), (needles, p.stderr)
