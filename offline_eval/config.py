@@ -163,8 +163,18 @@ def load_config(path: str | Path) -> SweepConfig:
         if m.chat_template and "{" not in m.chat_template:
             m.chat_template = _resolve(base, m.chat_template)
     for name, opts in cfg.tasks.items():
-        if isinstance(opts, dict) and isinstance(opts.get("data"), str):
-            opts["data"] = _resolve(base, opts["data"])
+        if not isinstance(opts, dict):
+            continue
+        for key in ("data", "scorer"):
+            if isinstance(opts.get(key), str):
+                opts[key] = _resolve(base, opts[key])
+        ev = opts.get("evaluator")
+        if isinstance(ev, dict):  # a model spec inside a task (LLM judge / evaluation model)
+            if isinstance(ev.get("path"), str):
+                ev["path"] = _resolve(base, ev["path"])
+            for v in (ev.get("variants") or {}).values():
+                if isinstance(v, dict) and isinstance(v.get("file"), str):
+                    v["file"] = _resolve(base, v["file"])
     cfg._source = str(path)  # type: ignore[attr-defined]
     return cfg
 

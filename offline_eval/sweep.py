@@ -101,6 +101,10 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
                 failures.append(_failure(m, variant, ctx, "out of memory"))
             if failures and failures[-1]["run"] == run:
                 log(f"[{run}] FAILED: {failures[-1]['reason']}")
+        done = {m.run_name(v, c) for m, v, c in loads}
+        for t in tasks:
+            if t.task.evaluator_model() is not None:
+                _run_evaluation(t, done, store, out, summary, cfg.runner.chunk_size, fresh, progress, log, failures)
     finally:
         store.close()
     from .report import write_report
@@ -174,6 +178,43 @@ class _LoggingEngine(LazyBackend):
                 raise OfflineEvalError(f"the engine could not load {self.spec.path}: {type(e).__name__}: "
                                        f"{first}") from e
         return super().get()
+
+
+def _run_evaluation(t: PlannedTask, done: set[str], store: Store, out: Path, summary: dict[str, Any],
+                    chunk_size: int, fresh: bool, progress: bool | None, log: Log,
+                    failures: list[dict[str, Any]]) -> None:
+    """The second stage: one evaluator model, loaded once, over every candidate's outputs of this sweep."""
+    ev: ModelSpec = t.task.evaluator_model()
+    variant, ctx = ev.runs()[0]
+    entries = [r for r in summary["runs"] if r["task"] == t.name and r["run"] in done]
+    if not entries:
+        return
+    files = {r["run"]: out / "results" / r["run"] / f"{r['setting']}.jsonl" for r in entries}
+    records = {run: [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines()] for run, f in files.items()}
+    phase = t.task.evaluation_phase(t.items, records)
+    run = ev.run_name(variant, ctx)
+    log(f"[evaluator] {run}: {len(phase.requests)} outputs of {len(entries)} run(s)")
+    engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log)
+    try:
+        with PeakMemory() as mem:
+            results, stats = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh,
+                                    progress=progress).run(phase)
+    except OfflineEvalError as e:
+        failures.append({"run": run, "model": ev.name, "variant": variant, "backend": ev.backend,
+                         "max_model_len": ctx, "reason": f"evaluator for {t.name}: {e}"})
+        log(f"[{run}] FAILED: {e}")
+        return
+    finally:
+        engine.close()
+    records = t.task.finish_evaluation(records, phase, results)
+    for entry in entries:
+        recs = records[entry["run"]]
+        write_jsonl_atomic(files[entry["run"]], recs)
+        entry["metrics"] = t.task.aggregate(recs, entry["options"])
+        entry["evaluator"] = {"run": run}
+        # Timings live under "throughput" only: everything else in summary.json is reproducible.
+        entry["throughput"]["evaluator"] = {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}
+    write_json_atomic(out / "summary.json", summary)
 
 
 def _load_summary(out: Path) -> dict[str, Any]:

@@ -48,4 +48,10 @@ if [ "$(cat models/tiny-bert/.stamp 2>/dev/null)" != "$bstamp" ]; then
   rm -rf models/tiny-bert
   .venv/bin/python scripts/make_tiny_bert.py models/tiny-bert
   echo "$bstamp" > models/tiny-bert/.stamp
+  rm -rf models/tiny-scorer
+fi
+if [ ! -f models/tiny-scorer/scorer.safetensors ]; then
+  step "training a tiny LegalEval-Q scorer into models/tiny-scorer"
+  .venv/bin/offline-eval legaleval-q train --data data/legalevalq/train.jsonl --encoder models/tiny-bert \
+    --out models/tiny-scorer --epochs 3 --lr 1e-3 --max-length 128
 fi

@@ -176,3 +176,62 @@ def test_cli_train_predict_and_bad_input(bert, tmp_path):
         p = run_cli("legaleval-q", "predict", "--data", str(bad), "--scorer", str(out))
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         assert all(n in p.stderr for n in needles), (needles, p.stderr)
+
+
+def _sweep_config(tmp: Path, mode: str) -> Path:
+    import yaml
+
+    from conftest import TINY
+
+    cfg = {"output_dir": str(tmp / "out"),
+           "models": [{"name": "cand", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                       "max_model_len": 1024, "variants": {
+                           "q8_0": {"file": str(TINY / "gguf" / "tiny-q8_0.gguf")},
+                           "q4_0": {"file": str(TINY / "gguf" / "tiny-q4_0.gguf")}}}],
+           "tasks": {"legalevalq": {
+               "data": str(DATA / "queries.json"), "max_tokens": 48, "scorer": str(ROOT / "models" / "tiny-scorer"),
+               "evaluator": {"name": "judge", "backend": "transformers", "path": str(TINY / "hf"),
+                             "max_model_len": 1024},
+               "evaluator_mode": mode, "evaluator_max_tokens": 96, "comment_max_chars": 40}}}
+    p = tmp / "m.yaml"
+    p.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    return p
+
+
+def test_end_to_end_sweep_with_tiny_candidate_evaluator_and_encoder(tmp_path, tiny, bert):
+    proc = run_cli("sweep", str(_sweep_config(tmp_path, "json")))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.index("[evaluator] judge.transformers.default.ctx1024") > proc.stderr.index("[2/2]")
+    assert proc.stderr.count("loading transformers model") == 1  # the evaluator is loaded once
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [r["run"] for r in s["runs"]] == ["cand.llamacpp.q4_0.ctx1024", "cand.llamacpp.q8_0.ctx1024"]
+    for r in s["runs"]:
+        m = r["metrics"]
+        recs = [json.loads(x) for x in (tmp_path / "out" / "results" / r["run"] / "legalevalq.jsonl")
+                .read_text().splitlines()]
+        assert len(recs) == 18 and m["n_answers"] == 18
+        scores = np.array([x["scores"]["quality"] for x in recs if x["scores"]])
+        assert m["n_scored"] == len(scores) == 18 - m["evaluator_parse_failures"] and len(scores) > 0
+        assert all(0 <= v <= 100 for v in scores)
+        mu, sd = scores.mean(), scores.std()
+        assert m["adj_score"] == pytest.approx(mu * mu / (mu + sd), abs=1e-3)
+        assert all(x["parsed"] in GRADES for x in recs if x["scores"])
+        assert r["evaluator"]["run"] == "judge.transformers.default.ctx1024"
+    assert "Leaderboard: legalevalq" in (tmp_path / "out" / "report.md").read_text()
+    assert any(a["kind"] == "quantization" for a in s["ablations"])
+    # Re-run: candidates and evaluator come from the store; nothing is generated, results are identical.
+    before = {p: p.read_bytes() for p in (tmp_path / "out" / "results").rglob("*.jsonl")}
+    again = run_cli("sweep", str(_sweep_config(tmp_path, "json")))
+    assert again.returncode == 0 and "loading" not in again.stderr
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_tags_mode_counts_parse_failures(tmp_path, tiny, bert):
+    proc = run_cli("sweep", str(_sweep_config(tmp_path, "tags")))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    for r in s["runs"]:
+        m = r["metrics"]
+        # A random-weight evaluator never writes the tags: every answer is a counted failure, none is scored.
+        assert m["n_evaluated"] == 18 and m["evaluator_parse_failures"] == 18 and m["n_scored"] == 0
+        assert "adj_score" not in m

@@ -23,15 +23,19 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     assert (out / "store.sqlite").exists() and (out / "report.md").exists() and (out / "report.html").exists()
 
     summary = json.loads((out / "summary.json").read_text())
-    runs = summary["runs"]
+    quality = [r for r in summary["runs"] if r["task"] == "legalevalq"]
+    runs = [r for r in summary["runs"] if r["task"] == "jbeqa"]
+    assert len(quality) == 1 + 3 * 2 + 1  # every model load answered the LegalEval-Q questions
+    assert all(r["metrics"]["n_evaluated"] == 18 and r["evaluator"]["run"] == "tiny-evaluator.llamacpp.default.ctx2048"
+               for r in quality)
     backends = {r["backend"] for r in runs}
     assert backends == {"vllm", "llamacpp", "transformers"}
     # (vllm bf16 + gguf f16/q8_0/q4_0 at two context lengths + hf bf16) x 2 shots x 3 modes
     assert len(runs) == (1 + 3 * 2 + 1) * 6
     assert {r["max_model_len"] for r in runs if r["backend"] == "llamacpp"} == {1024, 2048}
-    kinds = {(a["kind"], a["n_items"]) for a in summary["ablations"]}
-    assert kinds == {("quantization", 26), ("context", 26)}
-    assert len(summary["ablations"]) == 6 * (2 + 3)  # per setting: variants at 2 lengths, lengths of 3 variants
+    jb = [a for a in summary["ablations"] if a["task"] == "jbeqa"]
+    assert {(a["kind"], a["n_items"]) for a in jb} == {("quantization", 26), ("context", 26)}
+    assert len(jb) == 6 * (2 + 3)  # per setting: variants at 2 lengths, lengths of 3 variants
     for r in runs:
         assert {"model", "variant", "task", "options", "n_items", "metrics", "throughput"} <= set(r)
         assert r["n_items"] == 26
@@ -67,5 +71,5 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     assert proc3.returncode == 0, proc3.stderr[-3000:]
     s3 = json.loads((out / "summary.json").read_text())
     gguf = [r for r in s3["runs"] if r["model"] == "tiny-gguf"]
-    assert gguf and all(r["throughput"]["generated"] == 26 for r in gguf)
+    assert gguf and all(r["throughput"]["generated"] == (26 if r["task"] == "jbeqa" else 18) for r in gguf)
     assert _results(out) == first

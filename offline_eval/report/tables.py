@@ -28,7 +28,28 @@ def _ci(m: dict[str, Any], name: str) -> str:
     return f"{_f(m.get(name))} [{_f(m[name + '_ci_low'])}, {_f(m[name + '_ci_high'])}]"
 
 
+def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
+    """LegalEval-Q: ranked by AdjScore = mu^2 / (mu + sigma)."""
+    from ..metrics.adjscore import tier
+
+    ranked = sorted(runs, key=lambda r: (-(r["metrics"].get("adj_score") or 0), r["run"]))
+    rows = []
+    for i, r in enumerate(ranked, 1):
+        m = r["metrics"]
+        adj = m.get("adj_score")
+        rows.append([str(i), r["run"], _f(m.get("mean"), 2), _f(m.get("std"), 2), _f(m.get("median"), 2),
+                     _f(adj, 2), tier(adj) if isinstance(adj, (int, float)) else "–",
+                     _f(m.get("n_scored")), _f(m.get("evaluator_parse_failures")), _f(m.get("truncated_answers")),
+                     (r.get("evaluator") or {}).get("run", "–")])
+    return Table(f"Leaderboard: {task}", ["#", "run", "mean", "std", "median", "AdjScore", "tier", "scored",
+                                          "evaluator parse failures", "answers cut off", "evaluator"], rows,
+                 "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
+                 "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low.")
+
+
 def leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
+    if task == "legalevalq":
+        return quality_leaderboard(runs, task)
     ranked = sorted(runs, key=lambda r: (-(r["metrics"].get("f1") or 0), r["run"], r["setting"]))
     rows = []
     for i, r in enumerate(ranked, 1):

@@ -10,6 +10,7 @@ from .base import Task
 
 _TASKS: dict[str, str] = {
     "jbeqa": "offline_eval.tasks.jbeqa:JBEQATask",
+    "legalevalq": "offline_eval.tasks.legalevalq.task:LegalEvalQTask",
 }
 TASK_NAMES = tuple(_TASKS)
 

@@ -54,6 +54,18 @@ class Task(ABC):
     def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
         ...
 
+    # An optional second stage (LLM judges, evaluation models): run once, after every candidate model.
+    def evaluator_model(self) -> Any:
+        """The ModelSpec of the evaluator that scores the candidates' outputs, or None."""
+        return None
+
+    def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
+        raise NotImplementedError
+
+    def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
+                          results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
+        raise NotImplementedError
+
     def item_score(self, record: dict[str, Any]) -> float | None:
         """The per-item score that paired ablation tests compare (None: the item does not count)."""
         return None

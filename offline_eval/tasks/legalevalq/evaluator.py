@@ -14,14 +14,12 @@ SYSTEM = ("あなたは法律分野の回答を評価する専門家です。質
           "内容の質、構成と整理、言語表現、追加の考慮、指摘事項（不足や誤り）。"
           "その上で、結論を次の八段階から一つ選んでください（低い順）：" + "、".join(GRADES) + "。")
 
-COMMENT_MAX = 1200
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"comment": {"type": "string", "minLength": 1, "maxLength": COMMENT_MAX},
-                   "conclusion": {"enum": list(GRADES)}},
-    "required": ["comment", "conclusion"],
-    "additionalProperties": False,
-}
+def schema(comment_max_chars: int = 1200) -> dict[str, Any]:
+    """{comment, conclusion}: a bounded critique and one of the eight grades."""
+    return {"type": "object",
+            "properties": {"comment": {"type": "string", "minLength": 1, "maxLength": comment_max_chars},
+                           "conclusion": {"enum": list(GRADES)}},
+            "required": ["comment", "conclusion"], "additionalProperties": False}
 
 
 def user_message(query: str, answer: str, resource: str | None = None) -> str:

@@ -1,0 +1,142 @@
+"""LegalEval-Q as a task: candidates answer legal questions; after every candidate has run, one evaluation
+model writes a Comment and a Conclusion for each answer; the regression scorer turns them into 0-100."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...config import ModelSpec
+from ...constraints import JsonSchema
+from ...errors import InputError, is_url
+from ...metrics.adjscore import summarize
+from ...requests import Phase, Request, Result, Sampling
+from ..base import Item, Setting, Task
+from . import evaluator as ev
+from .data import load_queries
+
+ANSWER_SYSTEM = ("あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
+                 "質問が中国語の場合は中国語で回答してください。")
+
+
+class LegalEvalQOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    data: str = Field(description="JSON list of {query, resource, datasets_id, datasets_ans?}")
+    evaluator: ModelSpec
+    evaluator_mode: Literal["json", "tags"] = "json"
+    scorer: str = Field(description="a folder written by `offline-eval legaleval-q train`")
+    limit: int | None = Field(None, ge=1)
+    max_tokens: int = Field(512, ge=1, description="answer length")
+    evaluator_max_tokens: int = Field(1024, ge=16)
+    comment_max_chars: int = Field(1200, ge=1, description="JSON mode: the longest critique the grammar allows")
+    overflow: Literal["skip", "fail"] = "skip"
+    seed: int = 0
+
+
+class LegalEvalQTask(Task):
+    name = "legalevalq"
+    Options = LegalEvalQOptions
+    options: LegalEvalQOptions
+    primary_metric = "adj_score"
+
+    def settings(self) -> list[Setting]:
+        return [{"evaluator": self.options.evaluator.name, "mode": self.options.evaluator_mode}]
+
+    def setting_name(self, setting: Setting) -> str:
+        return "legalevalq"
+
+    def load(self) -> list[Item]:
+        o = self.options
+        for field, value in (("scorer", o.scorer), ("evaluator.path", o.evaluator.path)):
+            if is_url(value):
+                raise InputError("URLs are refused; give a local path", field=f"tasks.legalevalq.{field}")
+            if not Path(value).exists():
+                raise InputError(f"path does not exist: {value}", field=f"tasks.legalevalq.{field}")
+        if not (Path(o.scorer) / "scorer_config.json").is_file():
+            raise InputError("not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer")
+        items = [{**q, "id": str(q["datasets_id"])} for q in load_queries(o.data)]
+        dup = [k for k, n in Counter(i["id"] for i in items).items() if n > 1]
+        if dup:
+            raise InputError(f"duplicate datasets_id: {', '.join(dup[:5])}", file=o.data, field="datasets_id")
+        return items[: o.limit] if o.limit else items
+
+    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
+        s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
+        reqs = [Request.chat([{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": it["query"]}], s)
+                for it in items]
+        return Phase(name="legalevalq.answers", requests=reqs, item_ids=[it["id"] for it in items],
+                     overflow=self.options.overflow)
+
+    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
+        rec = {"id": item["id"], "query": item["query"], "output": result.text, "finish_reason": result.finish_reason,
+               "gold": item.get("datasets_ans"), "parsed": None, "scores": {}, "evaluation": None,
+               "skipped": result.finish_reason == "overflow", "prompt_tokens": result.prompt_tokens,
+               "output_tokens": result.output_tokens}
+        return rec
+
+    # The evaluation stage: one evaluator for every candidate's answers, after all candidates.
+    def evaluator_model(self) -> ModelSpec:
+        return self.options.evaluator
+
+    def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
+        by_id = {it["id"]: it for it in items}
+        json_mode = self.options.evaluator_mode == "json"
+        s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.evaluator_max_tokens)
+        reqs, ids = [], []
+        for run, recs in records.items():
+            for r in recs:
+                if r["skipped"]:
+                    continue
+                it = by_id[r["id"]]
+                reqs.append(Request.chat([{"role": "system", "content": ev.SYSTEM},
+                                          {"role": "user", "content": ev.user_message(it["query"], r["output"],
+                                                                                      it.get("resource"))}],
+                                         s, JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None))
+                ids.append(f"{run}/{r['id']}")
+        return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
+
+    def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
+                          results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
+        from .scorer import Scorer
+
+        by_key = dict(zip(phase.item_ids, results))
+        parse = ev.parse_json if self.options.evaluator_mode == "json" else ev.parse_tags
+        todo: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for run, recs in records.items():
+            for r in recs:
+                res = by_key.get(f"{run}/{r['id']}")
+                if res is None:
+                    continue
+                got = parse(res.text) if res.finish_reason not in ("length", "overflow") else None
+                r["evaluation"] = {"raw": res.text, "finish_reason": res.finish_reason,
+                                   "comment": got[0] if got else None, "conclusion": got[1] if got else None}
+                r["parsed"] = got[1] if got else None
+                if got:
+                    todo.append((r, {"query": r["query"], "answer": r["output"], "comment": got[0],
+                                     "conclusion": got[1]}))
+        if todo:
+            scores = Scorer.load(self.options.scorer).predict([x for _, x in todo])
+            for (r, _), sc in zip(todo, scores):
+                r["scores"] = {"quality": sc}
+        return records
+
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+        scored = [r["scores"]["quality"] for r in records if "quality" in r.get("scores", {})]
+        evaluated = [r for r in records if r.get("evaluation")]
+        m: dict[str, float] = {"n_answers": sum(1 for r in records if not r["skipped"]),
+                               "n_skipped": sum(1 for r in records if r["skipped"]),
+                               "truncated_answers": sum(1 for r in records if r["finish_reason"] == "length"),
+                               "n_evaluated": len(evaluated),
+                               "evaluator_parse_failures": sum(1 for r in evaluated if r["parsed"] is None),
+                               "n_scored": len(scored)}
+        if scored:
+            m.update({k: round(v, 4) for k, v in summarize(scored).items() if k in ("mean", "std", "median",
+                                                                                   "adj_score")})
+        return m
+
+    def item_score(self, record: dict[str, Any]) -> float | None:
+        return record.get("scores", {}).get("quality")
