@@ -165,7 +165,7 @@ def load_config(path: str | Path) -> SweepConfig:
     for name, opts in cfg.tasks.items():
         if not isinstance(opts, dict):
             continue
-        for key in ("data", "scorer"):
+        for key in ("data", "validation_data", "scorer"):
             if isinstance(opts.get(key), str):
                 opts[key] = _resolve(base, opts[key])
         ev = opts.get("evaluator")

@@ -111,9 +111,27 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
 
     summary["failures"] = failures
     summary["ablations"] = build_ablations(out, summary["runs"], {t.name: t.task.item_score for t in tasks})
+    summary["leaderboards"] = leaderboards(summary["runs"])
     write_json_atomic(out / "summary.json", summary)
     write_report(out)
     return summary
+
+
+def leaderboards(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per task and setting, the runs ranked by the task's primary metric (best first)."""
+    from .metrics.adjscore import tier
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        metric = r.get("primary_metric") or "mean"
+        value = r["metrics"].get(metric)
+        row = {"run": r["run"], "metric": metric, "value": value}
+        if metric == "adj_score" and isinstance(value, (int, float)):
+            row["tier"] = tier(value)
+        out.setdefault(r["setting"], []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda x: (-(x["value"] if isinstance(x["value"], (int, float)) else float("-inf")), x["run"]))
+    return dict(sorted(out.items()))
 
 
 def build_ablations(out: Path, runs: list[dict[str, Any]], scorers: dict[str, Any]) -> list[dict[str, Any]]:

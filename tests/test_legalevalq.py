@@ -189,7 +189,8 @@ def _sweep_config(tmp: Path, mode: str) -> Path:
                            "q8_0": {"file": str(TINY / "gguf" / "tiny-q8_0.gguf")},
                            "q4_0": {"file": str(TINY / "gguf" / "tiny-q4_0.gguf")}}}],
            "tasks": {"legalevalq": {
-               "data": str(DATA / "queries.json"), "max_tokens": 48, "scorer": str(ROOT / "models" / "tiny-scorer"),
+               "data": str(DATA / "queries.json"), "validation_data": str(DATA / "validation_queries.json"),
+               "max_tokens": 48, "scorer": str(ROOT / "models" / "tiny-scorer"),
                "evaluator": {"name": "judge", "backend": "transformers", "path": str(TINY / "hf"),
                              "max_model_len": 1024},
                "evaluator_mode": mode, "evaluator_max_tokens": 96, "comment_max_chars": 40}}}
@@ -209,15 +210,22 @@ def test_end_to_end_sweep_with_tiny_candidate_evaluator_and_encoder(tmp_path, ti
         m = r["metrics"]
         recs = [json.loads(x) for x in (tmp_path / "out" / "results" / r["run"] / "legalevalq.jsonl")
                 .read_text().splitlines()]
-        assert len(recs) == 18 and m["n_answers"] == 18
+        assert len(recs) == 22 and m["n_answers"] == 22
+        tr = np.array([x["scores"]["quality"] for x in recs if x["scores"] and x["split"] == "train"])
+        va = np.array([x["scores"]["quality"] for x in recs if x["scores"] and x["split"] == "validation"])
+        adj = lambda a: a.mean() ** 2 / (a.mean() + a.std())  # noqa: E731
+        assert m["adj_score_delta"] == pytest.approx(adj(va) - adj(tr), abs=2e-3)
         scores = np.array([x["scores"]["quality"] for x in recs if x["scores"]])
-        assert m["n_scored"] == len(scores) == 18 - m["evaluator_parse_failures"] and len(scores) > 0
+        assert m["n_scored"] == len(scores) == 22 - m["evaluator_parse_failures"] and len(scores) > 0
         assert all(0 <= v <= 100 for v in scores)
         mu, sd = scores.mean(), scores.std()
         assert m["adj_score"] == pytest.approx(mu * mu / (mu + sd), abs=1e-3)
         assert all(x["parsed"] in GRADES for x in recs if x["scores"])
         assert r["evaluator"]["run"] == "judge.transformers.default.ctx1024"
     assert "Leaderboard: legalevalq" in (tmp_path / "out" / "report.md").read_text()
+    board = s["leaderboards"]["legalevalq"]
+    assert [b["value"] for b in board] == sorted((r["metrics"]["adj_score"] for r in s["runs"]), reverse=True)
+    assert all(b["metric"] == "adj_score" and b["tier"] in ("high", "mid", "low") for b in board)
     assert any(a["kind"] == "quantization" for a in s["ablations"])
     # Re-run: candidates and evaluator come from the store; nothing is generated, results are identical.
     before = {p: p.read_bytes() for p in (tmp_path / "out" / "results").rglob("*.jsonl")}
@@ -233,5 +241,5 @@ def test_tags_mode_counts_parse_failures(tmp_path, tiny, bert):
     for r in s["runs"]:
         m = r["metrics"]
         # A random-weight evaluator never writes the tags: every answer is a counted failure, none is scored.
-        assert m["n_evaluated"] == 18 and m["evaluator_parse_failures"] == 18 and m["n_scored"] == 0
+        assert m["n_evaluated"] == 22 and m["evaluator_parse_failures"] == 22 and m["n_scored"] == 0
         assert "adj_score" not in m

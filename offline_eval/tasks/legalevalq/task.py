@@ -26,6 +26,8 @@ class LegalEvalQOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data: str = Field(description="JSON list of {query, resource, datasets_id, datasets_ans?}")
+    validation_data: str | None = Field(None, description="a second query set: the report shows the "
+                                                          "train-vs-validation delta (the paper's Table 2)")
     evaluator: ModelSpec
     evaluator_mode: Literal["json", "tags"] = "json"
     scorer: str = Field(description="a folder written by `offline-eval legaleval-q train`")
@@ -58,7 +60,10 @@ class LegalEvalQTask(Task):
                 raise InputError(f"path does not exist: {value}", field=f"tasks.legalevalq.{field}")
         if not (Path(o.scorer) / "scorer_config.json").is_file():
             raise InputError("not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer")
-        items = [{**q, "id": str(q["datasets_id"])} for q in load_queries(o.data)]
+        items = [{**q, "id": str(q["datasets_id"]), "split": "train"} for q in load_queries(o.data)]
+        if o.validation_data:
+            items += [{**q, "id": f"val:{q['datasets_id']}", "split": "validation"}
+                      for q in load_queries(o.validation_data)]
         dup = [k for k, n in Counter(i["id"] for i in items).items() if n > 1]
         if dup:
             raise InputError(f"duplicate datasets_id: {', '.join(dup[:5])}", file=o.data, field="datasets_id")
@@ -72,7 +77,7 @@ class LegalEvalQTask(Task):
                      overflow=self.options.overflow)
 
     def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
-        rec = {"id": item["id"], "query": item["query"], "output": result.text, "finish_reason": result.finish_reason,
+        rec = {"id": item["id"], "split": item.get("split", "train"), "query": item["query"], "output": result.text, "finish_reason": result.finish_reason,
                "gold": item.get("datasets_ans"), "parsed": None, "scores": {}, "evaluation": None,
                "skipped": result.finish_reason == "overflow", "prompt_tokens": result.prompt_tokens,
                "output_tokens": result.output_tokens}
@@ -136,6 +141,17 @@ class LegalEvalQTask(Task):
         if scored:
             m.update({k: round(v, 4) for k, v in summarize(scored).items() if k in ("mean", "std", "median",
                                                                                    "adj_score")})
+        splits = {r.get("split", "train") for r in records}
+        if len(splits) > 1:
+            for split in sorted(splits):
+                part = [r["scores"]["quality"] for r in records
+                        if r.get("split", "train") == split and "quality" in r.get("scores", {})]
+                if part:
+                    m.update({f"{k}.{split}": round(v, 4) for k, v in summarize(part).items()
+                              if k in ("mean", "std", "adj_score")})
+            if "adj_score.train" in m and "adj_score.validation" in m:
+                m["adj_score_delta"] = round(m["adj_score.validation"] - m["adj_score.train"], 4)
+                m["mean_delta"] = round(m["mean.validation"] - m["mean.train"], 4)
         return m
 
     def item_score(self, record: dict[str, Any]) -> float | None:
