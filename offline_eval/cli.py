@@ -77,7 +77,7 @@ def cmd_data_validate(a: argparse.Namespace) -> int:
 
 def cmd_models_check(a: argparse.Namespace) -> int:
     from .config import check_paths, load_config
-    from .tasks import make_task
+    from .tasks import load_items, make_task
 
     cfg = load_config(a.config)
     problems = check_paths(cfg, a.config)
@@ -86,7 +86,7 @@ def cmd_models_check(a: argparse.Namespace) -> int:
     if problems:
         return 2
     for name, opts in cfg.tasks.items():
-        make_task(name, opts, a.config)
+        load_items(make_task(name, opts, a.config), a.config)  # reads the data; checks evaluator and scorer paths
     n = sum(len(m.variants) for m in cfg.models)
     print(f"{a.config}: OK ({len(cfg.models)} models, {n} variants, tasks: {', '.join(cfg.tasks)})")
     return 0

@@ -21,7 +21,7 @@ from .fileio import write_json_atomic, write_jsonl_atomic
 from .memory import PeakMemory, weights_bytes
 from .runner import Runner
 from .store import Store
-from .tasks import make_task
+from .tasks import load_items, make_task
 from .tasks.base import Item, Task
 
 SUMMARY_VERSION = 1
@@ -49,7 +49,7 @@ def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None
         if limit is not None:
             opts["limit"] = limit
         task = make_task(name, opts, source)
-        out.append(PlannedTask(name, task, task.load()))
+        out.append(PlannedTask(name, task, load_items(task, source)))
     if only_tasks:
         unknown = set(only_tasks) - {p.name for p in out}
         if unknown:

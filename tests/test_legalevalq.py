@@ -243,3 +243,22 @@ def test_tags_mode_counts_parse_failures(tmp_path, tiny, bert):
         # A random-weight evaluator never writes the tags: every answer is a counted failure, none is scored.
         assert m["n_evaluated"] == 22 and m["evaluator_parse_failures"] == 22 and m["n_scored"] == 0
         assert "adj_score" not in m
+
+
+def test_missing_scorer_or_evaluator_is_named_before_anything_runs(tmp_path, tiny):
+    import yaml
+
+    cfg = _sweep_config(tmp_path, "json")
+    raw = yaml.safe_load(cfg.read_text())
+    raw["tasks"]["legalevalq"]["scorer"] = str(tmp_path / "no-scorer")
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    for cmd in (["models", "check", str(cfg)], ["sweep", str(cfg)]):
+        p = run_cli(*cmd)
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        assert f"{cfg}, field 'tasks.legalevalq.scorer': path does not exist" in p.stderr
+    assert not (tmp_path / "out").exists()
+    raw["tasks"]["legalevalq"]["scorer"] = str(ROOT / "models" / "tiny-scorer")
+    raw["tasks"]["legalevalq"]["evaluator"]["path"] = "https://example.com/model"
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    p = run_cli("sweep", str(cfg))
+    assert p.returncode == 2 and "field 'tasks.legalevalq.evaluator.path': URLs are refused" in p.stderr

@@ -24,3 +24,13 @@ def get_task_class(name: str) -> type[Task]:
 
 def make_task(name: str, options: dict[str, Any], source: str | None = None) -> Task:
     return get_task_class(name).from_options(options, source=source, prefix=f"tasks.{name}")
+
+
+def load_items(task: Task, source: str | None) -> list[Any]:
+    """task.load(), with errors that name no file of their own attributed to the config."""
+    try:
+        return task.load()
+    except InputError as e:
+        if e.file is None and source:
+            raise InputError(e.detail, file=source, record=e.record, field=e.field) from None
+        raise
