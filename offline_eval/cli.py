@@ -69,7 +69,22 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def cmd_data_validate(a: argparse.Namespace) -> int:
     from .tasks import make_task
+    from .tasks.legalrikai.schema import SCHEMAS, load_items
 
+    if a.task in SCHEMAS:
+        import json
+
+        fmap = json.loads(a.field_map) if a.field_map else None
+        print(f"{a.path}: OK ({len(load_items(a.task, a.path, a.split, fmap))} {a.task} items)")
+        return 0
+    if a.task == "legalevalq":
+        from .tasks.legalevalq.data import load_annotated, load_queries
+
+        if a.path.endswith(".jsonl"):
+            print(f"{a.path}: OK ({len(load_annotated(a.path))} annotated tuples)")
+        else:
+            print(f"{a.path}: OK ({len(load_queries(a.path))} queries)")
+        return 0
     task = make_task(a.task, {"data": a.path}, source="command line")
     print(f"{a.path}: OK ({task.validate_data(a.path)})")
     return 0
@@ -236,8 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("data", help="dataset tools")
     dsub = d.add_subparsers(dest="data_command", required=True)
     dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
-    dv.add_argument("task")
+    dv.add_argument("task", help="jbeqa, legalevalq, amendexp, statrev, reqrev or riskrev")
     dv.add_argument("path")
+    dv.add_argument("--split", default="test", help="for a folder of splits (LegalRikai tasks)")
+    dv.add_argument("--field-map", help='LegalRikai: JSON {"our_field": "their_field", ...}')
     dv.set_defaults(func=cmd_data_validate)
 
     m = sub.add_parser("models", help="models.yaml tools")

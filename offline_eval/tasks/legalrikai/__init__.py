@@ -1,0 +1,1 @@
+"""LegalRikai Open Benchmark: AmendExp, StatRev, ReqRev, RiskRev (data schemas so far)."""
