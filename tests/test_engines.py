@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import jsonschema
@@ -49,7 +50,7 @@ def test_json_schema_outputs_parse_and_validate(engine):  # type: ignore[no-unty
         assert r.finish_reason == "stop", r
         obj = parse_json_strict(r.text)  # strict: a raw control character in a string fails here
         jsonschema.validate(obj, SCHEMA)
-        assert not re.search(r"[\x00-\x1f]", obj["rationale"])
+        assert not re.search(r"[\x00-\x1f]", r.text)  # escaped ones (\r) are valid JSON; raw ones never
 
 
 def test_regex_constraint(engine):  # type: ignore[no-untyped-def]
@@ -76,9 +77,13 @@ def test_choice_logprobs_agree_with_constrained_greedy(engine):  # type: ignore[
         assert all(v <= 0 for v in r.logprobs.values())
         assert r.text == max(r.logprobs, key=r.logprobs.get)
         json.dumps(r.logprobs)  # plain floats, not numpy
-    agree = sum(a.text == b.text for a, b in zip(lp, gen))
-    # The constrained first token is the argmax over the two labels; only near-ties may flip between kernels.
-    assert agree >= 45, agree
+    # A label's log-probability sums the (at most two, here) tokens that spell it, so it exceeds its best
+    # single token by at most log 2. Where the labels differ by more than that (plus kernel noise), constrained
+    # greedy decoding, which takes the best single token, must pick the same label.
+    clear = [(a, b) for a, b in zip(lp, gen) if abs(a.logprobs["0"] - a.logprobs["1"]) > math.log(2) + 0.05]
+    assert len(clear) >= 5, "too few clear-cut prompts to compare"
+    assert all(a.text == b.text for a, b in clear), [(a.logprobs, b.text) for a, b in clear if a.text != b.text]
+    assert engine.label_token_ids(reqs[0], ["0", "1"])[1]  # ids behind "1" include its piece
 
 
 def test_encode_matches_prompt_tokens(engine):  # type: ignore[no-untyped-def]
