@@ -30,6 +30,19 @@ def bert(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def fixed_bert(tmp_path_factory) -> Path:
+    """A tiny BERT whose vocabulary comes from this file's examples, not from data/: the training test must
+    not change when somebody adds sample data."""
+    d = tmp_path_factory.mktemp("bert-corpus")
+    (d / "corpus.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in _examples(80)),
+                                    encoding="utf-8")
+    out = d / "bert"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_bert.py"), str(out), "--data", str(d)],
+                   check=True, capture_output=True)
+    return out
+
+
 def test_adj_score_hand_values():
     assert adj_score([80, 80, 80]) == pytest.approx(80.0)  # no spread: AdjScore = mean
     # mu = 50, population sigma = 10 -> 2500 / 60
@@ -106,8 +119,8 @@ def test_layer_groups_need_three_layers():
         LayerGroupMix(2)
 
 
-def test_training_learns_a_planted_feature_and_predicts_deterministically(bert, tmp_path):
-    rep = train(_examples(80), str(bert), tmp_path / "sc", epochs=15, lr=1e-3, batch_size=16, patience=15,
+def test_training_learns_a_planted_feature_and_predicts_deterministically(fixed_bert, tmp_path):
+    rep = train(_examples(80), str(fixed_bert), tmp_path / "sc", epochs=15, lr=1e-3, batch_size=16, patience=15,
                 seed=1, max_length=64, progress=False)
     assert rep["best_val_loss"] < 0.25 * rep["mean_predictor_val_loss"], rep
     s = Scorer.load(tmp_path / "sc")
