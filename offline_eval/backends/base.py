@@ -270,8 +270,3 @@ def logsumexp(values: Sequence[float]) -> float:
 
     m = max(values)
     return m + math.log(sum(math.exp(v - m) for v in values))
-
-
-def timed_result(text: str, finish: str, n_prompt: int, n_out: int, t0: float, t1: float) -> Result:
-    return Result(text=text, finish_reason=finish, prompt_tokens=n_prompt, output_tokens=n_out,
-                  latency_s=round(t1 - t0, 6))
