@@ -44,15 +44,9 @@ class PromptCounter:
             self.template = read_chat_template(spec.chat_template)
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:  # type: ignore[no-redef]
-        out = []
-        for r in requests:
-            if r.messages is None:
-                out.append(self.tok.encode(r.prompt or "", add_special_tokens=True))
-            else:
-                text = self.tok.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
-                                                    chat_template=self.template)
-                out.append(self.tok.encode(text, add_special_tokens=False))
-        return out
+        from .backends.base import hf_encode
+
+        return hf_encode(self.tok, self.template, requests)
 
     def close(self) -> None:
         if self.spec.backend == "llamacpp":

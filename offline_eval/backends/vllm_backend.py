@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
 from .grammars import xgrammar_ebnf
-from .base import Backend, LoadSpec, Progress, hf_vocab_bytes, logsumexp, read_chat_template
+from .base import Backend, LoadSpec, Progress, hf_render, hf_vocab_bytes, logsumexp, read_chat_template
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
@@ -46,10 +46,7 @@ class VLLMBackend(Backend):
         self._param_cache: dict[Any, Any] = {}
 
     def render(self, r: Request) -> str:
-        if r.messages is None:
-            return r.prompt or ""
-        return self.tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
-                                                  chat_template=self.chat_template)
+        return hf_render(self.tokenizer, self.chat_template, r)
 
     def encode_text(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)

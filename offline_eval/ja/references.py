@@ -213,6 +213,3 @@ def resolve(doc: Document, r: Reference) -> None:
         return
     r.resolved = True
 
-
-def dangling(refs: list[Reference]) -> list[Reference]:
-    return [r for r in refs if not r.resolved]
