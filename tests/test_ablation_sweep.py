@@ -138,15 +138,16 @@ def test_engines_release_memory_between_loads(tiny):
         return [p for p in psutil.Process().children(recursive=True)
                 if "resource_tracker" not in " ".join(p.cmdline())]
 
+    already = {p.pid for p in engine_processes()}  # e.g. a session-wide engine of another test module
     v = load_backend(LoadSpec(name="t", backend="vllm", path=str(TINY / "hf"), max_model_len=1024))
-    kids = engine_processes()
+    kids = [p for p in engine_processes() if p.pid not in already]
     assert kids and sum(p.memory_info().rss for p in kids) > 200 * 2**20, "vLLM's engine runs in child processes"
     v.close()
     del v
     gc.collect()
     gone, alive = psutil.wait_procs(kids, timeout=30)
     assert not alive, [p.pid for p in alive]
-    assert engine_processes() == []
+    assert {p.pid for p in engine_processes()} <= already
 
 
 def test_quantize_command(tmp_path, tiny):
