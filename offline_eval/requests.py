@@ -56,10 +56,14 @@ class Result:
     output_tokens: int = 0
     latency_s: float = 0.0
     logprobs: dict[str, float] | None = None  # choice -> log-probability, for choice_logprobs
+    focused: bool = False  # the request overflowed and its shorter fallback (overflow policy 'focus') ran
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
-                "output_tokens": self.output_tokens, "latency_s": self.latency_s, "logprobs": self.logprobs}
+        d = {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
+             "output_tokens": self.output_tokens, "latency_s": self.latency_s, "logprobs": self.logprobs}
+        if self.focused:
+            d["focused"] = True
+        return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "Result":
@@ -88,4 +92,6 @@ class Phase:
     item_ids: list[str]
     method: Method = "generate"
     choices: tuple[str, ...] | None = None
-    overflow: Literal["skip", "fail"] = "skip"
+    overflow: Literal["skip", "fail", "focus"] = "skip"
+    # Policy 'focus': for each request, a shorter one to run instead when it does not fit (None: skip it).
+    fallbacks: list[Request | None] | None = None

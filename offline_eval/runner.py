@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from .backends.base import Backend, LazyBackend
 from .errors import InputError
-from .requests import Phase, Result, request_json, request_key
+from .requests import Phase, Request, Result, request_json, request_key
 from .store import Store
 
 
@@ -56,21 +56,9 @@ class Runner:
         misses = [k for k in first if k not in done]
 
         if misses:
-            reqs = [phase.requests[first[k]] for k in misses]
             backend = self._get()
-            encoded = backend.encode(reqs)
-            limit = backend.max_model_len
-            todo = []
-            for k, r, ids in zip(misses, reqs, encoded):
-                need = len(ids) + (r.sampling.max_tokens if phase.method == "generate" else 1)
-                if need <= limit:
-                    todo.append((k, r, ids))
-                    continue
-                if phase.overflow == "fail":
-                    raise InputError(f"prompt of {len(ids)} tokens + {need - len(ids)} to generate exceeds "
-                                     f"max_model_len {limit} (overflow policy 'fail'; use 'skip' to record and "
-                                     f"go on)", record=phase.item_ids[first[k]])
-                done[k] = Result(text="", finish_reason="overflow", prompt_tokens=len(ids))
+            todo = self._fitting(phase, backend, [(k, phase.requests[first[k]], rjson[first[k]]) for k in misses],
+                                 done, first)
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
             todo.sort(key=lambda t: t[2])
             bar = tqdm(total=len(todo), desc=phase.name, unit="req", disable=True if self.progress is False else None,
@@ -85,10 +73,14 @@ class Runner:
                     else:
                         results = backend.choice_logprobs(rs, phase.choices or (), ids, progress=bar.update)
                     stats.engine_calls += 1
-                    self.store.put_many((k, fp, self.variant, rjson[first[k]], res)
-                                        for (k, _, _), res in zip(chunk, results))
-                    for (k, _, _), res in zip(chunk, results):
+                    rows = []
+                    for (k, _, _, rj, primaries), res in zip(chunk, results):
                         done[k] = res
+                        rows.append((k, fp, self.variant, rj, res))
+                        for pk in primaries:  # stored under the original request too: a re-run needs no engine
+                            done[pk] = Result(**{**res.__dict__, "focused": True})
+                            rows.append((pk, fp, self.variant, rjson[first[pk]], done[pk]))
+                    self.store.put_many(rows)
                     stats.n_generated += len(chunk)
             finally:
                 bar.close()
@@ -99,3 +91,48 @@ class Runner:
         stats.output_tokens = sum(r.output_tokens for r in results)
         stats.wall_s = time.perf_counter() - t0
         return results, stats
+
+    def _fitting(self, phase: Phase, backend: Any, todo: list[tuple[str, Request, str]], done: dict[str, Result],
+                 first: dict[str, int]) -> list[tuple[str, Request, list[int], str, list[str]]]:
+        """The requests that fit the context, as (key, request, ids, request json, primaries). One that does
+        not is failed, recorded as an overflow, or (policy 'focus') replaced by its fallback; a fallback's
+        result is also answered under the keys of the requests it stands in for (`primaries`)."""
+        limit = backend.max_model_len
+        out: list[tuple[str, Request, list[int], str, list[str]]] = []
+        retry: dict[str, tuple[Request, str, list[str]]] = {}
+        rj_of = {k: rj for k, _, rj in todo}
+        rows = []  # overflows are stored too (the key holds the context length): a re-run needs no engine
+        for (k, r, rj), ids in zip(todo, backend.encode([r for _, r, _ in todo])):
+            need = len(ids) + (r.sampling.max_tokens if phase.method == "generate" else 1)
+            if need <= limit:
+                out.append((k, r, ids, rj, []))
+                continue
+            fb = phase.fallbacks[first[k]] if phase.fallbacks and phase.overflow == "focus" else None
+            if fb is not None:
+                fj = request_json(fb)
+                fk = request_key(self.fingerprint, self.variant, fj, phase.method, phase.choices)
+                retry.setdefault(fk, (fb, fj, []))[2].append(k)
+                continue
+            if phase.overflow == "fail":
+                raise InputError(f"prompt of {len(ids)} tokens + {need - len(ids)} to generate exceeds "
+                                 f"max_model_len {limit} (overflow policy 'fail'; use 'skip' to record and "
+                                 f"go on)", record=phase.item_ids[first[k]])
+            done[k] = Result(text="", finish_reason="overflow", prompt_tokens=len(ids))
+            rows.append((k, self.fingerprint, self.variant, rj, done[k]))
+        hits = self.store.get_many(list(retry)) if retry and not self.fresh else {}
+        for fk, res in hits.items():
+            for pk in retry[fk][2]:
+                done[pk] = Result(**{**res.__dict__, "focused": True})
+                rows.append((pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
+        rest = [(fk, fb, fj) for fk, (fb, fj, _) in retry.items() if fk not in hits]
+        for (fk, fb, fj), ids in zip(rest, backend.encode([fb for _, fb, _ in rest]) if rest else []):
+            need = len(ids) + (fb.sampling.max_tokens if phase.method == "generate" else 1)
+            if need <= limit:
+                out.append((fk, fb, ids, fj, retry[fk][2]))
+            else:
+                for pk in retry[fk][2]:
+                    done[pk] = Result(text="", finish_reason="overflow", prompt_tokens=len(ids), focused=True)
+                    rows.append((pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
+        if rows:
+            self.store.put_many(rows)
+        return out

@@ -74,7 +74,35 @@ def test_overflow_skip_and_fail(tmp_path, lazy):
     store = Store(tmp_path / "s.sqlite")
     res, st = Runner(lazy, store, "v", progress=False).run(_phase(6, long_every=3))
     assert [r.finish_reason == "overflow" for r in res] == [True, False, False, True, False, False]
-    assert st.n_overflow == 2 and store.count() == 4  # skipped prompts are not stored: they cost nothing to redo
+    # Overflows are stored too (the key holds the context length), so a re-run starts no engine.
+    assert st.n_overflow == 2 and store.count() == 5  # the two long prompts are one request
+    again = LazyBackend(lazy.spec)
+    res2, st2 = Runner(again, store, "v", progress=False).run(_phase(6, long_every=3))
+    assert not again.loaded and st2.n_cached == 6 and [r.finish_reason for r in res2] == [r.finish_reason for r in res]
     with pytest.raises(InputError, match="record i0.*max_model_len 512"):
         Runner(lazy, store, "w", progress=False).run(_phase(6, long_every=3, overflow="fail"))
+    store.close()
+
+
+def test_overflow_focus_runs_the_fallback_and_remembers_it(tmp_path, lazy):
+    store = Store(tmp_path / "s.sqlite")
+    phase = _phase(4, long_every=2)  # items 0 and 2 are too long for 512 tokens (made distinct here)
+    phase.requests[2] = Request.chat([{"role": "user", "content": "別の長い記述。" * 300}], Sampling(max_tokens=4),
+                                     Choice(["0", "1"]))
+    short = Request.chat([{"role": "system", "content": "1か0で答えてください。"}, {"role": "user", "content": "要約"}],
+                         Sampling(max_tokens=4), Choice(["0", "1"]))
+    still_long = _phase(1, long_every=1).requests[0]
+    phase.overflow, phase.fallbacks = "focus", [short, None, still_long, short]
+    res, st = Runner(lazy, store, "v", progress=False).run(phase)
+    assert [(r.finish_reason, r.focused) for r in res][:3] == [("stop", True), ("stop", False), ("overflow", True)]
+    assert res[0].text in ("0", "1") and not res[3].focused  # item 3 fits: its fallback is not used
+    direct, _ = Runner(lazy, store, "v", progress=False).run(Phase("d", [short], ["s"]))
+    assert direct[0].text == res[0].text and not direct[0].focused  # the fallback's own entry
+    again = LazyBackend(lazy.spec)
+    res2, st2 = Runner(again, store, "v", progress=False).run(phase)
+    assert not again.loaded and [(r.text, r.finish_reason, r.focused) for r in res2] == \
+        [(r.text, r.finish_reason, r.focused) for r in res]
+    phase.overflow = "skip"  # the same fallbacks under 'skip' are never used
+    res3, _ = Runner(lazy, store, "w", progress=False).run(phase)
+    assert [r.finish_reason for r in res3] == ["overflow", "stop", "overflow", "stop"]
     store.close()
