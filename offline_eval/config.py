@@ -165,16 +165,20 @@ def load_config(path: str | Path) -> SweepConfig:
     for name, opts in cfg.tasks.items():
         if not isinstance(opts, dict):
             continue
-        for key in ("data", "validation_data", "scorer"):
+        for key in ("data", "validation_data", "scorer", "human_scores"):
             if isinstance(opts.get(key), str):
                 opts[key] = _resolve(base, opts[key])
-        ev = opts.get("evaluator")
-        if isinstance(ev, dict):  # a model spec inside a task (LLM judge / evaluation model)
-            if isinstance(ev.get("path"), str):
-                ev["path"] = _resolve(base, ev["path"])
-            for v in (ev.get("variants") or {}).values():
-                if isinstance(v, dict) and isinstance(v.get("file"), str):
-                    v["file"] = _resolve(base, v["file"])
+            elif isinstance(opts.get(key), dict):  # one path per sub-task
+                opts[key] = {k: _resolve(base, v) if isinstance(v, str) else v for k, v in opts[key].items()}
+        # Model specs inside a task: an evaluation model, or a list of LLM judges.
+        specs = [opts.get("evaluator")] + (opts["judges"] if isinstance(opts.get("judges"), list) else [])
+        for ev in specs:
+            if isinstance(ev, dict):
+                if isinstance(ev.get("path"), str):
+                    ev["path"] = _resolve(base, ev["path"])
+                for v in (ev.get("variants") or {}).values():
+                    if isinstance(v, dict) and isinstance(v.get("file"), str):
+                        v["file"] = _resolve(base, v["file"])
     cfg._source = str(path)  # type: ignore[attr-defined]
     return cfg
 
@@ -197,11 +201,15 @@ def data_path_problems(cfg: SweepConfig, source: str) -> list[str]:
     problems = []
     for name, opts in cfg.tasks.items():
         data = opts.get("data") if isinstance(opts, dict) else None
-        if isinstance(data, str):
-            if is_url(data):
-                problems.append(f"{source}: field 'tasks.{name}.data': URLs are refused, give a local path")
-            elif not Path(data).exists():
-                problems.append(f"{source}: field 'tasks.{name}.data': path does not exist: {data}")
+        paths = data.items() if isinstance(data, dict) else [(None, data)]
+        for sub, value in paths:
+            if not isinstance(value, str):
+                continue
+            field = f"tasks.{name}.data" + (f".{sub}" if sub else "")
+            if is_url(value):
+                problems.append(f"{source}: field '{field}': URLs are refused, give a local path")
+            elif not Path(value).exists():
+                problems.append(f"{source}: field '{field}': path does not exist: {value}")
     return problems
 
 

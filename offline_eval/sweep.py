@@ -102,11 +102,10 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
             if failures and failures[-1]["run"] == run:
                 log(f"[{run}] FAILED: {failures[-1]['reason']}")
         done = {m.run_name(v, c) for m, v, c in loads}
-        for t in tasks:
-            if t.task.evaluator_model() is not None:
-                _run_evaluation(t, done, store, out, summary, cfg.runner.chunk_size, fresh, progress, log, failures)
+        _run_evaluations(tasks, done, store, out, summary, cfg.runner.chunk_size, fresh, progress, log, failures)
     finally:
         store.close()
+    summary["task_reports"] = task_reports(out, summary["runs"], tasks)
     from .report import write_report
 
     summary["failures"] = failures
@@ -157,10 +156,11 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
         for t in tasks:
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
-                phase = t.task.build(t.items, setting)
+                items = t.task.setting_items(t.items, setting)
+                phase = t.task.build(items, setting)
                 with PeakMemory() as mem:
                     results, stats = runner.run(phase)
-                records = [t.task.score(it, r, setting) for it, r in zip(t.items, results)]
+                records = [t.task.score(it, r, setting) for it, r in zip(items, results)]
                 write_jsonl_atomic(out / "results" / run / f"{name}.jsonl", records)
                 metrics = t.task.aggregate(records, setting)
                 entry = {"model": m.name, "variant": variant, "backend": m.backend, "run": run,
@@ -171,7 +171,7 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 _put_run(summary, entry)
                 write_json_atomic(out / "summary.json", summary)
                 log(f"[{run}] {name}: " + ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy",
-                    "faithfulness") if k in metrics) + f"  ({stats.n_generated} generated, {stats.n_cached} "
+                    "faithfulness", "score") if k in metrics) + f"  ({stats.n_generated} generated, {stats.n_cached} "
                     f"cached, {stats.throughput()['items_per_s']:.1f} items/s)")
     finally:
         engine.close()
@@ -198,41 +198,80 @@ class _LoggingEngine(LazyBackend):
         return super().get()
 
 
-def _run_evaluation(t: PlannedTask, done: set[str], store: Store, out: Path, summary: dict[str, Any],
-                    chunk_size: int, fresh: bool, progress: bool | None, log: Log,
-                    failures: list[dict[str, Any]]) -> None:
-    """The second stage: one evaluator model, loaded once, over every candidate's outputs of this sweep."""
-    ev: ModelSpec = t.task.evaluator_model()
-    variant, ctx = ev.runs()[0]
-    entries = [r for r in summary["runs"] if r["task"] == t.name and r["run"] in done]
-    if not entries:
-        return
-    files = {r["run"]: out / "results" / r["run"] / f"{r['setting']}.jsonl" for r in entries}
-    records = {run: [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines()] for run, f in files.items()}
-    phase = t.task.evaluation_phase(t.items, records)
-    run = ev.run_name(variant, ctx)
-    log(f"[evaluator] {run}: {len(phase.requests)} outputs of {len(entries)} run(s)")
-    engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log)
-    try:
-        with PeakMemory() as mem:
-            results, stats = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh,
-                                    progress=progress).run(phase)
-    except OfflineEvalError as e:
-        failures.append({"run": run, "model": ev.name, "variant": variant, "backend": ev.backend,
-                         "max_model_len": ctx, "reason": f"evaluator for {t.name}: {e}"})
-        log(f"[{run}] FAILED: {e}")
-        return
-    finally:
-        engine.close()
-    records = t.task.finish_evaluation(records, phase, results)
-    for entry in entries:
-        recs = records[entry["run"]]
-        write_jsonl_atomic(files[entry["run"]], recs)
-        entry["metrics"] = t.task.aggregate(recs, entry["options"])
-        entry["evaluator"] = {"run": run}
-        # Timings live under "throughput" only: everything else in summary.json is reproducible.
-        entry["throughput"]["evaluator"] = {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}
+def _read_records(out: Path, entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each run's per-item records, keyed "run/setting"."""
+    recs = {}
+    for r in entries:
+        f = out / "results" / r["run"] / f"{r['setting']}.jsonl"
+        if f.exists():
+            recs[f"{r['run']}/{r['setting']}"] = [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines()]
+    return recs
+
+
+def _run_evaluations(tasks: list[PlannedTask], done: set[str], store: Store, out: Path, summary: dict[str, Any],
+                     chunk_size: int, fresh: bool, progress: bool | None, log: Log,
+                     failures: list[dict[str, Any]]) -> None:
+    """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
+    candidate output of this sweep for every task that lists it."""
+    staged = []  # (task, its summary entries, records, phase)
+    judges: dict[str, tuple[ModelSpec, list[int]]] = {}
+    for t in tasks:
+        evs = t.task.evaluator_models()
+        entries = [r for r in summary["runs"] if r["task"] == t.name and r["run"] in done]
+        if not evs or not entries:
+            continue
+        records = _read_records(out, entries)
+        staged.append((t, entries, records, t.task.evaluation_phase(t.items, records)))
+        for ev in evs:
+            variant, ctx = ev.runs()[0]
+            key = ev.run_name(variant, ctx) + "\0" + ev.model_dump_json()
+            judges.setdefault(key, (ev, []))[1].append(len(staged) - 1)
+    results: list[dict[str, list[Any]]] = [{} for _ in staged]
+    timing: list[dict[str, Any]] = [{} for _ in staged]
+    for ev, users in judges.values():
+        variant, ctx = ev.runs()[0]
+        run = ev.run_name(variant, ctx)
+        n = sum(len(staged[i][3].requests) for i in users)
+        log(f"[evaluator] {run}: {n} outputs of {len({e['run'] for i in users for e in staged[i][1]})} run(s)")
+        engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log)
+        runner = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh, progress=progress)
+        try:
+            for i in users:
+                with PeakMemory() as mem:
+                    res, stats = runner.run(staged[i][3])
+                results[i][run] = res
+                timing[i][run] = {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}
+        except OfflineEvalError as e:
+            failures.append({"run": run, "model": ev.name, "variant": variant, "backend": ev.backend,
+                             "max_model_len": ctx, "reason": f"evaluator: {e}"})
+            log(f"[{run}] FAILED: {e}")
+            for i in users:
+                results[i].pop(run, None)
+                timing[i].pop(run, None)
+        finally:
+            engine.close()
+    for (t, entries, records, phase), res, times in zip(staged, results, timing):
+        records = t.task.finish_evaluation(records, phase, res)
+        for entry in entries:
+            key = f"{entry['run']}/{entry['setting']}"
+            if key not in records:
+                continue
+            write_jsonl_atomic(out / "results" / entry["run"] / f"{entry['setting']}.jsonl", records[key])
+            entry["metrics"] = t.task.aggregate(records[key], entry["options"])
+            entry["evaluator"] = {"run": next(iter(res), None), "runs": list(res)}
+            # Timings live under "throughput" only: everything else in summary.json is reproducible.
+            entry["throughput"]["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
     write_json_atomic(out / "summary.json", summary)
+
+
+def task_reports(out: Path, runs: list[dict[str, Any]], tasks: list[PlannedTask]) -> dict[str, Any]:
+    reports = {}
+    for t in tasks:
+        entries = [r for r in runs if r["task"] == t.name]
+        rep = t.task.sweep_report(entries, _read_records(out, entries)) if entries else None
+        if rep is not None:
+            reports[t.name] = rep
+    return reports
 
 
 def _load_summary(out: Path) -> dict[str, Any]:

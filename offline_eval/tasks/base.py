@@ -54,17 +54,28 @@ class Task(ABC):
     def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
         ...
 
-    # An optional second stage (LLM judges, evaluation models): run once, after every candidate model.
-    def evaluator_model(self) -> Any:
-        """The ModelSpec of the evaluator that scores the candidates' outputs, or None."""
-        return None
+    def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:
+        """The items one setting runs on (a task with sub-tasks gives each setting its own)."""
+        return items
+
+    # An optional second stage (LLM judges, evaluation models): each evaluator is loaded once, after every
+    # candidate model, and runs the same phase; `records` are keyed "run/setting".
+    def evaluator_models(self) -> list[Any]:
+        """The ModelSpecs of the evaluators that score the candidates' outputs (none: no second stage)."""
+        return []
 
     def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
         raise NotImplementedError
 
     def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
-                          results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
+                          results: dict[str, Sequence[Result]]) -> dict[str, list[dict[str, Any]]]:
+        """Fold each evaluator's results (keyed by its run name; a failed evaluator is absent) into records."""
         raise NotImplementedError
+
+    def sweep_report(self, runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]]
+                     ) -> dict[str, Any] | None:
+        """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
+        return None
 
     def item_score(self, record: dict[str, Any]) -> float | None:
         """The per-item score that paired ablation tests compare (None: the item does not count)."""

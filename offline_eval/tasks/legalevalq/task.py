@@ -84,8 +84,8 @@ class LegalEvalQTask(Task):
         return rec
 
     # The evaluation stage: one evaluator for every candidate's answers, after all candidates.
-    def evaluator_model(self) -> ModelSpec:
-        return self.options.evaluator
+    def evaluator_models(self) -> list[ModelSpec]:
+        return [self.options.evaluator]
 
     def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
         by_id = {it["id"]: it for it in items}
@@ -105,10 +105,12 @@ class LegalEvalQTask(Task):
         return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
 
     def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
-                          results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
+                          results: dict[str, Sequence[Result]]) -> dict[str, list[dict[str, Any]]]:
         from .scorer import Scorer
 
-        by_key = dict(zip(phase.item_ids, results))
+        if not results:
+            return records
+        by_key = dict(zip(phase.item_ids, next(iter(results.values()))))
         parse = ev.parse_json if self.options.evaluator_mode == "json" else ev.parse_tags
         todo: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for run, recs in records.items():
