@@ -16,9 +16,10 @@ class PhasePlan:
     run: str
     setting: str
     requests: int
-    prompt_tokens: int  # of the requests that fit
+    prompt_tokens: int  # of the requests that fit (for a focused one, its fallback's)
     max_output_tokens: int
     overflow_ids: list[str]
+    focused_ids: list[str]
 
 
 class PromptCounter:
@@ -62,17 +63,30 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
         for t in tasks:
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
-                phase = t.task.build(t.items, setting)
+                phase = t.task.build(t.task.setting_items(t.items, setting), setting)
                 key = (spec.backend, spec.path, name)
+                fb_key = (*key, "fallbacks")
                 if key not in lengths:
                     counter = counter or PromptCounter(spec)
                     lengths[key] = [len(ids) for ids in counter.encode(phase.requests)]
                 extra = [r.sampling.max_tokens if phase.method == "generate" else 1 for r in phase.requests]
-                fits = [n + e <= ctx for n, e in zip(lengths[key], extra)]
+                n = list(lengths[key])
+                fits = [x + e <= ctx for x, e in zip(n, extra)]
+                focused = [False] * len(n)
+                if phase.overflow == "focus" and phase.fallbacks and not all(fits):
+                    if fb_key not in lengths:
+                        counter = counter or PromptCounter(spec)
+                        fbs = [f for f in phase.fallbacks if f is not None]
+                        it = iter(counter.encode(fbs))
+                        lengths[fb_key] = [len(next(it)) if f is not None else 0 for f in phase.fallbacks]
+                    for i, f in enumerate(phase.fallbacks):
+                        if not fits[i] and f is not None and lengths[fb_key][i] + extra[i] <= ctx:
+                            n[i], fits[i], focused[i] = lengths[fb_key][i], True, True
                 out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests),
-                                     sum(n for n, f in zip(lengths[key], fits) if f),
+                                     sum(x for x, f in zip(n, fits) if f),
                                      sum(e for e, f in zip(extra, fits) if f),
-                                     [i for i, f in zip(phase.item_ids, fits) if not f]))
+                                     [i for i, f in zip(phase.item_ids, fits) if not f],
+                                     [i for i, f in zip(phase.item_ids, focused) if f]))
         if counter is not None:
             counter.close()
     return out
@@ -91,8 +105,14 @@ def print_plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any], source
             over = f"{len(p.overflow_ids)} overflow" + (f" ({', '.join(p.overflow_ids[:5])}"
                                                        f"{', ...' if len(p.overflow_ids) > 5 else ''})"
                                                        if p.overflow_ids else "")
+            foc = f", {len(p.focused_ids)} focused" if p.focused_ids else ""
             log(f"    {p.setting}: {p.requests} requests, {p.prompt_tokens} prompt tokens, "
-                f"<= {p.max_output_tokens} output tokens, {over}")
+                f"<= {p.max_output_tokens} output tokens, {over}{foc}")
+    for t in tasks:
+        for ev in t.task.evaluator_models():
+            v, c = ev.runs()[0]
+            log(f"then {t.name}: evaluator {ev.run_name(v, c)} scores the outputs (loaded once; its prompts hold "
+                f"the answers, so they are not counted here)")
     total_p = sum(p.prompt_tokens for p in plans)
     total_o = sum(p.max_output_tokens for p in plans)
     log(f"total: {sum(p.requests for p in plans)} requests, {total_p} prompt tokens, <= {total_o} output tokens")
