@@ -11,6 +11,7 @@ from .base import Task
 _TASKS: dict[str, str] = {
     "jbeqa": "offline_eval.tasks.jbeqa:JBEQATask",
     "legalevalq": "offline_eval.tasks.legalevalq.task:LegalEvalQTask",
+    "legalrikai": "offline_eval.tasks.legalrikai.task:LegalRikaiTask",
 }
 TASK_NAMES = tuple(_TASKS)
 

@@ -1,0 +1,198 @@
+"""Judge-human agreement across a sweep: the paper's Tables 5 (kappa), 6 (scores), 7 (Spearman), 8 (MAE).
+
+Human scores come as CSV or JSONL rows {item_id, model, criterion, score, annotator} (optional `task`, needed
+only when item ids repeat across sub-tasks). `model` is a run name (`name.backend.variant.ctxN`) or a model
+name with one run. Several annotators of one output are averaged on the [0, 1] scale, as in the paper.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from itertools import combinations
+from pathlib import Path
+from statistics import mean
+from typing import Any, Sequence
+
+from ...errors import InputError, is_url
+from ...metrics.agreement import cohen_kappa, mae, spearman
+from . import rubric
+from .rubric import SUBTASKS
+
+FIELDS = ("item_id", "model", "criterion", "score", "annotator")
+
+
+def _criteria_scales() -> dict[str, rubric.Criterion]:
+    return {c.code: c for s in SUBTASKS for c in rubric.criteria(s)}
+
+
+def read_human_scores(path: str) -> list[dict[str, Any]]:
+    """Rows with a valid criterion and an integer score on its scale; errors name the file, row and field."""
+    if is_url(path):
+        raise InputError("URLs are refused; give a local path", file=path)
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("human scores file not found", file=path, field="tasks.legalrikai.human_scores")
+    raw: list[tuple[str, dict[str, Any]]] = []
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", file=path) from None
+    if p.suffix == ".csv":
+        raw = [(f"row {i}", dict(r)) for i, r in enumerate(csv.DictReader(text.splitlines()), 2)]
+    else:
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"invalid JSON ({e.msg})", file=path, record=f"line {i}") from None
+            if not isinstance(obj, dict):
+                raise InputError("expected a JSON object", file=path, record=f"line {i}")
+            raw.append((f"line {i}", obj))
+    scales = _criteria_scales()
+    rows = []
+    for where, r in raw:
+        for f in FIELDS:
+            if r.get(f) in (None, ""):
+                raise InputError("missing", file=path, record=where, field=f)
+        c = scales.get(str(r["criterion"]).strip())
+        if c is None:
+            raise InputError(f"unknown criterion '{r['criterion']}'; expected one of {', '.join(scales)}",
+                             file=path, record=where, field="criterion")
+        try:
+            score = float(r["score"])
+        except (TypeError, ValueError):
+            score = math.nan
+        if not score.is_integer() or not c.lo <= score <= c.hi:
+            raise InputError(f"'{r['score']}' is not an integer from {c.lo} to {c.hi} ({c.code}'s scale)",
+                             file=path, record=where, field="score")
+        task = str(r.get("task") or "").strip().lower() or None
+        if task is not None and task not in SUBTASKS:
+            raise InputError(f"unknown task '{r['task']}'; expected one of {', '.join(SUBTASKS)}", file=path,
+                             record=where, field="task")
+        rows.append({"item_id": str(r["item_id"]).strip(), "model": str(r["model"]).strip(), "criterion": c.code,
+                     "score": int(score), "annotator": str(r["annotator"]).strip(), "task": task, "where": where})
+    if not rows:
+        raise InputError("no human scores in the file", file=path)
+    return rows
+
+
+def _nan_none(v: float) -> float | None:
+    return None if v is None or math.isnan(v) else round(v, 4)
+
+
+def _match(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]]
+           ) -> tuple[dict[tuple[str, str, str, str], dict[str, int]], list[str]]:
+    """(sub-task, run, item id, criterion) -> {annotator: raw score}, and notes on rows that matched nothing."""
+    ids: dict[str, set[str]] = defaultdict(set)  # item id -> the sub-tasks that have it
+    for recs in records.values():
+        for r in recs:
+            ids[r["id"]].add(r["subtask"])
+    present = {(s, i) for i, subs in ids.items() for s in subs}
+    runs_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (sub-task, model or run name) -> runs
+    for e in runs:
+        sub = e["options"]["subtask"]
+        runs_of[(sub, e["run"])].add(e["run"])
+        runs_of[(sub, e["model"])].add(e["run"])
+    out: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(dict)
+    unmatched: dict[str, int] = defaultdict(int)
+    for h in rows:
+        subs = {h["task"]} if h["task"] else {s for s in ids.get(h["item_id"], ()) if h["criterion"] in
+                                               [c.code for c in rubric.criteria(s)]}
+        if len(subs) > 1:
+            raise InputError(f"item id '{h['item_id']}' is in several sub-tasks ({', '.join(sorted(subs))}); add a "
+                             "'task' column", record=h["where"], field="task")
+        sub = next(iter(subs), None)
+        cand = runs_of.get((sub, h["model"]), set()) if sub else set()
+        if sub is None or (sub, h["item_id"]) not in present:
+            unmatched["item not in this sweep"] += 1
+        elif len(cand) != 1:
+            unmatched["model matches no run" if not cand else f"model '{h['model']}' matches {len(cand)} runs; "
+                      "give the run name"] += 1
+        else:
+            out[(sub, next(iter(cand)), h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
+    return out, [f"{n} row(s): {why}" for why, n in sorted(unmatched.items())]
+
+
+def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
+    """Cohen's kappa between two annotators over the outputs both scored; with more, the mean over pairs."""
+    names = sorted({a for c in cells for a in c})
+    values = []
+    n = 0
+    for a, b in combinations(names, 2):
+        both = [c for c in cells if a in c and b in c]
+        if both:
+            values.append(cohen_kappa([c[a] for c in both], [c[b] for c in both]))
+            n = max(n, len(both))
+    if not values:
+        return None, 0
+    return (math.nan if any(math.isnan(v) for v in values) else mean(values)), n
+
+
+def sweep_report(runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
+                 human_path: str | None) -> dict[str, Any]:
+    subs = [s for s in SUBTASKS if any(e["options"]["subtask"] == s for e in runs)]
+    judges = sorted({j for recs in records.values() for r in recs for j in r.get("judges", {})})
+    scores = []
+    for e in sorted(runs, key=lambda e: (SUBTASKS.index(e["options"]["subtask"]), e["run"])):
+        m = e["metrics"]
+        sub = e["options"]["subtask"]
+        crits = [c.code for c in rubric.criteria(sub)]
+        scores.append({"subtask": sub, "run": e["run"], "Avg": {c: m.get(c) for c in crits}, "score": m.get("score"),
+                       "judges": {j: {c: m.get(f"{c}@{j}") for c in crits} for j in judges if f"judge_failures@{j}" in m},
+                       "judge_failures": {j: m[f"judge_failures@{j}"] for j in judges if f"judge_failures@{j}" in m},
+                       "inputs": {k: m.get(f"n_{k}", 0) for k in ("full", "focused", "skipped")},
+                       "checks": {k: m.get(k) for k in ("diff_chars", "changed_precision", "changed_recall",
+                                                        "introduced_defects")}})
+    out: dict[str, Any] = {"subtasks": subs, "criteria": {s: [c.code for c in rubric.criteria(s)] for s in subs},
+                           "judges": judges, "scores": scores, "human": None}
+    if human_path:
+        out["human"] = agreement(read_human_scores(human_path), runs, records, judges, human_path)
+    return out
+
+
+def agreement(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
+              judges: list[str], path: str) -> dict[str, Any]:
+    cells, notes = _match(rows, runs, records)
+    by_output = {}
+    for key, recs in records.items():
+        run = key.split("/", 1)[0]
+        for r in recs:
+            by_output[(r["subtask"], run, r["id"])] = r
+    crit = _criteria_scales()
+    res: dict[str, Any] = {"file": path, "rows": len(rows), "matched_outputs": len({k[:3] for k in cells}),
+                           "unmatched": notes, "human_scores": {}, "kappa": {}, "spearman": {}, "mae": {}}
+    for sub in sorted({k[0] for k in cells}, key=SUBTASKS.index):
+        res["human_scores"][sub], res["kappa"][sub] = {}, {}
+        res["spearman"][sub] = {j: {} for j in [*judges, "Avg"]}
+        res["mae"][sub] = {j: {} for j in [*judges, "Avg"]}
+        for c in rubric.criteria(sub):
+            mine = {k: v for k, v in cells.items() if k[0] == sub and k[3] == c.code}
+            kappa, n = _kappa(list(mine.values()))
+            res["kappa"][sub][c.code] = {"kappa": _nan_none(kappa) if kappa is not None else None, "n": n}
+            human = {k[1:3]: mean(crit[c.code].normalise(s) for s in v.values()) for k, v in mine.items()}
+            for run in sorted({k[0] for k in human}):
+                vals = [v for k, v in human.items() if k[0] == run]
+                res["human_scores"][sub].setdefault(run, {})[c.code] = round(mean(vals), 4)
+            for j in [*judges, "Avg"]:
+                pairs = []
+                for (run, item), hv in sorted(human.items()):
+                    r = by_output.get((sub, run, item))
+                    if r is None:
+                        continue
+                    if j == "Avg":
+                        jv = (r.get("scores") or {}).get(c.code)
+                    else:
+                        js = (r.get("judges") or {}).get(j, {}).get("scores")
+                        jv = c.normalise(js[c.code]) if js else None
+                    if jv is not None:
+                        pairs.append((jv, hv))
+                rho, p = spearman([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (math.nan, math.nan)
+                res["spearman"][sub][j][c.code] = {"rho": _nan_none(rho), "p": _nan_none(p), "n": len(pairs)}
+                res["mae"][sub][j][c.code] = {"mae": _nan_none(mae([a for a, _ in pairs], [b for _, b in pairs])),
+                                              "n": len(pairs)}
+    return res

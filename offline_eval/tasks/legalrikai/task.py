@@ -1,0 +1,295 @@
+"""LegalRikai as a task: one setting per sub-task (AmendExp, StatRev, ReqRev, RiskRev). Candidates write
+Markdown; the toolkit's deterministic checks run at once; after every candidate, each LLM judge scores every
+output against the paper's rubric in constrained JSON, and the scores are normalised and averaged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import mean
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...config import ModelSpec
+from ...constraints import JsonSchema
+from ...errors import InputError, is_url
+from ...requests import Phase, Request, Result, Sampling
+from ..base import Item, Setting, Task
+from . import prompts, rubric
+from .rubric import SUBTASKS
+
+_FORMATS = (".jsonl", ".json", ".parquet")
+
+
+class LegalRikaiOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    data: str | dict[str, str] = Field(description="a folder with amendexp/statrev/reqrev/riskrev .jsonl|.json|"
+                                                   ".parquet (or datasets folders), or one path per sub-task")
+    subtasks: list[Literal["amendexp", "statrev", "reqrev", "riskrev"]] | None = None
+    split: str = "test"
+    field_map: dict[str, str | dict[str, str]] = Field(
+        default_factory=dict, description="our field name -> the local copy's; or per sub-task: {statrev: {...}}")
+    judges: list[ModelSpec] = Field(default_factory=list)
+    overflow: Literal["skip", "fail", "focus"] = "focus"
+    focus_neighbours: int = Field(1, ge=0, description="policy 'focus': unchanged articles kept either side")
+    max_tokens: int = Field(2048, ge=1)
+    judge_max_tokens: int = Field(1024, ge=16)
+    rationale_max_chars: int = Field(200, ge=1)
+    human_scores: str | None = Field(None, description="CSV or JSONL: item_id, model, criterion, score, "
+                                                       "annotator (optional: task)")
+    limit: int | None = Field(None, ge=1, description="items per sub-task")
+    seed: int = 0
+
+
+class LegalRikaiTask(Task):
+    name = "legalrikai"
+    Options = LegalRikaiOptions
+    options: LegalRikaiOptions
+    primary_metric = "score"
+
+    def __init__(self, options: LegalRikaiOptions) -> None:
+        super().__init__(options)
+        self._focus: dict[tuple[str, str], tuple[str, str] | None] = {}
+
+    # ---- data
+    def paths(self) -> dict[str, str]:
+        o, field = self.options, "tasks.legalrikai.data"
+        if isinstance(o.data, dict):
+            bad = set(o.data) - set(SUBTASKS)
+            if bad:
+                raise InputError(f"unknown sub-task(s) {', '.join(sorted(bad))}; expected {', '.join(SUBTASKS)}",
+                                 field=field)
+            found = dict(o.data)
+        else:
+            if is_url(o.data):
+                raise InputError("URLs are refused; give a local path", field=field)
+            base = Path(o.data)
+            if base.is_file():
+                raise InputError("give a folder holding the sub-task files, or one path per sub-task "
+                                 "({amendexp: ..., statrev: ...})", file=o.data, field=field)
+            found = {}
+            for sub in SUBTASKS:
+                for cand in [base / f"{sub}{suf}" for suf in _FORMATS] + [base / sub]:
+                    if cand.exists():
+                        found[sub] = str(cand)
+                        break
+        want = o.subtasks or [s for s in SUBTASKS if s in found]
+        missing = [s for s in want if s not in found]
+        if missing or not want:
+            raise InputError(f"no data for {', '.join(missing) or 'any sub-task'} (expected <sub-task>.jsonl, "
+                             f".json, .parquet or a folder)", file=str(o.data) if isinstance(o.data, str) else None,
+                             field=field)
+        return {s: found[s] for s in want}
+
+    def field_map(self, subtask: str) -> dict[str, str]:
+        fm = self.options.field_map
+        if subtask in fm and isinstance(fm[subtask], dict):
+            return dict(fm[subtask])  # type: ignore[arg-type]
+        return {k: v for k, v in fm.items() if isinstance(v, str)}
+
+    def load(self) -> list[Item]:
+        from .schema import load_items
+
+        o = self.options
+        for i, j in enumerate(o.judges):
+            if is_url(j.path):
+                raise InputError("URLs are refused; give a local path", field=f"tasks.legalrikai.judges.{i}.path")
+            if not Path(j.path).exists():
+                raise InputError(f"path does not exist: {j.path}", field=f"tasks.legalrikai.judges.{i}.path")
+        items: list[Item] = []
+        for sub, path in self.paths().items():
+            part = load_items(sub, path, o.split, self.field_map(sub))
+            items += [{**it, "subtask": sub} for it in part[: o.limit]]
+        if o.human_scores:
+            from .agreement import read_human_scores
+
+            read_human_scores(o.human_scores)  # fail now, not after the models have run
+        return items
+
+    def validate_data(self, path: str) -> str:
+        return ", ".join(f"{n} {s}" for s, n in self._counts(path).items())
+
+    def _counts(self, path: str) -> dict[str, int]:
+        self.options = self.options.model_copy(update={"data": path})
+        items = self.load()
+        return {s: sum(1 for it in items if it["subtask"] == s) for s in self.paths()}
+
+    # ---- generation
+    def settings(self) -> list[Setting]:
+        return [{"subtask": s, "overflow": self.options.overflow} for s in self.paths()]
+
+    def setting_name(self, setting: Setting) -> str:
+        return f"legalrikai.{setting['subtask']}"
+
+    def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:
+        return [it for it in items if it["subtask"] == setting["subtask"]]
+
+    def focused(self, item: Item) -> dict[str, str] | None:
+        """The statutes cut to their changed articles and neighbours (None: no statute, or nothing to cut)."""
+        if "statute_pre" not in item:
+            return None
+        key = (item["subtask"], item["id"])
+        if key not in self._focus:
+            from .focus import focus_statutes
+
+            self._focus[key] = focus_statutes(item["statute_pre"], item["statute_post"], self.options.focus_neighbours)
+        f = self._focus[key]
+        return {"statute_pre": f[0], "statute_post": f[1]} if f else None
+
+    def _chat(self, user: str, sampling: Sampling, constraint: Any = None) -> Request:
+        return Request.chat([{"role": "system", "content": prompts.system()}, {"role": "user", "content": user}],
+                            sampling, constraint)
+
+    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
+        s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
+        reqs, fallbacks = [], []
+        for it in items:
+            reqs.append(self._chat(prompts.task_prompt(it), s))
+            f = self.focused(it) if self.options.overflow == "focus" else None
+            fallbacks.append(self._chat(prompts.task_prompt(it, f), s) if f else None)
+        return Phase(name=f"legalrikai.{setting['subtask']}", requests=reqs,
+                     item_ids=[f"{it['subtask']}/{it['id']}" for it in items], overflow=self.options.overflow,
+                     fallbacks=fallbacks if any(fallbacks) else None)
+
+    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
+        from .checks import read_output
+
+        skipped = result.finish_reason == "overflow"
+        rec: dict[str, Any] = {
+            "id": item["id"], "subtask": item["subtask"],
+            "input": "skipped" if skipped else ("focused" if result.focused else "full"),
+            "output": result.text, "finish_reason": result.finish_reason, "prompt_tokens": result.prompt_tokens,
+            "output_tokens": result.output_tokens, "gold": gold(item), "parsed": None, "checks": None,
+            "judges": {}, "scores": {}}
+        if not skipped:
+            rec.update(read_output(item, result.text))
+        return rec
+
+    # ---- judges
+    def evaluator_models(self) -> list[ModelSpec]:
+        return list(self.options.judges)
+
+    def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
+        by_id = {(it["subtask"], it["id"]): it for it in items}
+        o = self.options
+        reqs, ids, fallbacks = [], [], []
+        for key, recs in records.items():
+            for r in recs:
+                it = by_id.get((r["subtask"], r["id"]))
+                if it is None or r["input"] == "skipped":
+                    continue
+                schema = JsonSchema(rubric.judge_schema(it["subtask"], o.rationale_max_chars))
+                s = Sampling(temperature=0.0, seed=o.seed, max_tokens=o.judge_max_tokens)
+                f = self.focused(it) if o.overflow == "focus" else None
+                seen = prompts.task_prompt(it, f if r["input"] == "focused" else None)
+                reqs.append(self._chat(self._judge_text(it, seen, r["output"]), s, schema))
+                fallbacks.append(self._chat(self._judge_text(it, prompts.task_prompt(it, f), r["output"]), s, schema)
+                                 if f and r["input"] == "full" else None)
+                ids.append(f"{key}/{r['subtask']}/{r['id']}")
+        return Phase(name="legalrikai.judges", requests=reqs, item_ids=ids, overflow=o.overflow,
+                     fallbacks=fallbacks if any(fallbacks) else None)
+
+    def _judge_text(self, item: Item, original_prompt: str, response: str) -> str:
+        return prompts.judge_prompt(item, original_prompt, response, judge_gold(item),
+                                    self.options.rationale_max_chars)
+
+    def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
+                          results: dict[str, Sequence[Result]]) -> dict[str, list[dict[str, Any]]]:
+        by_judge = {j: dict(zip(phase.item_ids, res)) for j, res in results.items()}
+        for key, recs in records.items():
+            for r in recs:
+                r["judges"] = {}
+                for j, got in by_judge.items():
+                    x = got.get(f"{key}/{r['subtask']}/{r['id']}")
+                    if x is not None:
+                        r["judges"][j] = judge_entry(r["subtask"], x)
+                r["scores"] = average_scores(r["subtask"], r["judges"])
+        return records
+
+    # ---- metrics
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+        return aggregate(setting["subtask"], records)
+
+    def item_score(self, record: dict[str, Any]) -> float | None:
+        crits = [c.code for c in rubric.criteria(record["subtask"])]
+        s = record.get("scores") or {}
+        return mean(s[c] for c in crits) if all(c in s for c in crits) else None
+
+    def sweep_report(self, runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]]
+                     ) -> dict[str, Any] | None:
+        from .agreement import sweep_report
+
+        return sweep_report(runs, records, self.options.human_scores)
+
+
+def gold(item: Item) -> Any:
+    if item["subtask"] == "amendexp":
+        return {"summary": item["gold_summary"], "impact": item["gold_impact"]}
+    return item["gold"]
+
+
+def judge_gold(item: Item) -> str:
+    """What the judge compares against: the two gold sections; for StatRev, only the gold's revised articles
+    (the form the answer takes); the whole gold contract otherwise."""
+    if item["subtask"] == "amendexp":
+        return f"## 改正の概要\n{item['gold_summary']}\n\n## 契約への影響\n{item['gold_impact']}"
+    if item["subtask"] == "statrev":
+        from .checks import revised_articles
+
+        return revised_articles(item["contract"], item["gold"]) or "（修正不要）"
+    return item["gold"]
+
+
+def judge_entry(subtask: str, x: Result) -> dict[str, Any]:
+    got = rubric.parse_judge(subtask, x.text) if x.finish_reason not in ("length", "overflow") else None
+    return {"scores": got[0] if got else None, "rationales": got[1] if got else None,
+            "finish_reason": x.finish_reason, "focused": x.focused, "raw": x.text}
+
+
+def average_scores(subtask: str, judges: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Per criterion: each judge's score mapped to [0, 1] by (s - min)/(max - min), then the mean over the
+    judges that answered ("Avg")."""
+    out = {}
+    for c in rubric.criteria(subtask):
+        vals = [c.normalise(j["scores"][c.code]) for j in judges.values() if j.get("scores")]
+        if vals:
+            out[c.code] = mean(vals)
+    return out
+
+
+_CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
+
+
+def aggregate(subtask: str, records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    done = [r for r in records if r["input"] != "skipped"]
+    m: dict[str, float] = {"n_items": len(records), "n_full": sum(r["input"] == "full" for r in records),
+                           "n_focused": sum(r["input"] == "focused" for r in records),
+                           "n_skipped": len(records) - len(done),
+                           "truncated": sum(r["finish_reason"] == "length" for r in done),
+                           "format_failures": sum(r["parsed"] is None for r in done)}
+    checked = [r["checks"] for r in done if r.get("checks")]
+    for k in _CHECKS if checked else ():
+        m[k] = round(mean(c[k] for c in checked), 4)
+    judges = sorted({j for r in records for j in r.get("judges", {})})
+    crits = [c.code for c in rubric.criteria(subtask)]
+    for j in judges:
+        seen = [r["judges"][j] for r in records if j in r.get("judges", {})]
+        m[f"judge_failures@{j}"] = sum(1 for x in seen if x["scores"] is None)
+        m[f"judge_overflow@{j}"] = sum(1 for x in seen if x["finish_reason"] == "overflow")
+        ok = [x for x in seen if x["scores"] is not None]
+        for c in rubric.criteria(subtask):
+            if ok:
+                m[f"{c.code}@{j}"] = round(mean(c.normalise(x["scores"][c.code]) for x in ok), 4)
+    scored = [r for r in records if r.get("scores")]
+    m["n_judged"] = len(scored)
+    means = {}
+    for c in crits:
+        vals = [(r["scores"][c], r["input"] == "focused") for r in scored if c in r["scores"]]
+        if vals:
+            means[c] = mean(v for v, _ in vals)
+            m[c] = round(means[c], 4)
+            m[f"{c}.focused_share"] = round(sum(f for _, f in vals) / len(vals), 4)
+    if len(means) == len(crits):
+        m["score"] = round(mean(means.values()), 4)
+    return m
