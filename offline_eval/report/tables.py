@@ -113,8 +113,13 @@ def ablations(summary: dict[str, Any]) -> list[Table]:
 
 
 def build_tables(summary: dict[str, Any]) -> list[Table]:
+    from .legalrikai import legalrikai_tables
+
     runs = summary.get("runs", [])
-    tables = [leaderboard([r for r in runs if r["task"] == task], task) for task in sorted({r["task"] for r in runs})]
+    own = {"legalrikai"}  # tasks with tables of their own layout
+    tables = [leaderboard([r for r in runs if r["task"] == task], task)
+              for task in sorted({r["task"] for r in runs} - own)]
+    tables += legalrikai_tables(summary)
     for t in (_breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject"),
               _breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year")):
         if t:

@@ -1,0 +1,138 @@
+"""LegalRikai tables in the paper's layout: scores (Table 6), kappa (Table 5), Spearman (Table 7), MAE (Table 8).
+Top: AmendExp (CA AA RA CI AI RI); bottom: the revision tasks (IF SC CP TA WA)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..metrics.agreement import format_rho
+from .tables import Table, _f
+
+_NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
+_REVISION = ("statrev", "reqrev", "riskrev")
+
+
+def _groups(rep: dict[str, Any]) -> list[tuple[str, list[str], list[str]]]:
+    """(title suffix, sub-tasks, criteria) for AmendExp and for the revision tasks present."""
+    subs = rep["subtasks"]
+    out = []
+    if "amendexp" in subs:
+        out.append(("AmendExp", ["amendexp"], rep["criteria"]["amendexp"]))
+    rev = [s for s in _REVISION if s in subs]
+    if rev:
+        out.append(("StatRev, ReqRev, RiskRev", rev, rep["criteria"][rev[0]]))
+    return out
+
+
+def _v(x: Any) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def score_tables(rep: dict[str, Any]) -> list[Table]:
+    n = len(rep["judges"])
+    tables = []
+    for title, subs, crits in _groups(rep):
+        rows = []
+        for s in (s for s in rep["scores"] if s["subtask"] in subs):
+            c = s["checks"]
+            inputs = s["inputs"]
+            det = [] if title == "AmendExp" else [_f(c.get("diff_chars"), 0), _v(c.get("changed_precision")),
+                                                  _v(c.get("changed_recall")), _v(c.get("introduced_defects"))]
+            rows.append([_NAMES[s["subtask"]], s["run"], *[_v(s["Avg"].get(k)) for k in crits], _v(s["score"]), *det,
+                         f"{inputs['full']}/{inputs['focused']}/{inputs['skipped']}",
+                         ", ".join(f"{v}" for v in s["judge_failures"].values()) or "–"])
+        det_head = [] if title == "AmendExp" else ["diff chars", "changed P", "changed R", "defects introduced"]
+        tables.append(Table(f"LegalRikai {title}: judge scores (Avg of {n} judge(s), Table 6 layout)",
+                            ["task", "run", *crits, "mean", *det_head, "inputs full/focused/skipped",
+                             "judge failures"], rows,
+                            "Each judge's score s is mapped to [0, 1] as (s - min)/(max - min); Avg is the mean over "
+                            "the judges that answered, then over items. Deterministic columns (Japanese toolkit): "
+                            "characters changed against the input contract, precision/recall of changed articles "
+                            "against the gold, structure defects the output introduced (per item). Judge failures "
+                            "(unparseable, cut off or overflowing answers) are per judge, in the order: "
+                            + ", ".join(rep["judges"]) + "."))
+        rows = [[_NAMES[s["subtask"]], s["run"], j, *[_v(v.get(k)) for k in crits]]
+                for s in rep["scores"] if s["subtask"] in subs for j, v in s["judges"].items()]
+        if rows:
+            tables.append(Table(f"LegalRikai {title}: scores per judge", ["task", "run", "judge", *crits], rows))
+    return tables
+
+
+def agreement_tables(rep: dict[str, Any]) -> list[Table]:
+    h = rep.get("human")
+    if not h:
+        return []
+    judges = [*rep["judges"], "Avg"]
+    tables = []
+    note = (f"{h['rows']} human score rows from {h['file']}, matched to {h['matched_outputs']} outputs"
+            + (f"; not matched: {'; '.join(h['unmatched'])}" if h["unmatched"] else "") + ".")
+    for title, subs, crits in _groups(rep):
+        subs = [s for s in subs if s in h["kappa"]]
+        if not subs:
+            continue
+        rows = [[_NAMES[s], run, *[_v(v.get(k)) for k in crits]] for s in subs
+                for run, v in sorted(h["human_scores"][s].items())]
+        tables.append(Table(f"LegalRikai {title}: human scores (Table 6)", ["task", "model", *crits], rows,
+                            "Annotators' scores mapped to [0, 1]; several annotators of one output are averaged."))
+        rows = [[_NAMES[s], *[_kappa(h["kappa"][s].get(k)) for k in crits]] for s in subs]
+        tables.append(Table(f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)", ["task", *crits], rows,
+                            "nan: every output got the same label, so kappa is undefined (as in the paper)."))
+        rows = [[_NAMES[s], j, *[_rho(h["spearman"][s][j].get(k)) for k in crits]] for s in subs for j in judges]
+        tables.append(Table(f"LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)",
+                            ["task", "judge", *crits], rows, "† p < 0.05. nan: a constant column (e.g. every human "
+                                                             "score identical) or fewer than 3 outputs. " + note))
+        rows = [[_NAMES[s], j, *[_mae(h["mae"][s][j].get(k)) for k in crits]] for s in subs for j in judges]
+        tables.append(Table(f"LegalRikai {title}: mean absolute error, judges vs humans (Table 8)",
+                            ["task", "judge", *crits], rows, "On the [0, 1] scale."))
+    return tables
+
+
+def _kappa(x: dict[str, Any] | None) -> str:
+    if not x or not x["n"]:
+        return "–"
+    return "nan" if x["kappa"] is None else f"{x['kappa']:.2f}"
+
+
+def _rho(x: dict[str, Any] | None) -> str:
+    if not x or not x["n"]:
+        return "–"
+    return "nan" if x["rho"] is None else format_rho(x["rho"], x["p"] if x["p"] is not None else 1.0)
+
+
+def _mae(x: dict[str, Any] | None) -> str:
+    if not x or not x["n"]:
+        return "–"
+    return "nan" if x["mae"] is None else f"{x['mae']:.2f}"
+
+
+def overflow_table(runs: list[dict[str, Any]]) -> Table | None:
+    rows = []
+    for r in runs:
+        if r["task"] != "legalrikai":
+            continue
+        m = r["metrics"]
+        shares = [v for k, v in m.items() if k.endswith(".focused_share")]
+        rows.append([r["run"], r["setting"], r["options"].get("overflow", "–"), _f(m.get("n_full")),
+                     _f(m.get("n_focused")), _f(m.get("n_skipped")), _v(max(shares)) if shares else "–",
+                     _f(m.get("truncated")), _f(m.get("format_failures"))])
+    if not rows:
+        return None
+    return Table("LegalRikai: inputs under the overflow policy", ["run", "setting", "policy", "full", "focused",
+                                                                  "skipped", "focused share of scores",
+                                                                  "answers cut off", "format failures"], rows,
+                 "focused: the statutes were cut to the articles that differ between the pre- and post-amendment "
+                 "text and their neighbours, because the full prompt did not fit the context. The share is that "
+                 "of the judged items behind each score (per criterion in summary.json: <criterion>.focused_share). "
+                 "Format failures: answers not in the asked-for form (AmendExp without its two sections, no "
+                 "article in a contract).")
+
+
+def legalrikai_tables(summary: dict[str, Any]) -> list[Table]:
+    rep = (summary.get("task_reports") or {}).get("legalrikai")
+    if not rep:
+        return []
+    out = score_tables(rep)
+    t = overflow_table(summary.get("runs", []))
+    if t:
+        out.append(t)
+    return out + agreement_tables(rep)
