@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 1234
-HIDDEN, HEADS, KV_HEADS, INTER, LAYERS, CTX = 128, 2, 1, 256, 2, 4096  # head_dim 64: vLLM-CPU needs it
+HIDDEN, HEADS, KV_HEADS, INTER, LAYERS, CTX = 128, 2, 1, 256, 2, 8192  # head_dim 64: vLLM-CPU needs it
 ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
