@@ -51,7 +51,7 @@ class Runner:
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)
-        done: dict[str, Result] = {} if self.fresh else self.store.get_many(list(first))
+        done: dict[str, Result] = {} if self.fresh else self._stored(phase, list(first), first)
         stats = PhaseStats(n_requests=len(keys), n_cached=sum(1 for k in keys if k in done))
         misses = [k for k in first if k not in done]
 
@@ -91,6 +91,21 @@ class Runner:
         stats.output_tokens = sum(r.output_tokens for r in results)
         stats.wall_s = time.perf_counter() - t0
         return results, stats
+
+    def _stored(self, phase: Phase, keys: list[str], first: dict[str, int]) -> dict[str, Result]:
+        """Stored results, except those another overflow policy produced: a fallback's answer (or overflow)
+        only serves 'focus'; a plain overflow must fail again under 'fail' and is retried with the item's
+        fallback under 'focus'."""
+        out = {}
+        for k, r in self.store.get_many(keys).items():
+            if r.focused and phase.overflow != "focus":
+                continue
+            if r.finish_reason == "overflow" and not r.focused:
+                fb = phase.fallbacks[first[k]] if phase.fallbacks else None
+                if phase.overflow == "fail" or (phase.overflow == "focus" and fb is not None):
+                    continue
+            out[k] = r
+        return out
 
     def _fitting(self, phase: Phase, backend: Any, todo: list[tuple[str, Request, str]], done: dict[str, Result],
                  first: dict[str, int]) -> list[tuple[str, Request, list[int], str, list[str]]]:

@@ -105,4 +105,11 @@ def test_overflow_focus_runs_the_fallback_and_remembers_it(tmp_path, lazy):
     phase.overflow = "skip"  # the same fallbacks under 'skip' are never used
     res3, _ = Runner(lazy, store, "w", progress=False).run(phase)
     assert [r.finish_reason for r in res3] == ["overflow", "stop", "overflow", "stop"]
+    # Overflows stored under 'skip' are retried under 'focus' (with the fallback) and fail again under 'fail'.
+    phase.overflow = "focus"
+    res4, _ = Runner(lazy, store, "w", progress=False).run(phase)
+    assert [(r.finish_reason, r.focused) for r in res4][:3] == [("stop", True), ("stop", False), ("overflow", True)]
+    phase.overflow, phase.fallbacks = "fail", None
+    with pytest.raises(InputError, match="record i0"):
+        Runner(lazy, store, "w", progress=False).run(phase)
     store.close()

@@ -28,6 +28,11 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     assert len(quality) == 1 + 3 * 2 + 1  # every model load answered the LegalEval-Q questions
     assert all(r["metrics"]["n_evaluated"] == 18 and r["evaluator"]["run"] == "tiny-evaluator.llamacpp.default.ctx2048"
                for r in quality)
+    rikai = [r for r in summary["runs"] if r["task"] == "legalrikai"]
+    assert len(rikai) == (1 + 3 * 2 + 1) * 4 and all(r["evaluator"]["runs"] == [
+        "tiny-judge-gguf.llamacpp.default.ctx8192", "tiny-judge-hf.transformers.default.ctx8192"]
+        for r in rikai if r["metrics"]["n_skipped"] < 3)
+    assert "human" in summary["task_reports"]["legalrikai"]
     backends = {r["backend"] for r in runs}
     assert backends == {"vllm", "llamacpp", "transformers"}
     # (vllm bf16 + gguf f16/q8_0/q4_0 at two context lengths + hf bf16) x 2 shots x 3 modes
@@ -71,5 +76,6 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     assert proc3.returncode == 0, proc3.stderr[-3000:]
     s3 = json.loads((out / "summary.json").read_text())
     gguf = [r for r in s3["runs"] if r["model"] == "tiny-gguf"]
-    assert gguf and all(r["throughput"]["generated"] == (26 if r["task"] == "jbeqa" else 18) for r in gguf)
+    want = {"jbeqa": lambda m: 26, "legalevalq": lambda m: 18, "legalrikai": lambda m: m["n_full"] + m["n_focused"]}
+    assert gguf and all(r["throughput"]["generated"] == want[r["task"]](r["metrics"]) for r in gguf)
     assert _results(out) == first
