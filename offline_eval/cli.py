@@ -67,14 +67,29 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def _field_map(text: str | None) -> dict[str, Any] | None:
+    import json
+
+    from .errors import InputError
+
+    if not text:
+        return None
+    try:
+        fmap = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON ({e.msg}); e.g. '{{\"contract\": \"their_name\"}}'",
+                         field="--field-map") from None
+    if not isinstance(fmap, dict):
+        raise InputError("expected a JSON object {\"our_field\": \"their_field\"}", field="--field-map")
+    return fmap
+
+
 def cmd_data_validate(a: argparse.Namespace) -> int:
     from .tasks import make_task
     from .tasks.legalrikai.schema import SCHEMAS, load_items
 
     if a.task in SCHEMAS:
-        import json
-
-        fmap = json.loads(a.field_map) if a.field_map else None
+        fmap = _field_map(a.field_map)
         print(f"{a.path}: OK ({len(load_items(a.task, a.path, a.split, fmap))} {a.task} items)")
         return 0
     if a.task == "legalevalq":
@@ -85,7 +100,12 @@ def cmd_data_validate(a: argparse.Namespace) -> int:
         else:
             print(f"{a.path}: OK ({len(load_queries(a.path))} queries)")
         return 0
-    task = make_task(a.task, {"data": a.path}, source="command line")
+    opts: dict[str, Any] = {"data": a.path}
+    if a.task == "legalrikai":
+        opts["split"] = a.split
+        if a.field_map:
+            opts["field_map"] = _field_map(a.field_map)
+    task = make_task(a.task, opts, source="command line")
     print(f"{a.path}: OK ({task.validate_data(a.path)})")
     return 0
 
@@ -251,10 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("data", help="dataset tools")
     dsub = d.add_subparsers(dest="data_command", required=True)
     dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
-    dv.add_argument("task", help="jbeqa, legalevalq, amendexp, statrev, reqrev or riskrev")
+    dv.add_argument("task", help="jbeqa, legalevalq, legalrikai (a folder of the four sub-tasks), amendexp, statrev, "
+                                 "reqrev or riskrev")
     dv.add_argument("path")
     dv.add_argument("--split", default="test", help="for a folder of splits (LegalRikai tasks)")
-    dv.add_argument("--field-map", help='LegalRikai: JSON {"our_field": "their_field", ...}')
+    dv.add_argument("--field-map", help='LegalRikai: JSON {"our_field": "their_field", ...} (for legalrikai, '
+                                       'also per sub-task: {"statrev": {...}})')
     dv.set_defaults(func=cmd_data_validate)
 
     m = sub.add_parser("models", help="models.yaml tools")

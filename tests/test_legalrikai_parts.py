@@ -307,3 +307,13 @@ def test_validate_data_cli_for_the_whole_folder():
     assert p.returncode == 0, p.stderr
     assert "3 amendexp, 3 statrev, 3 reqrev, 3 riskrev" in p.stdout
 
+
+
+def test_validate_cli_field_map_errors_are_one_line():
+    from conftest import run_cli
+
+    for task, path in (("legalrikai", ROOT / "data" / "legalrikai"), ("statrev", ROOT / "data" / "legalrikai" /
+                                                                      "statrev.jsonl")):
+        p = run_cli("data", "validate", task, str(path), "--field-map", "{bad")
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        assert "field '--field-map': not valid JSON" in p.stderr
