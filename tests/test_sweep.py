@@ -12,6 +12,12 @@ def _results(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "results").rglob("*.jsonl"))}
 
 
+def _candidate_view(results: dict[str, bytes]) -> dict[str, list[dict]]:
+    drop = ("judges", "scores")
+    return {k: [{f: x for f, x in json.loads(line).items() if "legalrikai" not in k or f not in drop}
+                for line in v.decode().splitlines()] for k, v in results.items()}
+
+
 def _without_throughput(summary: dict) -> dict:
     return {**summary, "runs": [{k: v for k, v in r.items() if k != "throughput"} for r in summary["runs"]]}
 
@@ -78,4 +84,7 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     gguf = [r for r in s3["runs"] if r["model"] == "tiny-gguf"]
     want = {"jbeqa": lambda m: 26, "legalevalq": lambda m: 18, "legalrikai": lambda m: m["n_full"] + m["n_focused"]}
     assert gguf and all(r["throughput"]["generated"] == want[r["task"]](r["metrics"]) for r in gguf)
-    assert _results(out) == first
+    # The judges now score only tiny-gguf's answers, in other batches and another order; engines are not
+    # bitwise invariant to that (llama.cpp's prefix reuse, padded batches), and a random model is all near-ties.
+    # The candidates' answers must be identical; the judges' are compared only without --fresh (above).
+    assert _candidate_view(_results(out)) == _candidate_view(first)
