@@ -17,6 +17,7 @@ from statistics import mean
 from typing import Any, Sequence
 
 from ...errors import InputError, is_url
+from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, mae, spearman
 from . import rubric
 from .rubric import SUBTASKS
@@ -24,7 +25,7 @@ from .rubric import SUBTASKS
 FIELDS = ("item_id", "model", "criterion", "score", "annotator")
 
 
-def _criteria_scales() -> dict[str, rubric.Criterion]:
+def _criteria_scales() -> dict[str, Criterion]:
     return {c.code: c for s in SUBTASKS for c in rubric.criteria(s)}
 
 

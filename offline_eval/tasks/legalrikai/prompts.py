@@ -45,4 +45,4 @@ def judge_prompt(item: dict[str, Any], original_prompt: str, response: str, grou
         definition=rubric.task_info(sub)["definition"], original_prompt=original_prompt,
         instruction=instruction(item), response=response, ground_truth=ground_truth,
         criteria=rubric.criteria(sub), rationale_max_chars=rationale_max_chars,
-        example=rubric.example_answer(sub)).strip()
+        example=rubric.example(sub)).strip()

@@ -1,37 +1,16 @@
-"""The paper's rubrics (package data rubrics.yaml), the judges' JSON schema, and parsing their answers."""
+"""The paper's rubrics (package data rubrics.yaml): the criteria each LegalRikai sub-task is judged on."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 import yaml
 
-from ...metrics.agreement import normalise
+from ...judges import Criterion, example_answer, parse_answer, rubric_schema
 
 SUBTASKS = ("amendexp", "statrev", "reqrev", "riskrev")
-
-
-@dataclass(frozen=True)
-class Criterion:
-    code: str
-    name: str
-    definition: str
-    scale: tuple[tuple[int, str], ...]  # (point, description), lowest first
-
-    @property
-    def lo(self) -> int:
-        return self.scale[0][0]
-
-    @property
-    def hi(self) -> int:
-        return self.scale[-1][0]
-
-    def normalise(self, score: float) -> float:
-        return normalise(score, self.lo, self.hi)
 
 
 @lru_cache(maxsize=1)
@@ -44,43 +23,22 @@ def task_info(subtask: str) -> dict[str, Any]:
     return _raw()["tasks"][subtask]
 
 
-def criteria(subtask: str) -> list[Criterion]:
+@lru_cache(maxsize=8)
+def criteria(subtask: str) -> tuple[Criterion, ...]:
     out = []
     for code in task_info(subtask)["criteria"]:
         c = _raw()["criteria"][code]
         out.append(Criterion(code, c["name"], c["definition"], tuple(sorted((int(k), v) for k, v in c["scale"].items()))))
-    return out
+    return tuple(out)
 
 
 def judge_schema(subtask: str, rationale_max_chars: int) -> dict[str, Any]:
-    """For each criterion: a short rationale and an integer score within its scale."""
-    props = {c.code: {"type": "object",
-                      "properties": {"rationale": {"type": "string", "minLength": 1, "maxLength": rationale_max_chars},
-                                     "score": {"type": "integer", "minimum": c.lo, "maximum": c.hi}},
-                      "required": ["rationale", "score"], "additionalProperties": False}
-             for c in criteria(subtask)}
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+    return rubric_schema(criteria(subtask), rationale_max_chars)
 
 
-def example_answer(subtask: str) -> str:
-    return json.dumps({c.code: {"rationale": "…", "score": c.hi} for c in criteria(subtask)}, ensure_ascii=False)
+def example(subtask: str) -> str:
+    return example_answer(criteria(subtask))
 
 
 def parse_judge(subtask: str, text: str) -> tuple[dict[str, int], dict[str, str]] | None:
-    """(scores, rationales) when the answer is strict JSON with every criterion's score on its scale; else None."""
-    try:
-        obj = json.loads(text, strict=True)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict):
-        return None
-    scores, why = {}, {}
-    for c in criteria(subtask):
-        v = obj.get(c.code)
-        if not isinstance(v, dict):
-            return None
-        s, r = v.get("score"), v.get("rationale")
-        if isinstance(s, bool) or not isinstance(s, int) or not c.lo <= s <= c.hi or not isinstance(r, str):
-            return None
-        scores[c.code], why[c.code] = s, r
-    return scores, why
+    return parse_answer(criteria(subtask), text)

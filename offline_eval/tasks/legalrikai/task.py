@@ -10,6 +10,7 @@ from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ... import judges
 from ...config import ModelSpec
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
@@ -242,20 +243,13 @@ def judge_gold(item: Item) -> str:
 
 
 def judge_entry(subtask: str, x: Result) -> dict[str, Any]:
-    got = rubric.parse_judge(subtask, x.text) if x.finish_reason not in ("length", "overflow") else None
-    return {"scores": got[0] if got else None, "rationales": got[1] if got else None,
-            "finish_reason": x.finish_reason, "focused": x.focused, "raw": x.text}
+    return judges.judge_entry(rubric.criteria(subtask), x)
 
 
-def average_scores(subtask: str, judges: dict[str, dict[str, Any]]) -> dict[str, float]:
+def average_scores(subtask: str, verdicts: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Per criterion: each judge's score mapped to [0, 1] by (s - min)/(max - min), then the mean over the
     judges that answered ("Avg")."""
-    out = {}
-    for c in rubric.criteria(subtask):
-        vals = [c.normalise(j["scores"][c.code]) for j in judges.values() if j.get("scores")]
-        if vals:
-            out[c.code] = mean(vals)
-    return out
+    return judges.mean_over_judges(rubric.criteria(subtask), verdicts)
 
 
 _CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
