@@ -95,6 +95,19 @@ def main() -> int:
         check(db)
         runs.append(time.perf_counter() - t0)
     print(f"10k-char pair, parse + diff + checks: median {statistics.median(runs) * 1000:.1f} ms")
+    from offline_eval.tasks.legalrikai.focus import focus_statutes
+
+    def statute(n: int, changed: set[int]) -> str:  # LegalRikai's statutes: ~300 provisions, 27k-32k chars
+        return "架空法\n\n" + "".join(
+            f"（第{i}条の見出し）\n第{i}条　" + ("改正後の条文。事業者は記録を七年間保存しなければならない。" if i in changed
+                                         else f"事業者は、電子取引に関する第{i}号の事項を遵守しなければならない。" * 2)
+            + "\n\n" for i in range(1, n + 1))
+
+    pre, post = statute(300, set()), statute(300, {30, 31, 150, 151, 152, 290})
+    cut = focus_statutes(pre, post)
+    tf = best(lambda: focus_statutes(pre, post), 5)
+    print(f"focus a {len(pre)}-char statute with 6 amended articles: {tf * 1000:.1f} ms, "
+          f"{len(pre) + len(post)} -> {len(cut[0]) + len(cut[1])} chars")
     print(f"tokenize ratio: {ratio:.2f}; diff scaling 100k/10k: {t100 / t10:.1f}")
     return 0
 
