@@ -54,3 +54,10 @@ def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def statute(n: int, changed: dict[int, str], title: str = "架空法",
+            body: str = "事業者は、第{i}号の事項を遵守しなければならない。") -> str:
+    """An e-Gov-style statute of n captioned articles; `changed` replaces some articles' text."""
+    return title + "\n\n" + "".join(f"（第{i}条の見出し）\n第{i}条　{changed.get(i, body.format(i=i))}\n\n"
+                                      for i in range(1, n + 1))

@@ -19,7 +19,7 @@ from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes
 from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back
 from offline_eval.tasks.legalrikai.task import LegalRikaiTask, aggregate, average_scores
 
-from conftest import ROOT
+from conftest import ROOT, statute
 
 CONTRACT = ("# 業務委託契約書\n\n甲と乙は、次のとおり契約を締結する。\n\n"
             "## 第1条（目的）\n本契約は、業務の委託について定める。\n\n"
@@ -71,17 +71,9 @@ def test_amendexp_sections():
 
 
 # ---- focus
-def _statute(n: int, changed: dict[int, str]) -> str:
-    parts = ["架空法\n\n"]
-    for i in range(1, n + 1):
-        body = changed.get(i, f"事業者は、第{i}号の事項を遵守しなければならない。")
-        parts.append(f"（第{i}条の見出し）\n第{i}条　{body}\n\n")
-    return "".join(parts)
-
-
 def test_focus_keeps_changed_articles_and_neighbours_aligned_across_renumbering():
-    pre = _statute(12, {})
-    post = _statute(12, {6: "事業者は、記録を七年間保存しなければならない。"})
+    pre = statute(12, {})
+    post = statute(12, {6: "事業者は、記録を七年間保存しなければならない。"})
     a, b = focus_statutes(pre, post, neighbours=1)
     assert parse(a).labels() == ["5", "6", "7"] and parse(b).labels() == ["5", "6", "7"]
     assert "七年間" in b and "七年間" not in a
@@ -95,9 +87,9 @@ def test_focus_keeps_changed_articles_and_neighbours_aligned_across_renumbering(
 
 
 def test_focus_gives_up_when_it_cannot_shorten():
-    same = _statute(5, {})
+    same = statute(5, {})
     assert focus_statutes(same, same) is None  # nothing changed
-    assert focus_statutes(_statute(2, {}), _statute(2, {1: "変更。"})) is None  # every article kept
+    assert focus_statutes(statute(2, {}), statute(2, {1: "変更。"})) is None  # every article kept
     assert focus_statutes("条文なし", "条文なし") is None
 
 

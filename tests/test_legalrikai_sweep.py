@@ -18,7 +18,7 @@ from scipy import stats
 
 from offline_eval.tasks.legalrikai import rubric
 
-from conftest import ROOT, TINY, run_cli
+from conftest import ROOT, TINY, run_cli, statute
 
 DATA = ROOT / "data" / "legalrikai"
 GGUF_JUDGE = "judge-gguf.llamacpp.default.ctx8192"
@@ -142,11 +142,7 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
 
 # ---- overflow: a 60-article statute with one amended article (~6.5k tokens in full, ~1.7k focused)
 def _long_statute(n: int, changed: dict[int, str]) -> str:
-    parts = ["電子取引推進法（架空）\n\n"]
-    for i in range(1, n + 1):
-        body = changed.get(i, f"事業者は、電子取引に関する第{i}号の事項を遵守しなければならない。")
-        parts.append(f"（第{i}条の見出し）\n第{i}条　{body}\n\n")
-    return "".join(parts)
+    return statute(n, changed, "電子取引推進法（架空）", "事業者は、電子取引に関する第{i}号の事項を遵守しなければならない。")
 
 
 def _overflow_config(tmp: Path, policy: str) -> Path:
