@@ -35,8 +35,8 @@ def read_output(item: dict[str, Any], text: str) -> dict[str, Any]:
         return {"parsed": {"replaced": m.replaced, "inserted": m.inserted} if m.parsed else None,
                 "revised": m.text, "checks": contract_checks(item["contract"], m.text, item["gold"])}
     revised = strip_fences(text)
-    ok = bool(parse(revised).articles)
-    return {"parsed": {"articles": len(parse(revised).articles)} if ok else None,
+    n = len(parse(revised).articles)
+    return {"parsed": {"articles": n} if n else None,
             "checks": contract_checks(item["contract"], revised, item["gold"])}
 
 
