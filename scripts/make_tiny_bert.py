@@ -4,7 +4,8 @@
     python scripts/make_tiny_bert.py OUT
 
 It stands in for a real BERT-like encoder in LegalEval-Q's regression scorer (tests and the demo). The
-WordPiece vocabulary holds the characters of the text under data/.
+WordPiece vocabulary holds the characters of the text under data/. It has 12 layers, as the authors' BERT-base,
+so the scorer's layer groups are theirs (hidden_states[1:5], [5:9], [9:13]).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--data", type=Path, default=ROOT / "data")
-    ap.add_argument("--layers", type=int, default=6, help="6 = three layer groups of two")
+    ap.add_argument("--layers", type=int, default=12, help="12 = the authors' three layer groups of four")
     ap.add_argument("--hidden", type=int, default=64)
     a = ap.parse_args(argv)
 

@@ -1,34 +1,66 @@
-"""Train, save, load and run the multi-source regression scorer."""
+"""Train, save, load and run the multi-source regression scorer (the authors' architecture: model.py)."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
+import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ...errors import InputError
 
 Example = dict[str, Any]  # query, answer, comment, conclusion, score (0-100)
 
+# 2: the authors' module names and head (bert_reasoning/bert_ans/bert_content, extractor, fusion, regressor).
+# 1 (no `format` in scorer_config.json): offline-eval's earlier architecture; it cannot be converted.
+SCORER_FORMAT = 2
+
 
 @dataclass
 class ScorerConfig:
     encoder: str  # the BERT-like folder the encoders were built from (for its tokenizer and config)
-    max_length: int = 256
+    max_length: int = 512
     dropout: float = 0.1
+    format: int = SCORER_FORMAT
 
 
-# The authors' released checkpoint names its parts differently; their prefix -> ours.
-AUTHOR_KEY_MAP = {
-    "answer_encoder.": "enc_answer.", "comment_encoder.": "enc_comment.", "conclusion_encoder.": "enc_conclusion.",
-    "answer_layer_mix.": "mix_answer.", "comment_layer_mix.": "mix_comment.",
-    "conclusion_layer_mix.": "mix_conclusion.", "fusion.gate.": "gates.", "fusion.proj.": "proj.",
-    "regressor.": "head.",
-}
+def _names(keys: Sequence[str], shown: int = 4) -> str:
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
+
+
+def load_strict(model: Any, state: Mapping[str, Any], file: str) -> None:
+    """`load_state_dict(strict=True)`, with a mismatch reported as one line naming the keys."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    shapes = [f"{k} {tuple(state[k].shape)} != {tuple(v.shape)}" for k, v in own.items()
+              if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    if missing or unexpected or shapes:
+        parts = [f"{len(missing)} missing ({_names(missing)})" if missing else "",
+                 f"{len(unexpected)} unexpected ({_names(unexpected)})" if unexpected else "",
+                 f"{len(shapes)} of another shape ({_names(shapes, 2)})" if shapes else ""]
+        raise InputError("the weights do not fit the scorer's architecture: " + "; ".join(p for p in parts if p),
+                         file=file)
+    model.load_state_dict(state, strict=True)
+
+
+def _without_position_ids(state: dict[str, Any]) -> dict[str, Any]:
+    """transformers before 4.31 saved BERT's `embeddings.position_ids` (a constant 0..n-1 buffer, not a weight);
+    later versions neither save nor accept it. Such a buffer is dropped only if it is exactly that constant."""
+    import torch
+
+    out = {}
+    for k, v in state.items():
+        if k.endswith("embeddings.position_ids") and torch.equal(
+                v.reshape(-1).long(), torch.arange(v.numel(), dtype=torch.long)):
+            continue
+        out[k] = v
+    return out
 
 
 class Scorer:
@@ -40,16 +72,21 @@ class Scorer:
 
         from .model import MultiSourceScorer
 
+        if not Path(config.encoder).is_dir():
+            raise InputError("the encoder folder does not exist (a local BERT-like model folder)",
+                             file=config.encoder)
         self.config, self.torch = config, torch
         self.tokenizer = AutoTokenizer.from_pretrained(config.encoder)
         self.model = model or MultiSourceScorer(AutoConfig.from_pretrained(config.encoder), config.dropout)
 
     def batch(self, examples: Sequence[Example]) -> dict[str, dict[str, Any]]:
-        t, n = self.tokenizer, self.config.max_length
-        kw = dict(truncation=True, max_length=n, padding=True, return_tensors="pt")
-        return {"answer": dict(t([e["query"] for e in examples], [e["answer"] for e in examples], **kw)),
-                "comment": dict(t([e["comment"] for e in examples], **kw)),
-                "conclusion": dict(t([e["conclusion"] for e in examples], **kw))}
+        """The authors' inputs: each text tokenized on its own, truncated and padded to max_length."""
+        from .model import content_text
+
+        kw = dict(truncation=True, max_length=self.config.max_length, padding="max_length", return_tensors="pt")
+        return {"reasoning": dict(self.tokenizer([e["comment"] for e in examples], **kw)),
+                "ans": dict(self.tokenizer([e["conclusion"] for e in examples], **kw)),
+                "content": dict(self.tokenizer([content_text(e["query"], e["answer"]) for e in examples], **kw))}
 
     def predict(self, examples: Sequence[Example], batch_size: int = 16) -> list[float]:
         """Scores on the 0-100 scale; deterministic."""
@@ -74,45 +111,62 @@ class Scorer:
         from safetensors.torch import load_file
 
         d = Path(path)
-        if not (d / "scorer_config.json").is_file():
+        cfg_file, weights = d / "scorer_config.json", d / "scorer.safetensors"
+        if not cfg_file.is_file():
             raise InputError("not a scorer folder (no scorer_config.json)", file=str(d))
-        s = cls(ScorerConfig(**json.loads((d / "scorer_config.json").read_text(encoding="utf-8"))))
-        s.model.load_state_dict(load_file(str(d / "scorer.safetensors")))
+        try:
+            raw = json.loads(cfg_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"not valid JSON ({e})", file=str(cfg_file)) from None
+        if not isinstance(raw, dict):
+            raise InputError("expected a JSON object", file=str(cfg_file))
+        if raw.get("format") != SCORER_FORMAT:
+            raise InputError(f"written in scorer format {raw.get('format', 1)}, this offline-eval reads format "
+                             f"{SCORER_FORMAT} (the LegalEval-Q authors' architecture); retrain it with "
+                             "`offline-eval legaleval-q train`", file=str(cfg_file), field="format")
+        known = {f.name for f in fields(ScorerConfig)}
+        for key in raw:
+            if key not in known:
+                raise InputError(f"unknown key (known: {', '.join(sorted(known))})", file=str(cfg_file), field=key)
+        if "encoder" not in raw:
+            raise InputError("missing", file=str(cfg_file), field="encoder")
+        if not weights.is_file():
+            raise InputError("not a scorer folder (no scorer.safetensors)", file=str(d))
+        s = cls(ScorerConfig(**raw))
+        load_strict(s.model, load_file(str(weights)), str(weights))
         s.model.eval()
         return s
 
     @classmethod
-    def from_author_checkpoint(cls, pth: str | Path, encoder: str, key_map: dict[str, str] | None = None,
-                               **config: Any) -> "Scorer":
-        """The authors' released `.pth` (a dict with `state_dict`), read with weights_only=True: tensors and
-        plain containers only, never arbitrary pickled objects."""
+    def from_author_checkpoint(cls, pth: str | Path, encoder: str, **config: Any) -> "Scorer":
+        """The authors' released `.pth` (a dict with `state_dict`), loaded with strict key matching. It is read
+        with weights_only=True: tensors and plain containers only, never arbitrary pickled objects."""
         import pickle
 
         import torch
 
+        if not Path(pth).is_file():
+            raise InputError("no such checkpoint file", file=str(pth))
         try:
             blob = torch.load(str(pth), map_location="cpu", weights_only=True)
         except pickle.UnpicklingError as e:
-            raise InputError(f"refused: the checkpoint holds objects other than tensors ({str(e).splitlines()[0]})",
+            # torch's message is many lines of advice; the reason is the text after "WeightsUnpickler error:".
+            why = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\n|$)", str(e))
+            reason = why.group(1).strip() if why else str(e).splitlines()[0]
+            if "Unsupported global" in reason:
+                raise InputError(f"refused: the checkpoint holds objects other than tensors ({reason})",
+                                 file=str(pth)) from None
+            raise InputError(f"not a torch checkpoint ({reason})", file=str(pth)) from None
+        except (RuntimeError, EOFError, OSError) as e:
+            raise InputError(f"not a torch checkpoint ({str(e).splitlines()[0] if str(e) else type(e).__name__})",
                              file=str(pth)) from None
         state = blob.get("state_dict", blob) if isinstance(blob, dict) else None
-        if not isinstance(state, dict):
-            raise InputError("expected a dict with 'state_dict'", file=str(pth))
-        mapping = key_map or AUTHOR_KEY_MAP
-        renamed = {}
-        for k, v in state.items():
-            k = k.removeprefix("module.")
-            for old, new in mapping.items():
-                if k.startswith(old):
-                    k = new + k[len(old):]
-                    break
-            renamed[k] = v
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise InputError("expected a dict with 'state_dict' (parameter name -> tensor)", file=str(pth))
+        if state and all(k.startswith("module.") for k in state):  # saved from torch.nn.DataParallel
+            state = {k[len("module."):]: v for k, v in state.items()}
         s = cls(ScorerConfig(encoder=encoder, **config))
-        missing, unexpected = s.model.load_state_dict(renamed, strict=False)
-        if missing or unexpected:
-            raise InputError(f"checkpoint keys do not match: {len(missing)} missing (e.g. {missing[:2]}), "
-                             f"{len(unexpected)} unexpected (e.g. {unexpected[:2]}); pass a key map",
-                             file=str(pth))
+        load_strict(s.model, _without_position_ids(state), str(pth))
         s.model.eval()
         return s
 
@@ -131,7 +185,7 @@ def with_error_inputs(examples: list[Example], seed: int) -> list[Example]:
 
 def train(examples: list[Example], encoder: str, out: str | Path, *, epochs: int = 20, lr: float = 2e-5,
           batch_size: int = 16, val_fraction: float = 0.2, patience: int = 3, seed: int = 0,
-          error_input: bool = False, max_length: int = 256, progress: bool | None = None) -> dict[str, Any]:
+          error_input: bool = False, max_length: int = 512, progress: bool | None = None) -> dict[str, Any]:
     """MSE on score/100 with AdamW; the best validation epoch is kept (early stopping)."""
     import torch
     from tqdm import tqdm
