@@ -6,16 +6,15 @@ the output added, which is what a revision should be held to.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 
 from .align import align
-from .contract import Document
-from .references import Reference, extract
-
-_DEFINE = re.compile(r"以下[「『](?P<t>[^」』]{1,30})[」』]という|[「『](?P<u>[^」』]{1,30})[」』]とは")
-_HEADING_LINE = re.compile(r"^(#.*|第.{1,12}条[（(].*[）)]\s*|Article .*|[（(][^）)]{1,40}[）)]\s*)$", re.M)
+from .contract import Document, Item
+from .definitions import Definition, Sentences, definitions, first_uses
+from .references import Reference, extract, scan
 
 
 @dataclass(frozen=True)
@@ -25,6 +24,7 @@ class Finding:
     location: str  # e.g. "第9条第2項", "line 12"
     message: str
     key: str  # location-independent identity, for comparing two versions of a document
+    span: str = ""  # where in the text: "line 12, chars 340-345: 第13条" (references)
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
@@ -75,61 +75,70 @@ def numbering(doc: Document) -> list[Finding]:
             if p.items:
                 out += _sequence([it.number for it in p.items], "item", _loc(a.label, p.number),
                                  f"item:{a.title or a.label}:{p.number}")
+            for it in p.items:
+                out += _sub_items(it, _loc(a.label, p.number, it.number), f"sub:{a.title or a.label}:{p.number}")
+    return out
+
+
+def _sub_items(it: Item, where: str, key: str) -> list[Finding]:
+    if not it.children:
+        return []
+    out = _sequence([c.number for c in it.children], f"sub-item of {it.marker}", where, f"{key}:{it.marker}")
+    for c in it.children:
+        out += _sub_items(c, f"{where}{c.marker}", f"{key}:{it.marker}")
     return out
 
 
 def references(doc: Document, refs: list[Reference] | None = None) -> list[Finding]:
-    refs = extract(doc) if refs is None else refs
+    """Dangling references only: external ones point into another law and are not ours to check."""
+    refs = scan(doc) if refs is None else refs
+    lines = _Lines(doc.source)
     return [Finding("dangling_reference", _loc(r.source_article, r.source_paragraph),
-                    f"{r.text} points nowhere: {r.problem}", f"dangling:{r.text}:{r.problem}")
-            for r in refs if not r.resolved]
+                    f"{r.text} points nowhere: {r.problem}", f"dangling:{r.text}:{r.problem}",
+                    f"line {lines.line(r.start)}, chars {r.start}-{r.end}: {r.text}")
+            for r in refs if r.status == "dangling"]
+
+
+class _Lines:
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line(self, pos: int) -> int:
+        return bisect.bisect_right(self.starts, pos)
 
 
 def terms(doc: Document) -> list[Finding]:
-    """A term defined twice; an abbreviation (以下「乙」という。) used before the sentence that defines it.
-    Definitions of the form 「X」とは are not held to order: statutes use a term in their purpose article
-    before the definitions article."""
+    """A term defined twice in the same scope; an abbreviation (以下「乙」という。) used in body text before the
+    sentence that defines it. Definitions of the form 「X」とは are not held to order: statutes use a term in
+    their purpose article before the definitions article."""
     text = doc.source
+    lines = _Lines(text)
+    defs = definitions(text, Sentences(text))
     out = []
-    defs: dict[str, list[tuple[int, bool]]] = {}
-    for m in _DEFINE.finditer(text):
-        defs.setdefault(m.group("t") or m.group("u"), []).append((m.start(), m.group("t") is not None))
-    bounds: set[int] | None = None
-    for term, found in defs.items():
+    by_term: dict[str, list[Definition]] = {}
+    for d in defs:
+        if not d.scoped:
+            by_term.setdefault(d.term, []).append(d)
+    for term, found in by_term.items():
         if len(found) > 1:
-            out.append(Finding("term_defined_twice", f"line {text.count(chr(10), 0, found[1][0]) + 1}",
+            out.append(Finding("term_defined_twice", f"line {lines.line(found[1].start)}",
                                f"「{term}」 is defined {len(found)} times", f"twice:{term}"))
-        start, abbreviation = found[0]
-        if not abbreviation:
-            continue
-        if bounds is None:
-            bounds = _morpheme_bounds(text[:max(x[0] for f in defs.values() for x in f)])
-        first_use = _first_use(text, term, start, bounds)
-        if first_use is not None:
-            out.append(Finding("term_used_before_definition", f"line {text.count(chr(10), 0, first_use) + 1}",
-                               f"「{term}」 is used before it is defined", f"early:{term}"))
+    for term, pos in first_uses(doc, defs, lambda a, b: _word_at(text, a, b)).items():
+        out.append(Finding("term_used_before_definition", f"line {lines.line(pos)}",
+                           f"「{term}」 is used before it is defined", f"early:{term}"))
     return out
 
 
-def _morpheme_bounds(text: str) -> set[int]:
+def _word_at(text: str, a: int, b: int) -> bool:
+    """Whether text[a:b] is a word of its own (not 本契約 inside 基本契約): morpheme boundaries, found by
+    tokenizing only the stretch around it, up to the nearest 。 or line break."""
     from .tokenize import morpheme_spans
 
-    return {x for span in morpheme_spans(text) for x in span}
-
-
-def _first_use(text: str, term: str, definition: int, bounds: set[int]) -> int | None:
-    """The term as a word of its own (not inside 基本契約 for 本契約), outside brackets and headings,
-    before the sentence that defines it."""
-    sentence = max(text.rfind("。", 0, definition), text.rfind("\n", 0, definition)) + 1
-    headings = [m.span() for m in _HEADING_LINE.finditer(text, 0, sentence)]
-    for m in re.finditer(re.escape(term), text[:sentence]):
-        before = text[m.start() - 1] if m.start() else ""
-        after = text[m.end()] if m.end() < len(text) else ""
-        if (before in "「『" and after in "」』") or any(a <= m.start() < b for a, b in headings):
-            continue
-        if m.start() in bounds and m.end() in bounds:
-            return m.start()
-    return None
+    lo = max(text.rfind("。", max(0, a - 200), a), text.rfind("\n", max(0, a - 200), a), a - 200) + 1
+    hi = [x for x in (text.find("。", b, b + 200), text.find("\n", b, b + 200)) if x >= 0]
+    hi = min(hi) + 1 if hi else min(len(text), b + 200)
+    bounds = {x + lo for span in morpheme_spans(text[lo:hi]) for x in span}
+    return a in bounds and b in bounds
 
 
 def headings(doc: Document) -> list[Finding]:

@@ -1,8 +1,13 @@
-"""Contracts and statutes as a tree: Document -> Article -> Paragraph -> Item, each with its source span.
+"""Contracts and statutes as a tree: Document -> Article -> Paragraph -> Item -> sub-items, each with its
+source span.
 
 Parses what appears in practice: `## 第8条（再委託）`, `第8条（再委託）`, `Article 8 (Subcontracting)`,
 e-Gov statute text (`（見出し）` on its own line, then `第八条　本文`); paragraphs `1.`, `２`, `(2)` or
-unnumbered; items `(1)`, `（１）`, `一`, `①`, `(a)`; a preamble and a signature block.
+unnumbered; items `(1)`, `（１）`, `一`, `①`, `(a)`; a preamble and a signature block. Lists nest by marker
+family, as statutes do (号 `一`, then `イ`, then `（１）`, then `（ｉ）`): the first family under a paragraph is its
+items, a family not yet open below is a deeper level, and a family already open closes the levels under it.
+Supplementary provisions (`附　則` and after) restart article numbers, so they stay in the tail with the
+signature block.
 
 The tree partitions the source: every character belongs to exactly one raw piece, so `render(parse(s)) == s`.
 """
@@ -21,10 +26,12 @@ _SP = r"[ \t\u3000]"
 @dataclass
 class Item:
     number: int
-    marker: str  # as written: "(1)", "一", "①"
+    marker: str  # as written: "(1)", "一", "①", "イ"
     text: str
-    start: int
-    end: int
+    start: int  # start of the item's own line
+    end: int  # end of its line, or of its last sub-item
+    family: str = "kanji"  # kanji | paren | circled | alpha | iroha | gojuon | roman
+    children: list["Item"] = field(default_factory=list)  # sub-items (イ ロ ハ under 一; (1) (2) under イ)
 
 
 @dataclass
@@ -91,14 +98,19 @@ _EN_HEAD = re.compile(
     rf"^(?P<md>#{{1,6}}{_SP}*)?(?P<num>Article{_SP}+(?P<n>\d+)(?:-(?P<s>\d+))?)"
     rf"(?:{_SP}*\((?P<title>[^)\n]*)\))?(?=$|{_SP})(?P<rest>.*)$")
 _CAPTION = re.compile(r"^[（(][^）)\n]{1,40}[）)]$")
-_CHAPTER = re.compile(rf"^(?:#{{1,6}}{_SP}*)?第{NUM}[章節款](?:{_SP}|$)")
+_CHAPTER = re.compile(rf"^(?:#{{1,6}}{_SP}*)?第{NUM}[編章節款目](?:の{NUM})?(?:{_SP}|$)")
 _SIGNATURE = re.compile(
     r"^(以上|本契約の成立を証|以上の合意を証|本書[0-9０-９一二三四五]+通|IN WITNESS WHEREOF|"
     r"(令和|平成|昭和)[0-9０-９一二三四五六七八九十元]+年[0-9０-９一二三四五六七八九十]+月)")
 _PARA_DOT = re.compile(rf"^(?P<n>[0-9０-９]+)[.．]{_SP}*")
 _PARA_SP = re.compile(rf"^(?P<n>[0-9０-９]+){_SP}+")
 _PAREN_NUM = re.compile(rf"^[（(](?P<n>[0-9０-９]+)[)）]{_SP}*")
-_ITEM_KANJI = re.compile(rf"^(?P<n>[一二三四五六七八九十]+){_SP}+")
+_ITEM_KANJI = re.compile(rf"^(?P<n>[一二三四五六七八九十百]+)(?:の[一二三四五六七八九十]+)?{_SP}+")
+IROHA = "イロハニホヘトチリヌルヲワカヨタレソツネナラムウヰノオクヤマケフコエテアサキユメミシヱヒモセス"
+GOJUON = "アイウエオカキクケコサシスセソタチツテトナニヌネノハヒフヘホマミムメモヤユヨラリルレロワヲン"
+_ITEM_KATAKANA = re.compile(rf"^(?P<n>[{IROHA}{GOJUON}]){_SP}+")
+_ITEM_ROMAN = re.compile(rf"^[（(](?P<n>[ivxｉｖｘ]+)[)）]{_SP}*")
+_SUPPLEMENT = re.compile(rf"^附{_SP}*則(?:{_SP}|[（(]|$)")
 _ITEM_CIRCLED = re.compile(rf"^(?P<n>[\u2460-\u2473]){_SP}*")
 _ITEM_ALPHA = re.compile(rf"^[（(](?P<n>[a-zａ-ｚ])[)）]{_SP}*")
 _INTRO_ITEMS = re.compile(r"(各号|次に掲げる|次の|以下の|[：:]$|including:?$|following:?$)")
@@ -147,10 +159,14 @@ def parse(text: str) -> Document:
             heads.append((i, start, m, kind, caption))
     if not heads:
         return Document(source=text, preamble=text, articles=[], signature="")
+    supplement = next((i for i in range(heads[0][0] + 1, len(lines))
+                       if _SUPPLEMENT.match(text[lines[i][0]:lines[i][1]].strip())), None)
+    if supplement is not None:
+        heads = [h for h in heads if h[0] < supplement]
 
     # The signature block starts at the first signature-like line after the last article heading.
-    sig_start = len(text)
-    for a, b in lines[heads[-1][0] + 1:]:
+    sig_start = len(text) if supplement is None else lines[supplement][0]
+    for a, b in lines[heads[-1][0] + 1:supplement]:
         if _SIGNATURE.match(text[a:b].strip()):
             sig_start = a
             break
@@ -177,8 +193,16 @@ def parse(text: str) -> Document:
                     signature_start=sig_start)
 
 
-def _num(s: str) -> int:
+_ROMAN = {"i": 1, "v": 5, "x": 10}
+
+
+def _num(s: str, family: str = "") -> int:
     s = unicodedata.normalize("NFKC", s)
+    if family in ("iroha", "gojuon"):
+        return (IROHA if family == "iroha" else GOJUON).index(s) + 1
+    if family == "roman":
+        vals = [_ROMAN[c] for c in s.lower()]
+        return sum(-v if k + 1 < len(vals) and v < vals[k + 1] else v for k, v in enumerate(vals))
     if len(s) == 1 and "\u2460" <= s <= "\u2473":
         return ord(s) - 0x2460 + 1
     if len(s) == 1 and s.isalpha() and s.isascii():
@@ -192,6 +216,7 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
     explicit_style = any(_PARA_DOT.match(text[a:b]) or _PARA_SP.match(text[a:b]) for a, b in spans)
     paras: list[Paragraph] = []
     cur: dict | None = None
+    levels: list[tuple[str, list[Item]]] = []  # open list levels: (family, the list its items go into)
 
     def close(at: int) -> None:
         if cur is not None:
@@ -206,11 +231,13 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
             if cur is None:
                 cur = dict(number=1, explicit=False, marker="", text="", items=[], start=a)
             continue  # blank lines, chapter headings and stray captions stay in the raw text only
-        kind, m = _classify(line, explicit_style, cur)
+        kind, m, family = _classify(line, explicit_style, cur, levels)
         if kind == "item" and cur is not None:
-            cur["items"].append(Item(number=_num(m.group("n")), marker=line[:m.end()].strip(),
-                                     text=line[m.end():].rstrip("\r\n"), start=a, end=b))
+            _add_item(levels, cur["items"], Item(number=_num(m.group("n"), family), marker=line[:m.end()].strip(),
+                                                 text=line[m.end():].rstrip("\r\n"), start=a, end=b,
+                                                 family=family))
             continue
+        levels = []
         if cur is not None and (cur["text"] or cur["items"]):
             close(a)
             prev = paras[-1].number
@@ -229,19 +256,68 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
     return paras
 
 
-def _classify(line: str, explicit_style: bool, cur: dict | None) -> tuple[str, re.Match[str] | None]:
+def _add_item(levels: list[tuple[str, list[Item]]], top: list[Item], it: Item) -> None:
+    """Put the item at the level of its marker family: an open level closes the ones below it; a new family
+    opens a level under the last item; the first family is the paragraph's items."""
+    depth = next((k for k, (fam, _) in enumerate(levels) if fam == it.family), None)
+    if depth is not None:
+        del levels[depth + 1:]
+    elif not levels:
+        levels.append((it.family, top))
+    elif levels[-1][1]:
+        levels.append((it.family, levels[-1][1][-1].children))
+    else:
+        levels[-1] = (it.family, levels[-1][1])
+    levels[-1][1].append(it)
+    for _, siblings in levels[:-1]:  # every open ancestor now ends where this item ends
+        siblings[-1].end = it.end
+
+
+def _family_of(line: str, levels: list[tuple[str, list[Item]]]) -> tuple[str, re.Match[str]] | None:
+    """The marker family of an item line. (i) (v) (x) read as Roman numerals unless they continue an
+    alphabetical list, and (c) (l) never do."""
+    open_ = {fam: lst for fam, lst in levels}
+    m_roman, m_alpha = _ITEM_ROMAN.match(line), _ITEM_ALPHA.match(line)
+    if m_roman and m_alpha:
+        alpha = open_.get("alpha")
+        continues_alpha = alpha is not None and alpha and _num(m_alpha.group("n")) == alpha[-1].number + 1
+        if "roman" in open_ and not continues_alpha:
+            return "roman", m_roman
+        if continues_alpha or (alpha is None and _num(m_alpha.group("n")) == 1):
+            return "alpha", m_alpha
+        return ("roman", m_roman) if m_roman.group("n") in ("i", "ｉ") or "roman" in open_ else ("alpha", m_alpha)
+    m = _ITEM_KATAKANA.match(line)
+    if m:  # イロハ (statutes) or アイウ (other documents): the open one, else the one this letter starts
+        c = m.group("n")
+        for fam, order in (("iroha", IROHA), ("gojuon", GOJUON)):
+            lst = open_.get(fam)
+            if lst and c in order and order.index(c) == lst[-1].number:
+                return fam, m
+        for fam in ("iroha", "gojuon"):
+            if fam in open_ and c in (IROHA if fam == "iroha" else GOJUON):
+                return fam, m
+        return ("gojuon" if c == "ア" or c not in IROHA else "iroha"), m
+    for fam, rx in (("kanji", _ITEM_KANJI), ("circled", _ITEM_CIRCLED), ("roman", _ITEM_ROMAN),
+                    ("alpha", _ITEM_ALPHA)):
+        m = rx.match(line)
+        if m:
+            return fam, m
+    return None
+
+
+def _classify(line: str, explicit_style: bool, cur: dict | None,
+              levels: list[tuple[str, list[Item]]]) -> tuple[str, re.Match[str] | None, str]:
     for rx in (_PARA_DOT, _PARA_SP):
         m = rx.match(line)
         if m:
-            return "para", m
-    for rx in (_ITEM_KANJI, _ITEM_CIRCLED, _ITEM_ALPHA):
-        m = rx.match(line)
-        if m and cur is not None:
-            return "item", m
+            return "para", m, ""
+    found = _family_of(line, levels) if cur is not None else None
+    if found:
+        return "item", found[1], found[0]
     m = _PAREN_NUM.match(line)
     if m:
         intro = bool(cur and (cur["items"] or _INTRO_ITEMS.search(cur["text"].strip())))
         if cur is not None and (explicit_style or intro):
-            return "item", m
-        return "para", m
-    return "text", None
+            return "item", m, "paren"
+        return "para", m, ""
+    return "text", None, ""

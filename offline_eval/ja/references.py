@@ -1,8 +1,10 @@
-"""Cross-references inside a contract or statute: extraction and resolution to the node they point at.
+"""Cross-references in a contract or statute, each classified as internal (resolved to nodes that exist),
+external (into another law or contract, with its name where the text gives one) or dangling.
 
-Absolute: 第N条, 第N条の2, 第N条第M項, 第N条第M項第K号, 第M項 (this article), ranges 第3条から第5条まで,
-English "Article N". Relative: 前条, 次条, 本条, 同条, 前項, 次項, 同項, 前号, 前各号, 前二号.
-References to other laws (著作権法第27条, 同法第3条) are recognised and left out.
+Chains come from `refscan` (前条第二項から第四項まで, 第十五条第三項又は第四項, 同法第三条...). Within a chain a
+bare later element inherits the article (and paragraph) of the element before it. 同条 / 同項 / 同号 mean the
+article / paragraph / item mentioned last, in this law or another. English "Article N" is read too.
+Everything is one pass over the text plus O(log n) lookups per reference.
 """
 
 from __future__ import annotations
@@ -11,18 +13,11 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
-from .contract import Article, Document
-from .numerals import NUM, NUM_CHARS, article_label, to_int
+from .contract import Article, Document, Item, Paragraph
+from .refscan import Chain, Path, chains
 
-_ABS = re.compile(
-    rf"(?P<law>[^\s、。（）「」第条項号]{{0,12}}?(?:法|令|規則|同法|同令))?"
-    rf"第(?P<a>{NUM})条(?:の(?P<s>{NUM}))?(?:第(?P<p>{NUM})項)?(?:第(?P<i>{NUM})号)?"
-    rf"(?:から第(?P<a2>{NUM})条(?:の(?P<s2>{NUM}))?まで)?")
-_PARA_ONLY = re.compile(rf"(?<![条項号の{NUM_CHARS}])第(?P<p>{NUM})項(?:第(?P<i>{NUM})号)?")
-_REL = re.compile(rf"前各号|前(?P<k>[二三四五六七八九])号|前号|次号|"
-                  rf"(?P<w>前条|次条|本条|同条|前項|次項|同項)(?:第(?P<p>{NUM})項)?(?:第(?P<i>{NUM})号)?")
-_LIST_JOINER = re.compile(r"及び|、|又は|並びに|若しくは|,|，")
-_EN = re.compile(r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?")
+_EN = re.compile(r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?"
+                 r"(?P<law>\s+of\s+(?:the\s+)?[A-Z][\w ]{0,60}?(?:Act|Code|Law|Agreement|Regulations?|Ordinance))?")
 
 
 @dataclass(frozen=True)
@@ -30,12 +25,13 @@ class Target:
     article: str
     paragraph: int | None = None
     item: int | None = None
+    sub: int | None = None
 
 
 @dataclass
 class Reference:
     text: str
-    kind: str  # absolute | range | paragraph | relative | english
+    kind: str  # absolute | range | paragraph | item | relative | english
     start: int
     end: int
     source_article: str | None  # the article the reference sits in
@@ -43,173 +39,315 @@ class Reference:
     targets: list[Target] = field(default_factory=list)
     resolved: bool = False
     problem: str = ""
+    law: str | None = None  # set for a reference into another law ("" when unnamed)
+
+    @property
+    def status(self) -> str:
+        """internal (resolved) | external | dangling."""
+        if self.law is not None:
+            return "external"
+        return "internal" if self.resolved else "dangling"
 
 
-def _locate(doc: Document, pos: int) -> tuple[Article | None, int | None, int | None]:
-    """(article, paragraph number, index of the item the position falls in, if any)."""
-    starts = [a.start for a in doc.articles]
-    k = bisect.bisect_right(starts, pos) - 1
-    if k < 0 or pos >= doc.articles[k].end:
-        return None, None, None
-    art = doc.articles[k]
-    for p in art.paragraphs:
-        if p.start <= pos < p.end:
-            for n, it in enumerate(p.items):
-                if it.start <= pos < it.end:
-                    return art, p.number, n
-            return art, p.number, None
-    return art, (art.paragraphs[0].number if art.paragraphs else None), None
+class _Index:
+    """Positions and numbers of a parsed document, for O(log n) lookups."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.starts = [a.start for a in doc.articles]
+        self.order: dict[str, int] = {}
+        for k, a in enumerate(doc.articles):
+            self.order.setdefault(a.label, k)
+        self._paras: dict[int, dict[int, Paragraph]] = {}
+        self.heads = [(a.start, a.start + len(a.head_raw)) for a in doc.articles]
+
+    def locate(self, pos: int) -> tuple[int | None, Paragraph | None, int | None]:
+        """(article index, paragraph, index of the top-level item) that a position falls in."""
+        k = bisect.bisect_right(self.starts, pos) - 1
+        if k < 0 or pos >= self.doc.articles[k].end:
+            return None, None, None
+        paras = self.doc.articles[k].paragraphs
+        j = bisect.bisect_right([p.start for p in paras], pos) - 1 if len(paras) > 1 else 0
+        if not paras:
+            return k, None, None
+        p = paras[max(j, 0)]
+        i = bisect.bisect_right([it.start for it in p.items], pos) - 1
+        return k, p, (i if i >= 0 and pos < p.items[i].end else None)
+
+    def article(self, label: str) -> Article | None:
+        k = self.order.get(label)
+        return None if k is None else self.doc.articles[k]
+
+    def paragraph(self, art: Article, number: int) -> Paragraph | None:
+        k = self.order[art.label]
+        if k not in self._paras:
+            self._paras[k] = {}
+            for p in art.paragraphs:
+                self._paras[k].setdefault(p.number, p)
+        return self._paras[k].get(number)
 
 
-def extract(doc: Document) -> list[Reference]:
-    text = doc.source
+@dataclass
+class _Mentions:
+    """What 同条 / 同項 / 同号 and 同法 refer to: the last article, paragraph, item and law mentioned."""
+
+    article: tuple[str | None, Target] | None = None
+    paragraph: tuple[str | None, Target] | None = None
+    item: tuple[str | None, Target] | None = None
+    law: str | None = None
+
+    def note(self, law: str | None, t: Target, names_article: bool) -> None:
+        """A reference names an article only when it says 条 (第三条, 前条, 同条); 前項 names a paragraph."""
+        if names_article:
+            self.article = (law, Target(t.article))
+        if t.paragraph is not None:
+            self.paragraph = (law, Target(t.article, t.paragraph))
+        if t.item is not None:
+            self.item = (law, Target(t.article, t.paragraph, t.item))
+        if law:
+            self.law = law
+
+
+@dataclass
+class _Here:
+    article: int | None
+    paragraph: Paragraph | None
+    item: int | None  # index of the top-level item
+
+
+def scan(doc: Document) -> list[Reference]:
+    """Every reference in the document, internal, external or dangling, in reading order."""
+    ix = _Index(doc)
+    seen = _Mentions()
     refs: list[Reference] = []
-    taken: list[tuple[int, int]] = []
-    heads = [(a.start, a.start + len(a.head_raw)) for a in doc.articles]
-    external_end = -1
-    for m in _ABS.finditer(text):
-        # Another law's article (著作権法第27条), and the rest of its list (…及び第28条), is not ours.
-        if m.group("law") or (external_end >= 0 and _LIST_JOINER.fullmatch(text[external_end:m.start()])):
-            taken.append(m.span())
-            external_end = m.end()
-            continue
-        external_end = -1
-        if any(a <= m.start() < b for a, b in heads):
-            taken.append(m.span())
+    # The signature block and supplementary provisions (附則, numbered afresh) are not read.
+    end = doc.signature_start if doc.articles and doc.signature_start >= 0 else len(doc.source)
+    for ch in chains(doc.source, ix.heads, end):
+        k, para, item = ix.locate(ch.start)
+        here = _Here(k, para, item)
+        law = ch.law
+        if law is not None and law.startswith("同") and seen.law:
+            law = seen.law  # 同法: the law named last
+        prev: tuple[str | None, Target] | None = None
+        prev_names = False
+        for path, until in ch.elements:
+            r = _element(ix, here, path, until, law, prev, seen)
+            refs.append(r)
+            names = path.article is not None or path.level == "条" or (prev_names and path.anchor is None)
+            if r.targets:
+                prev = (r.law, r.targets[-1])
+                for t in r.targets:
+                    seen.note(r.law, t, names)
+            elif law is not None:
+                seen.law = law
+            prev_names = names
+    for m in _EN.finditer(doc.source, 0, end):
+        h = bisect.bisect_right(ix.starts, m.start()) - 1
+        if h >= 0 and ix.heads[h][0] <= m.start() < ix.heads[h][1]:
             continue  # the article's own heading
-        art, para, _ = _locate(doc, m.start())
-        a = article_label(to_int(m.group("a")), to_int(m.group("s")) if m.group("s") else None)
-        if m.group("a2"):
-            b = article_label(to_int(m.group("a2")), to_int(m.group("s2")) if m.group("s2") else None)
-            refs.append(Reference(m.group(0), "range", m.start(), m.end(), art and art.label, para,
-                                  [Target(a), Target(b)]))
-        else:
-            t = Target(a, to_int(m.group("p")) if m.group("p") else None,
-                       to_int(m.group("i")) if m.group("i") else None)
-            refs.append(Reference(m.group(0), "absolute", m.start(), m.end(), art and art.label, para, [t]))
-        taken.append(m.span())
-    for m in _PARA_ONLY.finditer(text):
-        if any(a <= m.start() < b for a, b in taken):
-            continue
-        art, para, _ = _locate(doc, m.start())
-        if art is None:
-            continue
-        t = Target(art.label, to_int(m.group("p")), to_int(m.group("i")) if m.group("i") else None)
-        refs.append(Reference(m.group(0), "paragraph", m.start(), m.end(), art.label, para, [t]))
-    for m in _EN.finditer(text):
-        art, para, _ = _locate(doc, m.start())
-        if art is not None and m.start() < art.start + len(art.head_raw):
-            continue  # the article's own heading
+        k, para, _ = ix.locate(m.start())
         ts = [Target(m.group("a"))] + ([Target(m.group("a2"))] if m.group("a2") else [])
-        refs.append(Reference(m.group(0), "range" if m.group("a2") else "english", m.start(), m.end(),
-                              art and art.label, para, ts))
-    last_abs: dict[str, Target] = {}
-    for m in _REL.finditer(text):
-        if any(a <= m.start() < b for a, b in taken):
-            continue
-        art, para, item_idx = _locate(doc, m.start())
-        refs.append(_relative(doc, m, art, para, item_idx))
-        if m.group("w") and (m.group("p") or m.group("i")):
-            _narrow(refs[-1], m)
+        r = Reference(m.group(0).strip(), "range" if m.group("a2") else "english", m.start(), m.end(),
+                      _label(ix, k), para.number if para else None, ts)
+        if m.group("law"):
+            r.law = m.group("law").strip()[3:].strip()
+        refs.append(r)
     refs.sort(key=lambda r: r.start)
-    # 同条 / 同項 mean "the article / paragraph last referred to"; resolve them in reading order.
     for r in refs:
-        if r.kind in ("absolute", "paragraph") and r.targets:
-            last_abs["article"] = Target(r.targets[0].article)
-            if r.targets[0].paragraph:
-                last_abs["paragraph"] = Target(r.targets[0].article, r.targets[0].paragraph)
-        elif r.text.startswith(("同条", "同項")) and not r.problem and not r.targets:
-            which = "article" if r.text.startswith("同条") else "paragraph"
-            if which in last_abs:
-                r.targets = [last_abs[which]]
-                m2 = _REL.fullmatch(r.text)
-                if m2 and (m2.group("p") or m2.group("i")):
-                    _narrow(r, m2)
-            else:
-                r.problem = f"no earlier {which} reference for {r.text[:2]}"
-    for r in refs:
-        resolve(doc, r)
+        _resolve(ix, r)
     return refs
 
 
-def _narrow(r: Reference, m: re.Match[str]) -> None:
-    """前条第1項第2号: the relative word picks the article (or paragraph), the rest narrows it."""
-    p = to_int(m.group("p")) if m.group("p") else None
-    i = to_int(m.group("i")) if m.group("i") else None
-    if m.group("w").endswith("項"):  # 前項第2号: the paragraph is already chosen
-        r.targets = [Target(t.article, t.paragraph, i) for t in r.targets]
+def extract(doc: Document) -> list[Reference]:
+    """The references into the document itself (resolved or dangling); external ones are left out."""
+    return [r for r in scan(doc) if r.law is None]
+
+
+def counts(refs: list[Reference]) -> dict[str, int]:
+    out = {"internal": 0, "external": 0, "dangling": 0}
+    for r in refs:
+        out[r.status] += 1
+    return out
+
+
+def _label(ix: _Index, k: int | None) -> str | None:
+    return None if k is None else ix.doc.articles[k].label
+
+
+def _element(ix: _Index, here: _Here, path: Path, until: Path | None, law: str | None,
+             prev: tuple[str | None, Target] | None, seen: _Mentions) -> Reference:
+    text = ix.doc.source[path.start:(until.end if until else path.end)]
+    if until is not None:
+        end = ix.doc.source.find("まで", until.end) + 2
+        text = ix.doc.source[path.start:end]
     else:
-        r.targets = [Target(t.article, p, i) for t in r.targets]
-
-
-def _relative(doc: Document, m: re.Match[str], art: Article | None, para: int | None,
-              item_idx: int | None) -> Reference:
-    word = m.group("w") or m.group(0)
-    r = Reference(m.group(0), "relative", m.start(), m.end(), art and art.label, para)
-    if art is None:
-        r.problem = f"{word} outside any article"
+        end = path.end
+    kind = "range" if until else ("relative" if path.anchor else
+                                  "absolute" if path.article else "paragraph" if path.paragraph else "item")
+    r = Reference(text, kind, path.start, end, _label(ix, here.article),
+                  here.paragraph.number if here.paragraph else None)
+    first = _targets(ix, here, path, law, prev, seen, r)
+    if r.problem or not first:
         return r
-    k = doc.articles.index(art)
-    if word in ("前条", "次条"):
-        j = k - 1 if word == "前条" else k + 1
-        if 0 <= j < len(doc.articles):
-            r.targets = [Target(doc.articles[j].label)]
-        else:
-            r.problem = f"{word} of the {'first' if word == '前条' else 'last'} article"
-    elif word == "本条":
-        r.targets = [Target(art.label)]
-    elif word in ("前項", "次項"):
-        nums = [p.number for p in art.paragraphs]
-        i = nums.index(para) if para in nums else -1
-        j = i - 1 if word == "前項" else i + 1
-        if i >= 0 and 0 <= j < len(nums):
-            r.targets = [Target(art.label, nums[j])]
-        else:
-            r.problem = f"{word} of the {'first' if word == '前項' else 'last'} paragraph"
-    elif word.startswith("前") and word.endswith("号"):
-        # Inside an item it counts back from that item; in a paragraph's sentence after its items, from the end.
-        p = next((p for p in art.paragraphs if p.number == para), None)
-        items = p.items if p else []
-        upto = item_idx if item_idx is not None else len(items)
-        count = upto if word == "前各号" else (1 if word == "前号" else to_int(m.group("k")))
-        chosen = items[max(0, upto - count):upto]
-        if not chosen or len(chosen) < count:
-            r.problem = f"{word} with only {upto} item(s) before it"
-        r.targets = [Target(art.label, para, it.number) for it in chosen]
-    elif word == "次号":
-        p = next((p for p in art.paragraphs if p.number == para), None)
-        if p and item_idx is not None and item_idx + 1 < len(p.items):
-            r.targets = [Target(art.label, para, p.items[item_idx + 1].number)]
-        else:
-            r.problem = "次号 of the last item"
+    r.targets = first
+    if until is not None:
+        last = _targets(ix, here, until, r.law, (r.law, first[-1]), seen, r)
+        r.targets = first[:1] + last[-1:]
     return r
 
 
-def resolve(doc: Document, r: Reference) -> None:
-    """Mark the reference resolved if every target exists; else record what is missing."""
+def _targets(ix: _Index, here: _Here, path: Path, law: str | None, prev: tuple[str | None, Target] | None,
+             seen: _Mentions, r: Reference) -> list[Target]:
+    """What one path points at; sets r.law for an external one and r.problem when it cannot point anywhere."""
+    base: list[Target]
+    if path.anchor in ("前", "次", "本", "この"):
+        r.law = None
+        base = _relative(ix, here, path, r)
+        if not base:
+            return []
+    elif path.anchor == "同":
+        which = {"条": "article", "項": "paragraph", "号": "item"}[path.level or "条"]
+        got = getattr(seen, which)
+        if got is None:
+            r.problem = f"no earlier {which} reference for 同{path.level}"
+            return []
+        r.law, t = got
+        base = [t]
+    else:
+        # No anchor: 第N条 stands alone; 第N項 / 第N号 take what is above them from the element they are
+        # coordinated with, else from where they are written.
+        r.law = law if prev is None else prev[0]
+        if path.article is not None:
+            return [Target(path.article, path.paragraph, path.item, path.sub)]
+        if prev is not None:
+            above = prev[1]
+        elif r.law is not None:
+            return [Target("?", path.paragraph, path.item, path.sub)]
+        elif here.article is None:
+            r.problem = f"{path.text} outside any article"
+            return []
+        else:
+            above = Target(ix.doc.articles[here.article].label,
+                           here.paragraph.number if here.paragraph else None)
+        if path.paragraph is not None:
+            return [Target(above.article, path.paragraph, path.item, path.sub)]
+        return [Target(above.article, above.paragraph, path.item, path.sub)]
+    # An anchor, narrowed by what follows it: 前条第一項第二号, 前項第二号, 同号イ.
+    out = []
+    for t in base:
+        if path.level == "条":
+            t = Target(t.article, path.paragraph, path.item, path.sub)
+        elif path.level == "項":
+            t = Target(t.article, t.paragraph, path.item, path.sub)
+        elif path.sub is not None:
+            t = Target(t.article, t.paragraph, t.item, path.sub)
+        out.append(t)
+    return out
+
+
+def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]:
+    word = (path.anchor or "") + ("" if path.count in (None, 1) else "各" if path.count == 0 else "N") + \
+        (path.level or "")
+    if here.article is None:
+        r.problem = f"{word} outside any article"
+        return []
+    k = here.article
+    art = ix.doc.articles[k]
+    n = path.count or 0
+    if path.level == "条":
+        if path.anchor in ("本", "この"):
+            return [Target(art.label)]
+        if path.anchor == "次":
+            if k + 1 < len(ix.doc.articles):
+                return [Target(ix.doc.articles[k + 1].label)]
+            r.problem = "次条 of the last article"
+            return []
+        lo = 0 if n == 0 else k - n
+        if k == 0 or lo < 0:
+            r.problem = "前条 of the first article" if path.count == 1 else f"{path.text} with only {k} article(s) before it"
+            return []
+        return [Target(a.label) for a in ix.doc.articles[lo:k]]
+    paras = art.paragraphs
+    pi = next((j for j, p in enumerate(paras) if p is here.paragraph), -1)
+    if path.level == "項":
+        if path.anchor in ("本", "この"):
+            return [Target(art.label, here.paragraph.number)] if here.paragraph else []
+        if path.anchor == "次":
+            if 0 <= pi < len(paras) - 1:
+                return [Target(art.label, paras[pi + 1].number)]
+            r.problem = "次項 of the last paragraph"
+            return []
+        lo = 0 if n == 0 else pi - n
+        if pi <= 0 or lo < 0:
+            r.problem = "前項 of the first paragraph" if path.count == 1 else \
+                f"{path.text} with only {max(pi, 0)} paragraph(s) before it"
+            return []
+        return [Target(art.label, p.number) for p in paras[lo:pi]]
+    items = here.paragraph.items if here.paragraph else []
+    pn = here.paragraph.number if here.paragraph else None
+    if path.anchor in ("本", "この"):
+        return [Target(art.label, pn, items[here.item].number)] if here.item is not None else []
+    if path.anchor == "次":
+        if here.item is not None and here.item + 1 < len(items):
+            return [Target(art.label, pn, items[here.item + 1].number)]
+        r.problem = "次号 of the last item"
+        return []
+    # Inside an item 前号 counts back from that item; in a sentence after the items, from the end.
+    upto = here.item if here.item is not None else len(items)
+    want = upto if n == 0 else n
+    chosen = items[max(0, upto - want):upto]
+    if not chosen or len(chosen) < want:
+        r.problem = f"{path.text[:4]} with only {upto} item(s) before it"
+    return [Target(art.label, pn, it.number) for it in chosen]
+
+
+def _resolve(ix: _Index, r: Reference) -> None:
+    """Mark an internal reference resolved if every target exists; else record what is missing."""
+    if r.law is not None:
+        r.resolved, r.problem = False, ""
+        return
     if r.problem:
         r.resolved = False
         return
     if not r.targets:
         r.resolved, r.problem = False, "no target"
         return
-    labels = doc.labels()
     for t in r.targets:
-        art = doc.article(t.article)
-        if art is None:
-            r.resolved, r.problem = False, f"article {t.article} does not exist"
+        problem = _missing(ix, t)
+        if problem:
+            r.resolved, r.problem = False, problem
             return
-        if t.paragraph is not None:
-            p = next((p for p in art.paragraphs if p.number == t.paragraph), None)
-            if p is None:
-                r.resolved, r.problem = False, f"article {t.article} has no paragraph {t.paragraph}"
-                return
-            if t.item is not None and not any(it.number == t.item for it in p.items):
-                r.resolved, r.problem = False, f"article {t.article} paragraph {t.paragraph} has no item {t.item}"
-                return
-    if r.kind == "range" and len(r.targets) == 2 and labels.index(r.targets[0].article) > \
-            labels.index(r.targets[1].article):
+    if r.kind == "range" and len(r.targets) == 2 and _order(ix, r.targets[0]) > _order(ix, r.targets[1]):
         r.resolved, r.problem = False, "range runs backwards"
         return
     r.resolved = True
 
+
+def _order(ix: _Index, t: Target) -> tuple[int, int, int]:
+    return ix.order.get(t.article, -1), t.paragraph or 0, t.item or 0
+
+
+def _missing(ix: _Index, t: Target) -> str:
+    art = ix.article(t.article)
+    if art is None:
+        return f"article {t.article} does not exist"
+    if t.paragraph is not None:
+        p = ix.paragraph(art, t.paragraph)
+        if p is None:
+            return f"article {t.article} has no paragraph {t.paragraph}"
+        holders = [p]
+    else:
+        holders = [p for p in art.paragraphs if p.items][:1]
+    if t.item is None:
+        return ""
+    it = next((it for p in holders for it in p.items if it.number == t.item), None)
+    if it is None:
+        where = f"paragraph {t.paragraph} " if t.paragraph is not None else ""
+        return f"article {t.article} {where}has no item {t.item}"
+    if t.sub is not None and not _has_sub(it, t.sub):
+        return f"article {t.article} item {t.item} has no sub-item {t.sub}"
+    return ""
+
+
+def _has_sub(it: Item, n: int) -> bool:
+    return any(c.number == n for c in it.children)

@@ -13,7 +13,7 @@ from .checks import Finding
 from .contract import Document, parse
 from .diff import TextDiff, merged_ops
 from .normalize import char_count
-from .references import extract
+from .references import counts, scan
 from .tokenize import morpheme_count, model_token_count
 
 _RED, _GREEN, _DIM, _RESET = "\x1b[31m", "\x1b[32m", "\x1b[2m", "\x1b[0m"
@@ -33,18 +33,40 @@ def read_text(path: str) -> str:
         raise InputError("not UTF-8 text", file=path, record=f"line {line}") from None
 
 
+def load_tokenizer(path: str) -> Any:
+    """A local HF tokenizer folder; a URL or hub name is refused (nothing is downloaded)."""
+    if is_url(path):
+        raise InputError("URLs are refused; give a local tokenizer folder", field="--tokenizer", file=path)
+    if not Path(path).is_dir():
+        raise InputError("not a local tokenizer folder", field="--tokenizer", file=path)
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load a tokenizer: {str(e).splitlines()[0]}", field="--tokenizer",
+                         file=path) from None
+
+
 def stats(doc: Document, tokenizer: Any | None = None) -> dict[str, Any]:
-    refs = extract(doc)
+    refs = scan(doc)
+    n = counts(refs)
     out: dict[str, Any] = {
         "chars": char_count(doc.source), "morphemes": morpheme_count(doc.source), "lines": doc.source.count("\n") + 1,
         "articles": len(doc.articles), "paragraphs": sum(len(a.paragraphs) for a in doc.articles),
         "items": sum(len(p.items) for a in doc.articles for p in a.paragraphs),
-        "references": len(refs), "dangling_references": sum(1 for r in refs if not r.resolved),
+        "sub_items": sum(_descendants(it) for a in doc.articles for p in a.paragraphs for it in p.items),
+        "references": len(refs), "internal_references": n["internal"], "external_references": n["external"],
+        "dangling_references": n["dangling"],
         "article_labels": doc.labels(),
     }
     if tokenizer is not None:
         out["model_tokens"] = model_token_count(doc.source, tokenizer)
     return out
+
+
+def _descendants(it: Any) -> int:
+    return sum(1 + _descendants(c) for c in it.children)
 
 
 def use_color(mode: str) -> bool:
@@ -99,7 +121,8 @@ def format_changes(a: Document, b: Document) -> list[str]:
 def format_findings(findings: list[Finding]) -> str:
     if not findings:
         return "no findings"
-    return "\n".join(f"{f.location}: {f.kind}: {f.message}" for f in findings)
+    return "\n".join(f"{f.location}: {f.kind}: {f.message}" + (f" ({f.span})" if f.span else "") for f in findings)
 
 
-__all__ = ["format_changes", "format_diff", "format_findings", "parse", "read_text", "stats", "use_color"]
+__all__ = ["format_changes", "format_diff", "format_findings", "load_tokenizer", "parse", "read_text", "stats",
+           "use_color"]

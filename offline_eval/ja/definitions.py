@@ -1,0 +1,115 @@
+"""Defined terms: where each is defined, whether the definition is scoped, and the first use before it.
+
+Two forms: the abbreviation 「…（以下「甲」という。）」 and the definition 「「電子取引」とは、…をいう。」.
+A definition whose sentence limits it (この章において, 以下この条において) is scoped: the same term may be
+defined again elsewhere. Sentences end at 。 outside brackets, so in 規則（規程を含む。以下「規則」という。）
+the use and the definition are one sentence. Headings (chapters, sections, article captions) are not uses.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from .contract import Document
+from .numerals import NUM
+
+_ABBREV = re.compile(r"以下(?P<scope>[^「『」』。\n]{0,30}?)[「『](?P<t>[^」』\n]{1,30})[」』]と(?:いう|総称する|略称する|略す)")
+_MEANS = re.compile(r"[「『](?P<u>[^」』\n]{1,30})[」』]とは")
+_SCOPE = re.compile(rf"(?:この|本|前|次|同|第{NUM})[編章節款条項号](?:[^。「]{{0,30}})において")
+_HEADING_LINE = re.compile(rf"^(?:#.*|第{NUM}[編章節款目](?:の{NUM})?(?:[ \t\u3000].*)?|附[ \t\u3000]*則.*|"
+                           r"[（(][^）)\n]{1,40}[）)][ \t\u3000]*|Article .*)$", re.M)
+_OPEN, _CLOSE = "（(「『", "）)」』"
+_KANJI = re.compile(r"[\u4e00-\u9fff々]")
+_GLUED = re.compile(r"[\u4e00-\u9fff々\u30a0-\u30ff]")
+
+
+@dataclass
+class Definition:
+    term: str
+    start: int
+    abbreviation: bool  # 以下「X」という (held to order) rather than 「X」とは
+    scoped: bool
+    sentence: int  # where its sentence starts
+
+
+class Sentences:
+    """Sentence starts of a text (after 。 outside brackets, and at line starts), found in one pass."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0]
+        depth = 0
+        for i, c in enumerate(text):
+            if c == "\n":
+                depth = 0
+                self.starts.append(i + 1)
+            elif c in _OPEN:
+                depth += 1
+            elif c in _CLOSE:
+                depth = max(0, depth - 1)
+            elif c == "。" and depth == 0:
+                self.starts.append(i + 1)
+
+    def start_of(self, pos: int) -> int:
+        return self.starts[bisect.bisect_right(self.starts, pos) - 1]
+
+
+def definitions(text: str, sentences: Sentences) -> list[Definition]:
+    out = []
+    for m in _ABBREV.finditer(text):
+        s = sentences.start_of(m.start())
+        out.append(Definition(m.group("t"), m.start(), True, "において" in m.group("scope"), s))
+    for m in _MEANS.finditer(text):
+        s = sentences.start_of(m.start())
+        out.append(Definition(m.group("u"), m.start(), False, bool(_SCOPE.search(text, s, m.start())), s))
+    return sorted(out, key=lambda d: d.start)
+
+
+def heading_spans(doc: Document) -> list[tuple[int, int]]:
+    """Article headings and captions, chapter and section lines, Markdown headings: sorted, not uses."""
+    spans = [(a.start, a.start + len(a.head_raw)) for a in doc.articles]
+    title = re.search(r"\S[^\n]*", doc.preamble)  # the document's title line
+    if title:
+        spans.append(title.span())
+    spans += [m.span() for m in _HEADING_LINE.finditer(doc.source)]
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def first_uses(doc: Document, defs: list[Definition], bounds_ok) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """The first use of each abbreviation in body text before the sentence that defines it: one scan with all
+    terms at once. `bounds_ok(start, end)` says whether the match is a word of its own."""
+    first: dict[str, Definition] = {}
+    for d in defs:
+        if d.abbreviation and not d.scoped:
+            first.setdefault(d.term, d)
+    if not first:
+        return {}
+    text = doc.source
+    heads = heading_spans(doc)
+    head_starts = [a for a, _ in heads]
+    rx = re.compile("|".join(re.escape(t) for t in sorted(first, key=len, reverse=True)))
+    out: dict[str, int] = {}
+    limit = max(d.sentence for d in first.values())
+    for m in rx.finditer(text, 0, limit):
+        term = m.group(0)
+        if term in out or m.start() >= first[term].sentence:
+            continue
+        before = text[m.start() - 1] if m.start() else ""
+        after = text[m.end()] if m.end() < len(text) else ""
+        if (before in "「『" and after in "」』") or (_KANJI.match(term) and _GLUED.match(before)):
+            continue  # quoted, or the tail of a compound word (府令 for 令, 手続法 for 法)
+        h = bisect.bisect_right(head_starts, m.start()) - 1
+        if h >= 0 and m.start() < heads[h][1]:
+            continue
+        if bounds_ok(m.start(), m.end()):
+            out[term] = m.start()
+            if len(out) == len(first):
+                break
+    return out
