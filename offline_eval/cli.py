@@ -130,13 +130,9 @@ def cmd_models_check(a: argparse.Namespace) -> int:
 def cmd_ja_stats(a: argparse.Namespace) -> int:
     import json
 
-    from .ja.show import parse, read_text, stats
+    from .ja.show import load_tokenizer, parse, read_text, stats
 
-    tok = None
-    if a.tokenizer:
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(a.tokenizer)
+    tok = load_tokenizer(a.tokenizer) if a.tokenizer else None
     s = stats(parse(read_text(a.file)), tok)
     if a.json:
         print(json.dumps(s, ensure_ascii=False, indent=2))
