@@ -39,13 +39,13 @@ class PromptCounter:
         else:
             from transformers import AutoTokenizer
 
-            from .backends.base import read_chat_template
+            from .backends.chat import choose_template, hf_own_template
 
             self.tok = AutoTokenizer.from_pretrained(spec.path, trust_remote_code=spec.trust_remote_code)
-            self.template = read_chat_template(spec.chat_template)
+            self.template = choose_template(spec.chat_template, hf_own_template(self.tok))
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:  # type: ignore[no-redef]
-        from .backends.base import hf_encode
+        from .backends.chat import hf_encode
 
         return hf_encode(self.tok, self.template, requests)
 
@@ -54,9 +54,17 @@ class PromptCounter:
             self._backend.close()
 
 
+def prompt_format(spec: LoadSpec) -> str:
+    """chat or plain, as the engine will prompt this model (read from its files, no engine started)."""
+    from .backends.chat import model_prompt_format
+
+    return model_prompt_format(spec.chat_template, spec.backend, spec.path)
+
+
 def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[PhasePlan]:
     out: list[PhasePlan] = []
-    lengths: dict[tuple[str, str, str], list[int]] = {}  # (backend, path, setting) -> prompt lengths
+    # (backend, path, chat template, setting) -> prompt lengths
+    lengths: dict[tuple[str, str, str | None, str], list[int]] = {}
     for m, variant, ctx in loads:
         spec = m.load_spec(variant, ctx)
         counter = None
@@ -64,7 +72,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
                 phase = t.task.build(t.task.setting_items(t.items, setting), setting)
-                key = (spec.backend, spec.path, name)
+                key = (spec.backend, spec.path, spec.chat_template, name)
                 fb_key = (*key, "fallbacks")
                 if key not in lengths:
                     counter = counter or PromptCounter(spec)
@@ -100,7 +108,8 @@ def print_plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any], source
     for k, (m, v, c) in enumerate(loads, 1):
         run = m.run_name(v, c)
         problem = m.path_problem(v, source, index[id(m)])
-        log(f"[{k}/{len(loads)}] load {run}" + (f"  (will fail: {problem})" if problem else ""))
+        note = f"will fail: {problem}" if problem else f"prompt format: {prompt_format(m.load_spec(v, c))}"
+        log(f"[{k}/{len(loads)}] load {run}  ({note})")
         for p in (p for p in plans if p.run == run):
             over = f"{len(p.overflow_ids)} overflow" + (f" ({', '.join(p.overflow_ids[:5])}"
                                                        f"{', ...' if len(p.overflow_ids) > 5 else ''})"
