@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,24 +11,145 @@ import pytest
 from offline_eval.constraints import Choice
 from offline_eval.requests import Result
 from offline_eval.tasks import make_task
-from offline_eval.tasks.jbeqa import SYSTEM_PROMPT, load_items, parse_answer, user_message
+from offline_eval.tasks.jbeqa import SYSTEM_PROMPT, gregorian_year, load_items, parse_answer, user_message
 
-from conftest import DATA
+from conftest import DATA, TINY, run_cli
+
+ERA_ID = re.compile(r"^(平成|令和)(元|[0-9０-９]+)年-(民法|刑法|憲法)-[0-9０-９]+-[0-9０-９]+$")
+ERA_YEAR = re.compile(r"^(平成|令和)(元|[0-9０-９]+)年$")
 
 
 def rows(split: str) -> list[dict]:
     return [json.loads(line) for line in (DATA / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def test_sample_data_shape():
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def release_record(**over: object) -> dict:
+    """One record exactly as the public release writes it."""
+    r = {"id": "令和５年-民法-１８-１", "year": "令和５年", "subject": "Civil Law", "subject_jp": "民法",
+         "theme": "None", "question_type": "TFQ", "instruction": "次の記述の正誤を判断しなさい。", "remark": "",
+         "label": "Y", "lead_in": "", "question": "保証契約は、書面でしなければ、その効力を生じない。", "answer": True}
+    return {**r, **over}
+
+
+def test_sample_data_is_in_the_release_form():
     test, train = rows("test"), rows("train")
-    assert len(test) + len(train) >= 24
-    assert {r["subject_jp"] for r in test} == {"民法", "刑法", "憲法"}
-    assert {r["subject_jp"] for r in train} == {"民法", "刑法", "憲法"}
+    assert (len(test), len(train)) == (26, 12)
+    assert (sum(r["answer"] for r in test), sum(r["answer"] for r in train)) == (17, 6)
+    assert {r["subject_jp"] for r in test} == {r["subject_jp"] for r in train} == {"民法", "刑法", "憲法"}
+    names = {"民法": "Civil Law", "刑法": "Criminal Law", "憲法": "Constitutional Law"}
     for r in test + train:
+        assert ERA_ID.match(r["id"]), r["id"]
+        assert isinstance(r["year"], str) and ERA_YEAR.match(r["year"]), r["year"]
+        assert r["subject"] == names[r["subject_jp"]]
+        assert r["question_type"] in ("TFQ", "CSQ", "MRQ")
+        assert r["label"] in ("Y", "N") and isinstance(r["answer"], bool)
         assert (r["label"] == "Y") == r["answer"]
-    assert any(r["theme"] in ("", "None") for r in test)
+        assert all(isinstance(r[k], str) for k in ("theme", "lead_in", "remark", "instruction"))
+    years = {r["year"] for r in test + train}
+    assert {"令和元年", "平成27年"} <= years and any(re.search("[０-９]", y) for y in years)
+    assert {r["question_type"] for r in test} == {"TFQ", "CSQ", "MRQ"}
+    assert any(r["theme"] == "None" for r in test)
     assert any(r["remark"] for r in test)
+
+
+@pytest.mark.parametrize("year,want", [
+    ("平成27年", 2015), ("平成２７年", 2015), ("平成３０年", 2018), ("平成31年", 2019), ("令和元年", 2019),
+    ("令和５年", 2023), ("令和６年", 2024), ("令和6年", 2024), ("平成元年", 1989), ("昭和64年", 1989),
+    ("昭和元年", 1926), ("昭和６３年", 1988), ("平成二十七年", 2015), ("㍻27年", 2015), ("令和５年度", 2023),
+    (2015, 2015), ("2024", 2024), ("２０２４年", 2024)])
+def test_gregorian_year(year, want):
+    assert gregorian_year(year) == want
+
+
+@pytest.mark.parametrize("year", ["平成32年", "令和0年", "昭和65年", "H27", "27", "", "令和", "平成27", 27, 3000,
+                                  True, 2015.0, None])
+def test_gregorian_year_refuses(year):
+    with pytest.raises(ValueError):
+        gregorian_year(year)
+
+
+def test_release_records_load_as_they_are_and_with_integer_years(tmp_path: Path):
+    recs = [release_record(),
+            release_record(id="平成２７年-刑法-５-２", year="平成27年", subject="Criminal Law", subject_jp="刑法",
+                           label="N", answer=False, theme="放火罪", question_type="CSQ"),
+            release_record(id="令和元年-憲法-3-1", year="令和元年", subject="Constitutional Law", subject_jp="憲法")]
+    items = load_items(str(write_jsonl(tmp_path / "test.jsonl", recs)), "test")
+    assert [it["year"] for it in items] == ["令和５年", "平成27年", "令和元年"]  # kept exactly as given
+    assert [it["year_ad"] for it in items] == [2023, 2015, 2019]
+    assert [it["subject"] for it in items] == ["Civil Law", "Criminal Law", "Constitutional Law"]
+    assert items[0]["id"] == "令和５年-民法-１８-１" and items[0]["theme"] == "None"
+    as_int = [dict(r, year=gregorian_year(r["year"])) for r in recs]
+    items2 = load_items(str(write_jsonl(tmp_path / "int.jsonl", as_int)), "test")
+    assert [it["year"] for it in items2] == [2023, 2015, 2019]
+    assert [it["year_ad"] for it in items2] == [2023, 2015, 2019]
+
+
+def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subject_jp(tmp_path: Path):
+    recs = [release_record(id=f"{y}-{s}-１-{i}", year=y, subject_jp=s, label=lab, answer=lab == "Y")
+            for i, (y, s, lab) in enumerate([("令和元年", "民法", "Y"), ("平成３０年", "刑法", "N"),
+                                              ("令和６年", "憲法", "Y"), ("平成27年", "民法", "N"),
+                                              ("令和元年", "刑法", "N")])]
+    write_jsonl(tmp_path / "test.jsonl", recs)
+    task = make_task("jbeqa", {"data": str(tmp_path), "mode": ["free"], "bootstrap": 0})
+    items = task.load()
+    s = {"shots": 0, "mode": "free"}
+    records = [task.score(it, Result(text="1"), s) for it in items]
+    assert [r["year"] for r in records] == [2019, 2018, 2024, 2015, 2019]
+    m = task.aggregate(records, s)
+    years = [k for k in m if k.startswith("year.")]
+    assert years == ["year.2015.accuracy", "year.2018.accuracy", "year.2019.accuracy", "year.2024.accuracy"]
+    assert m["year.2019.accuracy"] == 0.5 and m["year.2015.accuracy"] == 0.0 and m["year.2024.accuracy"] == 1.0
+    assert {k.split(".")[1] for k in m if k.startswith("subject.")} == {"民法", "刑法", "憲法"}
+
+
+def test_unparseable_year_is_a_one_line_error_naming_file_record_field(tmp_path: Path):
+    f = write_jsonl(tmp_path / "test.jsonl", [release_record(), release_record(id="平成32年-民法-1-1", year="平成32年"),
+                                              release_record(id="x", year="H27")])
+    proc = run_cli("data", "validate", "jbeqa", str(f))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert str(f) in lines[0] and "line 2 (id 平成32年-民法-1-1)" in lines[0] and "field 'year'" in lines[0]
+    assert "平成32年" in lines[0]
+    write_jsonl(f, [release_record(id="x", year="H27")])
+    proc = run_cli("data", "validate", "jbeqa", str(f))
+    assert proc.returncode == 2 and "line 1 (id x)" in proc.stderr and "field 'year'" in proc.stderr
+    assert "'H27'" in proc.stderr and "Value error" not in proc.stderr
+
+
+def test_label_and_answer_that_disagree_are_a_data_error_naming_line_and_both_fields(tmp_path: Path):
+    f = write_jsonl(tmp_path / "test.jsonl", [release_record(), release_record(id="令和５年-民法-１８-２", answer=False)])
+    proc = run_cli("data", "validate", "jbeqa", str(f))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    err = proc.stderr
+    assert str(f) in err and "line 2 (id 令和５年-民法-１８-２)" in err and "label" in err and "answer" in err
+    assert "'Y'" in err and "false" in err
+
+
+def test_validate_the_sample_data():
+    proc = run_cli("data", "validate", "jbeqa", str(DATA))
+    assert proc.returncode == 0, proc.stderr
+    assert "test: 26 items; train: 12 items" in proc.stdout
+
+
+@pytest.mark.engine
+def test_summary_keys_years_by_the_gregorian_year(tmp_path: Path):
+    out = tmp_path / "out"
+    proc = run_cli("run", "--backend", "llamacpp", "--model", str(TINY / "gguf" / "tiny-q8_0.gguf"), "--task",
+                   "jbeqa", "--data", str(DATA), "--mode", "logprob", "--max-model-len", "1024", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads((out / "summary.json").read_text(encoding="utf-8"))["runs"]
+    years = [k.split(".")[1] for k in run["metrics"] if k.startswith("year.")]
+    assert years == [str(y) for y in range(2015, 2025)]
+    assert sorted(k.split(".")[1] for k in run["metrics"] if k.startswith("subject.") and k.endswith(".n")) == \
+        sorted(["民法", "刑法", "憲法"])
+    recs = [json.loads(x) for x in (out / "results" / run["run"] / f"{run['setting']}.jsonl").read_text().splitlines()]
+    assert {r["year"] for r in recs} == set(range(2015, 2025))
 
 
 def test_parquet_and_datasets_folder_load_the_same_items(tmp_path: Path):

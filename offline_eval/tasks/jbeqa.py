@@ -3,13 +3,20 @@
 Prompt and scoring follow the paper: the system message asks for a bare 1 (correct) or 0 (incorrect);
 anything else is scored as 0 (false), and faithfulness is the share of bare 1/0 answers. F1 takes
 "true" as the positive class.
+
+Records are read in the public release's own form (`year` an era year such as 平成27年 or 令和５年, English
+`subject`, `label` Y/N agreeing with the boolean `answer`) or with `year` already a Gregorian integer; per-year
+results are keyed by the Gregorian year either way.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, ValidationError, computed_field,
+                      field_validator)
 
 from ..constraints import Choice
 from ..datafiles import has_split, read_records
@@ -53,13 +60,54 @@ class JBEQAOptions(BaseModel):
         return v
 
 
+# First Gregorian year of each era, and its last year number where the era has ended.
+_ERAS = {"明治": (1868, 45), "大正": (1912, 15), "昭和": (1926, 64), "平成": (1989, 31), "令和": (2019, None)}
+_ERA_YEAR = re.compile(r"(明治|大正|昭和|平成|令和)\s*(元|\d+|[〇一二三四五六七八九十]+)\s*年度?")
+_AD_YEAR = re.compile(r"(\d{4})\s*年?度?")
+_AD_RANGE = (1868, 2100)
+
+
+def gregorian_year(value: int | str) -> int:
+    """The Gregorian year of a JBE-QA `year`: 平成27年 -> 2015, 平成３０年 -> 2018, 令和元年 -> 2019,
+    令和６年 -> 2024 (half- or full-width or kanji digits); an integer or "2024" is already Gregorian."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"expected an era year such as '令和5年' or a Gregorian year, got {value!r}")
+    if isinstance(value, int):
+        year = value
+    else:
+        text = unicodedata.normalize("NFKC", value).strip()  # full-width digits, and ㍻/㋿ to 平成/令和
+        if m := _ERA_YEAR.fullmatch(text):
+            era, num = m.group(1), m.group(2)
+            if num == "元":
+                n = 1
+            elif num.isdigit():
+                n = int(num)
+            else:
+                from ..ja.numerals import kanji_to_int
+
+                n = kanji_to_int(num)
+            start, last = _ERAS[era]
+            if n < 1 or (last is not None and n > last):
+                raise ValueError(f"{value!r} does not exist: {era} runs from 元年 to "
+                                 f"{f'{last}年' if last else 'today'}")
+            return start + n - 1
+        if not (m := _AD_YEAR.fullmatch(text)):
+            raise ValueError(f"cannot read the year {value!r}: expected an era year such as '平成27年', '令和元年' "
+                             f"or '令和５年', or a Gregorian year such as 2015")
+        year = int(m.group(1))
+    if not _AD_RANGE[0] <= year <= _AD_RANGE[1]:
+        raise ValueError(f"year {value!r} is not a Gregorian year between {_AD_RANGE[0]} and {_AD_RANGE[1]}")
+    return year
+
+
 class JBEQAItem(BaseModel):
-    """The real dataset's schema. Unknown extra columns are ignored."""
+    """The real dataset's schema. Unknown extra columns are ignored; `year` is kept as given, and
+    `year_ad` is its Gregorian year."""
 
     model_config = ConfigDict(extra="ignore")
 
     id: str
-    year: int
+    year: int | str
     subject: str
     subject_jp: str
     theme: str | None = None
@@ -76,6 +124,17 @@ class JBEQAItem(BaseModel):
     def _id(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
+    @field_validator("year", mode="before")
+    @classmethod
+    def _year(cls, v: Any) -> Any:
+        gregorian_year(v)
+        return v
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def year_ad(self) -> int:
+        return gregorian_year(self.year)
+
 
 def load_items(path: str, split: str) -> list[Item]:
     items, seen = [], set()
@@ -87,12 +146,14 @@ def load_items(path: str, split: str) -> list[Item]:
             field = ".".join(str(x) for x in err["loc"])
             rid = raw.get("id")
             rec = f"{where} (id {rid})" if rid is not None else where
-            got = f", got {err['input']!r}" if err["type"] != "missing" else ""
-            msg = "missing" if err["type"] == "missing" else err["msg"]
+            got = f", got {err['input']!r}" if err["type"] not in ("missing", "value_error") else ""
+            msg = ("missing" if err["type"] == "missing" else
+                   str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"])
             raise InputError(f"{msg}{got}"[:300], file=str(path), record=rec, field=field) from None
         if (it.label == "Y") != it.answer:
-            raise InputError(f"label {it.label!r} disagrees with answer {it.answer}", file=str(path),
-                             record=f"{where} (id {it.id})", field="label")
+            raise InputError(f"label {it.label!r} disagrees with answer {str(it.answer).lower()} (label 'Y' "
+                             f"goes with answer true, 'N' with false)", file=str(path),
+                             record=f"{where} (id {it.id})", field="label/answer")
         if it.id in seen:
             raise InputError("duplicate id", file=str(path), record=f"{where} (id {it.id})", field="id")
         seen.add(it.id)
@@ -168,7 +229,7 @@ class JBEQATask(Task):
                      choices=LABELS if mode == "logprob" else None, overflow=self.options.overflow)
 
     def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
-        rec: dict[str, Any] = {"id": item["id"], "subject": item["subject_jp"], "year": item["year"],
+        rec: dict[str, Any] = {"id": item["id"], "subject": item["subject_jp"], "year": item["year_ad"],
                                "output": result.text, "finish_reason": result.finish_reason,
                                "gold": int(item["answer"])}
         if result.finish_reason == "overflow":
