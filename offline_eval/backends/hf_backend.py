@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, hf_encode, hf_render, hf_vocab_bytes, read_chat_template
+from .base import Backend, LoadSpec, Progress, hf_vocab_bytes
+from .chat import choose_template, hf_encode, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
 
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -40,7 +41,7 @@ class HFBackend(Backend):
             kwargs["quantization_config"] = _quantization_config(spec.quantization)
         kwargs.update(spec.engine_args)
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
-        self.chat_template = read_chat_template(spec.chat_template)
+        self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._compiler: Any = None
 
     def render(self, r: Request) -> str:

@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, read_chat_template, render_chat
+from .base import Backend, LoadSpec, Progress
+from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
 
 
@@ -32,7 +32,8 @@ class LlamaCppBackend(Backend):
         kwargs.update(spec.engine_args)
         self.llm = Llama(**kwargs)
         meta = self.llm.metadata
-        self.chat_template = read_chat_template(spec.chat_template) or meta.get("tokenizer.chat_template")
+        # None: the plain prompt format (chat_template none, or auto on a GGUF without a template)
+        self.chat_template = choose_template(spec.chat_template, meta.get("tokenizer.chat_template"))
         self._bos = self._piece(self.llm.token_bos())
         self._eos = self._piece(self.llm.token_eos())
         self._grammars: dict[str, Any] = {}
@@ -43,16 +44,17 @@ class LlamaCppBackend(Backend):
     def render(self, r: Request) -> str:
         if r.messages is None:
             return r.prompt or ""
-        if not self.chat_template:
-            raise InputError("the GGUF has no tokenizer.chat_template; set chat_template in models.yaml",
-                             file=self.spec.path, field="chat_template")
+        if self.chat_template is None:
+            return render_plain(r.message_dicts())
         return render_chat(self.chat_template, r.message_dicts(), self._bos, self._eos)
 
     def encode_text(self, text: str, add_bos: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
-        return [self.encode_text(self.render(r), add_bos=r.messages is None) for r in requests]
+        # add_bos adds BOS only where the GGUF's tokenizer.ggml.add_bos_token asks for it.
+        return [self.encode_text(self.render(r), add_bos=adds_special_tokens(r, self.chat_template))
+                for r in requests]
 
     def _grammar(self, r: Request) -> Any:
         if r.constraint is None:

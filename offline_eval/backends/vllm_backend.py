@@ -9,7 +9,8 @@ from typing import Any, Sequence
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
 from .grammars import xgrammar_ebnf
-from .base import Backend, LoadSpec, Progress, hf_render, hf_vocab_bytes, logsumexp, read_chat_template
+from .base import Backend, LoadSpec, Progress, hf_vocab_bytes, logsumexp
+from .chat import adds_special_tokens, choose_template, hf_own_template, hf_render
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
@@ -42,7 +43,7 @@ class VLLMBackend(Backend):
         kwargs.update(spec.engine_args)
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.chat_template = read_chat_template(spec.chat_template)
+        self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._param_cache: dict[Any, Any] = {}
 
     def render(self, r: Request) -> str:
@@ -57,13 +58,13 @@ class VLLMBackend(Backend):
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         # One conversation per call: the batched form of apply_chat_template measured 8x slower.
         texts = [self.render(r) for r in requests]
-        chat = [r.messages is not None for r in requests]
-        if all(chat):
+        special = [adds_special_tokens(r, self.chat_template) for r in requests]
+        if len(set(special)) == 1:
             fast = getattr(self.tokenizer, "_tokenizer", None)  # the Rust tokenizer: 1.5x faster in batch
             if fast is not None and hasattr(fast, "encode_batch"):
-                return [e.ids for e in fast.encode_batch(texts, add_special_tokens=False)]
-            return list(self.tokenizer(texts, add_special_tokens=False)["input_ids"])
-        return [self.tokenizer.encode(t, add_special_tokens=not c) for t, c in zip(texts, chat)]
+                return [e.ids for e in fast.encode_batch(texts, add_special_tokens=special[0])]
+            return list(self.tokenizer(texts, add_special_tokens=special[0])["input_ids"])
+        return [self.tokenizer.encode(t, add_special_tokens=s) for t, s in zip(texts, special)]
 
     def _params(self, r: Request, **over: Any) -> Any:
         # Requests that share sampling and constraint share one SamplingParams object.
