@@ -9,15 +9,19 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from .backends.base import LazyBackend
+from .backends.chat import model_prompt_format
 from .config import ModelSpec, SweepConfig, data_path_problems
 from .errors import InputError, OfflineEvalError
 from .fileio import write_json_atomic, write_jsonl_atomic
+from .lock import OutputLock
+from .metrics.ranking import has_score, rank_key
 from .memory import PeakMemory, weights_bytes
 from .runner import Runner
 from .store import Store
@@ -78,9 +82,18 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
         return {"runs": [], "planned": len(loads)}
 
     out.mkdir(parents=True, exist_ok=True)
-    store = Store(out / "store.sqlite")
+    with OutputLock(out):
+        return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log)
+
+
+def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str, int]], tasks: list[PlannedTask],
+                  index: dict[int, int], source: str, fresh: bool, progress: bool | None, log: Log) -> dict[str, Any]:
+    store = Store(out / "store.sqlite", move_aside_if_corrupt=fresh, log=log)
     summary = _load_summary(out)
-    failures: list[dict[str, Any]] = []
+    attempted = {m.run_name(v, c) for m, v, c in loads}
+    # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
+    failures: list[dict[str, Any]] = [f for f in summary.get("failures") or []
+                                      if isinstance(f, dict) and f.get("run") not in attempted]
     try:
         for k, (m, variant, ctx) in enumerate(loads, 1):
             run = m.run_name(variant, ctx)
@@ -99,8 +112,16 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
                 failures.append(_failure(m, variant, ctx, str(e)))
             except MemoryError:
                 failures.append(_failure(m, variant, ctx, "out of memory"))
+            except Exception as e:  # noqa: BLE001 - a damaged model file can break any reader; fail this run only
+                if os.environ.get("OFFLINE_EVAL_DEBUG"):
+                    raise
+                first = str(e).splitlines()[0] if str(e) else ""
+                failures.append(_failure(m, variant, ctx, f"{type(e).__name__}: {first}"))
             if failures and failures[-1]["run"] == run:
                 log(f"[{run}] FAILED: {failures[-1]['reason']}")
+                # One current state per run: a failed run leaves the leaderboard, whatever an earlier
+                # sweep stored for it (its outputs stay in the store, so a fixed re-run costs nothing).
+                summary["runs"] = [r for r in summary["runs"] if r.get("run") != run]
         done = {m.run_name(v, c) for m, v, c in loads}
         _run_evaluations(tasks, done, store, out, summary, cfg.runner.chunk_size, fresh, progress, log, failures)
     finally:
@@ -127,9 +148,11 @@ def leaderboards(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         row = {"run": r["run"], "metric": metric, "value": value}
         if metric == "adj_score" and isinstance(value, (int, float)):
             row["tier"] = tier(value)
+        if not isinstance(value, (int, float)):
+            row["value"], row["note"] = None, "no items"
         out.setdefault(r["setting"], []).append(row)
     for rows in out.values():
-        rows.sort(key=lambda x: (-(x["value"] if isinstance(x["value"], (int, float)) else float("-inf")), x["run"]))
+        rows.sort(key=lambda x: rank_key(x["value"], x["run"]))
     return dict(sorted(out.items()))
 
 
@@ -149,7 +172,7 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                summary: dict[str, Any], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
     run = m.run_name(variant, ctx)
     spec = m.load_spec(variant, ctx)
-    engine = _LoggingEngine(spec, run, log)
+    engine = _LoggingEngine(spec, run, log, store)
     size = weights_bytes(spec.path)
     try:
         runner = Runner(engine, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
@@ -165,13 +188,15 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 metrics = t.task.aggregate(records, setting)
                 entry = {"model": m.name, "variant": variant, "backend": m.backend, "run": run,
                          "max_model_len": ctx, "task": t.name, "setting": name, "options": setting,
+                         "prompt_format": engine.prompt_format,
                          "n_items": len(records), "primary_metric": t.task.primary_metric, "metrics": metrics,
                          "weights_mb": round(size / 2**20, 2),
                          "throughput": {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}}
                 _put_run(summary, entry)
                 write_json_atomic(out / "summary.json", summary)
-                log(f"[{run}] {name}: " + ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy",
-                    "faithfulness", "score") if k in metrics) + f"  ({stats.n_generated} generated, {stats.n_cached} "
+                shown = ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy", "faithfulness", "score")
+                                  if has_score(metrics.get(k)))
+                log(f"[{run}] {name}: " + (shown or "no items scored") + f"  ({stats.n_generated} generated, {stats.n_cached} "
                     f"cached, {stats.throughput()['items_per_s']:.1f} items/s)")
     finally:
         engine.close()
@@ -180,9 +205,12 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
 class _LoggingEngine(LazyBackend):
     """Loads on the first stored-output miss, says so, and turns engine crashes at load into one line."""
 
-    def __init__(self, spec: Any, run: str, log: Log) -> None:
-        super().__init__(spec)
+    def __init__(self, spec: Any, run: str, log: Log, store: Store) -> None:
+        super().__init__(spec, store)
         self.run, self.log = run, log
+        self.prompt_format = model_prompt_format(spec.chat_template, spec.backend, spec.path)
+        if self.prompt_format == "plain" and spec.chat_template is None:
+            log(f"[{run}] the model has no chat template: prompts use the plain format (chat_template: auto)")
 
     def get(self) -> Any:
         if not self.loaded:
@@ -233,7 +261,7 @@ def _run_evaluations(tasks: list[PlannedTask], done: set[str], store: Store, out
         run = ev.run_name(variant, ctx)
         n = sum(len(staged[i][3].requests) for i in users)
         log(f"[evaluator] {run}: {n} outputs of {len({e['run'] for i in users for e in staged[i][1]})} run(s)")
-        engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log)
+        engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store)
         runner = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh, progress=progress)
         try:
             for i in users:

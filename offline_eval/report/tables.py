@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..metrics.ranking import has_score, rank_key
+
 
 @dataclass
 class Table:
@@ -32,12 +34,12 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
     """LegalEval-Q: ranked by AdjScore = mu^2 / (mu + sigma)."""
     from ..metrics.adjscore import tier
 
-    ranked = sorted(runs, key=lambda r: (-(r["metrics"].get("adj_score") or 0), r["run"]))
+    ranked = sorted(runs, key=lambda r: rank_key(r["metrics"].get("adj_score"), r["run"]))
     rows = []
     for i, r in enumerate(ranked, 1):
         m = r["metrics"]
         adj = m.get("adj_score")
-        rows.append([str(i), r["run"], _f(m.get("mean"), 2), _f(m.get("std"), 2), _f(m.get("median"), 2),
+        rows.append([str(i) if has_score(adj) else "– (no items)", r["run"], _f(m.get("mean"), 2), _f(m.get("std"), 2), _f(m.get("median"), 2),
                      _f(adj, 2), tier(adj) if isinstance(adj, (int, float)) else "–",
                      _f(m.get("adj_score_delta"), 2), _f(m.get("n_scored")), _f(m.get("evaluator_parse_failures")),
                      _f(m.get("truncated_answers")), (r.get("evaluator") or {}).get("run", "–")])
@@ -51,10 +53,14 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
 def leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
     if task == "legalevalq":
         return quality_leaderboard(runs, task)
-    ranked = sorted(runs, key=lambda r: (-(r["metrics"].get("f1") or 0), r["run"], r["setting"]))
+    ranked = sorted(runs, key=lambda r: rank_key(r["metrics"].get("f1"), r["run"], r["setting"]))
     rows = []
     for i, r in enumerate(ranked, 1):
         m = r["metrics"]
+        if not has_score(m.get("f1")):
+            rows.append(["–", r["run"], r["setting"], "no items", "no items", "–", _f(m.get("parse_failures")),
+                         _f(m.get("n_skipped")), _f(m.get("n_scored"))])
+            continue
         rows.append([str(i), r["run"], r["setting"], _ci(m, "f1"), _ci(m, "accuracy"), _f(m.get("faithfulness")),
                      _f(m.get("parse_failures")), _f(m.get("n_skipped")), _f(m.get("n_scored"))])
     return Table(f"Leaderboard: {task}", ["#", "run", "setting", "F1 [95% CI]", "accuracy [95% CI]", "faithfulness",

@@ -33,6 +33,31 @@ _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{b
         "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0}img{max-width:100%}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3}")
 
 
+_RUN_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "run": str, "setting": str, "task": str, "model": str, "metrics": dict, "throughput": dict}
+
+
+def _check_summary(summary: object, path: Path) -> None:
+    """The structure the report reads, checked first, so a damaged file is one line naming the field."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("runs"), list):
+        raise InputError("not an offline-eval summary (expected an object with a `runs` list)", file=str(path),
+                         field="runs")
+    for i, r in enumerate(summary["runs"]):
+        if not isinstance(r, dict):
+            raise InputError("expected an object", file=str(path), record=i, field=f"runs.{i}")
+        for key, kind in _RUN_FIELDS.items():
+            if not isinstance(r.get(key), kind):
+                what = "missing" if key not in r else f"expected {getattr(kind, '__name__', kind)}"
+                raise InputError(f"{what}; re-run the sweep to rewrite summary.json", file=str(path), record=i,
+                                 field=f"runs.{i}.{key}")
+    for key in ("failures", "ablations"):
+        if not isinstance(summary.get(key, []), list):
+            raise InputError("expected a list", file=str(path), field=key)
+    for i, f in enumerate(summary.get("failures") or []):
+        if not isinstance(f, dict) or not isinstance(f.get("run"), str) or not isinstance(f.get("reason"), str):
+            raise InputError("expected {run, reason}", file=str(path), record=i, field=f"failures.{i}")
+
+
 def write_report(out_dir: str | Path) -> Path:
     out = Path(out_dir)
     p = out / "summary.json"
@@ -42,6 +67,7 @@ def write_report(out_dir: str | Path) -> Path:
         summary = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
+    _check_summary(summary, p)
     tables = build_tables(summary)
     failures = summary.get("failures") or []
     plots = all_plots(summary)
