@@ -26,6 +26,13 @@ class InputError(OfflineEvalError):
         super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
 
 
+class EngineError(OfflineEvalError):
+    """An engine failed on a request (a refused grammar, an error inside generation): that run fails, the
+    sweep goes on."""
+
+    exit_code = 1
+
+
 class MissingExtraError(OfflineEvalError):
     def __init__(self, extra: str, module: str) -> None:
         super().__init__(f"the '{module}' engine is not installed: pip install 'offline-eval[{extra}]'")

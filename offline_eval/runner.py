@@ -4,15 +4,28 @@ send the misses in as few engine calls as memory allows, and store each chunk as
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from tqdm import tqdm
 
 from .backends.base import Backend, LazyBackend
-from .errors import InputError
+from .errors import EngineError, InputError, OfflineEvalError
 from .requests import Phase, Request, Result, request_json, request_key
 from .store import Store
+
+
+@contextmanager
+def engine_errors(phase: str) -> Iterator[None]:
+    """An exception from inside an engine fails this run in one line; the sweep goes on with the next."""
+    try:
+        yield
+    except (OfflineEvalError, MemoryError):
+        raise
+    except Exception as e:  # noqa: BLE001 - engines raise anything (numpy, CUDA, ValueError); keep it one line
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        raise EngineError(f"the engine failed in {phase}: {type(e).__name__}: {first}") from e
 
 
 @dataclass
@@ -57,8 +70,9 @@ class Runner:
 
         if misses:
             backend = self._get()
-            todo = self._fitting(phase, backend, [(k, phase.requests[first[k]], rjson[first[k]]) for k in misses],
-                                 done, first)
+            with engine_errors(phase.name):
+                todo = self._fitting(phase, backend, [(k, phase.requests[first[k]], rjson[first[k]])
+                                                      for k in misses], done, first)
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
             todo.sort(key=lambda t: t[2])
             bar = tqdm(total=len(todo), desc=phase.name, unit="req", disable=True if self.progress is False else None,
@@ -68,10 +82,11 @@ class Runner:
                     chunk = todo[c:c + self.chunk_size]
                     rs = [t[1] for t in chunk]
                     ids = [t[2] for t in chunk]
-                    if phase.method == "generate":
-                        results = backend.generate(rs, ids, progress=bar.update)
-                    else:
-                        results = backend.choice_logprobs(rs, phase.choices or (), ids, progress=bar.update)
+                    with engine_errors(phase.name):
+                        if phase.method == "generate":
+                            results = backend.generate(rs, ids, progress=bar.update)
+                        else:
+                            results = backend.choice_logprobs(rs, phase.choices or (), ids, progress=bar.update)
                     stats.engine_calls += 1
                     rows = []
                     for (k, _, _, rj, primaries), res in zip(chunk, results):

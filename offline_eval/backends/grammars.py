@@ -8,8 +8,10 @@ strings that strict JSON parsing accepts.
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import lru_cache
+from typing import Any
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 
@@ -54,13 +56,58 @@ def gbnf(c: Constraint) -> str:
     if isinstance(c, Choice):
         return choice_grammar(c)
     if isinstance(c, JsonSchema):
-        text = lg.json_schema_to_gbnf(json.dumps(_bounded_ints_as_enums(c.schema)))
-        return _GBNF_SPACE.sub('space ::= ""', _tighten_gbnf_chars(text))
+        conv = _gbnf_converter(lg)
+        conv.visit(conv.resolve_refs(_bounded_ints_as_enums(c.schema), "stdin"), "")
+        return _GBNF_SPACE.sub('space ::= ""', _tighten_gbnf_chars(conv.format_grammar()))
     if isinstance(c, Regex):
         conv = lg.SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=True)
         conv.visit({"type": "string", "pattern": _anchor(c.pattern)}, "")
         return _tighten_gbnf_chars(conv.format_grammar())
     raise TypeError(f"unknown constraint {c!r}")
+
+
+# llama.cpp's parser refuses a grammar whose repetitions expand past 2,000 rules, and llama-cpp-python's
+# converter writes maxLength N as N nested optional groups: maxLength 1200 was refused (and the refusal
+# crashed the process). Bounded strings are rewritten into chunks of about sqrt(N) characters instead.
+_DIRECT_MAX = 100
+
+
+def _gbnf_converter(lg: Any) -> Any:
+    class Converter(lg.SchemaConverter):  # type: ignore[misc, name-defined]
+        def visit(self, schema: dict[str, Any], name: str) -> str:
+            bounded = ("minLength" in schema or "maxLength" in schema) and schema.get("type") == "string"
+            if not bounded or any(k in schema for k in ("pattern", "format", "enum", "const", "$ref")):
+                return str(super().visit(schema, name))
+            char = self._add_primitive("char", lg.PRIMITIVE_RULES["char"])
+            rule_name = name + "-" if name in lg.RESERVED_NAMES else name or "root"
+            body = self._bounded(rule_name, char, int(schema.get("minLength", 0)), schema.get("maxLength"))
+            return str(self._add_rule(rule_name, r'"\"" ' + body + r' "\"" space'))
+
+        def _bounded(self, rule: str, char: str, lo: int, hi: int | None) -> str:
+            parts = [self._exactly(rule, char, lo)] if lo else []
+            if hi is None:
+                parts.append(f"{char}*")
+            elif hi - lo > _DIRECT_MAX:
+                n = hi - lo
+                size = math.isqrt(n - 1) + 1
+                q, r = divmod(n, size)
+                chunk = self._add_rule(f"{rule}-chunk", f"{char}{{{size}}}")
+                # 0 .. q*size-1 characters, or q full chunks and 0 .. r more: exactly 0 .. n in all.
+                tail = f" {char}{{0,{r}}}" if r else ""
+                parts.append(f"({chunk}{{0,{q - 1}}} {char}{{0,{size - 1}}} | {chunk}{{{q}}}{tail})")
+            elif hi > lo:
+                parts.append(f"{char}{{0,{hi - lo}}}")
+            return " ".join(parts) if parts else ""
+
+        def _exactly(self, rule: str, char: str, n: int) -> str:
+            if n <= _DIRECT_MAX:
+                return f"{char}{{{n}}}"
+            size = math.isqrt(n)
+            q, r = divmod(n, size)
+            chunk = self._add_rule(f"{rule}-min", f"{char}{{{size}}}")
+            return f"{chunk}{{{q}}}" + (f" {char}{{{r}}}" if r else "")
+
+    return Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
 
 
 def _bounded_ints_as_enums(node: object) -> object:

@@ -8,12 +8,18 @@ from typing import Any, Sequence
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, hf_vocab_bytes
+from .base import Backend, LoadSpec, Progress, check_engine_args, hf_vocab_bytes
 from .chat import choose_template, hf_encode, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
 
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
            "float32": "float32", "fp32": "float32", "auto": "auto"}
+
+
+# from_pretrained passes unknown keywords on to the model config, so only the clashes can be caught here.
+_RESERVED = {"pretrained_model_name_or_path": "path (or a variant's file)", "trust_remote_code": "trust_remote_code",
+             "dtype": "a variant's dtype", "torch_dtype": "a variant's dtype",
+             "quantization_config": "a variant's quantization"}
 
 
 class HFBackend(Backend):
@@ -39,6 +45,7 @@ class HFBackend(Backend):
         kwargs["dtype"] = dtype if dtype == "auto" else getattr(torch, dtype)
         if spec.quantization:
             kwargs["quantization_config"] = _quantization_config(spec.quantization)
+        check_engine_args(spec, None, _RESERVED)
         kwargs.update(spec.engine_args)
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain

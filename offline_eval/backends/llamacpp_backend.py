@@ -11,10 +11,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import EngineError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress
+from .base import Backend, LoadSpec, Progress, check_engine_args, signature_params
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
+
+
+_RESERVED = {"model_path": "path (or a variant's file)", "n_ctx": "max_model_len", "seed": "seed",
+             "n_gpu_layers": "n_gpu_layers", "n_threads": "threads", "chat_format": "chat_template"}
 
 
 class LlamaCppBackend(Backend):
@@ -29,6 +34,7 @@ class LlamaCppBackend(Backend):
                                       n_batch=min(512, spec.max_model_len))
         if spec.threads:
             kwargs["n_threads"] = spec.threads
+        check_engine_args(spec, signature_params(Llama.__init__), _RESERVED)
         kwargs.update(spec.engine_args)
         self.llm = Llama(**kwargs)
         meta = self.llm.metadata
@@ -63,8 +69,24 @@ class LlamaCppBackend(Backend):
 
         text = gbnf(r.constraint)
         if text not in self._grammars:
+            self._check_grammar(text, r)
             self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[text]
+
+    def _check_grammar(self, text: str, r: Request) -> None:
+        """Parse the grammar with llama.cpp's own parser first: llama-cpp-python would put the NULL sampler
+        that a refused grammar gives into its chain, and the process would die with SIGSEGV."""
+        import llama_cpp
+
+        from ..quiet import native_stderr_silenced
+
+        with native_stderr_silenced():
+            sampler = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, text.encode("utf-8"), b"root")
+        if not sampler:
+            kind = type(r.constraint).__name__
+            raise EngineError(f"llama.cpp refused the grammar for a {kind} constraint ({len(text)} characters of "
+                              f"GBNF); run with --debug to see llama.cpp's parse error")
+        llama_cpp.llama_sampler_free(sampler)
 
     def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
                  progress: Progress = None) -> list[Result]:

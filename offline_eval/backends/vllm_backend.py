@@ -9,11 +9,26 @@ from typing import Any, Sequence
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
 from .grammars import xgrammar_ebnf
-from .base import Backend, LoadSpec, Progress, hf_vocab_bytes, logsumexp
+from .base import Backend, LoadSpec, Progress, check_engine_args, hf_vocab_bytes, logsumexp, signature_params
 from .chat import adds_special_tokens, choose_template, hf_own_template, hf_render
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+
+
+_RESERVED = {"model": "path (or a variant's file)", "max_model_len": "max_model_len", "seed": "seed",
+             "trust_remote_code": "trust_remote_code", "tensor_parallel_size": "tensor_parallel_size",
+             "enable_prefix_caching": "enable_prefix_caching", "dtype": "a variant's dtype",
+             "quantization": "a variant's quantization", "gpu_memory_utilization": "gpu_memory_utilization"}
+
+
+def _engine_arg_names(llm_cls: Any) -> set[str]:
+    """LLM(...) passes unknown keywords on to EngineArgs, whose fields are the rest of what it accepts."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    return signature_params(llm_cls.__init__) | {f.name for f in dataclasses.fields(EngineArgs)}
 
 
 class VLLMBackend(Backend):
@@ -40,6 +55,7 @@ class VLLMBackend(Backend):
             kwargs["dtype"] = spec.dtype
         if spec.quantization:
             kwargs["quantization"] = spec.quantization
+        check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
