@@ -14,8 +14,16 @@ _QUIET_ENV = {"VLLM_LOGGING_LEVEL": "WARNING", "VLLM_CONFIGURE_LOGGING": "1", "T
               "TRANSFORMERS_VERBOSITY": "error"}
 
 
-def _csv(v: str | None) -> list[str] | None:
-    return [x.strip() for x in v.split(",") if x.strip()] if v else None
+def _csv(v: str | None, flag: str = "") -> list[str] | None:
+    """A comma-separated option: None when not given; a given but empty list is an error, not "all"."""
+    if v is None:
+        return None
+    items = [x.strip() for x in v.split(",") if x.strip()]
+    if not items:
+        from .errors import InputError
+
+        raise InputError(f"empty list {v!r}; give comma-separated names, or leave the option out", field=flag)
+    return items
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
@@ -23,7 +31,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .sweep import run_sweep
 
     cfg = load_config(a.config)
-    s = run_sweep(cfg, source=a.config, out_dir=a.out, only=_csv(a.only), only_tasks=_csv(a.tasks),
+    s = run_sweep(cfg, source=a.config, out_dir=a.out, only=_csv(a.only, "--only"),
+                  only_tasks=_csv(a.tasks, "--tasks"),
                   limit=a.limit, fresh=a.fresh, dry_run=a.dry_run)
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
@@ -45,7 +54,13 @@ def cmd_run(a: argparse.Namespace) -> int:
     model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
                              "max_model_len": a.max_model_len, "variants": variant}
     if a.chat_template:
-        model["chat_template"] = a.chat_template
+        from .backends.chat import checked_setting
+        from .errors import InputError
+
+        try:
+            model["chat_template"] = checked_setting(a.chat_template)
+        except ValueError as e:
+            raise InputError(str(e), field="--chat-template") from None
     opts: dict[str, Any] = {"data": a.data}
     if a.shots is not None:
         opts["shots"] = a.shots
@@ -85,11 +100,17 @@ def _field_map(text: str | None) -> dict[str, Any] | None:
 
 
 def cmd_data_validate(a: argparse.Namespace) -> int:
+    """The same loaders and checks as a sweep, so a file that validates is a file the sweep accepts."""
+    from .errors import InputError
     from .tasks import make_task
     from .tasks.legalrikai.schema import SCHEMAS, load_items
 
+    fmap = _field_map(a.field_map)
+    if fmap is not None and a.task not in SCHEMAS and a.task != "legalrikai":
+        raise InputError(f"task {a.task} has no field map; --field-map is for LegalRikai data", field="--field-map")
     if a.task in SCHEMAS:
-        fmap = _field_map(a.field_map)
+        if fmap and any(isinstance(v, dict) for v in fmap.values()):
+            raise InputError(f"give {a.task}'s map flat ({{\"our_field\": \"their_field\"}})", field="--field-map")
         print(f"{a.path}: OK ({len(load_items(a.task, a.path, a.split, fmap))} {a.task} items)")
         return 0
     if a.task == "legalevalq":
@@ -103,8 +124,8 @@ def cmd_data_validate(a: argparse.Namespace) -> int:
     opts: dict[str, Any] = {"data": a.path}
     if a.task == "legalrikai":
         opts["split"] = a.split
-        if a.field_map:
-            opts["field_map"] = _field_map(a.field_map)
+        if fmap:
+            opts["field_map"] = fmap
     task = make_task(a.task, opts, source="command line")
     print(f"{a.path}: OK ({task.validate_data(a.path)})")
     return 0
@@ -185,7 +206,7 @@ def cmd_ja_check(a: argparse.Namespace) -> int:
 def cmd_quantize(a: argparse.Namespace) -> int:
     from .quantize import quantize
 
-    for path in quantize(a.src, _csv(a.to) or [], a.out_dir, a.threads):
+    for path in quantize(a.src, _csv(a.to, "--to") or [], a.out_dir, a.threads):
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return 0
 
@@ -206,9 +227,7 @@ def cmd_leq_train(a: argparse.Namespace) -> int:
 
 
 def cmd_leq_predict(a: argparse.Namespace) -> int:
-    import json
-
-    from .fileio import write_jsonl_atomic
+    from .fileio import dumps, write_jsonl_atomic
     from .metrics.adjscore import summarize
     from .tasks.legalevalq.data import load_annotated
     from .tasks.legalevalq.scorer import Scorer
@@ -225,7 +244,7 @@ def cmd_leq_predict(a: argparse.Namespace) -> int:
     scores = scorer.predict(rows)
     if a.out:
         write_jsonl_atomic(a.out, [{**r, "predicted": s} for r, s in zip(rows, scores)])
-    print(json.dumps(summarize(scores), ensure_ascii=False))
+    print(dumps(summarize(scores)))
     return 0
 
 
@@ -255,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=["constrained", "free", "logprob"])
     r.add_argument("--limit", type=int)
     r.add_argument("--max-model-len", type=int, default=4096)
-    r.add_argument("--chat-template", help="Jinja chat template file overriding the model's")
+    r.add_argument("--chat-template", metavar="auto|none|FILE|TEXT",
+                   help="auto (default): the model's own chat template, or the plain prompt format if it has none; "
+                        "none: always the plain format (base models); or a Jinja template file or text")
     r.add_argument("--fresh", action="store_true")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)

@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, ValidationInfo,
+                      field_validator)
+from pydantic_core import PydanticCustomError
 
 from .backends.base import BACKEND_NAMES, LoadSpec
+from .backends.chat import checked_setting, normalize_setting, spec_template
 from .errors import InputError, is_url
 
 
@@ -34,16 +37,19 @@ class ModelSpec(Strict):
     backend: Literal["vllm", "llamacpp", "transformers"]
     path: str
     variants: dict[str, VariantSpec] = Field(default_factory=lambda: {"default": VariantSpec()})
-    max_model_len: int | list[int] = Field(4096, description="context length, or a list: one run per length")
-    tensor_parallel_size: int = Field(1, ge=1)
+    # Strict: YAML's `true` must not become context length 1, nor "8192" a number by accident.
+    max_model_len: StrictInt | list[StrictInt] = Field(4096, description="context length, or a list: one run "
+                                                                          "per length")
+    tensor_parallel_size: StrictInt = Field(1, ge=1)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
-    n_gpu_layers: int | None = None
-    threads: int | None = Field(None, ge=1)
-    batch_size: int = Field(16, ge=1)
-    enable_prefix_caching: bool = True
-    chat_template: str | None = None
-    trust_remote_code: bool = False
-    seed: int = 0
+    n_gpu_layers: StrictInt | None = None
+    threads: StrictInt | None = Field(None, ge=1)
+    batch_size: StrictInt = Field(16, ge=1)
+    enable_prefix_caching: StrictBool = True
+    chat_template: str | None = Field(None, description="auto (default): the model's own, or the plain format "
+                                                        "if it has none; none: always plain; a file; template text")
+    trust_remote_code: StrictBool = False
+    seed: StrictInt = 0
     engine_args: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("max_model_len")
@@ -53,6 +59,15 @@ class ModelSpec(Strict):
         if not values or any(x <= 0 for x in values) or len(set(values)) != len(values):
             raise ValueError("context lengths must be positive and distinct")
         return v
+
+    @field_validator("chat_template")
+    @classmethod
+    def _chat_template(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # A missing file or a broken template fails here, before any engine starts, never becoming the prompt.
+        try:
+            return checked_setting(v, (info.context or {}).get("base"))
+        except ValueError as e:
+            raise PydanticCustomError("chat_template", "{problem}", {"problem": str(e)}) from None
 
     def contexts(self) -> list[int]:
         return list(self.max_model_len) if isinstance(self.max_model_len, list) else [self.max_model_len]
@@ -76,7 +91,7 @@ class ModelSpec(Strict):
         return LoadSpec(
             name=self.name, backend=self.backend, path=v.file or self.path, variant=variant,
             max_model_len=ctx or self.contexts()[0], dtype=v.dtype, quantization=v.quantization,
-            chat_template=self.chat_template, trust_remote_code=self.trust_remote_code, seed=self.seed,
+            chat_template=spec_template(self.chat_template), trust_remote_code=self.trust_remote_code, seed=self.seed,
             tensor_parallel_size=self.tensor_parallel_size, gpu_memory_utilization=self.gpu_memory_utilization,
             n_gpu_layers=self.n_gpu_layers, threads=self.threads, batch_size=self.batch_size,
             enable_prefix_caching=self.enable_prefix_caching, engine_args={**self.engine_args, **v.options})
@@ -102,7 +117,7 @@ class ModelSpec(Strict):
 
 
 class RunnerSpec(Strict):
-    chunk_size: int = Field(512, ge=1, description="requests per engine call; bounds memory, and a crash "
+    chunk_size: StrictInt = Field(512, ge=1, description="requests per engine call; bounds memory, and a crash "
                                                     "loses at most one chunk")
 
 
@@ -132,6 +147,30 @@ def format_validation_error(e: ValidationError, file: str | None, prefix: str = 
     return InputError(msg + more, file=file, field=loc or None)
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, first: int, again: int, field: str) -> None:
+        super().__init__(f"duplicate key '{key}' (lines {first} and {again}); YAML would keep only the last one")
+        self.line, self.field = again, field
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a repeated key in any mapping instead of silently keeping the last."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            try:
+                hash(key)
+            except TypeError:
+                continue  # an unhashable key: SafeLoader refuses it with its own message
+            if key in seen:
+                raise DuplicateKeyError(str(key), seen[key], line, str(key))
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path) -> SweepConfig:
     """Read and validate models.yaml; relative paths resolve against the file's folder."""
     p = Path(path)
@@ -140,28 +179,28 @@ def load_config(path: str | Path) -> SweepConfig:
     if not p.is_file():
         raise InputError("config file not found", file=str(path))
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text", file=str(path)) from None
+    except DuplicateKeyError as e:
+        raise InputError(str(e), file=str(path), record=f"line {e.line}", field=e.field) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
         raise InputError(f"invalid YAML: {getattr(e, 'problem', e)}", file=str(path), record=where) from None
     if not isinstance(raw, dict):
         raise InputError("expected a mapping with `models` and `tasks`", file=str(path))
+    base = p.resolve().parent
     try:
-        cfg = SweepConfig.model_validate(raw)
+        cfg = SweepConfig.model_validate(raw, context={"base": base})
     except ValidationError as e:
         raise format_validation_error(e, str(path)) from None
-    base = p.resolve().parent
     cfg.output_dir = str(_resolve(base, cfg.output_dir))
     for m in cfg.models:
         m.path = _resolve(base, m.path)
         for v in m.variants.values():
             if v.file:
                 v.file = _resolve(base, v.file)
-        if m.chat_template and "{" not in m.chat_template:
-            m.chat_template = _resolve(base, m.chat_template)
     for name, opts in cfg.tasks.items():
         if not isinstance(opts, dict):
             continue
@@ -176,6 +215,9 @@ def load_config(path: str | Path) -> SweepConfig:
             if isinstance(ev, dict):
                 if isinstance(ev.get("path"), str):
                     ev["path"] = _resolve(base, ev["path"])
+                tpl = ev.get("chat_template")
+                if isinstance(tpl, str) and normalize_setting(tpl) not in (None, "none") and "{" not in tpl:
+                    ev["chat_template"] = _resolve(base, tpl)
                 for v in (ev.get("variants") or {}).values():
                     if isinstance(v, dict) and isinstance(v.get("file"), str):
                         v["file"] = _resolve(base, v["file"])

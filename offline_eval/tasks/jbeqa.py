@@ -15,13 +15,13 @@ import re
 import unicodedata
 from typing import Any, Literal, Sequence
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, ValidationError, computed_field,
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, computed_field,
                       field_validator)
 
 from ..constraints import Choice
 from ..datafiles import has_split, read_records
 from ..errors import InputError
-from ..metrics.bootstrap import bootstrap_ci
+from ..metrics.bootstrap import MAX_BOOTSTRAP, bootstrap_ci
 from ..metrics.classification import accuracy, precision_recall_f1
 from ..requests import Phase, Request, Result, Sampling
 from .base import Item, Setting, Task
@@ -38,13 +38,13 @@ class JBEQAOptions(BaseModel):
     data: str = Field(description="JSONL/Parquet file, a folder of {split}.jsonl|.parquet, or a datasets folder")
     split: str = "test"
     train_split: str = "train"
-    shots: list[int] = Field(default_factory=lambda: [0])
-    mode: list[Mode] = Field(default_factory=lambda: ["constrained"])
-    limit: int | None = Field(None, ge=1)
+    shots: list[StrictInt] = Field(default_factory=lambda: [0], min_length=1)
+    mode: list[Mode] = Field(default_factory=lambda: ["constrained"], min_length=1)
+    limit: StrictInt | None = Field(None, ge=1)
     overflow: Literal["skip", "fail"] = "skip"
     exemplar_ids: list[str] | None = None
-    max_tokens: int | None = Field(None, ge=1, description="default: 4 constrained, 32 free")
-    bootstrap: int = Field(1000, ge=0)
+    max_tokens: StrictInt | None = Field(None, ge=1, description="default: 4 constrained, 32 free")
+    bootstrap: StrictInt = Field(1000, ge=0, le=MAX_BOOTSTRAP)
     seed: int = 0
 
     @field_validator("shots", "mode", mode="before")
@@ -245,17 +245,22 @@ class JBEQATask(Task):
             rec["logprobs"] = {k: round(v, 6) for k, v in result.logprobs.items()}
         return rec
 
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
         scored = [r for r in records if not r["skipped"]]
         gold = [bool(r["gold"]) for r in scored]
         pred = [bool(r["pred"]) for r in scored]
+        m: dict[str, float | None] = {"n_scored": len(scored), "n_skipped": len(records) - len(scored),
+                                      "parse_failures": sum(1 for r in scored if r["parsed"] is None)}
+        if not scored:  # no score at all, not a score of 0: such a run ranks last as "no items"
+            m.update(accuracy=None, f1=None, precision=None, recall=None)
+            if setting["mode"] != "logprob":
+                m["faithfulness"] = None
+            return m
         p, r_, f = precision_recall_f1(gold, pred)
-        m: dict[str, float] = {"n_scored": len(scored), "n_skipped": len(records) - len(scored),
-                               "accuracy": accuracy(gold, pred), "f1": f, "precision": p, "recall": r_,
-                               "parse_failures": sum(1 for r in scored if r["parsed"] is None)}
+        m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_)
         if setting["mode"] != "logprob":
-            m["faithfulness"] = (sum(r["scores"]["faithful"] for r in scored) / len(scored)) if scored else 0.0
-        if scored and self.options.bootstrap:
+            m["faithfulness"] = sum(r["scores"]["faithful"] for r in scored) / len(scored)
+        if self.options.bootstrap:
             from ..metrics.classification import f1 as f1_fn
 
             for name, fn in (("f1", f1_fn), ("accuracy", accuracy)):
@@ -275,12 +280,11 @@ class JBEQATask(Task):
         return None if record.get("skipped") else float(record["scores"]["correct"])
 
     def validate_data(self, path: str) -> str:
-        found = []
-        for split in (self.options.split, self.options.train_split):
-            if has_split(path, split):
-                found.append(f"{split}: {len(load_items(path, split))} items")
-        if not found:
-            load_items(path, self.options.split)  # raises the clear error
+        """The scored split is required, as in a sweep; the exemplar split is checked when present."""
+        o = self.options
+        found = [f"{o.split}: {len(load_items(path, o.split))} items"]
+        if o.train_split != o.split and has_split(path, o.train_split):
+            found.append(f"{o.train_split}: {len(load_items(path, o.train_split))} items")
         return "; ".join(found)
 
 

@@ -41,7 +41,16 @@ def _load(path: str, model: type[BaseModel]) -> list[dict[str, Any]]:
 
 
 def load_queries(path: str) -> list[dict[str, Any]]:
-    return _load(path, Query)
+    """Query records; a datasets_id that repeats is an error naming both records."""
+    out = _load(path, Query)
+    first: dict[str, int] = {}
+    for i, q in enumerate(out):
+        key = str(q["datasets_id"])
+        if key in first:
+            raise InputError(f"duplicate datasets_id {key!r} (first in record {first[key] + 1})", file=path,
+                             record=i + 1, field="datasets_id")
+        first[key] = i
+    return out
 
 
 def load_annotated(path: str) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@ model writes a Comment and a Conclusion for each answer; the regression scorer t
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
@@ -64,9 +63,6 @@ class LegalEvalQTask(Task):
         if o.validation_data:
             items += [{**q, "id": f"val:{q['datasets_id']}", "split": "validation"}
                       for q in load_queries(o.validation_data)]
-        dup = [k for k, n in Counter(i["id"] for i in items).items() if n > 1]
-        if dup:
-            raise InputError(f"duplicate datasets_id: {', '.join(dup[:5])}", file=o.data, field="datasets_id")
         return items[: o.limit] if o.limit else items
 
     def build(self, items: Sequence[Item], setting: Setting) -> Phase:

@@ -68,6 +68,10 @@ def load_items(task: str, path: str, split: str = "test", field_map: dict[str, s
 
     schema = SCHEMAS[task]
     fmap = field_map or {}
+    unknown = sorted(set(fmap) - set(schema.model_fields))
+    if unknown:
+        raise InputError(f"unknown field(s) {', '.join(unknown)} for {task}; map some of "
+                         f"{', '.join(schema.model_fields)}", field="field_map")
     items, seen = [], set()
     for where, raw in read_records(path, split):
         rec = {ours: raw[theirs] for ours, theirs in fmap.items() if theirs in raw}

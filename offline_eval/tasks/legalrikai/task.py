@@ -84,7 +84,15 @@ class LegalRikaiTask(Task):
         return {s: found[s] for s in want}
 
     def field_map(self, subtask: str) -> dict[str, str]:
+        """The sub-task's own map if given, else the flat entries; keys that no schema has are errors."""
+        from .schema import SCHEMAS
+
         fm = self.options.field_map
+        known = {f for schema in SCHEMAS.values() for f in schema.model_fields}
+        bad = sorted(k for k, v in fm.items() if (k not in SUBTASKS if isinstance(v, dict) else k not in known))
+        if bad:
+            raise InputError(f"unknown key(s) {', '.join(bad)}: give our field names ({', '.join(sorted(known))}) "
+                             f"or a sub-task ({', '.join(SUBTASKS)})", field="tasks.legalrikai.field_map")
         if subtask in fm and isinstance(fm[subtask], dict):
             return dict(fm[subtask])  # type: ignore[arg-type]
         return {k: v for k, v in fm.items() if isinstance(v, str)}
