@@ -227,7 +227,10 @@ def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFor
         return "plain"
     if setting is not None:
         return "chat"
-    own = gguf_chat_template(path) if backend == "llamacpp" else hf_folder_chat_template(path)
+    try:
+        own = gguf_chat_template(path) if backend == "llamacpp" else hf_folder_chat_template(path)
+    except (OSError, ValueError, struct.error) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise InputError(f"cannot read the model's chat template: {type(e).__name__}: {e}", file=path) from None
     return "chat" if own else "plain"
 
 
