@@ -30,6 +30,8 @@ class VariantSpec(Strict):
     dtype: str | None = None
     quantization: str | None = Field(None, description="vllm: awq, gptq, fp8, ...; transformers: int8, int4")
     options: dict[str, Any] = Field(default_factory=dict, description="extra engine constructor arguments")
+    same_weights_as: str | None = Field(None, description="another model of this config with the same weights "
+                                                          "(e.g. a GGUF and its HF folder): the consistency table")
 
 
 class ModelSpec(Strict):
@@ -51,6 +53,12 @@ class ModelSpec(Strict):
     trust_remote_code: StrictBool = False
     seed: StrictInt = 0
     engine_args: dict[str, Any] = Field(default_factory=dict)
+    same_weights_as: str | None = Field(None, description="another model of this config with the same weights, "
+                                                          "on another engine or format: the consistency table")
+
+    def declared_twin(self, variant: str) -> str | None:
+        """The model this variant declares the same weights as (its own setting first, then the model's)."""
+        return self.variants[variant].same_weights_as or self.same_weights_as
 
     @field_validator("max_model_len")
     @classmethod
@@ -134,6 +142,11 @@ class SweepConfig(Strict):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"model names must be unique; repeated: {', '.join(sorted(dup))}")
+        for m in v:
+            for twin in {m.declared_twin(k) for k in m.variants} - {None}:
+                if twin == m.name or twin not in names:
+                    raise ValueError(f"model '{m.name}': same_weights_as '{twin}' must name another model of "
+                                     f"this config ({', '.join(n for n in names if n != m.name)})")
         return v
 
 

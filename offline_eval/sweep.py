@@ -131,6 +131,7 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
 
     summary["failures"] = failures
     summary["ablations"] = build_ablations(out, summary["runs"], {t.name: t.task.item_score for t in tasks})
+    summary["consistency"] = build_consistency(cfg, out, summary["runs"], tasks)
     summary["leaderboards"] = leaderboards(summary["runs"])
     write_json_atomic(out / "summary.json", summary)
     write_report(out)
@@ -154,6 +155,22 @@ def leaderboards(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     for rows in out.values():
         rows.sort(key=lambda x: rank_key(x["value"], x["run"]))
     return dict(sorted(out.items()))
+
+
+def build_consistency(cfg: SweepConfig, out: Path, runs: list[dict[str, Any]], tasks: list[PlannedTask]
+                      ) -> list[dict[str, Any]]:
+    """Runs of models declared `same_weights_as` one another, compared item by item per task setting."""
+    from .consistency import build
+
+    specs = {m.name: m for m in cfg.models}
+
+    def declared(model: str, variant: str) -> str | None:
+        m = specs.get(model)
+        return m.declared_twin(variant) if m is not None and variant in m.variants else None
+
+    known = {t.name: t.task for t in tasks}
+    entries = [r for r in runs if r["task"] in known]
+    return build(entries, _read_records(out, entries), known, declared)
 
 
 def build_ablations(out: Path, runs: list[dict[str, Any]], scorers: dict[str, Any]) -> list[dict[str, Any]]:

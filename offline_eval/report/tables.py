@@ -118,6 +118,24 @@ def ablations(summary: dict[str, Any]) -> list[Table]:
     return out
 
 
+def consistency(summary: dict[str, Any]) -> Table | None:
+    rows = []
+    for c in summary.get("consistency") or []:
+        share = c.get("identical")
+        rows.append([c["setting"], c["run_a"], c["run_b"], _f(c.get("n_items")),
+                     "–" if share is None else f"{100 * share:.1f}%", _f(c.get("kappa")),
+                     "–" if c.get("delta") is None else f"{c['metric']} {c['delta']:+.3f}",
+                     f"{_p(c.get('p'))} ({c.get('paired_test')})", _f(c.get("mean_abs_diff_p_true"), 4)])
+    if not rows:
+        return None
+    return Table("Same weights, different engines", ["setting", "run A", "run B", "items", "identical answers",
+                                                     "Cohen's kappa", "difference (A - B)", "paired p",
+                                                     "mean |ΔP(true)|"], rows,
+                 "Pairs of runs whose models declare `same_weights_as` each other, on the items both answered. "
+                 "The paired test is McNemar's exact test on per-item correctness (Wilcoxon for graded scores); "
+                 "mean |ΔP(true)| compares the label probabilities of logprob settings.")
+
+
 def build_tables(summary: dict[str, Any]) -> list[Table]:
     from .legalrikai import legalrikai_tables
 
@@ -130,6 +148,9 @@ def build_tables(summary: dict[str, Any]) -> list[Table]:
               _breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year")):
         if t:
             tables.append(t)
+    same = consistency(summary)
+    if same:
+        tables.append(same)
     tables += ablations(summary)
     tables.append(throughput(runs))
     return tables

@@ -81,6 +81,15 @@ class Task(ABC):
         """The per-item score that paired ablation tests compare (None: the item does not count)."""
         return None
 
+    # Engine consistency: runs of the same weights on different engines, compared item by item.
+    def item_answer(self, record: dict[str, Any]) -> Any:
+        """The answer as two engines' outputs are compared (None: the task has no comparable answer)."""
+        return None
+
+    def item_probability(self, record: dict[str, Any]) -> float | None:
+        """P(positive answer), where the setting scored label probabilities (logprob mode)."""
+        return None
+
     def validate_data(self, path: str) -> str:
         """`offline-eval data validate`: check every split the path holds; returns a one-line summary."""
         raise NotImplementedError

@@ -11,6 +11,7 @@ results are keyed by the Gregorian year either way.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from typing import Any, Literal, Sequence
@@ -278,6 +279,19 @@ class JBEQATask(Task):
 
     def item_score(self, record: dict[str, Any]) -> float | None:
         return None if record.get("skipped") else float(record["scores"]["correct"])
+
+    def item_answer(self, record: dict[str, Any]) -> Any:
+        if record.get("skipped"):
+            return None
+        return "unparsed" if record["parsed"] is None else int(record["parsed"])
+
+    def item_probability(self, record: dict[str, Any]) -> float | None:
+        lp = record.get("logprobs")
+        if record.get("skipped") or not lp or "1" not in lp or "0" not in lp:
+            return None
+        hi = max(lp["0"], lp["1"])
+        e0, e1 = math.exp(lp["0"] - hi), math.exp(lp["1"] - hi)
+        return e1 / (e0 + e1)
 
     def validate_data(self, path: str) -> str:
         """The scored split is required, as in a sweep; the exemplar split is checked when present."""

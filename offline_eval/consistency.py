@@ -1,0 +1,97 @@
+"""Same weights, different engines: do they answer alike?
+
+Runs pair up when one run's model (or variant) declares `same_weights_as` the other's model. For each task
+setting both ran, on the items both scored: the share of identical answers, Cohen's kappa between the two
+answer columns, the difference of the task's primary metric with a paired test on the per-item scores
+(McNemar's exact test for 0/1 scores, Wilcoxon signed-rank otherwise), and, where the setting scored label
+probabilities, the mean absolute difference of P(positive).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from .metrics.agreement import cohen_kappa
+from .tasks.base import Task
+
+Records = dict[str, list[dict[str, Any]]]  # "run/setting" -> per-item records
+
+
+def twin_pairs(runs: Sequence[dict[str, Any]], declared: Callable[[str, str], str | None]) -> list[tuple[str, str]]:
+    """(run a, run b) for runs whose models declare the same weights; `declared(model, variant)` gives the
+    model a variant declares, or None."""
+    by_run = {r["run"]: (r["model"], r["variant"]) for r in runs}
+    names = sorted(by_run)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            (ma, va), (mb, vb) = by_run[a], by_run[b]
+            if ma != mb and (declared(ma, va) == mb or declared(mb, vb) == ma):
+                out.append((a, b))
+    return out
+
+
+def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Two-sided exact McNemar p-value for paired 0/1 outcomes (binomial test on the discordant pairs)."""
+    from scipy.stats import binomtest
+
+    n01 = sum(1 for x, y in zip(a, b) if x == 0 and y == 1)
+    n10 = sum(1 for x, y in zip(a, b) if x == 1 and y == 0)
+    if n01 + n10 == 0:
+        return 1.0
+    return float(binomtest(n10, n01 + n10, 0.5).pvalue)
+
+
+def _paired_p(a: list[float], b: list[float]) -> tuple[str, float | None]:
+    if not a:
+        return "none", None
+    if set(a) | set(b) <= {0.0, 1.0}:
+        return "mcnemar", mcnemar_exact(a, b)
+    from scipy.stats import wilcoxon
+
+    if all(x == y for x, y in zip(a, b)):
+        return "wilcoxon", 1.0
+    return "wilcoxon", float(wilcoxon(a, b).pvalue)
+
+
+def compare(task: Task, entry_a: dict[str, Any], entry_b: dict[str, Any], recs_a: list[dict[str, Any]],
+            recs_b: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of the consistency table: two runs of one task setting, on the items both answered."""
+    by_b = {r["id"]: r for r in recs_b}
+    both = [(r, by_b[r["id"]]) for r in recs_a if r["id"] in by_b]
+    answers = [(task.item_answer(x), task.item_answer(y)) for x, y in both]
+    answers = [(x, y) for x, y in answers if x is not None and y is not None]
+    scores = [(task.item_score(x), task.item_score(y)) for x, y in both]
+    scores = [(x, y) for x, y in scores if x is not None and y is not None]
+    probs = [(task.item_probability(x), task.item_probability(y)) for x, y in both]
+    probs = [(x, y) for x, y in probs if x is not None and y is not None]
+    metric = entry_a.get("primary_metric") or "mean"
+    va, vb = entry_a["metrics"].get(metric), entry_b["metrics"].get(metric)
+    test, p = _paired_p([x for x, _ in scores], [y for _, y in scores])
+    row: dict[str, Any] = {
+        "setting": entry_a["setting"], "task": entry_a["task"], "run_a": entry_a["run"], "run_b": entry_b["run"],
+        "n_items": len(answers), "identical": (sum(x == y for x, y in answers) / len(answers)) if answers else None,
+        "kappa": cohen_kappa([x for x, _ in answers], [y for _, y in answers]) if answers else None,
+        "metric": metric, "metric_a": va, "metric_b": vb,
+        "delta": (va - vb) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None,
+        "paired_test": test, "p": p}
+    if probs:
+        row["mean_abs_diff_p_true"] = sum(abs(x - y) for x, y in probs) / len(probs)
+    return row
+
+
+def build(runs: Sequence[dict[str, Any]], records: Records, tasks: dict[str, Task],
+          declared: Callable[[str, str], str | None]) -> list[dict[str, Any]]:
+    rows = []
+    by_key = {(r["run"], r["setting"]): r for r in runs}
+    for a, b in twin_pairs(runs, declared):
+        for (run, setting), ea in sorted(by_key.items()):
+            eb = by_key.get((b, setting))
+            task = tasks.get(ea["task"])
+            if run != a or eb is None or task is None:
+                continue
+            ra, rb = records.get(f"{a}/{setting}"), records.get(f"{b}/{setting}")
+            if ra is None or rb is None or all(task.item_answer(r) is None for r in ra):
+                continue
+            rows.append(compare(task, ea, eb, ra, rb))
+    return rows
