@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..fileio import write_text_atomic
+from .glance import glance
 from .plots import all_plots
 from .tables import Table, build_tables
 
@@ -74,13 +75,18 @@ def write_report(out_dir: str | Path) -> Path:
     (out / "plots").mkdir(exist_ok=True)
     for p in plots:
         (out / "plots" / f"{p.name}.png").write_bytes(p.png)
-    md = "# offline-eval report\n\n" + "\n".join(_md(t) for t in tables)
+    first = glance(summary)
+    md = "# offline-eval report\n\n"
+    if first:
+        md += "## At a glance\n\n" + "\n".join(f"- {line}" for line in first) + "\n\n"
+    md += "\n".join(_md(t) for t in tables)
     if plots:
         md += "\n## Plots\n\n" + "\n".join(f"![{p.title}](plots/{p.name}.png)" for p in plots) + "\n"
     if failures:
         md += "\n## Failed runs\n\n" + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures) + "\n"
     write_text_atomic(out / "report.md", md)
-    body = "".join(_html(t) for t in tables)
+    body = ("<h2>At a glance</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
+            if first else "") + "".join(_html(t) for t in tables)
     if plots:
         # Embedded, so the single file opens offline anywhere.
         body += "<h2>Plots</h2>" + "".join(

@@ -258,7 +258,8 @@ class JBEQATask(Task):
                 m["faithfulness"] = None
             return m
         p, r_, f = precision_recall_f1(gold, pred)
-        m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_)
+        m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_,
+                 answered_true=sum(pred) / len(pred))
         if setting["mode"] != "logprob":
             m["faithfulness"] = sum(r["scores"]["faithful"] for r in scored) / len(scored)
         if self.options.bootstrap:

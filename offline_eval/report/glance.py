@@ -1,0 +1,54 @@
+"""The report's opening lines: what a first-time reader should take from this sweep, measured from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..metrics.ranking import has_score, rank_key
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+
+
+def glance(summary: dict[str, Any]) -> list[str]:
+    runs = summary.get("runs") or []
+    lines: list[str] = []
+    if runs:
+        models = {r["model"] for r in runs}
+        engines = sorted({r.get("backend", "?") for r in runs})
+        lines.append(f"{len({r['run'] for r in runs})} runs of {len(models)} models on {', '.join(engines)}, "
+                     f"{len({r['setting'] for r in runs})} task settings.")
+    for setting in sorted({r["setting"] for r in runs}):
+        group = [r for r in runs if r["setting"] == setting]
+        metric = group[0].get("primary_metric") or "mean"
+        ranked = sorted(group, key=lambda r: rank_key(r["metrics"].get(metric), r["run"]))
+        scored = [r for r in ranked if has_score(r["metrics"].get(metric))]
+        if not scored:
+            lines.append(f"{setting}: no run scored any item.")
+            continue
+        best, worst = scored[0], scored[-1]
+        if len(scored) > 1 and best["metrics"][metric] == worst["metrics"][metric]:
+            text = f"{setting}: all {len(scored)} runs score {metric} {_fmt(best['metrics'][metric])}"
+        else:
+            text = f"{setting}: best {best['run']} ({metric} {_fmt(best['metrics'][metric])})"
+            if len(scored) > 1:
+                text += f", worst {worst['run']} ({_fmt(worst['metrics'][metric])})"
+        constant = [r["run"] for r in scored if r["metrics"].get("answered_true") in (0, 1)]
+        if constant:
+            text += (f"; {len(constant)} of {len(scored)} runs gave the same answer to every item "
+                     f"(e.g. {constant[0]}), so their score reflects the label balance, not knowledge")
+        lines.append(text + ".")
+    same = summary.get("consistency") or []
+    if same:
+        shares = [c["identical"] for c in same if c.get("identical") is not None]
+        if shares:
+            lines.append(f"Same weights on different engines: {100 * min(shares):.0f}-{100 * max(shares):.0f}% "
+                         f"identical answers over {len(shares)} comparisons (table below).")
+    skipped = sum(int(r["metrics"].get("n_skipped") or 0) for r in runs)
+    if skipped:
+        lines.append(f"{skipped} item(s) did not fit a context length and were skipped (counted per run below).")
+    fails = summary.get("failures") or []
+    if fails:
+        lines.append(f"{len(fails)} run(s) failed: see 'Failed runs' at the end.")
+    return lines
