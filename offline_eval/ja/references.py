@@ -10,8 +10,11 @@ Everything is one pass over the text plus O(log n) lookups per reference.
 from __future__ import annotations
 
 import bisect
+import gc
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from .contract import Article, Document, Item, Paragraph
 from .refscan import Chain, Path, chains
@@ -115,8 +118,26 @@ class _Here:
     item: int | None  # index of the top-level item
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cycle collector rescans every live object on each full pass, which makes building millions of
+    (acyclic) references grow faster than the text; it runs again once the scan is done."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def scan(doc: Document) -> list[Reference]:
     """Every reference in the document, internal, external or dangling, in reading order."""
+    with _gc_paused():
+        return _scan(doc)
+
+
+def _scan(doc: Document) -> list[Reference]:
     ix = _Index(doc)
     seen = _Mentions()
     refs: list[Reference] = []

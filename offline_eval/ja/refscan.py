@@ -43,6 +43,7 @@ _PARTICLE = re.compile(r".*[はがもへ]")
 _CONJ = re.compile(r"及び|並びに|又は|若しくは")
 _HIRAGANA = re.compile(r"[ぁ-ゖ]")
 _LOOKBACK = 140
+_PREFIX_ENDS = set("律法令則程例約定書款）")
 
 
 @dataclass
@@ -100,6 +101,8 @@ def _path(m: re.Match[str]) -> Path | None:
 
 def _law_before(text: str, start: int) -> str | None:
     """The other law this chain points into (see Chain.law), from the text just before it."""
+    if not start or text[start - 1] not in _PREFIX_ENDS:
+        return None
     window = text[max(0, start - _LOOKBACK):start]
     m = _PREFIX.search(window)
     if m is None or not (m.group("name") or m.group("paren")):

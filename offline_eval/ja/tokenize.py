@@ -25,7 +25,7 @@ def tagger() -> Any:
     return _TAGGER
 
 
-PIECE = 20_000
+PIECE = 100_000
 
 
 def pieces(text: str, size: int = PIECE) -> Iterator[tuple[int, str]]:
@@ -42,15 +42,15 @@ def pieces(text: str, size: int = PIECE) -> Iterator[tuple[int, str]]:
     yield i, text[i:]
 
 
-def _words(text: str) -> Iterator[Any]:
-    tg = tagger()
-    for _, piece in pieces(text):
-        yield from tg(piece)
-
-
 def morphemes(text: str) -> list[str]:
     """Surface forms, as fugashi gives them (whitespace between morphemes is not a token)."""
-    return [w.surface for w in _words(text)]
+    tg = tagger()
+    if len(text) <= PIECE:
+        return [w.surface for w in tg(text)]
+    out: list[str] = []
+    for _, piece in pieces(text):
+        out += [w.surface for w in tg(piece)]
+    return out
 
 
 def morpheme_spans(text: str) -> list[tuple[int, int]]:
@@ -71,7 +71,8 @@ def morpheme_spans(text: str) -> list[tuple[int, int]]:
 
 def morpheme_count(text: str) -> int:
     """Morphemes, not counting whitespace."""
-    return sum(1 for _ in _words(text))
+    tg = tagger()
+    return sum(len(tg(piece)) for _, piece in pieces(text))
 
 
 def model_token_count(text: str, tokenizer: Any | Callable[[str], list[int]]) -> int:
