@@ -248,8 +248,10 @@ def _targets(ix: _Index, here: _Here, path: Path, law: str | None, prev: tuple[s
             r.problem = f"{path.text} outside any article"
             return []
         else:
+            # A bare 第N号 is this paragraph's item; in a paragraph without items, the article's list.
             above = Target(ix.doc.articles[here.article].label,
-                           here.paragraph.number if here.paragraph else None)
+                           here.paragraph.number if here.paragraph and (here.paragraph.items or path.paragraph)
+                           else None)
         if path.paragraph is not None:
             return [Target(above.article, path.paragraph, path.item, path.sub)]
         return [Target(above.article, above.paragraph, path.item, path.sub)]

@@ -43,6 +43,9 @@ _PARTICLE = re.compile(r".*[はがもへ]")
 _CONJ = re.compile(r"及び|並びに|又は|若しくは")
 _HIRAGANA = re.compile(r"[ぁ-ゖ]")
 _LOOKBACK = 140
+# A kanji right after 第三号 makes a word (第三号被保険者, 第五条関係), unless it goes on with the reference
+# (及び, 並びに, 又は, 若しくは, 中, 前段, 後段, 本文, 各号, 等, 所定, 第…, 以下, 全部, 柱書, 規定, 除く).
+_COMPOUND = re.compile(r"(?![及並又若中前後本各等所第以全柱規除])[\u4e00-\u9fff々]")
 _PREFIX_ENDS = set("律法令則程例約定書款）")
 
 
@@ -76,7 +79,7 @@ class Chain:
 
 def _path(m: re.Match[str]) -> Path | None:
     g = m.group
-    if not m.group(0):
+    if not m.group(0) or _COMPOUND.match(m.string, m.end()):
         return None
     anchor = g("rel") or g("own")
     level = g("rlvl") or g("olvl")

@@ -1,0 +1,97 @@
+"""Inputs of any size: MeCab gets bounded pieces (a 3 MB line used to kill it with SIGSEGV), and reference
+extraction and checks stay near-linear. Plus the `ja` command lines for the three reference counts."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from offline_eval.ja.checks import check
+from offline_eval.ja.contract import parse
+from offline_eval.ja.references import scan
+from offline_eval.ja.tokenize import PIECE, morpheme_count, morpheme_spans, morphemes, pieces
+
+from conftest import ROOT, run_cli
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_ja import big_statute  # noqa: E402
+
+SENTENCE = "甲は乙に対し本契約に基づく業務の遂行状況を書面により報告しなければならない"
+
+
+def test_pieces_cut_at_sentence_ends_else_at_a_fixed_size():
+    text = ("甲は乙に報告する。" * 30_000)[:250_000]
+    ps = list(pieces(text))
+    assert "".join(p for _, p in ps) == text and all(len(p) <= PIECE for _, p in ps)
+    assert all(p.endswith("。") for _, p in ps[:-1]) and [o for o, _ in ps][1] == len(ps[0][1])
+    flat = "あ" * 250_000  # no sentence end, no comma, no space: a fixed-size cut
+    assert [len(p) for _, p in pieces(flat)] == [PIECE, PIECE, 50_000]
+
+
+def test_long_text_morphemes_line_up_with_the_text():
+    text = (SENTENCE + "。\n") * 6_000  # over PIECE characters
+    assert len(text) > PIECE
+    spans = morpheme_spans(text)
+    words = morphemes(text)
+    assert [text[a:b] for a, b in spans] == words and len(words) == morpheme_count(text)
+    assert all(b <= c for (_, b), (c, _) in zip(spans, spans[1:]))
+    assert words[:5] == morphemes(SENTENCE)[:5]
+
+
+def test_a_3_5_mb_single_line_does_not_crash_stats_or_diff(tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text(SENTENCE * (3_500_000 // len(SENTENCE.encode()) + 1), encoding="utf-8")
+    assert big.stat().st_size >= 3_500_000 and big.read_text(encoding="utf-8").count("\n") == 0
+    small = tmp_path / "small.txt"
+    small.write_text("第1条（目的）\n本契約は業務を定める。\n", encoding="utf-8")
+    st = run_cli("ja", "stats", str(big), "--json", timeout=120)
+    assert st.returncode == 0, st.stderr  # was -11 (SIGSEGV) with no message
+    s = json.loads(st.stdout)
+    assert s["lines"] == 1 and s["morphemes"] > 500_000
+    df = run_cli("ja", "diff", str(small), str(big), "--json", timeout=120)
+    assert df.returncode == 0, df.stderr
+    assert json.loads(df.stdout)["stats"]["inserted_morphemes"] > 500_000
+
+
+def _best(fn, n: int = 3) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def test_references_and_checks_scale_near_linearly():
+    small, large = parse(big_statute(0.1)), parse(big_statute(0.4))
+    assert check(small) == [] and sum(1 for r in scan(small) if r.status == "dangling") == 0
+
+    def work(doc):  # type: ignore[no-untyped-def]
+        return lambda: (scan(doc), check(doc))
+
+    ratio = _best(work(large)) / _best(work(small))
+    # 4x the text: linear is about 4, the old quadratic extraction was over 15.
+    assert ratio < 8, ratio
+
+
+def test_ja_stats_reports_three_reference_counts_and_check_the_span():
+    st = run_cli("ja", "stats", str(ROOT / "tests" / "ja_texts" / "egov_act.txt"), "--json")
+    assert st.returncode == 0, st.stderr
+    s = json.loads(st.stdout)
+    assert (s["internal_references"], s["external_references"], s["dangling_references"]) == (48, 7, 0)
+    ck = run_cli("ja", "check", str(ROOT / "tests" / "ja_texts" / "contract_conventions_defects.md"))
+    assert ck.returncode == 0
+    line = next(x for x in ck.stdout.splitlines() if x.startswith("第4条第3項"))
+    assert line.endswith("(line 29, chars 555-558: 第6項)")
+    assert "民法" not in ck.stdout  # external references are never findings
+
+
+def test_tokenizer_url_is_refused_in_one_line():
+    f = str(ROOT / "tests" / "ja_texts" / "egov_act.txt")
+    for bad in ("https://huggingface.co/Qwen/Qwen2.5-7B", "hf://Qwen/Qwen2.5-7B"):
+        e = run_cli("ja", "stats", f, "--tokenizer", bad)
+        assert e.returncode == 2 and "URLs are refused" in e.stderr and "--tokenizer" in e.stderr
+        assert "Traceback" not in e.stderr and len(e.stderr.strip().splitlines()) == 1
+    e = run_cli("ja", "stats", f, "--tokenizer", str(ROOT / "no-such-folder"))
+    assert e.returncode == 2 and "not a local tokenizer folder" in e.stderr and "Traceback" not in e.stderr
