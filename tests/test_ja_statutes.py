@@ -207,3 +207,20 @@ def test_numbered_terms_and_law_numbers_are_not_references():
     refs = [(r.text, r.status) for r in scan(parse(t))]
     assert refs == [("第一号", "internal")]
     assert check(parse(t)) == []
+
+
+def test_amendment_conventions_repealed_ranges_branch_items_and_reading_as():
+    t = ("架空法\n\n（目的）\n第一条　この法律は、目的を定める。\n\n（定義）\n第二条　次に掲げる者をいう。\n一　甲\n一の二　乙\n二　丙\n\n"
+         "第三条から第五条まで　削除\n\n（準用）\n第六条　第二条第一号の二及び皇室典範（昭和二十二年法律第三号）第二十六条の規定は、"
+         "前条の場合について準用する。この場合において、第二条中「前項第三号」とあるのは「同条第九項」と読み替えるものとする。\n")
+    d = parse(t)
+    assert [(i.marker, i.number, i.suffix) for i in d.article("2").paragraphs[0].items] == [
+        ("一", 1, None), ("一の二", 1, 2), ("二", 2, None)]
+    assert check(d) == []  # no gap for 3-5, no duplicate item 1, nothing read inside 「」
+    assert [p.number for p in d.article("2").paragraphs] == [1]  # the repealed range is not a paragraph
+    refs = [(r.text, r.status, r.law) for r in scan(d)]
+    assert refs == [("第二条第一号の二", "internal", None), ("第二十六条", "external", "皇室典範"),
+                    ("前条", "internal", None), ("第二条", "internal", None)]
+    # 前条 of 第六条 is 第二条 here (the repealed ones are not articles of the text) and it resolves.
+    assert next(r for r in scan(d) if r.text == "前条").targets[0].article == "2"
+    assert [f.kind for f in check(parse(t.replace("第三条から第五条まで　削除\n\n", "")))] == ["numbering_gap"]

@@ -12,8 +12,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from .align import align
-from .contract import Document, Item
+from .contract import DELETED, Document, Item
 from .definitions import Definition, Sentences, definitions, first_uses
+from .numerals import to_int
 from .references import Reference, extract, scan
 
 
@@ -61,7 +62,11 @@ def _sequence(nums: list[int], what: str, where: str, key: str) -> list[Finding]
 
 def numbering(doc: Document) -> list[Finding]:
     out = []
-    main = [a.number for a in doc.articles if a.suffix is None]
+    # e-Gov writes articles repealed together as one line, 第十条から第十二条まで　削除: they are not a gap.
+    placed = [(a.start, [a.number]) for a in doc.articles if a.suffix is None]
+    placed += [(m.start(), list(range(to_int(m.group("a")), to_int(m.group("b")) + 1)))
+               for m in DELETED.finditer(doc.source)]
+    main = [n for _, ns in sorted(placed) for n in ns]
     out += _sequence(main, "article", "document", "article")
     labels = Counter(a.label for a in doc.articles)
     out += [Finding("numbering_duplicate", _loc(lbl), f"article {lbl} appears {n} times", f"dup:article:{lbl}")
@@ -73,7 +78,7 @@ def numbering(doc: Document) -> list[Finding]:
             out += _sequence(nums, "paragraph", _loc(a.label), f"para:{a.title or a.label}")
         for p in a.paragraphs:
             if p.items:
-                out += _sequence([it.number for it in p.items], "item", _loc(a.label, p.number),
+                out += _sequence([it.number for it in p.items if it.suffix is None], "item", _loc(a.label, p.number),
                                  f"item:{a.title or a.label}:{p.number}")
             for it in p.items:
                 out += _sub_items(it, _loc(a.label, p.number, it.number), f"sub:{a.title or a.label}:{p.number}")

@@ -32,6 +32,7 @@ class Item:
     end: int  # end of its line, or of its last sub-item
     family: str = "kanji"  # kanji | paren | circled | alpha | iroha | gojuon | roman
     children: list["Item"] = field(default_factory=list)  # sub-items (イ ロ ハ under 一; (1) (2) under イ)
+    suffix: int | None = None  # 一の二 (an item inserted by amendment): number 1, suffix 2
 
 
 @dataclass
@@ -105,11 +106,12 @@ _SIGNATURE = re.compile(
 _PARA_DOT = re.compile(rf"^(?P<n>[0-9０-９]+)[.．]{_SP}*")
 _PARA_SP = re.compile(rf"^(?P<n>[0-9０-９]+){_SP}+")
 _PAREN_NUM = re.compile(rf"^[（(](?P<n>[0-9０-９]+)[)）]{_SP}*")
-_ITEM_KANJI = re.compile(rf"^(?P<n>[一二三四五六七八九十百]+)(?:の[一二三四五六七八九十]+)?{_SP}+")
+_ITEM_KANJI = re.compile(rf"^(?P<n>[一二三四五六七八九十百]+)(?:の(?P<s>[一二三四五六七八九十]+))?{_SP}+")
 IROHA = "イロハニホヘトチリヌルヲワカヨタレソツネナラムウヰノオクヤマケフコエテアサキユメミシヱヒモセス"
 GOJUON = "アイウエオカキクケコサシスセソタチツテトナニヌネノハヒフヘホマミムメモヤユヨラリルレロワヲン"
 _ITEM_KATAKANA = re.compile(rf"^(?P<n>[{IROHA}{GOJUON}]){_SP}+")
 _ITEM_ROMAN = re.compile(rf"^[（(](?P<n>[ivxｉｖｘ]+)[)）]{_SP}*")
+DELETED = re.compile(rf"^{_SP}*第(?P<a>{NUM})条から第(?P<b>{NUM})条まで{_SP}+削除", re.M)  # repealed together
 _SUPPLEMENT = re.compile(rf"^附{_SP}*則(?:{_SP}|[（(]|$)")
 _ITEM_CIRCLED = re.compile(rf"^(?P<n>[\u2460-\u2473]){_SP}*")
 _ITEM_ALPHA = re.compile(rf"^[（(](?P<n>[a-zａ-ｚ])[)）]{_SP}*")
@@ -227,15 +229,17 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
     for a, b in spans:
         line = text[a:b]
         content = line.strip()
-        if not content or _CHAPTER.match(content) or (_CAPTION.match(content) and cur is not None):
+        if not content or _CHAPTER.match(content) or DELETED.match(content) or \
+                (_CAPTION.match(content) and cur is not None):
             if cur is None:
                 cur = dict(number=1, explicit=False, marker="", text="", items=[], start=a)
-            continue  # blank lines, chapter headings and stray captions stay in the raw text only
+            continue  # blank lines, chapter headings, repealed ranges and stray captions: in the raw text only
         kind, m, family = _classify(line, explicit_style, cur, levels)
         if kind == "item" and cur is not None:
+            branch = m.groupdict().get("s")
             _add_item(levels, cur["items"], Item(number=_num(m.group("n"), family), marker=line[:m.end()].strip(),
                                                  text=line[m.end():].rstrip("\r\n"), start=a, end=b,
-                                                 family=family))
+                                                 family=family, suffix=_num(branch) if branch else None))
             continue
         levels = []
         if cur is not None and (cur["text"] or cur["items"]):

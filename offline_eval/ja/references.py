@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .contract import Article, Document, Item, Paragraph
+from .contract import DELETED, Article, Document, Item, Paragraph
 from .refscan import Chain, Path, chains
 
 _EN = re.compile(r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?"
@@ -143,7 +143,8 @@ def _scan(doc: Document) -> list[Reference]:
     refs: list[Reference] = []
     # The signature block and supplementary provisions (附則, numbered afresh) are not read.
     end = doc.signature_start if doc.articles and doc.signature_start >= 0 else len(doc.source)
-    for ch in chains(doc.source, ix.heads, end):
+    deleted = [m.span() for m in DELETED.finditer(doc.source)]
+    for ch in chains(doc.source, _merged(ix.heads + _quotes(doc.source) + deleted), end):
         k, para, item = ix.locate(ch.start)
         here = _Here(k, para, item)
         law = ch.law
@@ -177,6 +178,25 @@ def _scan(doc: Document) -> list[Reference]:
     for r in refs:
         _resolve(ix, r)
     return refs
+
+
+_QUOTE = re.compile(r"「[^」\n]*」|『[^』\n]*』")
+
+
+def _quotes(text: str) -> list[tuple[int, int]]:
+    """Quoted text holds no references of this place: 第十五条第三項中「第一項」とあるのは「第三十条」と (a
+    reading-as provision quotes another article's words), 「第三号被保険者」とは (a term)."""
+    return [m.span() for m in _QUOTE.finditer(text)]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def extract(doc: Document) -> list[Reference]:

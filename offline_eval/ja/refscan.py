@@ -35,7 +35,8 @@ _JOIN = re.compile(r"及び|並びに|又は|若しくは|、|，|,|・|から")
 _UNTIL = re.compile(r"まで")
 # Law names end in one of these; 本契約 / この法律 / 当規程 name the document itself.
 _LAW_KIND = r"(?:法律|法|政令|省令|府令|令|規則|規程|条例|条約|協定|契約|覚書|約款|規約|附則)"
-_PREFIX = re.compile(rf"(?P<name>[^\s、。，,・（）()「」『』\n条項号]{{0,40}}?{_LAW_KIND})?(?P<paren>（[^（）\n]{{0,80}}）)?\Z")
+_PREFIX = re.compile(r"(?P<name>[^\s、。，,・（）()「」『』\n条項号]{0,40}?)(?P<paren>（[^（）\n]{0,80}）)?\Z")
+_ENDS_IN_KIND = re.compile(rf"{_LAW_KIND}\Z")
 _LAW_NUMBER = re.compile(rf"(?:法律|政令|令|規則|条例|告示|訓令|条約|様式|書式|別記)\Z")
 _HAS_LAW_NUMBER = re.compile(rf"(?:法律|政令|令|規則|条例|告示)第{NUM}号")
 _SELF = re.compile(rf"^(?:本|この|当)[^\s]{{0,4}}?{_LAW_KIND}$")
@@ -108,11 +109,12 @@ def _law_before(text: str, start: int) -> str | None:
         return None
     window = text[max(0, start - _LOOKBACK):start]
     m = _PREFIX.search(window)
-    if m is None or not (m.group("name") or m.group("paren")):
+    name, paren = m.group("name"), m.group("paren")
+    if paren and _HAS_LAW_NUMBER.search(paren):
+        # 皇室典範（昭和二十二年法律第三号）第二十六条: a law number names a law, whatever its name ends in.
+        return _trim(name) if name else ""
+    if not name or not _ENDS_IN_KIND.search(name):
         return None
-    name = m.group("name")
-    if name is None:  # （昭和二十二年法律第六十七号）第三条: a law number without a name before it
-        return "" if _HAS_LAW_NUMBER.search(m.group("paren")) else None
     name = _trim(name)
     return None if _SELF.match(name) else name
 
