@@ -139,7 +139,7 @@ def test_planted_defects_found_exactly_and_nothing_else():
         assert got == sorted(tuple(x) for x in labels[f"tests/ja_texts/{name}"]), name
     ev = evaluate(T / "labels.json", ROOT)
     assert ev["false_findings"] == [] and ev["missed"] == []
-    assert ev["precision"] == ev["recall"] == 1.0 and ev["planted"] == 14
+    assert ev["precision"] == ev["recall"] == 1.0 and ev["planted"] == 14 and ev["documents"] == 14
 
 
 def test_dangling_findings_carry_the_text_span():
@@ -224,3 +224,23 @@ def test_amendment_conventions_repealed_ranges_branch_items_and_reading_as():
     # 前条 of 第六条 is 第二条 here (the repealed ones are not articles of the text) and it resolves.
     assert next(r for r in scan(d) if r.text == "前条").targets[0].article == "2"
     assert [f.kind for f in check(parse(t.replace("第三条から第五条まで　削除\n\n", "")))] == ["numbering_gap"]
+
+
+def test_hearing_act_conventions():
+    d = load("egov_hearing.txt")
+    assert check(d) == []
+    rows = table(d)
+    by = {(x[0], x[1]): x for x in rows}
+    assert by[("第二条第一号の二イ", "3")][2:4] == ("internal", [("2", None, 1, 1)])
+    assert next(r for r in scan(d) if r.text == "第二条第一号の二イ").targets[0].branch == 2
+    assert by[("同条第三項", "5")][3] == [("4", 3, None, None)]  # 同条第三項後段: 前条 was named last
+    assert by[("同条第二項第三号", "6")][3] == [("8", 2, 3, None)]  # inside （同条第二項第三号において「関係人」…）
+    assert by[("第二十六条", "2")][2::2] == ("external", "皇室典範")
+    assert by[("第三条第二項", "2")][2::2] == ("external", "国家行政組織法")
+    assert by[("第八条", "2")][2::2] == ("external", "国家行政組織法")
+    # The reading-as provision quotes 「前条第一項」「同条第三項後段」: nothing inside quotes is read.
+    assert [x[0] for x in rows if x[1] == "8-3"] == ["第四条第三項", "第五条", "第四条第三項", "第五条第一項"]
+    # A dangling 第一号の三 is still caught.
+    bad = (T / "egov_hearing.txt").read_text(encoding="utf-8").replace("第二条第一号の二イ", "第二条第一号の三イ")
+    assert [(f.kind, f.message) for f in check(parse(bad))] == [
+        ("dangling_reference", "第二条第一号の三イ points nowhere: article 2 has no item 1-3")]

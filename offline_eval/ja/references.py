@@ -29,6 +29,7 @@ class Target:
     paragraph: int | None = None
     item: int | None = None
     sub: int | None = None
+    branch: int | None = None  # 第一号の二: item 1, branch 2
 
 
 @dataclass
@@ -106,7 +107,7 @@ class _Mentions:
         if t.paragraph is not None:
             self.paragraph = (law, Target(t.article, t.paragraph))
         if t.item is not None:
-            self.item = (law, Target(t.article, t.paragraph, t.item))
+            self.item = (law, Target(t.article, t.paragraph, t.item, branch=t.branch))
         if law:
             self.law = law
 
@@ -259,11 +260,11 @@ def _targets(ix: _Index, here: _Here, path: Path, law: str | None, prev: tuple[s
         # coordinated with, else from where they are written.
         r.law = law if prev is None else prev[0]
         if path.article is not None:
-            return [Target(path.article, path.paragraph, path.item, path.sub)]
+            return [Target(path.article, path.paragraph, path.item, path.sub, path.branch)]
         if prev is not None:
             above = prev[1]
         elif r.law is not None:
-            return [Target("?", path.paragraph, path.item, path.sub)]
+            return [Target("?", path.paragraph, path.item, path.sub, path.branch)]
         elif here.article is None:
             r.problem = f"{path.text} outside any article"
             return []
@@ -273,17 +274,17 @@ def _targets(ix: _Index, here: _Here, path: Path, law: str | None, prev: tuple[s
                            here.paragraph.number if here.paragraph and (here.paragraph.items or path.paragraph)
                            else None)
         if path.paragraph is not None:
-            return [Target(above.article, path.paragraph, path.item, path.sub)]
-        return [Target(above.article, above.paragraph, path.item, path.sub)]
+            return [Target(above.article, path.paragraph, path.item, path.sub, path.branch)]
+        return [Target(above.article, above.paragraph, path.item, path.sub, path.branch)]
     # An anchor, narrowed by what follows it: 前条第一項第二号, 前項第二号, 同号イ.
     out = []
     for t in base:
         if path.level == "条":
-            t = Target(t.article, path.paragraph, path.item, path.sub)
+            t = Target(t.article, path.paragraph, path.item, path.sub, path.branch)
         elif path.level == "項":
-            t = Target(t.article, t.paragraph, path.item, path.sub)
+            t = Target(t.article, t.paragraph, path.item, path.sub, path.branch)
         elif path.sub is not None:
-            t = Target(t.article, t.paragraph, t.item, path.sub)
+            t = Target(t.article, t.paragraph, t.item, path.sub, t.branch)
         out.append(t)
     return out
 
@@ -329,10 +330,10 @@ def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]
     items = here.paragraph.items if here.paragraph else []
     pn = here.paragraph.number if here.paragraph else None
     if path.anchor in ("本", "この"):
-        return [Target(art.label, pn, items[here.item].number)] if here.item is not None else []
+        return [_item_target(art, pn, items[here.item])] if here.item is not None else []
     if path.anchor == "次":
         if here.item is not None and here.item + 1 < len(items):
-            return [Target(art.label, pn, items[here.item + 1].number)]
+            return [_item_target(art, pn, items[here.item + 1])]
         r.problem = "次号 of the last item"
         return []
     # Inside an item 前号 counts back from that item; in a sentence after the items, from the end.
@@ -341,7 +342,11 @@ def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]
     chosen = items[max(0, upto - want):upto]
     if not chosen or len(chosen) < want:
         r.problem = f"{path.text[:4]} with only {upto} item(s) before it"
-    return [Target(art.label, pn, it.number) for it in chosen]
+    return [_item_target(art, pn, it) for it in chosen]
+
+
+def _item_target(art: Article, paragraph: int | None, it: Item) -> Target:
+    return Target(art.label, paragraph, it.number, branch=it.suffix)
 
 
 def _resolve(ix: _Index, r: Reference) -> None:
@@ -383,10 +388,10 @@ def _missing(ix: _Index, t: Target) -> str:
         holders = [p for p in art.paragraphs if p.items][:1]
     if t.item is None:
         return ""
-    it = next((it for p in holders for it in p.items if it.number == t.item), None)
+    it = next((it for p in holders for it in p.items if it.number == t.item and it.suffix == t.branch), None)
     if it is None:
         where = f"paragraph {t.paragraph} " if t.paragraph is not None else ""
-        return f"article {t.article} {where}has no item {t.item}"
+        return f"article {t.article} {where}has no item {t.item}" + (f"-{t.branch}" if t.branch else "")
     if t.sub is not None and not _has_sub(it, t.sub):
         return f"article {t.article} item {t.item} has no sub-item {t.sub}"
     return ""

@@ -27,7 +27,7 @@ _PATH = re.compile(
     rf"(?:{_ANCHOR})?"
     rf"(?:第(?P<a>{NUM})条(?P<asub>(?:の{NUM}{_NOT_SUFFIX})*))?"
     rf"(?:第(?P<p>{NUM})項)?"
-    rf"(?:第(?P<i>{NUM})号(?:の{NUM}{_NOT_SUFFIX})?(?!様式|書式|証))?"
+    rf"(?:第(?P<i>{NUM})号(?:の(?P<ib>{NUM}){_NOT_SUFFIX})?(?!様式|書式|証))?"
     rf"(?P<each>各[項号])?"
     rf"(?P<sub>[{IROHA}](?![ァ-ヶー]))?")
 _START = re.compile(rf"第{NUM}[条項号]|(?:前|次)(?:各|[二三四五六七八九十2-9２-９]+)?[条項号]|(?:本|この|同)[条項号]")
@@ -64,7 +64,7 @@ class Path:
     paragraph: int | None
     item: int | None
     sub: int | None  # iroha position of a sub-item (イ = 1)
-    each: bool  # ...各号 / 各項
+    branch: int | None  # 第一号の二 -> item 1, branch 2
 
 
 @dataclass
@@ -100,7 +100,7 @@ def _path(m: re.Match[str]) -> Path | None:
             article += "".join(f"-{x}" for x in subs[1:])
     return Path(m.string[m.start():end], m.start(), end, anchor, level, count, article,
                 to_int(g("p")) if g("p") else None, to_int(g("i")) if g("i") else None,
-                IROHA.index(sub) + 1 if sub else None, bool(g("each")))
+                IROHA.index(sub) + 1 if sub else None, to_int(g("ib")) if g("ib") else None)
 
 
 def _law_before(text: str, start: int) -> str | None:
