@@ -244,3 +244,18 @@ def test_hearing_act_conventions():
     bad = (T / "egov_hearing.txt").read_text(encoding="utf-8").replace("第二条第一号の二イ", "第二条第一号の三イ")
     assert [(f.kind, f.message) for f in check(parse(bad))] == [
         ("dangling_reference", "第二条第一号の三イ points nowhere: article 2 has no item 1-3")]
+
+
+def test_a_parenthesis_right_after_a_reference_narrows_that_reference():
+    t = ("第一条　次に掲げる者\n一　甲\n二　乙\n２　前項の者\n"
+         "第二条　第一条第一項（第二号に係る部分に限る。）の規定は、前項（第三号を除く。）の場合に準用する。\n"
+         "２　民法第五条（第二号に係る部分に限る。）を準用する。\n３　第一号に掲げる場合\n")
+    rows = [(r.text, r.status, [(x.article, x.paragraph, x.item) for x in r.targets], r.law) for r in scan(parse(t))]
+    assert rows == [("前項", "internal", [("1", 1, None)], None),
+                    ("第一条第一項", "internal", [("1", 1, None)], None),
+                    ("第二号", "internal", [("1", 1, 2)], None),
+                    ("前項", "dangling", [], None),
+                    ("第三号", "dangling", [("2", None, 3)], None),  # 前項 of a first paragraph: no context
+                    ("第五条", "external", [("5", None, None)], "民法"),
+                    ("第二号", "external", [("5", None, 2)], "民法"),
+                    ("第一号", "dangling", [("2", None, 1)], None)]

@@ -145,6 +145,7 @@ def _scan(doc: Document) -> list[Reference]:
     # The signature block and supplementary provisions (附則, numbered afresh) are not read.
     end = doc.signature_start if doc.articles and doc.signature_start >= 0 else len(doc.source)
     deleted = [m.span() for m in DELETED.finditer(doc.source)]
+    before: tuple[int, tuple[str | None, Target] | None] = (-1, None)  # end and last target of the last chain
     for ch in chains(doc.source, _merged(ix.heads + _quotes(doc.source) + deleted), end):
         k, para, item = ix.locate(ch.start)
         here = _Here(k, para, item)
@@ -153,6 +154,8 @@ def _scan(doc: Document) -> list[Reference]:
             law = seen.law  # 同法: the law named last
         prev: tuple[str | None, Target] | None = None
         prev_names = False
+        if ch.start == before[0] + 1 and doc.source[before[0]] == "（":
+            prev, prev_names = before[1], True  # 第十二条第一項（第二号に係る部分に限る。）: the item is 12(1)'s
         for path, until in ch.elements:
             r = _element(ix, here, path, until, law, prev, seen)
             refs.append(r)
@@ -164,6 +167,7 @@ def _scan(doc: Document) -> list[Reference]:
             elif law is not None:
                 seen.law = law
             prev_names = names
+        before = (ch.end, prev)
     for m in _EN.finditer(doc.source, 0, end):
         h = bisect.bisect_right(ix.starts, m.start()) - 1
         if h >= 0 and ix.heads[h][0] <= m.start() < ix.heads[h][1]:
