@@ -18,7 +18,7 @@ from .numerals import NUM
 _ABBREV = re.compile(r"以下(?P<scope>[^「『」』。\n]{0,30}?)[「『](?P<t>[^」』\n]{1,30})[」』]と(?:いう|総称する|略称する|略す)")
 _MEANS = re.compile(r"[「『](?P<u>[^」』\n]{1,30})[」』]とは")
 _SCOPE = re.compile(rf"(?:この|本|前|次|同|第{NUM})[編章節款条項号](?:[^。「]{{0,30}})において")
-_HEADING_LINE = re.compile(rf"^(?:#.*|第{NUM}[編章節款目](?:の{NUM})?(?:[ \t\u3000].*)?|附[ \t\u3000]*則.*|"
+_HEADING_LINE = re.compile(rf"^[ \t\u3000]*(?:#.*|第{NUM}[編章節款目](?:の{NUM})?(?:[ \t\u3000].*)?|附[ \t\u3000]*則.*|"
                            r"[（(][^）)\n]{1,40}[）)][ \t\u3000]*|Article .*)$", re.M)
 _OPEN, _CLOSE = "（(「『", "）)」』"
 _MARKS = re.compile(r"[（(「『）)」』。\n]")
@@ -90,7 +90,8 @@ def definitions(text: str, sentences: Sentences) -> list[Definition]:
 
 
 def heading_spans(doc: Document) -> list[tuple[int, int]]:
-    """Article headings and captions, chapter and section lines, Markdown headings: sorted, not uses."""
+    """Article headings and captions, chapter and section lines (also indented, as in a table of contents),
+    the title line, Markdown headings: sorted and merged. A term in them is not a use."""
     spans = [(a.start, a.start + len(a.head_raw)) for a in doc.articles]
     title = re.search(r"\S[^\n]*", doc.preamble)  # the document's title line
     if title:
