@@ -263,3 +263,8 @@ def test_a_parenthesis_right_after_a_reference_narrows_that_reference():
                     ("第五条", "external", [("5", None, None)], "民法"),
                     ("第二号", "external", [("5", None, 2)], "民法"),
                     ("第一号", "dangling", [("2", None, 1)], None)]
+
+
+def test_a_kanji_after_an_article_keeps_the_reference_but_makes_an_item_a_word():
+    t = "第1条（目的）\n甲は、第2条記載の業務及び第9条違反の場合に、第一号法定受託事務を行う。\n"
+    assert [(r.text, r.status) for r in scan(parse(t))] == [("第2条", "dangling"), ("第9条", "dangling")]

@@ -44,9 +44,10 @@ _PARTICLE = re.compile(r".*[はがもへ]")
 _CONJ = re.compile(r"及び|並びに|又は|若しくは")
 _HIRAGANA = re.compile(r"[ぁ-ゖ]")
 _LOOKBACK = 140
-# A kanji right after 第三号 makes a word (第三号被保険者, 第五条関係), unless it goes on with the reference
-# (及び, 並びに, 又は, 若しくは, 中, 前段, 後段, 本文, 各号, 等, 所定, 第…, 以下, 全部, 柱書, 規定, 除く).
-_COMPOUND = re.compile(r"(?![及並又若中前後本各等所第以全柱規除])[\u4e00-\u9fff々]")
+# A kanji right after 第三号 makes a word (第三号被保険者, 第一号法定受託事務), unless it goes on with the
+# reference (及び, 並びに, 又は, 若しくは, 中, 前段, 後段, 本文, 等, 所定, 第…, 以下, 全部, 柱書, 規定, 除く,
+# 記載, 同様). After 条 and 項 a kanji does not stop a reference (第5条違反, 第2条記載の業務).
+_COMPOUND = re.compile(r"(?![及並又若中前後本各等所第以全柱規除記同])[\u4e00-\u9fff々]")
 _PREFIX_ENDS = set("律法令則程例約定書款）")
 
 
@@ -80,7 +81,7 @@ class Chain:
 
 def _path(m: re.Match[str]) -> Path | None:
     g = m.group
-    if not m.group(0) or _COMPOUND.match(m.string, m.end()):
+    if not m.group(0) or (m.group(0).endswith("号") and _COMPOUND.match(m.string, m.end())):
         return None
     anchor = g("rel") or g("own")
     level = g("rlvl") or g("olvl")
