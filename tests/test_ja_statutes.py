@@ -5,7 +5,6 @@ plain-text layout (and a Markdown contract); the *_defects copies carry planted 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

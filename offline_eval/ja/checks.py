@@ -140,8 +140,8 @@ def _word_at(text: str, a: int, b: int) -> bool:
     from .tokenize import morpheme_spans
 
     lo = max(text.rfind("。", max(0, a - 200), a), text.rfind("\n", max(0, a - 200), a), a - 200) + 1
-    hi = [x for x in (text.find("。", b, b + 200), text.find("\n", b, b + 200)) if x >= 0]
-    hi = min(hi) + 1 if hi else min(len(text), b + 200)
+    ends = [x for x in (text.find("。", b, b + 200), text.find("\n", b, b + 200)) if x >= 0]
+    hi = min(ends) + 1 if ends else min(len(text), b + 200)
     bounds = {x + lo for span in morpheme_spans(text[lo:hi]) for x in span}
     return a in bounds and b in bounds
 

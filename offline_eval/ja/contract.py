@@ -235,7 +235,7 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
                 cur = dict(number=1, explicit=False, marker="", text="", items=[], start=a)
             continue  # blank lines, chapter headings, repealed ranges and stray captions: in the raw text only
         kind, m, family = _classify(line, explicit_style, cur, levels)
-        if kind == "item" and cur is not None:
+        if kind == "item" and cur is not None and m is not None:
             branch = m.groupdict().get("s")
             _add_item(levels, cur["items"], Item(number=_num(m.group("n"), family), marker=line[:m.end()].strip(),
                                                  text=line[m.end():].rstrip("\r\n"), start=a, end=b,
@@ -250,7 +250,7 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
             prev = 0
         if cur is None:
             cur = dict(start=a, items=[])
-        if kind == "para":
+        if kind == "para" and m is not None:
             cur.update(number=_num(m.group("n")), explicit=True, marker=line[:m.end()].strip(),
                        text=line[m.end():])
         else:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import bisect
 import gc
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from .contract import DELETED, Article, Document, Item, Paragraph
-from .refscan import Chain, Path, chains
+from .refscan import Path, chains
 
 _EN = re.compile(r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?"
                  r"(?P<law>\s+of\s+(?:the\s+)?[A-Z][\w ]{0,60}?(?:Act|Code|Law|Agreement|Regulations?|Ordinance))?")
@@ -222,12 +222,8 @@ def _label(ix: _Index, k: int | None) -> str | None:
 
 def _element(ix: _Index, here: _Here, path: Path, until: Path | None, law: str | None,
              prev: tuple[str | None, Target] | None, seen: _Mentions) -> Reference:
-    text = ix.doc.source[path.start:(until.end if until else path.end)]
-    if until is not None:
-        end = ix.doc.source.find("まで", until.end) + 2
-        text = ix.doc.source[path.start:end]
-    else:
-        end = path.end
+    end = ix.doc.source.find("まで", until.end) + 2 if until is not None else path.end
+    text = ix.doc.source[path.start:end]
     kind = "range" if until else ("relative" if path.anchor else
                                   "absolute" if path.article else "paragraph" if path.paragraph else "item")
     r = Reference(text, kind, path.start, end, _label(ix, here.article),

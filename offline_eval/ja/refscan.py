@@ -14,8 +14,8 @@ makes it a reference into another law; 本契約 / この法律 name the documen
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .contract import IROHA
 from .numerals import NUM, NUM_CHARS, article_label, to_int
@@ -37,7 +37,7 @@ _UNTIL = re.compile(r"まで")
 _LAW_KIND = r"(?:法律|法|政令|省令|府令|令|規則|規程|条例|条約|協定|契約|覚書|約款|規約|附則)"
 _PREFIX = re.compile(r"(?P<name>[^\s、。，,・（）()「」『』\n条項号]{0,40}?)(?P<paren>（[^（）\n]{0,80}）)?\Z")
 _ENDS_IN_KIND = re.compile(rf"{_LAW_KIND}\Z")
-_LAW_NUMBER = re.compile(rf"(?:法律|政令|令|規則|条例|告示|訓令|条約|様式|書式|別記)\Z")
+_LAW_NUMBER = re.compile(r"(?:法律|政令|令|規則|条例|告示|訓令|条約|様式|書式|別記)\Z")
 _HAS_LAW_NUMBER = re.compile(rf"(?:法律|政令|令|規則|条例|告示)第{NUM}号")
 _SELF = re.compile(rf"^(?:本|この|当)[^\s]{{0,4}}?{_LAW_KIND}$")
 _PARTICLE = re.compile(r".*[はがもへ]")
@@ -110,6 +110,8 @@ def _law_before(text: str, start: int) -> str | None:
         return None
     window = text[max(0, start - _LOOKBACK):start]
     m = _PREFIX.search(window)
+    if m is None:
+        return None
     name, paren = m.group("name"), m.group("paren")
     if paren and _HAS_LAW_NUMBER.search(paren):
         # 皇室典範（昭和二十二年法律第三号）第二十六条: a law number names a law, whatever its name ends in.

@@ -14,7 +14,7 @@ from .contract import Document, parse
 from .diff import TextDiff, merged_ops
 from .normalize import char_count
 from .references import counts, scan
-from .tokenize import morpheme_count, model_token_count
+from .tokenize import model_token_count, morpheme_count
 
 _RED, _GREEN, _DIM, _RESET = "\x1b[31m", "\x1b[32m", "\x1b[2m", "\x1b[0m"
 

@@ -7,7 +7,8 @@ last 。 or line break before PIECE characters, else after a 、 or space, else 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 _TAGGER: Any = None
 _LOCK = threading.Lock()
