@@ -95,3 +95,17 @@ def test_tokenizer_url_is_refused_in_one_line():
         assert "Traceback" not in e.stderr and len(e.stderr.strip().splitlines()) == 1
     e = run_cli("ja", "stats", f, "--tokenizer", str(ROOT / "no-such-folder"))
     assert e.returncode == 2 and "not a local tokenizer folder" in e.stderr and "Traceback" not in e.stderr
+
+
+def test_diff_of_two_long_single_lines_matches_sentences_first():
+    from offline_eval.ja.diff import diff_texts
+
+    sents = [f"{SENTENCE}{i}。" for i in range(20_000)]  # about 800k characters on one line
+    a = "".join(sents)
+    b = "".join(s.replace("書面", "電磁的方法") if i % 5000 == 0 else s for i, s in enumerate(sents))
+    t0 = time.perf_counter()
+    d = diff_texts(a, b)
+    assert time.perf_counter() - t0 < 30  # a character diff of the whole line took minutes
+    st = d.stats
+    assert (st.replaced_chars_from, st.replaced_chars_to, st.inserted_chars, st.deleted_chars) == (8, 8, 12, 0)
+    assert "".join(a[o[1]:o[2]] for o in d.ops) == a and "".join(b[o[3]:o[4]] for o in d.ops) == b

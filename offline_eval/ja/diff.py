@@ -7,8 +7,9 @@ to 5% of a contract therefore costs about 5% of a full character diff, at any le
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rapidfuzz.distance import Levenshtein
 
@@ -56,9 +57,19 @@ class TextDiff:
     stats: DiffStats = field(default_factory=DiffStats)
 
 
-def _line_blocks(a: str, b: str) -> Iterator[tuple[str, int, int, int, int]]:
-    """Line-level opcodes, in character offsets."""
-    la, lb = a.splitlines(keepends=True), b.splitlines(keepends=True)
+_SENTENCE = re.compile(r"[^。]*。|[^。]+$")
+BIG_BLOCK = 20_000  # characters on either side of a changed block above which it is matched by sentence first
+
+
+def _sentences(text: str) -> list[str]:
+    return _SENTENCE.findall(text)
+
+
+def _line_blocks(a: str, b: str, split: Callable[[str], list[str]] | None = None
+                 ) -> Iterator[tuple[str, int, int, int, int]]:
+    """Line-level opcodes (or sentence-level, with `split`), in character offsets."""
+    split = split or (lambda t: t.splitlines(keepends=True))
+    la, lb = split(a), split(b)
     oa = [0]
     for line in la:
         oa.append(oa[-1] + len(line))
@@ -103,11 +114,22 @@ def _opcodes(a, b) -> list[tuple[str, int, int, int, int]]:  # type: ignore[no-u
     return [(o.tag, o.src_start, o.src_end, o.dest_start, o.dest_end) for o in Levenshtein.opcodes(a, b)]
 
 
+def _blocks(a: str, b: str) -> Iterator[tuple[str, int, int, int, int]]:
+    """Lines first; a large changed block (a long line, e.g. a whole contract on one line) is matched again
+    by sentence, so only the sentences that differ go to the character and morpheme diffs."""
+    for tag, a1, a2, b1, b2 in _line_blocks(a, b):
+        if tag != "replace" or min(a2 - a1, b2 - b1) <= BIG_BLOCK:
+            yield tag, a1, a2, b1, b2
+            continue
+        for t, x1, x2, y1, y2 in _line_blocks(a[a1:a2], b[b1:b2], _sentences):
+            yield t, a1 + x1, a1 + x2, b1 + y1, b1 + y2
+
+
 def diff_texts(a: str, b: str, *, with_morphemes: bool = True) -> TextDiff:
     """Character edit script for the whole texts, plus character and morpheme statistics."""
     out = TextDiff(a, b)
     stats = out.stats
-    for tag, a1, a2, b1, b2 in _line_blocks(a, b):
+    for tag, a1, a2, b1, b2 in _blocks(a, b):
         if tag == "equal":
             out.ops.append(("equal", a1, a2, b1, b2))
             continue
