@@ -265,5 +265,7 @@ def test_a_parenthesis_right_after_a_reference_narrows_that_reference():
 
 
 def test_a_kanji_after_an_article_keeps_the_reference_but_makes_an_item_a_word():
-    t = "第1条（目的）\n甲は、第2条記載の業務及び第9条違反の場合に、第一号法定受託事務を行う。\n"
-    assert [(r.text, r.status) for r in scan(parse(t))] == [("第2条", "dangling"), ("第9条", "dangling")]
+    t = ("第1条（目的）\n甲は、第2条記載の業務及び第9条違反の場合に、第一号法定受託事務を行う。\n"
+         "第2条（準用）\n前条第1項各号列記以外の部分の規定を準用する。\n")
+    assert [(r.text, r.status) for r in scan(parse(t))] == [
+        ("第2条", "internal"), ("第9条", "dangling"), ("前条第1項各号", "internal")]

@@ -81,8 +81,8 @@ class Chain:
 
 def _path(m: re.Match[str]) -> Path | None:
     g = m.group
-    if not m.group(0) or (m.group(0).endswith("号") and _COMPOUND.match(m.string, m.end())):
-        return None
+    if not m.group(0) or (m.group(0).endswith("号") and not g("each") and _COMPOUND.match(m.string, m.end())):
+        return None  # 第三号被保険者; but 前条第一項各号列記以外の部分 is a reference
     anchor = g("rel") or g("own")
     level = g("rlvl") or g("olvl")
     if anchor is None and not (g("a") or g("p") or g("i")):
