@@ -192,7 +192,7 @@ def test_definitions_in_the_same_phrase_headings_and_scopes():
 def test_numbering_of_sub_items_is_checked():
     t = ("第一条　次に掲げるもの\n一　甲\nイ　あ\nロ　い\nニ　う\n二　乙\n")
     got = [(f.kind, f.location, f.message) for f in check(parse(t))]
-    assert got == [("numbering_gap", "第1条第1項第1号", "sub-item of 一 3 missing between 2 and 4")]
+    assert got == [("numbering_gap", "第1条第1項第1号", "sub-item of 一: ハ missing between ロ and ニ")]
     # アイウ lists are a family of their own: no gap for ア イ ウ.
     assert check(parse("第一条　次に掲げるもの\n一　甲\nア　あ\nイ　い\nウ　う\n")) == []
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from .align import align
-from .contract import DELETED, Document, Item
+from .contract import DELETED, GOJUON, IROHA, Document, Item
 from .definitions import Definition, Sentences, definitions, first_uses
 from .numerals import to_int
 from .references import Reference, extract, scan
@@ -42,20 +43,22 @@ def _loc(article: str | None, paragraph: int | None = None, item: int | None = N
     return s
 
 
-def _sequence(nums: list[int], what: str, where: str, key: str) -> list[Finding]:
+def _sequence(nums: list[int], what: str, where: str, key: str,
+              name: Callable[[int], str] = str) -> list[Finding]:
     out = []
     seen: Counter[int] = Counter()
     for k, n in enumerate(nums):
         seen[n] += 1
         if seen[n] == 2:
-            out.append(Finding("numbering_duplicate", where, f"{what} {n} appears more than once",
+            out.append(Finding("numbering_duplicate", where, f"{what} {name(n)} appears more than once",
                                f"dup:{key}:{n}"))
         if k and n > nums[k - 1] + 1:
-            missing = ", ".join(str(x) for x in range(nums[k - 1] + 1, n))
-            out.append(Finding("numbering_gap", where, f"{what} {missing} missing between {nums[k - 1]} and {n}",
+            missing = ", ".join(name(x) for x in range(nums[k - 1] + 1, n))
+            out.append(Finding("numbering_gap", where,
+                               f"{what} {missing} missing between {name(nums[k - 1])} and {name(n)}",
                                f"gap:{key}:{missing}"))
         elif k and n < nums[k - 1] and seen[n] == 1:
-            out.append(Finding("numbering_gap", where, f"{what} {n} comes after {nums[k - 1]}",
+            out.append(Finding("numbering_gap", where, f"{what} {name(n)} comes after {name(nums[k - 1])}",
                                f"order:{key}:{n}"))
     return out
 
@@ -88,7 +91,9 @@ def numbering(doc: Document) -> list[Finding]:
 def _sub_items(it: Item, where: str, key: str) -> list[Finding]:
     if not it.children:
         return []
-    out = _sequence([c.number for c in it.children], f"sub-item of {it.marker}", where, f"{key}:{it.marker}")
+    letters = {"iroha": IROHA, "gojuon": GOJUON}.get(it.children[0].family)
+    name: Callable[[int], str] = (lambda n: letters[n - 1] if 0 < n <= len(letters) else str(n)) if letters else str
+    out = _sequence([c.number for c in it.children], f"sub-item of {it.marker}:", where, f"{key}:{it.marker}", name)
     for c in it.children:
         out += _sub_items(c, f"{where}{c.marker}", f"{key}:{it.marker}")
     return out
