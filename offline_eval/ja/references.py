@@ -63,6 +63,10 @@ class _Index:
         for k, a in enumerate(doc.articles):
             self.order.setdefault(a.label, k)
         self._paras: dict[int, dict[int, Paragraph]] = {}
+        self._pstarts: dict[int, list[int]] = {}
+        self._istarts: dict[int, list[int]] = {}
+        self._items: dict[int, dict[tuple[int, int | None], Item]] = {}
+        self._listed: dict[int, list[Paragraph]] = {}
         self.heads = [(a.start, a.start + len(a.head_raw)) for a in doc.articles]
 
     def locate(self, pos: int) -> tuple[int | None, Paragraph | None, int | None]:
@@ -71,12 +75,43 @@ class _Index:
         if k < 0 or pos >= self.doc.articles[k].end:
             return None, None, None
         paras = self.doc.articles[k].paragraphs
-        j = bisect.bisect_right([p.start for p in paras], pos) - 1 if len(paras) > 1 else 0
         if not paras:
             return k, None, None
+        j = bisect.bisect_right(self._para_starts(k), pos) - 1
         p = paras[max(j, 0)]
-        i = bisect.bisect_right([it.start for it in p.items], pos) - 1
+        i = bisect.bisect_right(self._item_starts(p), pos) - 1
         return k, p, (i if i >= 0 and pos < p.items[i].end else None)
+
+    def _para_starts(self, k: int) -> list[int]:
+        if k not in self._pstarts:
+            self._pstarts[k] = [p.start for p in self.doc.articles[k].paragraphs]
+        return self._pstarts[k]
+
+    def _item_starts(self, p: Paragraph) -> list[int]:
+        if id(p) not in self._istarts:
+            self._istarts[id(p)] = [it.start for it in p.items]
+        return self._istarts[id(p)]
+
+    def para_index(self, k: int, p: Paragraph | None) -> int:
+        """Position of a paragraph in its article (-1 for none)."""
+        if p is None:
+            return -1
+        j = bisect.bisect_left(self._para_starts(k), p.start)
+        return j if j < len(self.doc.articles[k].paragraphs) and self.doc.articles[k].paragraphs[j] is p else -1
+
+    def item(self, p: Paragraph, number: int, branch: int | None) -> Item | None:
+        if id(p) not in self._items:
+            found: dict[tuple[int, int | None], Item] = {}
+            for it in p.items:
+                found.setdefault((it.number, it.suffix), it)
+            self._items[id(p)] = found
+        return self._items[id(p)].get((number, branch))
+
+    def first_with_items(self, art: Article) -> list[Paragraph]:
+        k = self.order[art.label]
+        if k not in self._listed:
+            self._listed[k] = [p for p in art.paragraphs if p.items][:1]
+        return self._listed[k]
 
     def article(self, label: str) -> Article | None:
         k = self.order.get(label)
@@ -312,7 +347,7 @@ def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]
             return []
         return [Target(a.label) for a in ix.doc.articles[lo:k]]
     paras = art.paragraphs
-    pi = next((j for j, p in enumerate(paras) if p is here.paragraph), -1)
+    pi = ix.para_index(k, here.paragraph)
     if path.level == "項":
         if path.anchor in ("本", "この"):
             return [Target(art.label, here.paragraph.number)] if here.paragraph else []
@@ -385,10 +420,10 @@ def _missing(ix: _Index, t: Target) -> str:
             return f"article {t.article} has no paragraph {t.paragraph}"
         holders = [p]
     else:
-        holders = [p for p in art.paragraphs if p.items][:1]
+        holders = ix.first_with_items(art)
     if t.item is None:
         return ""
-    it = next((it for p in holders for it in p.items if it.number == t.item and it.suffix == t.branch), None)
+    it = next((found for p in holders if (found := ix.item(p, t.item, t.branch)) is not None), None)
     if it is None:
         where = f"paragraph {t.paragraph} " if t.paragraph is not None else ""
         return f"article {t.article} {where}has no item {t.item}" + (f"-{t.branch}" if t.branch else "")
