@@ -40,6 +40,7 @@ def test_egov_act_has_no_findings_and_counts_three_kinds():
     assert (s["articles"], s["paragraphs"], s["items"], s["sub_items"]) == (12, 27, 18, 9)
     assert (s["internal_references"], s["external_references"], s["dangling_references"]) == (48, 7, 0)
     assert s["references"] == 55
+    assert s["external_laws"] == ["内閣府設置法 (2)", "出入国管理及び難民認定法 (2)", "民法 (2)", "地方自治法 (1)"]
     assert d.labels() == ["1", "2", "3", "4", "5", "6", "7", "8", "8-2", "9", "10", "11"]  # 附則 is not renumbered in
 
 

@@ -58,11 +58,22 @@ def stats(doc: Document, tokenizer: Any | None = None) -> dict[str, Any]:
         "sub_items": sum(_descendants(it) for a in doc.articles for p in a.paragraphs for it in p.items),
         "references": len(refs), "internal_references": n["internal"], "external_references": n["external"],
         "dangling_references": n["dangling"],
+        "external_laws": _laws(refs),
         "article_labels": doc.labels(),
     }
     if tokenizer is not None:
         out["model_tokens"] = model_token_count(doc.source, tokenizer)
     return out
+
+
+def _laws(refs: list[Any]) -> list[str]:
+    """The other laws referred to, in order of first mention, with how often: ["民法 (2)", ...]."""
+    seen: dict[str, int] = {}
+    for r in refs:
+        if r.law is not None:
+            name = r.law or "(unnamed, by law number)"
+            seen[name] = seen.get(name, 0) + 1
+    return [f"{k} ({v})" for k, v in seen.items()]
 
 
 def _descendants(it: Any) -> int:
