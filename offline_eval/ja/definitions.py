@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .contract import Document
@@ -38,14 +39,14 @@ class Definition:
 def trie_pattern(words: list[str]) -> str:
     """One regex for many literal words, shaped as a trie so a match costs the word's length, not the number
     of words (a plain alternation of 10,000 terms is 10,000 tries at every position). Longest word first."""
-    trie: dict = {}
+    trie: dict[str, dict] = {}
     for w in words:
         node = trie
         for c in w:
             node = node.setdefault(c, {})
         node[""] = {}
 
-    def build(node: dict) -> str:
+    def build(node: dict[str, dict]) -> str:
         alts = [re.escape(c) + build(child) for c, child in sorted(node.items()) if c]
         end = "" in node
         if not alts:
@@ -106,7 +107,7 @@ def heading_spans(doc: Document) -> list[tuple[int, int]]:
     return merged
 
 
-def first_uses(doc: Document, defs: list[Definition], bounds_ok) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def first_uses(doc: Document, defs: list[Definition], bounds_ok: Callable[[int, int], bool]) -> dict[str, int]:
     """The first use of each abbreviation in body text before the sentence that defines it: one scan with all
     terms at once. `bounds_ok(start, end)` says whether the match is a word of its own."""
     first: dict[str, Definition] = {}
