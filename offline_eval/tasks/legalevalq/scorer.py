@@ -79,11 +79,14 @@ class Scorer:
         self.tokenizer = AutoTokenizer.from_pretrained(config.encoder)
         self.model = model or MultiSourceScorer(AutoConfig.from_pretrained(config.encoder), config.dropout)
 
-    def batch(self, examples: Sequence[Example]) -> dict[str, dict[str, Any]]:
-        """The authors' inputs: each text tokenized on its own, truncated and padded to max_length."""
+    def batch(self, examples: Sequence[Example], pad_to_max_length: bool = True) -> dict[str, dict[str, Any]]:
+        """The authors' inputs: each text tokenized on its own, truncated and padded to max_length. Padding
+        to the batch's longest text instead gives the same scores (padding is masked out and comes after
+        every real token; tested) for less work: training uses it."""
         from .model import content_text
 
-        kw = dict(truncation=True, max_length=self.config.max_length, padding="max_length", return_tensors="pt")
+        kw = dict(truncation=True, max_length=self.config.max_length, return_tensors="pt",
+                  padding="max_length" if pad_to_max_length else "longest")
         return {"reasoning": dict(self.tokenizer([e["comment"] for e in examples], **kw)),
                 "ans": dict(self.tokenizer([e["conclusion"] for e in examples], **kw)),
                 "content": dict(self.tokenizer([content_text(e["query"], e["answer"]) for e in examples], **kw))}
@@ -133,7 +136,11 @@ class Scorer:
         if not weights.is_file():
             raise InputError("not a scorer folder (no scorer.safetensors)", file=str(d))
         s = cls(ScorerConfig(**raw))
-        load_strict(s.model, load_file(str(weights)), str(weights))
+        try:
+            state = load_file(str(weights))
+        except Exception as e:  # safetensors raises its own SafetensorError (or OSError) for a damaged file
+            raise InputError(f"not a readable safetensors file ({e})", file=str(weights)) from None
+        load_strict(s.model, state, str(weights))
         s.model.eval()
         return s
 
@@ -211,7 +218,7 @@ def train(examples: list[Example], encoder: str, out: str | Path, *, epochs: int
                       disable=True if progress is False else None):
             ex = [tr[i] for i in order[k:k + batch_size]]
             target = torch.tensor([e["score"] / 100.0 for e in ex], dtype=torch.float32)
-            loss = torch.nn.functional.mse_loss(scorer.model(**scorer.batch(ex)), target)
+            loss = torch.nn.functional.mse_loss(scorer.model(**scorer.batch(ex, pad_to_max_length=False)), target)
             opt.zero_grad()
             loss.backward()
             opt.step()
