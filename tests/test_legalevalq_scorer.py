@@ -218,7 +218,8 @@ def test_incompatible_checkpoint_is_one_line_naming_the_keys(bert12, tmp_path):
     sd = _authors_state(bert12)
     sd["extractor.weights_low"] = torch.zeros(3)
     torch.save({"state_dict": sd}, tmp_path / "shape.pth")
-    with pytest.raises(InputError, match=r"1 of another shape \(extractor.weights_low \(3,\) != \(4,\)\)"):
+    with pytest.raises(InputError, match=r"1 of another shape \(extractor.weights_low \(3,\) in the file, "
+                                         r"\(4,\) here\)"):
         Scorer.from_author_checkpoint(tmp_path / "shape.pth", str(bert12))
     torch.save([1, 2], tmp_path / "list.pth")
     (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")

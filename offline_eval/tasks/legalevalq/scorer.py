@@ -38,7 +38,7 @@ def load_strict(model: Any, state: Mapping[str, Any], file: str) -> None:
     own = model.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
-    shapes = [f"{k} {tuple(state[k].shape)} != {tuple(v.shape)}" for k, v in own.items()
+    shapes = [f"{k} {tuple(state[k].shape)} in the file, {tuple(v.shape)} here" for k, v in own.items()
               if k in state and tuple(state[k].shape) != tuple(v.shape)]
     if missing or unexpected or shapes:
         parts = [f"{len(missing)} missing ({_names(missing)})" if missing else "",
