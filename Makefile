@@ -1,12 +1,18 @@
 # The two set-up commands in the README. Both create .venv/ and the tiny models first.
-.PHONY: demo test setup models bench
+.PHONY: demo test test-fast lint setup models bench
 
-demo: setup                     ## install everything and run the sample sweep on the tiny local models
-	.venv/bin/offline-eval sweep models.yaml
+demo: setup                     ## install everything and run the sample sweep: Gemma 3 270M and the tiny models
+	.venv/bin/offline-eval sweep demo.yaml
 	@echo "report: runs/demo/report.md"
 
 test:                           ## install everything and run the tests
 	bash scripts/test.sh
+
+test-fast:                      ## our own logic only, on the fake engine: no engine installed, under a minute
+	bash scripts/test_fast.sh
+
+lint:                           ## ruff and mypy, as `make test` runs them
+	bash scripts/lint.sh
 
 setup:
 	bash scripts/setup.sh
