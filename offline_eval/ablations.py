@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .metrics.stats import adjust_family, paired_test
 
@@ -23,8 +24,8 @@ def families(runs: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, 
     """(kind, title, member runs) for every family with at least two members."""
     out = []
     key = lambda r: (r["model"], r["backend"], r["setting"])  # noqa: E731
-    for (model, backend, setting), group in itertools.groupby(sorted(runs, key=key), key=key):
-        group = list(group)
+    for (model, backend, setting), grouped in itertools.groupby(sorted(runs, key=key), key=key):
+        group = list(grouped)
         by_ctx: dict[int, list[dict[str, Any]]] = {}
         by_var: dict[str, list[dict[str, Any]]] = {}
         for r in group:

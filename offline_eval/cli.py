@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import OfflineEvalError
 
@@ -46,9 +47,10 @@ def _report_failures(summary: dict[str, Any]) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from .config import SweepConfig, format_validation_error
     from .sweep import run_sweep
-    from pydantic import ValidationError
 
     variant = {"default": {"file": None}}
     model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
@@ -249,6 +251,8 @@ def cmd_leq_predict(a: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .backends.registry import engine_names
+
     p = argparse.ArgumentParser(prog="offline-eval", description="Japanese legal benchmarks on local models, "
                                                                  "with no network.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and engine logs")
@@ -265,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_sweep)
 
     r = sub.add_parser("run", help="run one model on one task")
-    r.add_argument("--backend", required=True, choices=["vllm", "llamacpp", "transformers"])
+    r.add_argument("--backend", required=True, choices=engine_names())
     r.add_argument("--model", required=True, help="model folder (vllm, transformers) or .gguf file (llamacpp)")
     r.add_argument("--name", help="name for the results folder (default: model)")
     r.add_argument("--task", required=True)

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, ValidationInfo,
-                      field_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
-from .backends.base import BACKEND_NAMES, LoadSpec
+from .backends.base import LoadSpec
 from .backends.chat import checked_setting, normalize_setting, spec_template
+from .backends.registry import engine_names, get_engine
 from .errors import InputError, is_url
 
 
@@ -36,7 +45,7 @@ class VariantSpec(Strict):
 
 class ModelSpec(Strict):
     name: str = Field(pattern=_NAME)
-    backend: Literal["vllm", "llamacpp", "transformers"]
+    backend: str = Field(description="an engine name: see `offline-eval run --help`")
     path: str
     variants: dict[str, VariantSpec] = Field(default_factory=lambda: {"default": VariantSpec()})
     # Strict: YAML's `true` must not become context length 1, nor "8192" a number by accident.
@@ -59,6 +68,15 @@ class ModelSpec(Strict):
     def declared_twin(self, variant: str) -> str | None:
         """The model this variant declares the same weights as (its own setting first, then the model's)."""
         return self.variants[variant].same_weights_as or self.same_weights_as
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        names = engine_names()
+        if v not in names:
+            listed = ", ".join(f"'{n}'" for n in names[:-1]) + f" or '{names[-1]}'"
+            raise PydanticCustomError("backend", "Input should be {listed}", {"listed": listed})
+        return v
 
     @field_validator("max_model_len")
     @classmethod
@@ -117,11 +135,8 @@ class ModelSpec(Strict):
             return f"{source}: field '{field}': URLs are refused, give a local path: {value}"
         if not Path(value).exists():
             return f"{source}: field '{field}': path does not exist: {value}"
-        if self.backend == "llamacpp" and not Path(value).is_file():
-            return f"{source}: field '{field}': llamacpp needs a .gguf file: {value}"
-        if self.backend != "llamacpp" and not Path(value).is_dir():
-            return f"{source}: field '{field}': {self.backend} needs a model folder: {value}"
-        return None
+        problem = get_engine(self.backend).path_problem(value)
+        return f"{source}: field '{field}': {problem}: {value}" if problem else None
 
 
 class RunnerSpec(Strict):
@@ -172,7 +187,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
                 hash(key)
@@ -214,7 +229,7 @@ def load_config(path: str | Path) -> SweepConfig:
         for v in m.variants.values():
             if v.file:
                 v.file = _resolve(base, v.file)
-    for name, opts in cfg.tasks.items():
+    for opts in cfg.tasks.values():
         if not isinstance(opts, dict):
             continue
         for key in ("data", "validation_data", "scorer", "human_scores"):
@@ -268,5 +283,5 @@ def data_path_problems(cfg: SweepConfig, source: str) -> list[str]:
     return problems
 
 
-__all__ = ["BACKEND_NAMES", "ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "data_path_problems",
+__all__ = ["ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "data_path_problems",
            "load_config"]

@@ -9,7 +9,8 @@ probabilities, the mean absolute difference of P(positive).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .metrics.agreement import cohen_kappa
 from .tasks.base import Task
@@ -59,12 +60,12 @@ def compare(task: Task, entry_a: dict[str, Any], entry_b: dict[str, Any], recs_a
     """One row of the consistency table: two runs of one task setting, on the items both answered."""
     by_b = {r["id"]: r for r in recs_b}
     both = [(r, by_b[r["id"]]) for r in recs_a if r["id"] in by_b]
-    answers = [(task.item_answer(x), task.item_answer(y)) for x, y in both]
-    answers = [(x, y) for x, y in answers if x is not None and y is not None]
-    scores = [(task.item_score(x), task.item_score(y)) for x, y in both]
-    scores = [(x, y) for x, y in scores if x is not None and y is not None]
-    probs = [(task.item_probability(x), task.item_probability(y)) for x, y in both]
-    probs = [(x, y) for x, y in probs if x is not None and y is not None]
+    answers = [(x, y) for x, y in ((task.item_answer(a), task.item_answer(b)) for a, b in both)
+               if x is not None and y is not None]
+    scores = [(x, y) for x, y in ((task.item_score(a), task.item_score(b)) for a, b in both)
+              if x is not None and y is not None]
+    probs = [(x, y) for x, y in ((task.item_probability(a), task.item_probability(b)) for a, b in both)
+             if x is not None and y is not None]
     metric = entry_a.get("primary_metric") or "mean"
     va, vb = entry_a["metrics"].get(metric), entry_b["metrics"].get(metric)
     test, p = _paired_p([x for x, _ in scores], [y for _, y in scores])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Regex:
         return {"type": "regex", "pattern": self.pattern}
 
 
-Constraint = Union[Choice, JsonSchema, Regex]
+Constraint = Choice | JsonSchema | Regex
 
 
 def parse_json_strict(text: str) -> Any:

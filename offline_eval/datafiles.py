@@ -6,8 +6,9 @@ Every record comes back with a label ("line 7", "row 3") so schema errors can na
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import InputError, is_url
 

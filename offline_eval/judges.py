@@ -4,9 +4,10 @@ several judges of scores mapped to [0, 1]. Tasks supply the criteria and the pro
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean
-from typing import Any, Sequence
+from typing import Any
 
 from .metrics.agreement import normalise
 from .requests import Result

@@ -28,7 +28,7 @@ class OutputLock:
         self.path = Path(out) / LOCK_NAME
         self._fd: int | None = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -33,7 +33,7 @@ class PeakMemory:
             self.peak = max(self.peak, tree_rss())
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self.peak = tree_rss()
         self._thread.start()
         return self

@@ -3,11 +3,14 @@ computed with each model's own tokenizer and chat template, without starting an 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from .backends.base import LoadSpec
+from .backends.base import LoadSpec, PromptCounter
+from .backends.registry import get_engine
 from .config import ModelSpec
+from .fit import fits, tokens_needed
 from .requests import Request
 
 
@@ -16,42 +19,15 @@ class PhasePlan:
     run: str
     setting: str
     requests: int
-    prompt_tokens: int  # of the requests that fit (for a focused one, its fallback's)
+    prompt_tokens: int | None  # of the requests that fit (for a focused one, its fallback's); None: not countable
     max_output_tokens: int
     overflow_ids: list[str]
     focused_ids: list[str]
 
 
-class PromptCounter:
-    """Token ids of rendered prompts, from the tokenizer alone (a GGUF is opened vocab-only)."""
-
-    def __init__(self, spec: LoadSpec) -> None:
-        self.spec = spec
-        if spec.backend == "llamacpp":
-            from .backends.llamacpp_backend import LlamaCppBackend
-
-            from .quiet import native_stderr_silenced
-
-            vocab_only = LoadSpec(**{**spec.__dict__, "engine_args": {**spec.engine_args, "vocab_only": True}})
-            with native_stderr_silenced():
-                self._backend: Any = LlamaCppBackend(vocab_only)
-            self.encode = self._backend.encode
-        else:
-            from transformers import AutoTokenizer
-
-            from .backends.chat import choose_template, hf_own_template
-
-            self.tok = AutoTokenizer.from_pretrained(spec.path, trust_remote_code=spec.trust_remote_code)
-            self.template = choose_template(spec.chat_template, hf_own_template(self.tok))
-
-    def encode(self, requests: Sequence[Request]) -> list[list[int]]:  # type: ignore[no-redef]
-        from .backends.chat import hf_encode
-
-        return hf_encode(self.tok, self.template, requests)
-
-    def close(self) -> None:
-        if self.spec.backend == "llamacpp":
-            self._backend.close()
+def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
+    """The engine's own tokenizer-only counter (None: this engine cannot count prompts locally)."""
+    return get_engine(spec.backend).declared_class().prompt_counter(spec)
 
 
 def prompt_format(spec: LoadSpec) -> str:
@@ -63,41 +39,62 @@ def prompt_format(spec: LoadSpec) -> str:
 
 def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[PhasePlan]:
     out: list[PhasePlan] = []
-    # (backend, path, chat template, setting) -> prompt lengths
-    lengths: dict[tuple[str, str, str | None, str], list[int]] = {}
+    # (backend, path, chat template, setting) -> prompt lengths (None: the engine cannot count them locally)
+    lengths: dict[tuple[str, ...], list[int] | None] = {}
     for m, variant, ctx in loads:
         spec = m.load_spec(variant, ctx)
-        counter = None
+        count = _LazyCounter(spec)
         for t in tasks:
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
                 phase = t.task.build(t.task.setting_items(t.items, setting), setting)
-                key = (spec.backend, spec.path, spec.chat_template, name)
-                fb_key = (*key, "fallbacks")
+                key = (spec.backend, spec.path, str(spec.chat_template), name)
                 if key not in lengths:
-                    counter = counter or PromptCounter(spec)
-                    lengths[key] = [len(ids) for ids in counter.encode(phase.requests)]
-                extra = [r.sampling.max_tokens if phase.method == "generate" else 1 for r in phase.requests]
-                n = list(lengths[key])
-                fits = [x + e <= ctx for x, e in zip(n, extra)]
+                    lengths[key] = count(phase.requests)
+                counted = lengths[key]
+                extra = [tokens_needed(0, r, phase.method) for r in phase.requests]
+                if counted is None:
+                    out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests), None, sum(extra),
+                                         [], []))
+                    continue
+                n = list(counted)
+                ok = [fits(x, r, phase.method, ctx) for x, r in zip(n, phase.requests)]
                 focused = [False] * len(n)
-                if phase.overflow == "focus" and phase.fallbacks and not all(fits):
+                if phase.overflow == "focus" and phase.fallbacks and not all(ok):
+                    fb_key = (*key, "fallbacks")
                     if fb_key not in lengths:
-                        counter = counter or PromptCounter(spec)
                         fbs = [f for f in phase.fallbacks if f is not None]
-                        it = iter(counter.encode(fbs))
-                        lengths[fb_key] = [len(next(it)) if f is not None else 0 for f in phase.fallbacks]
+                        it = iter(count(fbs) or [])
+                        lengths[fb_key] = [next(it) if f is not None else 0 for f in phase.fallbacks]
+                    fb_lengths = lengths[fb_key] or []
                     for i, f in enumerate(phase.fallbacks):
-                        if not fits[i] and f is not None and lengths[fb_key][i] + extra[i] <= ctx:
-                            n[i], fits[i], focused[i] = lengths[fb_key][i], True, True
+                        if not ok[i] and f is not None and fits(fb_lengths[i], f, phase.method, ctx):
+                            n[i], ok[i], focused[i] = fb_lengths[i], True, True
                 out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests),
-                                     sum(x for x, f in zip(n, fits) if f),
-                                     sum(e for e, f in zip(extra, fits) if f),
-                                     [i for i, f in zip(phase.item_ids, fits) if not f],
+                                     sum(x for x, f in zip(n, ok) if f),
+                                     sum(e for e, f in zip(extra, ok) if f),
+                                     [i for i, f in zip(phase.item_ids, ok) if not f],
                                      [i for i, f in zip(phase.item_ids, focused) if f]))
-        if counter is not None:
-            counter.close()
+        count.close()
     return out
+
+
+class _LazyCounter:
+    """Prompt lengths from the engine's counter, opened on first use (a load whose counts are all known
+    from an earlier load of the same files opens nothing)."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        self.spec, self.opened = spec, False
+        self.counter: PromptCounter | None = None
+
+    def __call__(self, requests: Sequence[Request]) -> list[int] | None:
+        if not self.opened:
+            self.counter, self.opened = prompt_counter(self.spec), True
+        return None if self.counter is None else [len(ids) for ids in self.counter.encode(requests)]
+
+    def close(self) -> None:
+        if self.counter is not None:
+            self.counter.close()
 
 
 def print_plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any], source: str, index: dict[int, int],
@@ -115,14 +112,16 @@ def print_plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any], source
                                                        f"{', ...' if len(p.overflow_ids) > 5 else ''})"
                                                        if p.overflow_ids else "")
             foc = f", {len(p.focused_ids)} focused" if p.focused_ids else ""
-            log(f"    {p.setting}: {p.requests} requests, {p.prompt_tokens} prompt tokens, "
+            counted = "prompt tokens not countable locally" if p.prompt_tokens is None else \
+                f"{p.prompt_tokens} prompt tokens"
+            log(f"    {p.setting}: {p.requests} requests, {counted}, "
                 f"<= {p.max_output_tokens} output tokens, {over}{foc}")
     for t in tasks:
         for ev in t.task.evaluator_models():
             v, c = ev.runs()[0]
             log(f"then {t.name}: evaluator {ev.run_name(v, c)} scores the outputs (loaded once; its prompts hold "
                 f"the answers, so they are not counted here)")
-    total_p = sum(p.prompt_tokens for p in plans)
+    total_p = sum(p.prompt_tokens or 0 for p in plans)
     total_o = sum(p.max_output_tokens for p in plans)
     log(f"total: {sum(p.requests for p in plans)} requests, {total_p} prompt tokens, <= {total_o} output tokens")
     return plans

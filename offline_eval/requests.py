@@ -35,7 +35,7 @@ class Request:
 
     @staticmethod
     def chat(messages: list[dict[str, str]], sampling: Sampling | None = None,
-             constraint: Constraint | None = None) -> "Request":
+             constraint: Constraint | None = None) -> Request:
         return Request(messages=tuple((m["role"], m["content"]) for m in messages),
                        sampling=sampling or Sampling(), constraint=constraint)
 
@@ -66,7 +66,7 @@ class Result:
         return d
 
     @staticmethod
-    def from_dict(d: dict[str, Any]) -> "Result":
+    def from_dict(d: dict[str, Any]) -> Result:
         return Result(**d)
 
 
@@ -80,7 +80,7 @@ def request_key(fingerprint: str, variant: str, request: Request | str, method: 
     """sha256 over (model fingerprint, variant, method, choices, the full request incl. sampling and constraint)."""
     rj = request if isinstance(request, str) else request_json(request)
     head = json.dumps([fingerprint, variant, method, list(choices) if choices else None], separators=(",", ":"))
-    return hashlib.sha256(f"{head}\n{rj}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{head}\n{rj}".encode()).hexdigest()
 
 
 @dataclass

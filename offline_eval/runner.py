@@ -4,14 +4,16 @@ send the misses in as few engine calls as memory allows, and store each chunk as
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from tqdm import tqdm
 
-from .backends.base import Backend, LazyBackend
+from .backends.base import Backend, LazyBackend, TokenizingBackend
 from .errors import EngineError, InputError, OfflineEvalError
+from .fit import fits, tokens_needed
 from .requests import Phase, Request, Result, request_json, request_key
 from .store import Store
 
@@ -74,7 +76,7 @@ class Runner:
                 todo = self._fitting(phase, backend, [(k, phase.requests[first[k]], rjson[first[k]])
                                                       for k in misses], done, first)
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
-            todo.sort(key=lambda t: t[2])
+            todo.sort(key=lambda t: t[2] if t[2] is not None else t[3])
             bar = tqdm(total=len(todo), desc=phase.name, unit="req", disable=True if self.progress is False else None,
                        mininterval=1.0, dynamic_ncols=True, leave=False)
             try:
@@ -82,11 +84,13 @@ class Runner:
                     chunk = todo[c:c + self.chunk_size]
                     rs = [t[1] for t in chunk]
                     ids = [t[2] for t in chunk]
+                    encoded = None if any(i is None for i in ids) else [i for i in ids if i is not None]
                     with engine_errors(phase.name):
                         if phase.method == "generate":
-                            results = backend.generate(rs, ids, progress=bar.update)
+                            results = backend.generate(rs, encoded, progress=bar.update)
                         else:
-                            results = backend.choice_logprobs(rs, phase.choices or (), ids, progress=bar.update)
+                            results = backend.choice_logprobs(rs, phase.choices or (), encoded,
+                                                              progress=bar.update)
                     stats.engine_calls += 1
                     rows = []
                     for (k, _, _, rj, primaries), res in zip(chunk, results):
@@ -123,18 +127,20 @@ class Runner:
         return out
 
     def _fitting(self, phase: Phase, backend: Any, todo: list[tuple[str, Request, str]], done: dict[str, Result],
-                 first: dict[str, int]) -> list[tuple[str, Request, list[int], str, list[str]]]:
+                 first: dict[str, int]) -> list[tuple[str, Request, list[int] | None, str, list[str]]]:
         """The requests that fit the context, as (key, request, ids, request json, primaries). One that does
         not is failed, recorded as an overflow, or (policy 'focus') replaced by its fallback; a fallback's
         result is also answered under the keys of the requests it stands in for (`primaries`)."""
+        if not isinstance(backend, TokenizingBackend):  # no local tokenizer: the engine enforces its context
+            return [(k, r, None, rj, []) for k, r, rj in todo]
         limit = backend.max_model_len
-        out: list[tuple[str, Request, list[int], str, list[str]]] = []
+        out: list[tuple[str, Request, list[int] | None, str, list[str]]] = []
         retry: dict[str, tuple[Request, str, list[str]]] = {}
         rj_of = {k: rj for k, _, rj in todo}
         rows = []  # overflows are stored too (the key holds the context length): a re-run needs no engine
         for (k, r, rj), ids in zip(todo, backend.encode([r for _, r, _ in todo])):
-            need = len(ids) + (r.sampling.max_tokens if phase.method == "generate" else 1)
-            if need <= limit:
+            need = tokens_needed(len(ids), r, phase.method)
+            if fits(len(ids), r, phase.method, limit):
                 out.append((k, r, ids, rj, []))
                 continue
             fb = phase.fallbacks[first[k]] if phase.fallbacks and phase.overflow == "focus" else None
@@ -156,8 +162,7 @@ class Runner:
                 rows.append((pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
         rest = [(fk, fb, fj) for fk, (fb, fj, _) in retry.items() if fk not in hits]
         for (fk, fb, fj), ids in zip(rest, backend.encode([fb for _, fb, _ in rest]) if rest else []):
-            need = len(ids) + (fb.sampling.max_tokens if phase.method == "generate" else 1)
-            if need <= limit:
+            if fits(len(ids), fb, phase.method, limit):
                 out.append((fk, fb, ids, fj, retry[fk][2]))
             else:
                 for pk in retry[fk][2]:

@@ -10,8 +10,9 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from .errors import OfflineEvalError
 from .requests import Result

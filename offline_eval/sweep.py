@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .backends.base import LazyBackend
 from .backends.chat import model_prompt_format
@@ -21,8 +22,9 @@ from .config import ModelSpec, SweepConfig, data_path_problems
 from .errors import InputError, OfflineEvalError
 from .fileio import write_json_atomic, write_jsonl_atomic
 from .lock import OutputLock
-from .metrics.ranking import has_score, rank_key
 from .memory import PeakMemory, weights_bytes
+from .metrics.ranking import has_score, rank_key
+from .requests import Result
 from .runner import Runner
 from .store import Store
 from .tasks import load_items, make_task
@@ -274,7 +276,7 @@ def _run_evaluations(tasks: list[PlannedTask], done: set[str], store: Store, out
             variant, ctx = ev.runs()[0]
             key = ev.run_name(variant, ctx) + "\0" + ev.model_dump_json()
             judges.setdefault(key, (ev, []))[1].append(len(staged) - 1)
-    results: list[dict[str, list[Any]]] = [{} for _ in staged]
+    results: list[dict[str, Sequence[Result]]] = [{} for _ in staged]
     timing: list[dict[str, Any]] = [{} for _ in staged]
     for ev, users in judges.values():
         variant, ctx = ev.runs()[0]
@@ -298,15 +300,15 @@ def _run_evaluations(tasks: list[PlannedTask], done: set[str], store: Store, out
                 timing[i].pop(run, None)
         finally:
             engine.close()
-    for (t, entries, records, phase), res, times in zip(staged, results, timing):
-        records = t.task.finish_evaluation(records, phase, res)
+    for (t, entries, staged_records, phase), by_evaluator, times in zip(staged, results, timing):
+        records = t.task.finish_evaluation(staged_records, phase, by_evaluator)
         for entry in entries:
             key = f"{entry['run']}/{entry['setting']}"
             if key not in records:
                 continue
             write_jsonl_atomic(out / "results" / entry["run"] / f"{entry['setting']}.jsonl", records[key])
             entry["metrics"] = t.task.aggregate(records[key], entry["options"])
-            entry["evaluator"] = {"run": next(iter(res), None), "runs": list(res)}
+            entry["evaluator"] = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
             # Timings live under "throughput" only: everything else in summary.json is reproducible.
             entry["throughput"]["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
     write_json_atomic(out / "summary.json", summary)

@@ -10,6 +10,7 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
   apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } ||
     echo "could not install chromium: the report-in-a-browser test will be skipped" >&2
 fi
+bash scripts/lint.sh
 set +e
 .venv/bin/python -m pytest -q -ra "$@"
 rc=$?

@@ -47,6 +47,17 @@ def engine(request, tiny):  # type: ignore[no-untyped-def]
     yield _ENGINES[name]
 
 
+# A test that takes the tiny models or a real engine starts an engine: it belongs to `make test`, not to
+# the fast tier (`make test-fast` runs `-m "not engine"` with no engine installed).
+_ENGINE_FIXTURES = {"tiny", "engine", "bert", "fixed_bert"}
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    for item in items:
+        if _ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.engine)
+
+
 def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
     for b in _ENGINES.values():
         b.close()  # type: ignore[attr-defined]

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import yaml
-
 from conftest import DATA, TINY, run_cli
 
 
@@ -115,10 +114,10 @@ def test_engines_release_memory_between_loads(tiny):
     process with its reserved KV cache."""
     import gc
 
+    import psutil
+
     from offline_eval.backends.base import LoadSpec, load_backend
     from offline_eval.memory import tree_rss
-
-    import psutil
 
     gc.collect()
     base = tree_rss()

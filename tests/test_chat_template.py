@@ -10,16 +10,22 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import DATA, TINY, run_cli
 
 from offline_eval.backends.base import LoadSpec
-from offline_eval.backends.chat import (PLAIN_ANSWER, PLAIN_QUESTION, checked_setting, gguf_chat_template,
-                                        hf_folder_chat_template, model_prompt_format, render_plain)
+from offline_eval.backends.chat import (
+    PLAIN_ANSWER,
+    PLAIN_QUESTION,
+    checked_setting,
+    gguf_chat_template,
+    hf_folder_chat_template,
+    model_prompt_format,
+    render_plain,
+)
 from offline_eval.backends.fingerprint import spec_fingerprint
 from offline_eval.config import ModelSpec
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import SYSTEM_PROMPT
-
-from conftest import DATA, TINY, run_cli
 
 GOOD = "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}[assistant] "
 
@@ -279,7 +285,7 @@ def test_every_engine_runs_every_mode_on_a_model_without_a_template(bare_sweep):
     assert not summary["failures"]
     runs = {(r["backend"], r["options"]["mode"]): r for r in summary["runs"]}
     assert set(runs) == {(b, m) for b in ("llamacpp", "transformers", "vllm") for m in MODES}
-    for (backend, mode), r in runs.items():
+    for (_backend, mode), r in runs.items():
         assert r["prompt_format"] == "plain"
         assert r["n_items"] == LIMIT and r["metrics"]["n_scored"] == LIMIT
         recs = [json.loads(x) for x in (out / "results" / r["run"] / f"{r['setting']}.jsonl").read_text().splitlines()]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import yaml
-
 from conftest import DATA, ROOT, TINY, run_cli
 
 

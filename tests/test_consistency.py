@@ -7,7 +7,6 @@ import math
 
 import pytest
 import yaml
-
 from conftest import DATA, TINY, run_cli
 
 

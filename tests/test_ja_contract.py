@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from offline_eval.ja.contract import parse, render
 from offline_eval.ja.references import extract
-
-from conftest import ROOT
 
 SAMPLES = sorted((ROOT / "data" / "contracts").glob("*.md")) + sorted((ROOT / "data" / "statutes").glob("*.txt"))
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import ROOT, run_cli
 
 from offline_eval.ja.align import align, change_precision, changed_set, changes
 from offline_eval.ja.checks import check, introduced_defects
 from offline_eval.ja.contract import parse
 from offline_eval.ja.diff import diff_texts
-
-from conftest import ROOT, run_cli
 
 C = ROOT / "data" / "contracts"
 
@@ -150,6 +149,6 @@ def test_ja_cli(tmp_path):
     ck = run_cli("ja", "check", str(C / "service_agreement.revised_defects.md"), "--against", a, "--strict")
     assert ck.returncode == 1 and "dangling_reference" in ck.stdout
     bad = tmp_path / "sjis.md"
-    bad.write_bytes("第1条（目的）\n".encode("utf-8") + "本契約".encode("shift_jis"))
+    bad.write_bytes("第1条（目的）\n".encode() + "本契約".encode("shift_jis"))
     e = run_cli("ja", "check", str(bad))
     assert e.returncode == 2 and "line 2" in e.stderr and "not UTF-8" in e.stderr and "Traceback" not in e.stderr

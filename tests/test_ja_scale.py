@@ -7,12 +7,12 @@ import json
 import sys
 import time
 
+from conftest import ROOT, run_cli
+
 from offline_eval.ja.checks import check
 from offline_eval.ja.contract import parse
 from offline_eval.ja.references import scan
 from offline_eval.ja.tokenize import PIECE, morpheme_count, morpheme_spans, morphemes, pieces
-
-from conftest import ROOT, run_cli
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_ja import big_statute  # noqa: E402

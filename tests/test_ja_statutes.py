@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import ROOT
 
 from offline_eval.ja.checks import check
 from offline_eval.ja.contract import parse, render
 from offline_eval.ja.labeled import evaluate
 from offline_eval.ja.references import counts, extract, scan
 from offline_eval.ja.show import stats
-
-from conftest import ROOT
 
 T = ROOT / "tests" / "ja_texts"
 

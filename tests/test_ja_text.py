@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from offline_eval.ja.normalize import char_count, normalize
-from offline_eval.ja.numerals import (article_label, format_article, int_to_kanji, kanji_to_int,
-                                      parse_article_number)
+from offline_eval.ja.numerals import article_label, format_article, int_to_kanji, kanji_to_int, parse_article_number
 from offline_eval.ja.tokenize import model_token_count, morpheme_count, morpheme_spans, morphemes, tagger
 
 

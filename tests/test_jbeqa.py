@@ -7,13 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import DATA, TINY, run_cli
 
 from offline_eval.constraints import Choice
 from offline_eval.requests import Result
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import SYSTEM_PROMPT, gregorian_year, load_items, parse_answer, user_message
-
-from conftest import DATA, TINY, run_cli
 
 ERA_ID = re.compile(r"^(平成|令和)(元|[0-9０-９]+)年-(民法|刑法|憲法)-[0-9０-９]+-[0-9０-９]+$")
 ERA_YEAR = re.compile(r"^(平成|令和)(元|[0-9０-９]+)年$")
@@ -153,7 +152,7 @@ def test_summary_keys_years_by_the_gregorian_year(tmp_path: Path):
 
 
 def test_parquet_and_datasets_folder_load_the_same_items(tmp_path: Path):
-    import datasets
+    datasets = pytest.importorskip("datasets")  # the `data` extra
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from conftest import ROOT, run_cli
 
 from offline_eval.metrics import adj_score
 from offline_eval.metrics.adjscore import summarize, tier
 from offline_eval.tasks.legalevalq.evaluator import GRADES, parse_json, parse_tags
 from offline_eval.tasks.legalevalq.scorer import Scorer, ScorerConfig, train, with_error_inputs
-
-from conftest import ROOT, run_cli
 
 DATA = ROOT / "data" / "legalevalq"
 
@@ -105,7 +103,7 @@ def test_shapes_and_gradient_flow(bert):
     for name, p in s.model.named_parameters():
         if "pooler" in name:
             continue  # BERT's pooler is not used: the CLS vectors of the hidden layers are
-        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad is not None and bool(p.grad.isfinite().all()), name
     for part in ("extractor.weights_low", "extractor.weights_high", "extractor.gate.0.weight",
                  "fusion.gate.0.weight", "fusion.projection.0.weight", "regressor.0.weight",
                  "regressor.3.linear.4.weight", "regressor.8.weight",
@@ -142,6 +140,8 @@ def test_authors_checkpoint_is_read_with_weights_only(bert, tmp_path):
         def __reduce__(self):  # type: ignore[no-untyped-def]
             return (print, ("unpickled!",))
 
+    import torch
+
     torch.save({"state_dict": theirs, "obj": Evil()}, tmp_path / "evil.pth")
     from offline_eval.errors import InputError
 
@@ -176,7 +176,6 @@ def test_cli_train_predict_and_bad_input(bert, tmp_path):
 
 def _sweep_config(tmp: Path, mode: str) -> Path:
     import yaml
-
     from conftest import TINY
 
     cfg = {"output_dir": str(tmp / "out"),

@@ -11,14 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-import torch.nn.functional as F
+
+torch = pytest.importorskip("torch")  # the scorer needs the `hf` extra; the fast tier has none
+F = torch.nn.functional
+pytestmark = pytest.mark.engine
+
+from conftest import ROOT, run_cli
 
 from offline_eval.errors import InputError
 from offline_eval.tasks.legalevalq.model import HierarchicalExtractor, layer_groups
 from offline_eval.tasks.legalevalq.scorer import Scorer, ScorerConfig
-
-from conftest import ROOT, run_cli
 
 HIDDEN, HEADS = 32, 2
 ROWS = [

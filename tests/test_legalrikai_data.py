@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import ROOT, run_cli
 
 from offline_eval.errors import InputError
 from offline_eval.ja.contract import parse
 from offline_eval.tasks.legalrikai.schema import load_items
-
-from conftest import ROOT, run_cli
 
 D = ROOT / "data" / "legalrikai"
 

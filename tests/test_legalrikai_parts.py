@@ -8,6 +8,7 @@ import json
 import jsonschema
 import numpy as np
 import pytest
+from conftest import ROOT, statute
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
@@ -18,8 +19,6 @@ from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
 from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes
 from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back
 from offline_eval.tasks.legalrikai.task import LegalRikaiTask, aggregate, average_scores
-
-from conftest import ROOT, statute
 
 CONTRACT = ("# 業務委託契約書\n\n甲と乙は、次のとおり契約を締結する。\n\n"
             "## 第1条（目的）\n本契約は、業務の委託について定める。\n\n"

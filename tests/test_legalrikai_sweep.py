@@ -14,11 +14,10 @@ import jsonschema
 import numpy as np
 import pytest
 import yaml
+from conftest import ROOT, TINY, run_cli, statute
 from scipy import stats
 
 from offline_eval.tasks.legalrikai import rubric
-
-from conftest import ROOT, TINY, run_cli, statute
 
 DATA = ROOT / "data" / "legalrikai"
 GGUF_JUDGE = "judge-gguf.llamacpp.default.ctx8192"

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import CLI, DATA, ROOT, TINY, run_cli
 from test_bad_input import assert_one_line_error, write_config
 
@@ -108,7 +107,7 @@ def test_a_run_with_no_scored_items_has_no_score_and_ranks_last(tmp_path, tiny):
     summary = strict_json(out / "summary.json")
     for f in (out / "results").rglob("*.jsonl"):
         for line in f.read_text(encoding="utf-8").splitlines():
-            json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c} in {f}"))
+            json.loads(line, parse_constant=lambda c, f=f: pytest.fail(f"bare {c} in {f}"))
     short = next(r for r in summary["runs"] if r["model"] == "tiny-short")  # type: ignore[index]
     m = short["metrics"]
     assert m["n_scored"] == 0 and m["n_skipped"] == 4
@@ -186,12 +185,12 @@ def test_gbnf_for_a_long_bound_stays_small_and_exact():
 
 @pytest.mark.engine
 def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
+    from conftest import spec_for
+
     from offline_eval.backends.base import load_backend
     from offline_eval.constraints import Choice
     from offline_eval.errors import EngineError
     from offline_eval.requests import Request, Sampling
-
-    from conftest import spec_for
 
     b = load_backend(spec_for("llamacpp", tiny))
     try:
@@ -204,13 +203,13 @@ def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
 
 @pytest.mark.engine
 def test_default_legalevalq_evaluator_on_llamacpp_does_not_crash(tmp_path, tiny):
+    from conftest import spec_for
+
     from offline_eval.backends.base import load_backend
     from offline_eval.constraints import JsonSchema
     from offline_eval.requests import Request, Sampling
     from offline_eval.tasks.legalevalq.evaluator import schema as json_schema
     from offline_eval.tasks.legalevalq.task import LegalEvalQOptions
-
-    from conftest import spec_for
 
     default = LegalEvalQOptions.model_fields["comment_max_chars"].default
     assert default == 1200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import TINY
 
 from offline_eval.backends.base import LazyBackend, LoadSpec
 from offline_eval.constraints import Choice
@@ -10,8 +11,6 @@ from offline_eval.errors import InputError
 from offline_eval.requests import Phase, Request, Result, Sampling
 from offline_eval.runner import Runner
 from offline_eval.store import Store
-
-from conftest import TINY
 
 
 def _phase(n: int, dup: int = 0, overflow: str = "skip", long_every: int = 0) -> Phase:

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from offline_eval.metrics.stats import (adjust_family, benjamini_hochberg, bonferroni, hodges_lehmann, holm,
-                                        paired_test)
+from offline_eval.metrics.stats import adjust_family, benjamini_hochberg, bonferroni, hodges_lehmann, holm, paired_test
 
 
 def test_adjustments_hand_cases():

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
+
+pytest.importorskip("torch")  # the builder needs torch, transformers and gguf (the `tiny` extra)
+pytestmark = pytest.mark.engine
 
 
 def _digest(folder: Path) -> dict[str, str]:

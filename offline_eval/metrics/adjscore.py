@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -25,6 +25,6 @@ def tier(score: float) -> str:
 
 def summarize(scores: Sequence[float]) -> dict[str, float | str]:
     a = np.asarray(scores, dtype=float)
-    adj = adj_score(a)
+    adj = adj_score(a.tolist())
     return {"mean": float(a.mean()), "std": float(a.std(ddof=0)), "median": float(np.median(a)),
             "adj_score": adj, "tier": tier(adj), "n": int(a.size)}

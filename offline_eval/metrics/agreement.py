@@ -7,7 +7,7 @@ undefined: they are NaN, as the paper prints them ("nan").
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

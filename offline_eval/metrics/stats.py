@@ -7,8 +7,8 @@ checked against hand-computed cases and scipy/statsmodels-style references in th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -122,7 +122,7 @@ def paired_test(x: Sequence[float], y: Sequence[float], comparison: str = "", se
         t_stat, t_p, dz = float(t.statistic), float(t.pvalue), float(np.mean(d) / sd)
     else:
         t_stat, t_p, dz = None, None, None
-    hl, lo, hi = hodges_lehmann(xa, ya, paired=True, seed=seed, n_resamples=n_resamples)
+    hl, lo, hi = hodges_lehmann(xa.tolist(), ya.tolist(), paired=True, seed=seed, n_resamples=n_resamples)
     return PairedResult(comparison, n, float(np.mean(d)) if n else 0.0,
                         float(sw.statistic) if sw else None, float(sw.pvalue) if sw else None,
                         w_stat, w_p, t_stat, t_p, dz, hl, lo, hi)

@@ -19,7 +19,7 @@ class Plot:
     png: bytes
 
 
-def _fig():  # type: ignore[no-untyped-def]
+def _fig():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,7 +28,7 @@ def _fig():  # type: ignore[no-untyped-def]
     return plt
 
 
-def _save(plt, fig, name: str, title: str) -> Plot:  # type: ignore[no-untyped-def]
+def _save(plt, fig, name: str, title: str) -> Plot:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -52,7 +52,7 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
     plt = _fig()
     out = []
     for setting, group in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        pts = [(r.get("weights_mb") or 0.0, _score(r), r["run"]) for r in group if _score(r) is not None]
+        pts = [(float(r.get("weights_mb") or 0.0), float(s), r["run"]) for r in group if (s := _score(r)) is not None]
         if len(pts) < 2:
             continue
         fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -88,8 +88,9 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         if not groups:
             continue
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
-        x = 0
-        ticks, labels = [], []
+        x = 0.0
+        ticks: list[float] = []
+        labels: list[str] = []
         metric = groups[0][0].get("primary_metric") or "f1"
         for g in groups:
             for r in g:
@@ -113,14 +114,14 @@ def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
     plt = _fig()
     key = lambda r: (r["model"], r["backend"], r["variant"], r["setting"])  # noqa: E731
     lines = []
-    for k, g in itertools.groupby(sorted(runs, key=key), key=key):
-        g = sorted(g, key=lambda r: r["max_model_len"])
+    for k, grouped in itertools.groupby(sorted(runs, key=key), key=key):
+        g = sorted(grouped, key=lambda r: r["max_model_len"])
         if len(g) > 1:
             lines.append((k, g))
     if not lines:
         return []
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    for (model, backend, variant, setting), g in lines:
+    for (model, _backend, variant, setting), g in lines:
         ax.plot([r["max_model_len"] for r in g], [_score(r) or 0.0 for r in g], marker="o",
                 label=f"{model} {variant} {setting}")
     ax.set_xscale("log", base=2)
@@ -134,11 +135,12 @@ def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
 def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
     plt = _fig()
     out = []
-    for setting, group in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        group = [r for r in group if any(k.startswith("subject.") and k.endswith(".f1") for k in r["metrics"])]
-        if not group:
+    for setting, grouped in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
+        with_subjects = [r for r in grouped if any(k.startswith("subject.") and k.endswith(".f1")
+                                                   for k in r["metrics"])]
+        if not with_subjects:
             continue
-        group = sorted(group, key=lambda r: -(_score(r) or 0.0))[:limit]
+        group = sorted(with_subjects, key=lambda r: -(_score(r) or 0.0))[:limit]
         subjects = sorted({k[8:-3] for r in group for k in r["metrics"] if k.startswith("subject.") and
                            k.endswith(".f1")})
         fig, ax = plt.subplots(figsize=(6.5, 3.6))

@@ -73,8 +73,8 @@ def write_report(out_dir: str | Path) -> Path:
     failures = summary.get("failures") or []
     plots = all_plots(summary)
     (out / "plots").mkdir(exist_ok=True)
-    for p in plots:
-        (out / "plots" / f"{p.name}.png").write_bytes(p.png)
+    for plot in plots:
+        (out / "plots" / f"{plot.name}.png").write_bytes(plot.png)
     first = glance(summary)
     md = "# offline-eval report\n\n"
     if first:

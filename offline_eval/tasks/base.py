@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,7 +23,7 @@ class Task(ABC):
         self.options = options
 
     @classmethod
-    def from_options(cls, options: dict[str, Any], source: str | None = None, prefix: str = "") -> "Task":
+    def from_options(cls, options: dict[str, Any], source: str | None = None, prefix: str = "") -> Task:
         from ..config import format_validation_error
 
         try:
@@ -51,7 +52,7 @@ class Task(ABC):
         """One per-item record: at least id, output, parsed, gold, scores."""
 
     @abstractmethod
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
         ...
 
     def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:

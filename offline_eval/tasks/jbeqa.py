@@ -14,10 +14,19 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, computed_field,
-                      field_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    computed_field,
+    field_validator,
+)
 
 from ..constraints import Choice
 from ..datafiles import has_split, read_records
@@ -40,7 +49,7 @@ class JBEQAOptions(BaseModel):
     split: str = "test"
     train_split: str = "train"
     shots: list[StrictInt] = Field(default_factory=lambda: [0], min_length=1)
-    mode: list[Mode] = Field(default_factory=lambda: ["constrained"], min_length=1)
+    mode: list[Mode] = Field(default_factory=lambda: list[Mode](["constrained"]), min_length=1)
     limit: StrictInt | None = Field(None, ge=1)
     overflow: Literal["skip", "fail"] = "skip"
     exemplar_ids: list[str] | None = None
@@ -163,7 +172,7 @@ def load_items(path: str, split: str) -> list[Item]:
 
 
 def _present(v: str | None) -> bool:
-    return bool(v) and v.strip() not in ("", "None")
+    return v is not None and v.strip() not in ("", "None")
 
 
 def user_message(it: Item) -> str:

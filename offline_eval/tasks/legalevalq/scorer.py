@@ -7,9 +7,10 @@ import math
 import random
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ...errors import InputError
 
@@ -110,7 +111,7 @@ class Scorer:
         (d / "scorer_config.json").write_text(json.dumps(asdict(self.config), indent=2), encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Scorer":
+    def load(cls, path: str | Path) -> Scorer:
         from safetensors.torch import load_file
 
         d = Path(path)
@@ -145,7 +146,7 @@ class Scorer:
         return s
 
     @classmethod
-    def from_author_checkpoint(cls, pth: str | Path, encoder: str, **config: Any) -> "Scorer":
+    def from_author_checkpoint(cls, pth: str | Path, encoder: str, **config: Any) -> Scorer:
         """The authors' released `.pth` (a dict with `state_dict`), loaded with strict key matching. It is read
         with weights_only=True: tensors and plain containers only, never arbitrary pickled objects."""
         import pickle
@@ -182,7 +183,7 @@ def with_error_inputs(examples: list[Example], seed: int) -> list[Example]:
     """The paper's negatives: each answer paired with another query's, scored 0."""
     rng = random.Random(seed)
     out = []
-    for i, e in enumerate(examples):
+    for e in examples:
         others = [x for x in examples if x["query"] != e["query"]]
         if others:
             wrong = rng.choice(others)

@@ -3,8 +3,9 @@ model writes a Comment and a Conclusion for each answer; the regression scorer t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,29 +128,31 @@ class LegalEvalQTask(Task):
                 r["scores"] = {"quality": sc}
         return records
 
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
         scored = [r["scores"]["quality"] for r in records if "quality" in r.get("scores", {})]
         evaluated = [r for r in records if r.get("evaluation")]
-        m: dict[str, float] = {"n_answers": sum(1 for r in records if not r["skipped"]),
+        m: dict[str, float | None] = {"n_answers": sum(1 for r in records if not r["skipped"]),
                                "n_skipped": sum(1 for r in records if r["skipped"]),
                                "truncated_answers": sum(1 for r in records if r["finish_reason"] == "length"),
                                "n_evaluated": len(evaluated),
                                "evaluator_parse_failures": sum(1 for r in evaluated if r["parsed"] is None),
                                "n_scored": len(scored)}
         if scored:
-            m.update({k: round(v, 4) for k, v in summarize(scored).items() if k in ("mean", "std", "median",
-                                                                                   "adj_score")})
+            m.update({k: round(float(v), 4) for k, v in summarize(scored).items()
+                      if k in ("mean", "std", "median", "adj_score")})
         splits = {r.get("split", "train") for r in records}
         if len(splits) > 1:
             for split in sorted(splits):
                 part = [r["scores"]["quality"] for r in records
                         if r.get("split", "train") == split and "quality" in r.get("scores", {})]
                 if part:
-                    m.update({f"{k}.{split}": round(v, 4) for k, v in summarize(part).items()
+                    m.update({f"{k}.{split}": round(float(v), 4) for k, v in summarize(part).items()
                               if k in ("mean", "std", "adj_score")})
-            if "adj_score.train" in m and "adj_score.validation" in m:
-                m["adj_score_delta"] = round(m["adj_score.validation"] - m["adj_score.train"], 4)
-                m["mean_delta"] = round(m["mean.validation"] - m["mean.train"], 4)
+            adj_t, adj_v, mean_t, mean_v = (m.get(k) for k in ("adj_score.train", "adj_score.validation",
+                                                               "mean.train", "mean.validation"))
+            if adj_t is not None and adj_v is not None and mean_t is not None and mean_v is not None:
+                m["adj_score_delta"] = round(adj_v - adj_t, 4)
+                m["mean_delta"] = round(mean_v - mean_t, 4)
         return m
 
     def item_score(self, record: dict[str, Any]) -> float | None:

@@ -11,10 +11,11 @@ import csv
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from itertools import combinations
 from pathlib import Path
 from statistics import mean
-from typing import Any, Sequence
+from typing import Any
 
 from ...errors import InputError, is_url
 from ...judges import Criterion
@@ -159,7 +160,7 @@ def sweep_report(runs: Sequence[dict[str, Any]], records: dict[str, list[dict[st
 def agreement(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
               judges: list[str], path: str) -> dict[str, Any]:
     cells, notes = _match(rows, runs, records)
-    by_output = {}
+    by_output: dict[tuple[str, str, str], dict[str, Any]] = {}
     for key, recs in records.items():
         run = key.split("/", 1)[0]
         for r in recs:
@@ -182,13 +183,13 @@ def agreement(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], record
             for j in [*judges, "Avg"]:
                 pairs = []
                 for (run, item), hv in sorted(human.items()):
-                    r = by_output.get((sub, run, item))
-                    if r is None:
+                    rec = by_output.get((sub, run, item))
+                    if rec is None:
                         continue
                     if j == "Avg":
-                        jv = (r.get("scores") or {}).get(c.code)
+                        jv = (rec.get("scores") or {}).get(c.code)
                     else:
-                        js = (r.get("judges") or {}).get(j, {}).get("scores")
+                        js = (rec.get("judges") or {}).get(j, {}).get("scores")
                         jv = c.normalise(js[c.code]) if js else None
                     if jv is not None:
                         pairs.append((jv, hv))

@@ -4,9 +4,10 @@ output against the paper's rubric in constrained JSON, and the scores are normal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -75,7 +76,7 @@ class LegalRikaiTask(Task):
                     if cand.exists():
                         found[sub] = str(cand)
                         break
-        want = o.subtasks or [s for s in SUBTASKS if s in found]
+        want: list[str] = list(o.subtasks) if o.subtasks else [s for s in SUBTASKS if s in found]
         missing = [s for s in want if s not in found]
         if missing or not want:
             raise InputError(f"no data for {', '.join(missing) or 'any sub-task'} (expected <sub-task>.jsonl, "
@@ -217,7 +218,7 @@ class LegalRikaiTask(Task):
         return records
 
     # ---- metrics
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float]:
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
         return aggregate(setting["subtask"], records)
 
     def item_score(self, record: dict[str, Any]) -> float | None:
@@ -263,9 +264,9 @@ def average_scores(subtask: str, verdicts: dict[str, dict[str, Any]]) -> dict[st
 _CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
 
 
-def aggregate(subtask: str, records: Sequence[dict[str, Any]]) -> dict[str, float]:
+def aggregate(subtask: str, records: Sequence[dict[str, Any]]) -> dict[str, float | None]:
     done = [r for r in records if r["input"] != "skipped"]
-    m: dict[str, float] = {"n_items": len(records), "n_full": sum(r["input"] == "full" for r in records),
+    m: dict[str, float | None] = {"n_items": len(records), "n_full": sum(r["input"] == "full" for r in records),
                            "n_focused": sum(r["input"] == "focused" for r in records),
                            "n_skipped": len(records) - len(done),
                            "truncated": sum(r["finish_reason"] == "length" for r in done),
@@ -286,12 +287,12 @@ def aggregate(subtask: str, records: Sequence[dict[str, Any]]) -> dict[str, floa
     scored = [r for r in records if r.get("scores")]
     m["n_judged"] = len(scored)
     means = {}
-    for c in crits:
-        vals = [(r["scores"][c], r["input"] == "focused") for r in scored if c in r["scores"]]
+    for code in crits:
+        vals = [(r["scores"][code], r["input"] == "focused") for r in scored if code in r["scores"]]
         if vals:
-            means[c] = mean(v for v, _ in vals)
-            m[c] = round(means[c], 4)
-            m[f"{c}.focused_share"] = round(sum(f for _, f in vals) / len(vals), 4)
+            means[code] = mean(v for v, _ in vals)
+            m[code] = round(means[code], 4)
+            m[f"{code}.focused_share"] = round(sum(f for _, f in vals) / len(vals), 4)
     if len(means) == len(crits):
         m["score"] = round(mean(means.values()), 4)
     return m

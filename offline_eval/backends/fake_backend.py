@@ -1,0 +1,135 @@
+"""A deterministic in-process engine for fast tests of offline-eval's own logic (never of an engine).
+
+`path` is any existing file or folder (its bytes still key the store). `engine_args` script it:
+
+    answers:  {substring: answer}   the first substring found in the rendered prompt picks the answer
+    default:  "1"                   otherwise
+    logprobs: {"0": -1.2, "1": -0.4}  choice_logprobs' scores (default: uniform)
+
+Prompts are rendered in the plain format (or the chat template given) and tokenized one token per UTF-8
+byte, so token counts are exact and predictable. A constrained answer always satisfies its constraint: a
+scripted answer that does not is replaced by the first choice, or by the smallest instance of the schema.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..constraints import Choice, JsonSchema, Regex
+from ..requests import Request, Result
+from .base import LoadSpec, Progress, PromptCounter, TokenizingBackend, check_engine_args
+from .chat import choose_template, render_chat, render_plain
+from .registry import Engine
+
+ENGINE = Engine(name="fake", backend_class="FakeBackend", requires="json", extra="test", weights="any")
+
+_ARGS = {"answers", "default", "logprobs"}
+
+
+class FakeBackend(TokenizingBackend):
+    name = "fake"
+
+    @classmethod
+    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
+        return cls(spec)
+
+    def __init__(self, spec: LoadSpec) -> None:
+        super().__init__(spec)
+        check_engine_args(spec, _ARGS, {})
+        args = spec.engine_args
+        self.answers: dict[str, str] = dict(args.get("answers") or {})
+        self.default: str = str(args.get("default", "1"))
+        self.logprobs: dict[str, float] = dict(args.get("logprobs") or {})
+        self.template = choose_template(spec.chat_template, None)
+        self.calls: list[int] = []  # batch sizes, so tests can check batching
+
+    def render(self, request: Request) -> str:
+        if request.messages is None:
+            return request.prompt or ""
+        if self.template:
+            return render_chat(self.template, request.message_dicts())
+        return render_plain(request.message_dicts())
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        return [self.encode_text(self.render(r)) for r in requests]
+
+    def vocab_bytes(self) -> list[bytes]:
+        return [bytes([i]) for i in range(256)]
+
+    def _answer(self, prompt: str) -> str:
+        return next((a for key, a in self.answers.items() if key in prompt), self.default)
+
+    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
+                 progress: Progress = None) -> list[Result]:
+        self.calls.append(len(requests))
+        out = []
+        for r in requests:
+            prompt = self.render(r)
+            text = _constrained(self._answer(prompt), r)
+            ids = text.encode("utf-8")
+            finish = "stop"
+            if len(ids) > r.sampling.max_tokens:
+                text, finish = ids[: r.sampling.max_tokens].decode("utf-8", errors="ignore"), "length"
+            out.append(Result(text=text, finish_reason=finish, prompt_tokens=len(prompt.encode("utf-8")),
+                              output_tokens=min(len(ids), r.sampling.max_tokens)))
+            if progress:
+                progress(1)
+        return out
+
+    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
+                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+        self.calls.append(len(requests))
+        scores = {c: float(self.logprobs.get(c, -math.log(len(choices)))) for c in choices}
+        out = []
+        for r in requests:
+            out.append(Result(text=max(choices, key=lambda c: scores[c]),
+                              prompt_tokens=len(self.render(r).encode("utf-8")), logprobs=dict(scores)))
+            if progress:
+                progress(1)
+        return out
+
+
+def _constrained(text: str, r: Request) -> str:
+    c = r.constraint
+    if isinstance(c, Choice):
+        return text if text in c.choices else c.choices[0]
+    if isinstance(c, Regex):
+        return text if re.fullmatch(c.pattern, text) else ""
+    if isinstance(c, JsonSchema):
+        import json
+
+        import jsonschema
+
+        try:
+            jsonschema.validate(json.loads(text), c.schema)
+            return text
+        except (ValueError, jsonschema.ValidationError):
+            return json.dumps(_instance(c.schema), ensure_ascii=False, separators=(",", ":"))
+    return text
+
+
+def _instance(schema: dict[str, Any]) -> Any:
+    """The smallest value valid under the simple schemas our tasks use (objects, strings, bounded ints, enums)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: _instance(props[k]) for k in schema.get("required", props)}
+    if kind == "array":
+        return [_instance(schema.get("items", {})) for _ in range(schema.get("minItems", 0))]
+    if kind == "integer":
+        return int(schema.get("minimum", 0))
+    if kind == "number":
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return "x" * int(schema.get("minLength", 0))
