@@ -77,9 +77,10 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
         source = _gguf_file_type(p)
     except (struct.error, UnicodeDecodeError, OSError):
         raise InputError("cannot read the GGUF header", file=src) from None
-    requant = source is not None and source not in FULL
-    if requant and source in [t.lower() for t in to]:
-        raise InputError(f"the file is already {source.upper()}; requantizing it to the same type would only add "
+    src_type = source if source is not None and source not in FULL else None  # None: ordinary quantization
+    requant = src_type is not None
+    if src_type is not None and src_type in [t.lower() for t in to]:
+        raise InputError(f"the file is already {src_type.upper()}; requantizing it to the same type would only add "
                          f"rounding error", file=src, field="--to")
     try:
         import llama_cpp
@@ -88,11 +89,11 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
     dest = Path(out_dir) if out_dir else p.parent
     dest.mkdir(parents=True, exist_ok=True)
     stem = p.stem
-    for suffix in ("f16", "bf16", "F16", "BF16") + ((source, source.upper()) if requant else ()):
+    for suffix in ("f16", "bf16", "F16", "BF16") + ((src_type, src_type.upper()) if src_type else ()):
         stem = stem.removesuffix(f"-{suffix}").removesuffix(f".{suffix}")
     out = []
     for t in (t.lower() for t in to):
-        target = dest / (f"{stem}-{t}-from-{source}.gguf" if requant else f"{stem}-{t}.gguf")
+        target = dest / (f"{stem}-{t}-from-{src_type}.gguf" if src_type else f"{stem}-{t}.gguf")
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{t.upper()}")
         params.nthread = threads
@@ -102,9 +103,9 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
         if rc != 0:
             target.unlink(missing_ok=True)
             raise InputError(f"llama.cpp could not quantize to {t} (code {rc}); is it a valid GGUF?", file=src)
-        if requant:
-            print(f"{target.name}: requantized from {source.upper()}, not from the original weights "
-                  f"({'no more precise than its source' if _bits(t) > _bits(source) else 'rounding errors compound'})",
+        if src_type:
+            effect = "no more precise than its source" if _bits(t) > _bits(src_type) else "rounding errors compound"
+            print(f"{target.name}: requantized from {src_type.upper()}, not from the original weights ({effect})",
                   flush=True)
         out.append(target)
     return out

@@ -96,6 +96,7 @@ def main() -> None:
     a = ap.parse_args()
     out = Path(a.out)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the dequantizer's per-tensor progress bar
     t0 = time.perf_counter()
     gguf = assemble(out / "gguf")
     print(f"GGUF {gguf} ({gguf.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t0:.0f} s", flush=True)
