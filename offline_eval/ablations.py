@@ -5,19 +5,13 @@ all scored, with paired tests and family-wise adjustments."""
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from .metrics.stats import adjust_family, paired_test
+from .results import Records, key_of
 
 ItemScore = Callable[[dict[str, Any]], "float | None"]
-
-
-def _records(out: Path, run: dict[str, Any]) -> list[dict[str, Any]]:
-    f = out / "results" / run["run"] / f"{run['setting']}.jsonl"
-    return [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines()] if f.exists() else []
 
 
 def families(runs: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
@@ -41,7 +35,7 @@ def families(runs: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, 
     return out
 
 
-def build(out: Path, runs: list[dict[str, Any]], item_score: Callable[[str], ItemScore],
+def build(records: Records, runs: list[dict[str, Any]], item_score: Callable[[str], ItemScore],
           seed: int = 0) -> list[dict[str, Any]]:
     result = []
     for kind, title, members in families(runs):
@@ -49,7 +43,7 @@ def build(out: Path, runs: list[dict[str, Any]], item_score: Callable[[str], Ite
         per_run: list[dict[str, float]] = []
         for r in members:
             scores: dict[str, float] = {}
-            for rec in _records(out, r):
+            for rec in records.get(key_of(r), []):
                 s = score(rec)
                 if s is not None:
                     scores[str(rec["id"])] = s

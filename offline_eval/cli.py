@@ -102,34 +102,15 @@ def _field_map(text: str | None) -> dict[str, Any] | None:
 
 
 def cmd_data_validate(a: argparse.Namespace) -> int:
-    """The same loaders and checks as a sweep, so a file that validates is a file the sweep accepts."""
+    """The task's own loaders and checks, so a file that validates is a file the sweep accepts."""
     from .errors import InputError
-    from .tasks import make_task
-    from .tasks.legalrikai.schema import SCHEMAS, load_items
+    from .tasks import _tasks
 
-    fmap = _field_map(a.field_map)
-    if fmap is not None and a.task not in SCHEMAS and a.task != "legalrikai":
-        raise InputError(f"task {a.task} has no field map; --field-map is for LegalRikai data", field="--field-map")
-    if a.task in SCHEMAS:
-        if fmap and any(isinstance(v, dict) for v in fmap.values()):
-            raise InputError(f"give {a.task}'s map flat ({{\"our_field\": \"their_field\"}})", field="--field-map")
-        print(f"{a.path}: OK ({len(load_items(a.task, a.path, a.split, fmap))} {a.task} items)")
-        return 0
-    if a.task == "legalevalq":
-        from .tasks.legalevalq.data import load_annotated, load_queries
-
-        if a.path.endswith(".jsonl"):
-            print(f"{a.path}: OK ({len(load_annotated(a.path))} annotated tuples)")
-        else:
-            print(f"{a.path}: OK ({len(load_queries(a.path))} queries)")
-        return 0
-    opts: dict[str, Any] = {"data": a.path}
-    if a.task == "legalrikai":
-        opts["split"] = a.split
-        if fmap:
-            opts["field_map"] = fmap
-    task = make_task(a.task, opts, source="command line")
-    print(f"{a.path}: OK ({task.validate_data(a.path)})")
+    owner = next((cls for cls in _tasks().values() if a.task == cls.name or a.task in cls.data_kinds), None)
+    if owner is None:
+        kinds = [k for cls in _tasks().values() for k in (cls.name, *cls.data_kinds)]
+        raise InputError(f"unknown task '{a.task}', expected one of {', '.join(kinds)}", field="task")
+    print(f"{a.path}: OK ({owner.validate_path(a.task, a.path, a.split, _field_map(a.field_map))})")
     return 0
 
 
@@ -292,8 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("data", help="dataset tools")
     dsub = d.add_subparsers(dest="data_command", required=True)
     dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
-    dv.add_argument("task", help="jbeqa, legalevalq, legalrikai (a folder of the four sub-tasks), amendexp, statrev, "
-                                 "reqrev or riskrev")
+    dv.add_argument("task", help="a task (jbeqa, legalevalq, legalrikai: a folder of its four sub-tasks) or a "
+                                 "LegalRikai sub-task (amendexp, statrev, reqrev, riskrev)")
     dv.add_argument("path")
     dv.add_argument("--split", default="test", help="for a folder of splits (LegalRikai tasks)")
     dv.add_argument("--field-map", help='LegalRikai: JSON {"our_field": "their_field", ...} (for legalrikai, '

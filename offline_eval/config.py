@@ -139,6 +139,15 @@ class ModelSpec(Strict):
         return f"{source}: field '{field}': {problem}: {value}" if problem else None
 
 
+def one_load(spec: ModelSpec) -> ModelSpec:
+    """An evaluator or judge is loaded once: it must name one variant and one context length."""
+    if len(spec.runs()) != 1:
+        raise ValueError(f"evaluator '{spec.name}' must have one variant and one max_model_len (it is loaded once, "
+                         f"to score every candidate); it has {len(spec.variants)} variant(s) x "
+                         f"{len(spec.contexts())} context length(s)")
+    return spec
+
+
 class RunnerSpec(Strict):
     chunk_size: StrictInt = Field(512, ge=1, description="requests per engine call; bounds memory, and a crash "
                                                     "loses at most one chunk")
@@ -229,16 +238,23 @@ def load_config(path: str | Path) -> SweepConfig:
         for v in m.variants.values():
             if v.file:
                 v.file = _resolve(base, v.file)
-    for opts in cfg.tasks.values():
+    from .tasks import get_task_class
+
+    for name, opts in cfg.tasks.items():
         if not isinstance(opts, dict):
             continue
-        for key in ("data", "validation_data", "scorer", "human_scores"):
+        try:
+            task = get_task_class(name)
+        except InputError as e:
+            raise InputError(e.detail, file=str(path), field=f"tasks.{name}") from None
+        for key in task.path_options:
             if isinstance(opts.get(key), str):
                 opts[key] = _resolve(base, opts[key])
             elif isinstance(opts.get(key), dict):  # one path per sub-task
                 opts[key] = {k: _resolve(base, v) if isinstance(v, str) else v for k, v in opts[key].items()}
-        # Model specs inside a task: an evaluation model, or a list of LLM judges.
-        specs = [opts.get("evaluator")] + (opts["judges"] if isinstance(opts.get("judges"), list) else [])
+        # Model specs inside a task (an evaluation model, a list of LLM judges) resolve like `models:`.
+        specs = [s for key in task.model_options
+                 for s in (opts[key] if isinstance(opts.get(key), list) else [opts.get(key)])]
         for ev in specs:
             if isinstance(ev, dict):
                 if isinstance(ev.get("path"), str):
@@ -249,7 +265,6 @@ def load_config(path: str | Path) -> SweepConfig:
                 for v in (ev.get("variants") or {}).values():
                     if isinstance(v, dict) and isinstance(v.get("file"), str):
                         v["file"] = _resolve(base, v["file"])
-    cfg._source = str(path)  # type: ignore[attr-defined]
     return cfg
 
 

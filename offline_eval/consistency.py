@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .metrics.agreement import cohen_kappa
+from .results import Records, RunKey
 from .tasks.base import Task
-
-Records = dict[str, list[dict[str, Any]]]  # "run/setting" -> per-item records
 
 
 def twin_pairs(runs: Sequence[dict[str, Any]], declared: Callable[[str, str], str | None]) -> list[tuple[str, str]]:
@@ -91,7 +90,7 @@ def build(runs: Sequence[dict[str, Any]], records: Records, tasks: dict[str, Tas
             task = tasks.get(ea["task"])
             if run != a or eb is None or task is None:
                 continue
-            ra, rb = records.get(f"{a}/{setting}"), records.get(f"{b}/{setting}")
+            ra, rb = records.get(RunKey(a, setting)), records.get(RunKey(b, setting))
             if ra is None or rb is None or all(task.item_answer(r) is None for r in ra):
                 continue
             rows.append(compare(task, ea, eb, ra, rb))

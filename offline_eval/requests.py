@@ -65,10 +65,6 @@ class Result:
             d["focused"] = True
         return d
 
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Result:
-        return Result(**d)
-
 
 def request_json(request: Request) -> str:
     """Canonical JSON of a request: hashed into the store key and kept beside the output for inspection."""

@@ -20,11 +20,12 @@ from .backends.base import LazyBackend
 from .backends.chat import model_prompt_format
 from .config import ModelSpec, SweepConfig, data_path_problems
 from .errors import InputError, OfflineEvalError
-from .fileio import write_json_atomic, write_jsonl_atomic
+from .fileio import json_safe, write_json_atomic
 from .lock import OutputLock
 from .memory import PeakMemory, weights_bytes
-from .metrics.ranking import has_score, rank_key
-from .requests import Result
+from .metrics.ranking import has_score, rank_runs
+from .requests import Phase, Result
+from .results import Records, ResultsFolder, RunKey, key_of
 from .runner import Runner
 from .store import Store
 from .tasks import load_items, make_task
@@ -90,8 +91,12 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
 
 def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str, int]], tasks: list[PlannedTask],
                   index: dict[int, int], source: str, fresh: bool, progress: bool | None, log: Log) -> dict[str, Any]:
-    store = Store(out / "store.sqlite", move_aside_if_corrupt=fresh, log=log)
-    summary = _load_summary(out)
+    """generate -> evaluate -> compare -> write: records stay in memory between the stages; the store is the
+    crash-safe layer, and each output file is written once, at the end."""
+    folder = ResultsFolder(out)
+    store = Store(folder.store, move_aside_if_corrupt=fresh, log=log)
+    summary = _load_summary(folder)
+    records: Records = {}
     attempted = {m.run_name(v, c) for m, v, c in loads}
     # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
     failures: list[dict[str, Any]] = [f for f in summary.get("failures") or []
@@ -104,7 +109,7 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
             try:
                 if problem:
                     raise OfflineEvalError(problem)
-                _run_model(m, variant, ctx, tasks, store, out, summary, cfg.runner.chunk_size, fresh, progress,
+                _run_model(m, variant, ctx, tasks, store, records, summary, cfg.runner.chunk_size, fresh, progress,
                            log)
             except InputError as e:
                 if e.record is not None:
@@ -124,42 +129,59 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
                 # One current state per run: a failed run leaves the leaderboard, whatever an earlier
                 # sweep stored for it (its outputs stay in the store, so a fixed re-run costs nothing).
                 summary["runs"] = [r for r in summary["runs"] if r.get("run") != run]
-        done = {m.run_name(v, c) for m, v, c in loads}
-        _run_evaluations(tasks, done, store, out, summary, cfg.runner.chunk_size, fresh, progress, log, failures)
+                records = {key: recs for key, recs in records.items() if key.run != run}
+        _run_evaluations(tasks, records, store, summary, cfg.runner.chunk_size, fresh, progress, log, failures)
     finally:
         store.close()
-    summary["task_reports"] = task_reports(out, summary["runs"], tasks)
+    for key, recs in records.items():
+        folder.write_records(key, recs)
+    everything = _with_earlier_runs(folder, summary["runs"], records)
+    summary["task_reports"] = task_reports(summary["runs"], everything, tasks)
     from .report import write_report
 
     summary["failures"] = failures
-    summary["ablations"] = build_ablations(out, summary["runs"], {t.name: t.task.item_score for t in tasks})
-    summary["consistency"] = build_consistency(cfg, out, summary["runs"], tasks)
+    summary["ablations"] = build_ablations(everything, summary["runs"], {t.name: t.task.item_score for t in tasks})
+    summary["consistency"] = build_consistency(cfg, everything, summary["runs"], tasks)
     summary["leaderboards"] = leaderboards(summary["runs"])
-    write_json_atomic(out / "summary.json", summary)
-    write_report(out)
+    write_json_atomic(folder.summary, summary)
+    write_report(out, json_safe(summary))  # what summary.json holds, without reading it back
     return summary
 
 
+def _with_earlier_runs(folder: ResultsFolder, runs: list[dict[str, Any]], records: Records) -> Records:
+    """This sweep's records, plus those of runs an earlier sweep into this folder produced (read once)."""
+    out = dict(records)
+    for entry in runs:
+        key = key_of(entry)
+        if key not in out:
+            earlier = folder.read_records(key)
+            if earlier is not None:
+                out[key] = earlier
+    return out
+
+
 def leaderboards(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Per task and setting, the runs ranked by the task's primary metric (best first)."""
+    """Per task setting, the runs ranked by the task's primary metric (best first; no score last)."""
     from .metrics.adjscore import tier
 
     out: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        metric = r.get("primary_metric") or "mean"
-        value = r["metrics"].get(metric)
-        row = {"run": r["run"], "metric": metric, "value": value}
-        if metric == "adj_score" and isinstance(value, (int, float)):
-            row["tier"] = tier(value)
-        if not isinstance(value, (int, float)):
-            row["value"], row["note"] = None, "no items"
-        out.setdefault(r["setting"], []).append(row)
-    for rows in out.values():
-        rows.sort(key=lambda x: rank_key(x["value"], x["run"]))
-    return dict(sorted(out.items()))
+    for setting in sorted({r["setting"] for r in runs}):
+        group = [r for r in runs if r["setting"] == setting]
+        metric = group[0].get("primary_metric") or "mean"
+        rows = []
+        for r in rank_runs(group, metric):
+            value = r["metrics"].get(metric)
+            row: dict[str, Any] = {"run": r["run"], "metric": metric, "value": value}
+            if not has_score(value):
+                row["value"], row["note"] = None, "no items"
+            elif metric == "adj_score":
+                row["tier"] = tier(value)
+            rows.append(row)
+        out[setting] = rows
+    return out
 
 
-def build_consistency(cfg: SweepConfig, out: Path, runs: list[dict[str, Any]], tasks: list[PlannedTask]
+def build_consistency(cfg: SweepConfig, records: Records, runs: list[dict[str, Any]], tasks: list[PlannedTask]
                       ) -> list[dict[str, Any]]:
     """Runs of models declared `same_weights_as` one another, compared item by item per task setting."""
     from .consistency import build
@@ -172,14 +194,14 @@ def build_consistency(cfg: SweepConfig, out: Path, runs: list[dict[str, Any]], t
 
     known = {t.name: t.task for t in tasks}
     entries = [r for r in runs if r["task"] in known]
-    return build(entries, _read_records(out, entries), known, declared)
+    return build(entries, records, known, declared)
 
 
-def build_ablations(out: Path, runs: list[dict[str, Any]], scorers: dict[str, Any]) -> list[dict[str, Any]]:
+def build_ablations(records: Records, runs: list[dict[str, Any]], scorers: dict[str, Any]) -> list[dict[str, Any]]:
     from .ablations import build
 
     known = [r for r in runs if r["task"] in scorers]
-    return build(out, known, lambda task: scorers[task])
+    return build(records, known, lambda task: scorers[task])
 
 
 def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any]:
@@ -187,7 +209,7 @@ def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any
             "max_model_len": ctx, "reason": reason}
 
 
-def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, out: Path,
+def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, records: Records,
                summary: dict[str, Any], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
     run = m.run_name(variant, ctx)
     spec = m.load_spec(variant, ctx)
@@ -202,17 +224,16 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 phase = t.task.build(items, setting)
                 with PeakMemory() as mem:
                     results, stats = runner.run(phase)
-                records = [t.task.score(it, r, setting) for it, r in zip(items, results)]
-                write_jsonl_atomic(out / "results" / run / f"{name}.jsonl", records)
-                metrics = t.task.aggregate(records, setting)
+                scored = [t.task.score(it, r, setting) for it, r in zip(items, results)]
+                records[RunKey(run, name)] = scored
+                metrics = t.task.aggregate(scored, setting)
                 entry = {"model": m.name, "variant": variant, "backend": m.backend, "run": run,
                          "max_model_len": ctx, "task": t.name, "setting": name, "options": setting,
                          "prompt_format": engine.prompt_format,
-                         "n_items": len(records), "primary_metric": t.task.primary_metric, "metrics": metrics,
+                         "n_items": len(scored), "primary_metric": t.task.primary_metric, "metrics": metrics,
                          "weights_mb": round(size / 2**20, 2),
                          "throughput": {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}}
                 _put_run(summary, entry)
-                write_json_atomic(out / "summary.json", summary)
                 shown = ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy", "faithfulness", "score")
                                   if has_score(metrics.get(k)))
                 log(f"[{run}] {name}: " + (shown or "no items scored") + f"  ({stats.n_generated} generated, {stats.n_cached} "
@@ -248,30 +269,20 @@ class _LoggingEngine(LazyBackend):
         return super().get()
 
 
-def _read_records(out: Path, entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Each run's per-item records, keyed "run/setting"."""
-    recs = {}
-    for r in entries:
-        f = out / "results" / r["run"] / f"{r['setting']}.jsonl"
-        if f.exists():
-            recs[f"{r['run']}/{r['setting']}"] = [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines()]
-    return recs
-
-
-def _run_evaluations(tasks: list[PlannedTask], done: set[str], store: Store, out: Path, summary: dict[str, Any],
+def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, summary: dict[str, Any],
                      chunk_size: int, fresh: bool, progress: bool | None, log: Log,
                      failures: list[dict[str, Any]]) -> None:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
     candidate output of this sweep for every task that lists it."""
-    staged = []  # (task, its summary entries, records, phase)
+    staged: list[tuple[PlannedTask, list[dict[str, Any]], Records, Phase]] = []
     judges: dict[str, tuple[ModelSpec, list[int]]] = {}
     for t in tasks:
         evs = t.task.evaluator_models()
-        entries = [r for r in summary["runs"] if r["task"] == t.name and r["run"] in done]
+        entries = [r for r in summary["runs"] if r["task"] == t.name and key_of(r) in records]
         if not evs or not entries:
             continue
-        records = _read_records(out, entries)
-        staged.append((t, entries, records, t.task.evaluation_phase(t.items, records)))
+        mine = {key_of(r): records[key_of(r)] for r in entries}
+        staged.append((t, entries, mine, t.task.evaluation_phase(t.items, mine)))
         for ev in evs:
             variant, ctx = ev.runs()[0]
             key = ev.run_name(variant, ctx) + "\0" + ev.model_dump_json()
@@ -301,31 +312,31 @@ def _run_evaluations(tasks: list[PlannedTask], done: set[str], store: Store, out
         finally:
             engine.close()
     for (t, entries, staged_records, phase), by_evaluator, times in zip(staged, results, timing):
-        records = t.task.finish_evaluation(staged_records, phase, by_evaluator)
+        evaluated = t.task.finish_evaluation(staged_records, phase, by_evaluator)
         for entry in entries:
-            key = f"{entry['run']}/{entry['setting']}"
-            if key not in records:
+            key = key_of(entry)
+            if key not in evaluated:
                 continue
-            write_jsonl_atomic(out / "results" / entry["run"] / f"{entry['setting']}.jsonl", records[key])
-            entry["metrics"] = t.task.aggregate(records[key], entry["options"])
+            records[key] = evaluated[key]
+            entry["metrics"] = t.task.aggregate(evaluated[key], entry["options"])
             entry["evaluator"] = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
             # Timings live under "throughput" only: everything else in summary.json is reproducible.
             entry["throughput"]["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
-    write_json_atomic(out / "summary.json", summary)
 
 
-def task_reports(out: Path, runs: list[dict[str, Any]], tasks: list[PlannedTask]) -> dict[str, Any]:
+def task_reports(runs: list[dict[str, Any]], records: Records, tasks: list[PlannedTask]) -> dict[str, Any]:
     reports = {}
     for t in tasks:
         entries = [r for r in runs if r["task"] == t.name]
-        rep = t.task.sweep_report(entries, _read_records(out, entries)) if entries else None
+        mine = {key_of(r): records[key_of(r)] for r in entries if key_of(r) in records}
+        rep = t.task.sweep_report(entries, mine) if entries else None
         if rep is not None:
             reports[t.name] = rep
     return reports
 
 
-def _load_summary(out: Path) -> dict[str, Any]:
-    p = out / "summary.json"
+def _load_summary(folder: ResultsFolder) -> dict[str, Any]:
+    p = folder.summary
     if p.exists():
         try:
             s = json.loads(p.read_text(encoding="utf-8"))

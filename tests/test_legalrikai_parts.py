@@ -12,6 +12,7 @@ from conftest import ROOT, statute
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
+from offline_eval import judges
 from offline_eval.errors import InputError
 from offline_eval.ja.contract import parse
 from offline_eval.tasks.legalrikai import rubric
@@ -109,14 +110,14 @@ def test_judge_schema_and_parse():
     sch = rubric.judge_schema("statrev", 20)
     good = {c: {"rationale": "根拠", "score": 1} for c in ["IF", "SC", "CP", "TA", "WA"]}
     jsonschema.validate(good, sch)
-    assert rubric.parse_judge("statrev", json.dumps(good)) == ({c: 1 for c in good}, {c: "根拠" for c in good})
+    assert judges.parse_answer(rubric.criteria("statrev"), json.dumps(good)) == ({c: 1 for c in good}, {c: "根拠" for c in good})
     for bad in ({**good, "SC": {"rationale": "x", "score": 3}},  # SC is 2-point
                 {**good, "IF": {"rationale": "x", "score": True}},
                 {k: v for k, v in good.items() if k != "WA"}):
-        assert rubric.parse_judge("statrev", json.dumps(bad)) is None
+        assert judges.parse_answer(rubric.criteria("statrev"), json.dumps(bad)) is None
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, sch)
-    assert rubric.parse_judge("statrev", "{not json") is None
+    assert judges.parse_answer(rubric.criteria("statrev"), "{not json") is None
 
 
 # ---- normalisation and averaging, by hand

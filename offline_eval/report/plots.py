@@ -8,9 +8,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-# Plot labels stay ASCII: a machine without CJK fonts would draw boxes for 民法.
-_SUBJECTS = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}
-
 
 @dataclass
 class Plot:
@@ -19,7 +16,7 @@ class Plot:
     png: bytes
 
 
-def _fig():
+def fig_module():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,7 +25,7 @@ def _fig():
     return plt
 
 
-def _save(plt, fig, name: str, title: str) -> Plot:
+def save(plt, fig, name: str, title: str) -> Plot:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -38,21 +35,21 @@ def _save(plt, fig, name: str, title: str) -> Plot:
     return Plot(name, title, buf.getvalue())
 
 
-def _score(r: dict[str, Any]) -> float | None:
+def primary_score(r: dict[str, Any]) -> float | None:
     v = r["metrics"].get(r.get("primary_metric") or "f1")
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def _safe(s: str) -> str:
+def safe_name(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
 
 
 def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
     """Score against weights size per task setting; the Pareto front (smaller and better) is joined."""
-    plt = _fig()
+    plt = fig_module()
     out = []
     for setting, group in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        pts = [(float(r.get("weights_mb") or 0.0), float(s), r["run"]) for r in group if (s := _score(r)) is not None]
+        pts = [(float(r.get("weights_mb") or 0.0), float(s), r["run"]) for r in group if (s := primary_score(r)) is not None]
         if len(pts) < 2:
             continue
         fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -74,12 +71,12 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
         ax.set_ylabel(runs[0].get("primary_metric") or "score")
         ax.set_title(f"Trade-off: {setting}", fontsize=9)
         ax.legend(fontsize=7)
-        out.append(_save(plt, fig, f"frontier_{_safe(setting)}", f"Trade-off frontier, {setting}"))
+        out.append(save(plt, fig, f"frontier_{safe_name(setting)}", f"Trade-off frontier, {setting}"))
     return out
 
 
 def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
-    plt = _fig()
+    plt = fig_module()
     out = []
     key = lambda r: (r["setting"], r["model"], r["backend"], r["max_model_len"])  # noqa: E731
     for setting, by_setting in itertools.groupby(sorted(runs, key=key), key=lambda r: r["setting"]):
@@ -95,7 +92,7 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         for g in groups:
             for r in g:
                 m = r["metrics"]
-                y = _score(r) or 0.0
+                y = primary_score(r) or 0.0
                 lo, hi = m.get(f"{metric}_ci_low", y), m.get(f"{metric}_ci_high", y)
                 ax.bar(x, y, color="#66ccee", edgecolor="#224455")
                 ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], color="black", capsize=3)
@@ -106,12 +103,12 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         ax.set_xticks(ticks, labels, fontsize=6)
         ax.set_ylabel(f"{metric} (95% CI)")
         ax.set_title(f"Quantization: {setting}", fontsize=9)
-        out.append(_save(plt, fig, f"quant_{_safe(setting)}", f"Quantization variants, {setting}"))
+        out.append(save(plt, fig, f"quant_{safe_name(setting)}", f"Quantization variants, {setting}"))
     return out
 
 
 def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
-    plt = _fig()
+    plt = fig_module()
     key = lambda r: (r["model"], r["backend"], r["variant"], r["setting"])  # noqa: E731
     lines = []
     for k, grouped in itertools.groupby(sorted(runs, key=key), key=key):
@@ -122,40 +119,22 @@ def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
         return []
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for (model, _backend, variant, setting), g in lines:
-        ax.plot([r["max_model_len"] for r in g], [_score(r) or 0.0 for r in g], marker="o",
+        ax.plot([r["max_model_len"] for r in g], [primary_score(r) or 0.0 for r in g], marker="o",
                 label=f"{model} {variant} {setting}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel(lines[0][1][0].get("primary_metric") or "score")
     ax.legend(fontsize=5, ncol=2)
     ax.set_title("Score vs context length", fontsize=9)
-    return [_save(plt, fig, "context", "Score vs context length")]
-
-
-def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
-    plt = _fig()
-    out = []
-    for setting, grouped in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        with_subjects = [r for r in grouped if any(k.startswith("subject.") and k.endswith(".f1")
-                                                   for k in r["metrics"])]
-        if not with_subjects:
-            continue
-        group = sorted(with_subjects, key=lambda r: -(_score(r) or 0.0))[:limit]
-        subjects = sorted({k[8:-3] for r in group for k in r["metrics"] if k.startswith("subject.") and
-                           k.endswith(".f1")})
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
-        width = 0.8 / len(group)
-        for i, r in enumerate(group):
-            ax.bar([j + i * width for j in range(len(subjects))],
-                   [r["metrics"].get(f"subject.{s}.f1", 0.0) for s in subjects], width, label=r["run"])
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(subjects))], [_SUBJECTS.get(s, s) for s in subjects])
-        ax.set_ylabel("F1")
-        ax.legend(fontsize=5)
-        ax.set_title(f"F1 per subject: {setting}", fontsize=9)
-        out.append(_save(plt, fig, f"subjects_{_safe(setting)}", f"F1 per subject, {setting}"))
-    return out
+    return [save(plt, fig, "context", "Score vs context length")]
 
 
 def all_plots(summary: dict[str, Any]) -> list[Plot]:
+    """The plots every sweep gets, then each task's own."""
+    from .tables import task_class
+
     runs = summary.get("runs", [])
-    return frontier(runs) + quantization_bars(runs) + context_lines(runs) + subject_bars(runs)
+    out = frontier(runs) + quantization_bars(runs) + context_lines(runs)
+    for name in sorted({r["task"] for r in runs}):
+        out += task_class(name).report_plots([r for r in runs if r["task"] == name])
+    return out

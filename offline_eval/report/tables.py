@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..metrics.ranking import has_score, rank_key
+from ..metrics.ranking import has_score, rank_runs
+from ..tasks.base import Metric, Task
 
 
 @dataclass
@@ -24,52 +25,29 @@ def _f(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
-def _ci(m: dict[str, Any], name: str) -> str:
+def _ci(m: dict[str, Any], name: str, digits: int = 3) -> str:
     if f"{name}_ci_low" not in m:
-        return _f(m.get(name))
-    return f"{_f(m.get(name))} [{_f(m[name + '_ci_low'])}, {_f(m[name + '_ci_high'])}]"
+        return _f(m.get(name), digits)
+    return f"{_f(m.get(name), digits)} [{_f(m[name + '_ci_low'], digits)}, {_f(m[name + '_ci_high'], digits)}]"
 
 
-def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
-    """LegalEval-Q: ranked by AdjScore = mu^2 / (mu + sigma)."""
-    from ..metrics.adjscore import tier
-
-    ranked = sorted(runs, key=lambda r: rank_key(r["metrics"].get("adj_score"), r["run"]))
+def leaderboard(task: type[Task], runs: list[dict[str, Any]]) -> Table:
+    """A task's runs ranked by its primary metric, one column per declared metric (CIs where declared)."""
+    metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
+    primary = metrics[0]
     rows = []
-    for i, r in enumerate(ranked, 1):
+    for i, r in enumerate(rank_runs(runs, primary.name, primary.higher_is_better), 1):
         m = r["metrics"]
-        adj = m.get("adj_score")
-        rows.append([str(i) if has_score(adj) else "– (no items)", r["run"], _f(m.get("mean"), 2), _f(m.get("std"), 2), _f(m.get("median"), 2),
-                     _f(adj, 2), tier(adj) if isinstance(adj, (int, float)) else "–",
-                     _f(m.get("adj_score_delta"), 2), _f(m.get("n_scored")), _f(m.get("evaluator_parse_failures")),
-                     _f(m.get("truncated_answers")), (r.get("evaluator") or {}).get("run", "–")])
-    return Table(f"Leaderboard: {task}", ["#", "run", "mean", "std", "median", "AdjScore", "tier",
-                                          "AdjScore validation - train", "scored", "evaluator parse failures",
-                                          "answers cut off", "evaluator"], rows,
-                 "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
-                 "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low.")
+        scored = has_score(m.get(primary.name))
+        cells = [(_ci(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits)) if scored or not x.ci
+                 else "no items" for x in metrics]
+        rows.append([str(i) if scored else "–", r["run"], r["setting"], *cells])
+    header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
+    return Table(f"Leaderboard: {task.name}", header, rows, task.leaderboard_note)
 
 
-def leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
-    if task == "legalevalq":
-        return quality_leaderboard(runs, task)
-    ranked = sorted(runs, key=lambda r: rank_key(r["metrics"].get("f1"), r["run"], r["setting"]))
-    rows = []
-    for i, r in enumerate(ranked, 1):
-        m = r["metrics"]
-        if not has_score(m.get("f1")):
-            rows.append(["–", r["run"], r["setting"], "no items", "no items", "–", _f(m.get("parse_failures")),
-                         _f(m.get("n_skipped")), _f(m.get("n_scored"))])
-            continue
-        rows.append([str(i), r["run"], r["setting"], _ci(m, "f1"), _ci(m, "accuracy"), _f(m.get("faithfulness")),
-                     _f(m.get("parse_failures")), _f(m.get("n_skipped")), _f(m.get("n_scored"))])
-    return Table(f"Leaderboard: {task}", ["#", "run", "setting", "F1 [95% CI]", "accuracy [95% CI]", "faithfulness",
-                                 "parse failures", "skipped (overflow)", "scored"], rows,
-                 "F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the paper. "
-                 "Faithfulness is the share of answers that were a bare 1 or 0.")
-
-
-def _breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
+def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
+    """One column per key found between prefix and suffix in the runs' metrics (per subject, per year...)."""
     keys = sorted({k[len(prefix):-len(suffix)] for r in runs for k in r["metrics"]
                    if k.startswith(prefix) and k.endswith(suffix)})
     if not keys:
@@ -137,20 +115,30 @@ def consistency(summary: dict[str, Any]) -> Table | None:
 
 
 def build_tables(summary: dict[str, Any]) -> list[Table]:
-    from .legalrikai import legalrikai_tables
-
+    """Each task's own sections (leaderboards, breakdowns, its paper's tables), then what every sweep has."""
     runs = summary.get("runs", [])
-    own = {"legalrikai"}  # tasks with tables of their own layout
-    tables = [leaderboard([r for r in runs if r["task"] == task], task)
-              for task in sorted({r["task"] for r in runs} - own)]
-    tables += legalrikai_tables(summary)
-    for t in (_breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject"),
-              _breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year")):
-        if t:
-            tables.append(t)
+    tables: list[Table] = []
+    for name in sorted({r["task"] for r in runs}):
+        tables += task_class(name).report_tables([r for r in runs if r["task"] == name], summary)
     same = consistency(summary)
     if same:
         tables.append(same)
     tables += ablations(summary)
     tables.append(throughput(runs))
     return tables
+
+
+def task_class(name: str) -> type[Task]:
+    """The task's class, or a stand-in that ranks by the runs' recorded primary metric (a task this
+    installation no longer has still gets a leaderboard)."""
+    from ..errors import InputError
+    from ..tasks import get_task_class
+
+    try:
+        return get_task_class(name)
+    except InputError:
+        return type(f"Unknown_{name}", (_Unknown,), {"name": name})
+
+
+class _Unknown(Task):
+    pass

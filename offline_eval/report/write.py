@@ -6,9 +6,11 @@ import base64
 import html
 import json
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
 from ..fileio import write_text_atomic
+from ..results import ResultsFolder
 from .glance import glance
 from .plots import all_plots
 from .tables import Table, build_tables
@@ -59,22 +61,26 @@ def _check_summary(summary: object, path: Path) -> None:
             raise InputError("expected {run, reason}", file=str(path), record=i, field=f"failures.{i}")
 
 
-def write_report(out_dir: str | Path) -> Path:
-    out = Path(out_dir)
-    p = out / "summary.json"
-    if not p.exists():
-        raise InputError("no summary.json here; run a sweep into this folder first", file=str(out))
-    try:
-        summary = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
-    _check_summary(summary, p)
+def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None) -> Path:
+    """report.md, report.html and plots/ for a sweep's summary (read from OUT/summary.json when not given:
+    `offline-eval report DIR`)."""
+    folder = ResultsFolder(Path(out_dir))
+    out, p = folder.root, folder.summary
+    if summary is None:
+        if not p.exists():
+            raise InputError("no summary.json here; run a sweep into this folder first", file=str(out))
+        try:
+            summary = json.loads(p.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
+        _check_summary(summary, p)
+    assert summary is not None
     tables = build_tables(summary)
     failures = summary.get("failures") or []
     plots = all_plots(summary)
-    (out / "plots").mkdir(exist_ok=True)
+    folder.plots.mkdir(exist_ok=True)
     for plot in plots:
-        (out / "plots" / f"{plot.name}.png").write_bytes(plot.png)
+        (folder.plots / f"{plot.name}.png").write_bytes(plot.png)
     first = glance(summary)
     md = "# offline-eval report\n\n"
     if first:
@@ -84,7 +90,7 @@ def write_report(out_dir: str | Path) -> Path:
         md += "\n## Plots\n\n" + "\n".join(f"![{p.title}](plots/{p.name}.png)" for p in plots) + "\n"
     if failures:
         md += "\n## Failed runs\n\n" + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures) + "\n"
-    write_text_atomic(out / "report.md", md)
+    write_text_atomic(folder.report_md, md)
     body = ("<h2>At a glance</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
             if first else "") + "".join(_html(t) for t in tables)
     if plots:
@@ -95,7 +101,7 @@ def write_report(out_dir: str | Path) -> Path:
             for p in plots)
     if failures:
         body += "<h2>Failed runs</h2><ul>" + "".join(f"<li>{html.escape(f['run'] + ': ' + f['reason'])}</li>" for f in failures) + "</ul>"
-    write_text_atomic(out / "report.html", f"<!doctype html><html lang=\"ja\"><head><meta charset=\"utf-8\">"
+    write_text_atomic(folder.report_html, f"<!doctype html><html lang=\"ja\"><head><meta charset=\"utf-8\">"
                                            f"<title>offline-eval report</title><style>{_CSS}</style></head>"
                                            f"<body><h1>offline-eval report</h1>{body}</body></html>\n")
-    return out / "report.md"
+    return folder.report_md

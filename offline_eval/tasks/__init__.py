@@ -1,26 +1,38 @@
-"""Tasks: data + request builder + scorer. Registered by name, imported only when used."""
+"""Tasks: data + request builder + scorer, one package each, found by name when first asked for."""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from functools import lru_cache
 from typing import Any
 
 from ..errors import InputError
 from .base import Task
 
-_TASKS: dict[str, str] = {
-    "jbeqa": "offline_eval.tasks.jbeqa:JBEQATask",
-    "legalevalq": "offline_eval.tasks.legalevalq.task:LegalEvalQTask",
-    "legalrikai": "offline_eval.tasks.legalrikai.task:LegalRikaiTask",
-}
-TASK_NAMES = tuple(_TASKS)
+
+@lru_cache(maxsize=1)
+def _tasks() -> dict[str, type[Task]]:
+    """Every task package here that declares `TASK = <its Task class>`: adding a task adds a folder, nothing
+    else."""
+    found: dict[str, type[Task]] = {}
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if mod.ispkg:
+            cls = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "TASK", None)
+            if isinstance(cls, type) and issubclass(cls, Task):
+                found[cls.name] = cls
+    return found
+
+
+def task_names() -> tuple[str, ...]:
+    return tuple(_tasks())
 
 
 def get_task_class(name: str) -> type[Task]:
-    if name not in _TASKS:
-        raise InputError(f"unknown task '{name}', expected one of {', '.join(_TASKS)}", field="tasks")
-    module, cls = _TASKS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    tasks = _tasks()
+    if name not in tasks:
+        raise InputError(f"unknown task '{name}', expected one of {', '.join(tasks)}", field="tasks")
+    return tasks[name]
 
 
 def make_task(name: str, options: dict[str, Any], source: str | None = None) -> Task:

@@ -4,20 +4,43 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..errors import InputError
 from ..requests import Phase, Result
+from ..results import Records
+
+if TYPE_CHECKING:
+    from ..report.plots import Plot
+    from ..report.tables import Table
 
 Setting = dict[str, Any]
 Item = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number a task reports per run: the report's leaderboard columns come from these."""
+
+    name: str
+    label: str
+    higher_is_better: bool = True
+    ci: bool = False  # the run's metrics also hold <name>_ci_low and <name>_ci_high
+    digits: int = 3
 
 
 class Task(ABC):
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
     primary_metric: ClassVar[str] = "mean"  # what leaderboards rank by and plots draw
+    metrics: ClassVar[tuple[Metric, ...]] = ()  # the leaderboard's columns, the primary metric first
+    leaderboard_note: ClassVar[str] = ""
+    path_options: ClassVar[tuple[str, ...]] = ("data",)  # options that hold paths (relative to models.yaml)
+    model_options: ClassVar[tuple[str, ...]] = ()  # options that hold model specs (evaluators, judges)
+    data_kinds: ClassVar[tuple[str, ...]] = ()  # extra names `data validate` accepts (e.g. sub-tasks)
 
     def __init__(self, options: BaseModel) -> None:
         self.options = options
@@ -65,15 +88,15 @@ class Task(ABC):
         """The ModelSpecs of the evaluators that score the candidates' outputs (none: no second stage)."""
         return []
 
-    def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
+    def evaluation_phase(self, items: Sequence[Item], records: Records) -> Phase:
         raise NotImplementedError
 
-    def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
-                          results: dict[str, Sequence[Result]]) -> dict[str, list[dict[str, Any]]]:
+    def finish_evaluation(self, records: Records, phase: Phase,
+                          results: dict[str, Sequence[Result]]) -> Records:
         """Fold each evaluator's results (keyed by its run name; a failed evaluator is absent) into records."""
         raise NotImplementedError
 
-    def sweep_report(self, runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]]
+    def sweep_report(self, runs: Sequence[dict[str, Any]], records: Records
                      ) -> dict[str, Any] | None:
         """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
         return None
@@ -81,6 +104,27 @@ class Task(ABC):
     def item_score(self, record: dict[str, Any]) -> float | None:
         """The per-item score that paired ablation tests compare (None: the item does not count)."""
         return None
+
+    # ---- the task's own part of the report (rendered from summary.json, so class-level)
+    @classmethod
+    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+        """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
+        from ..report.tables import leaderboard
+
+        return [leaderboard(cls, runs)]
+
+    @classmethod
+    def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:
+        return []
+
+    @classmethod
+    def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
+        """`offline-eval data validate KIND PATH`: the sweep's own loading and checks, or an error."""
+        opts: dict[str, Any] = {"data": path}
+        if field_map:
+            raise InputError(f"task {kind} has no field map; --field-map is for LegalRikai data", field="--field-map")
+        task = cls.from_options(opts, source="command line", prefix=f"tasks.{cls.name}")
+        return task.validate_data(path)
 
     # Engine consistency: runs of the same weights on different engines, compared item by item.
     def item_answer(self, record: dict[str, Any]) -> Any:

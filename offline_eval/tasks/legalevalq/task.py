@@ -5,18 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ...config import ModelSpec
+from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
 from ...metrics.adjscore import summarize
 from ...requests import Phase, Request, Result, Sampling
-from ..base import Item, Setting, Task
+from ...results import Records
+from ..base import Item, Metric, Setting, Task
 from . import evaluator as ev
-from .data import load_queries
+from .data import load_annotated, load_queries
+
+if TYPE_CHECKING:
+    from ...report.tables import Table
 
 ANSWER_SYSTEM = ("あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
                  "質問が中国語の場合は中国語で回答してください。")
@@ -28,7 +32,7 @@ class LegalEvalQOptions(BaseModel):
     data: str = Field(description="JSON list of {query, resource, datasets_id, datasets_ans?}")
     validation_data: str | None = Field(None, description="a second query set: the report shows the "
                                                           "train-vs-validation delta (the paper's Table 2)")
-    evaluator: ModelSpec
+    evaluator: Annotated[ModelSpec, AfterValidator(one_load)]
     evaluator_mode: Literal["json", "tags"] = "json"
     scorer: str = Field(description="a folder written by `offline-eval legaleval-q train`")
     limit: int | None = Field(None, ge=1)
@@ -44,6 +48,23 @@ class LegalEvalQTask(Task):
     Options = LegalEvalQOptions
     options: LegalEvalQOptions
     primary_metric = "adj_score"
+    metrics = (Metric("adj_score", "AdjScore", digits=2), Metric("mean", "mean", digits=2))
+    path_options = ("data", "validation_data", "scorer")
+    model_options = ("evaluator",)
+
+    @classmethod
+    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+        from .report import quality_leaderboard
+
+        return [quality_leaderboard(runs, cls.name)]
+
+    @classmethod
+    def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
+        if field_map:
+            raise InputError("LegalEval-Q has no field map; --field-map is for LegalRikai data", field="--field-map")
+        if path.endswith(".jsonl"):
+            return f"{len(load_annotated(path))} annotated tuples"
+        return f"{len(load_queries(path))} queries"
 
     def settings(self) -> list[Setting]:
         return [{"evaluator": self.options.evaluator.name, "mode": self.options.evaluator_mode}]
@@ -84,7 +105,7 @@ class LegalEvalQTask(Task):
     def evaluator_models(self) -> list[ModelSpec]:
         return [self.options.evaluator]
 
-    def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
+    def evaluation_phase(self, items: Sequence[Item], records: Records) -> Phase:
         by_id = {it["id"]: it for it in items}
         json_mode = self.options.evaluator_mode == "json"
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.evaluator_max_tokens)
@@ -101,8 +122,8 @@ class LegalEvalQTask(Task):
                 ids.append(f"{run}/{r['id']}")
         return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
 
-    def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
-                          results: dict[str, Sequence[Result]]) -> dict[str, list[dict[str, Any]]]:
+    def finish_evaluation(self, records: Records, phase: Phase,
+                          results: dict[str, Sequence[Result]]) -> Records:
         from .scorer import Scorer
 
         if not results:

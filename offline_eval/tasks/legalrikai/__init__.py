@@ -1,1 +1,7 @@
-"""LegalRikai Open Benchmark: AmendExp, StatRev, ReqRev, RiskRev (data schemas so far)."""
+"""LegalRikai Open Benchmark: AmendExp, StatRev, ReqRev and RiskRev, with LLM judges scoring each output
+against the paper's rubrics (task.py), the data schemas, prompts, deterministic checks and judge-human
+agreement."""
+
+from .task import LegalRikaiTask
+
+TASK = LegalRikaiTask

@@ -20,6 +20,7 @@ from typing import Any
 from ...errors import InputError, is_url
 from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, mae, spearman
+from ...results import Records
 from . import rubric
 from .rubric import SUBTASKS
 
@@ -87,7 +88,7 @@ def _nan_none(v: float) -> float | None:
     return None if v is None or math.isnan(v) else round(v, 4)
 
 
-def _match(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]]
+def _match(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: Records
            ) -> tuple[dict[tuple[str, str, str, str], dict[str, int]], list[str]]:
     """(sub-task, run, item id, criterion) -> {annotator: raw score}, and notes on rows that matched nothing."""
     ids: dict[str, set[str]] = defaultdict(set)  # item id -> the sub-tasks that have it
@@ -135,7 +136,7 @@ def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
     return (math.nan if any(math.isnan(v) for v in values) else mean(values)), n
 
 
-def sweep_report(runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
+def sweep_report(runs: Sequence[dict[str, Any]], records: Records,
                  human_path: str | None) -> dict[str, Any]:
     subs = [s for s in SUBTASKS if any(e["options"]["subtask"] == s for e in runs)]
     judges = sorted({j for recs in records.values() for r in recs for j in r.get("judges", {})})
@@ -157,12 +158,12 @@ def sweep_report(runs: Sequence[dict[str, Any]], records: dict[str, list[dict[st
     return out
 
 
-def agreement(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
+def agreement(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: Records,
               judges: list[str], path: str) -> dict[str, Any]:
     cells, notes = _match(rows, runs, records)
     by_output: dict[tuple[str, str, str], dict[str, Any]] = {}
     for key, recs in records.items():
-        run = key.split("/", 1)[0]
+        run = key.run
         for r in recs:
             by_output[(r["subtask"], run, r["id"])] = r
     crit = _criteria_scales()

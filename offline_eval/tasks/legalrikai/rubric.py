@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ...judges import Criterion, example_answer, parse_answer, rubric_schema
+from ...judges import Criterion, example_answer, rubric_schema
 
 SUBTASKS = ("amendexp", "statrev", "reqrev", "riskrev")
 
@@ -39,6 +39,3 @@ def judge_schema(subtask: str, rationale_max_chars: int) -> dict[str, Any]:
 def example(subtask: str) -> str:
     return example_answer(criteria(subtask))
 
-
-def parse_judge(subtask: str, text: str) -> tuple[dict[str, int], dict[str, str]] | None:
-    return parse_answer(criteria(subtask), text)

@@ -7,18 +7,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ... import judges
-from ...config import ModelSpec
+from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
 from ...requests import Phase, Request, Result, Sampling
+from ...results import Records
 from ..base import Item, Setting, Task
 from . import prompts, rubric
 from .rubric import SUBTASKS
+
+if TYPE_CHECKING:
+    from ...report.tables import Table
 
 _FORMATS = (".jsonl", ".json", ".parquet")
 
@@ -32,7 +36,7 @@ class LegalRikaiOptions(BaseModel):
     split: str = "test"
     field_map: dict[str, str | dict[str, str]] = Field(
         default_factory=dict, description="our field name -> the local copy's; or per sub-task: {statrev: {...}}")
-    judges: list[ModelSpec] = Field(default_factory=list)
+    judges: list[Annotated[ModelSpec, AfterValidator(one_load)]] = Field(default_factory=list)
     overflow: Literal["skip", "fail", "focus"] = "focus"
     focus_neighbours: int = Field(1, ge=0, description="policy 'focus': unchanged articles kept either side")
     max_tokens: int = Field(2048, ge=1)
@@ -49,6 +53,29 @@ class LegalRikaiTask(Task):
     Options = LegalRikaiOptions
     options: LegalRikaiOptions
     primary_metric = "score"
+    path_options = ("data", "human_scores")
+    model_options = ("judges",)
+    data_kinds = SUBTASKS
+
+    @classmethod
+    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+        from .report import legalrikai_tables
+
+        return legalrikai_tables(summary)
+
+    @classmethod
+    def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
+        """`legalrikai FOLDER` checks every sub-task found; `statrev FILE` (or another sub-task) one file."""
+        if kind in SUBTASKS:
+            from .schema import load_items
+
+            if field_map and any(isinstance(v, dict) for v in field_map.values()):
+                raise InputError(f"give {kind}'s map flat ({{\"our_field\": \"their_field\"}})",
+                                 field="--field-map")
+            return f"{len(load_items(kind, path, split, field_map))} {kind} items"
+        opts: dict[str, Any] = {"data": path, "split": split, **({"field_map": field_map} if field_map else {})}
+        task = cls.from_options(opts, source="command line", prefix="tasks.legalrikai")
+        return task.validate_data(path)
 
     def __init__(self, options: LegalRikaiOptions) -> None:
         super().__init__(options)
@@ -180,7 +207,7 @@ class LegalRikaiTask(Task):
     def evaluator_models(self) -> list[ModelSpec]:
         return list(self.options.judges)
 
-    def evaluation_phase(self, items: Sequence[Item], records: dict[str, list[dict[str, Any]]]) -> Phase:
+    def evaluation_phase(self, items: Sequence[Item], records: Records) -> Phase:
         by_id = {(it["subtask"], it["id"]): it for it in items}
         o = self.options
         reqs, ids, fallbacks = [], [], []
@@ -204,8 +231,8 @@ class LegalRikaiTask(Task):
         return prompts.judge_prompt(item, original_prompt, response, judge_gold(item),
                                     self.options.rationale_max_chars)
 
-    def finish_evaluation(self, records: dict[str, list[dict[str, Any]]], phase: Phase,
-                          results: dict[str, Sequence[Result]]) -> dict[str, list[dict[str, Any]]]:
+    def finish_evaluation(self, records: Records, phase: Phase,
+                          results: dict[str, Sequence[Result]]) -> Records:
         by_judge = {j: dict(zip(phase.item_ids, res)) for j, res in results.items()}
         for key, recs in records.items():
             for r in recs:
@@ -226,7 +253,7 @@ class LegalRikaiTask(Task):
         s = record.get("scores") or {}
         return mean(s[c] for c in crits) if all(c in s for c in crits) else None
 
-    def sweep_report(self, runs: Sequence[dict[str, Any]], records: dict[str, list[dict[str, Any]]]
+    def sweep_report(self, runs: Sequence[dict[str, Any]], records: Records
                      ) -> dict[str, Any] | None:
         from .agreement import sweep_report
 

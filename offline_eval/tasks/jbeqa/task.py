@@ -15,7 +15,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,13 +28,17 @@ from pydantic import (
     field_validator,
 )
 
-from ..constraints import Choice
-from ..datafiles import has_split, read_records
-from ..errors import InputError
-from ..metrics.bootstrap import MAX_BOOTSTRAP, bootstrap_ci
-from ..metrics.classification import accuracy, precision_recall_f1
-from ..requests import Phase, Request, Result, Sampling
-from .base import Item, Setting, Task
+from ...constraints import Choice
+from ...datafiles import has_split, read_records
+from ...errors import InputError
+from ...metrics.bootstrap import MAX_BOOTSTRAP, bootstrap_ci
+from ...metrics.classification import accuracy, precision_recall_f1
+from ...requests import Phase, Request, Result, Sampling
+from ..base import Item, Metric, Setting, Task
+
+if TYPE_CHECKING:
+    from ...report.plots import Plot
+    from ...report.tables import Table
 
 SYSTEM_PROMPT = ("あなたは日本の司法試験の問題に解答する法律の専門家です。"
                  "与えられた記述が正しい場合は1、誤っている場合は0とだけ出力してください。説明は不要です。")
@@ -93,7 +97,7 @@ def gregorian_year(value: int | str) -> int:
             elif num.isdigit():
                 n = int(num)
             else:
-                from ..ja.numerals import kanji_to_int
+                from ...ja.numerals import kanji_to_int
 
                 n = kanji_to_int(num)
             start, last = _ERAS[era]
@@ -198,6 +202,11 @@ class JBEQATask(Task):
     name = "jbeqa"
     Options = JBEQAOptions
     primary_metric = "f1"
+    metrics = (Metric("f1", "F1", ci=True), Metric("accuracy", "accuracy", ci=True),
+               Metric("faithfulness", "faithfulness"), Metric("parse_failures", "parse failures", False),
+               Metric("n_skipped", "skipped (overflow)", False), Metric("n_scored", "scored"))
+    leaderboard_note = ("F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the "
+                        "paper. Faithfulness is the share of answers that were a bare 1 or 0.")
     options: JBEQAOptions
 
     def settings(self) -> list[Setting]:
@@ -272,7 +281,7 @@ class JBEQATask(Task):
         if setting["mode"] != "logprob":
             m["faithfulness"] = sum(r["scores"]["faithful"] for r in scored) / len(scored)
         if self.options.bootstrap:
-            from ..metrics.classification import f1 as f1_fn
+            from ...metrics.classification import f1 as f1_fn
 
             for name, fn in (("f1", f1_fn), ("accuracy", accuracy)):
                 lo, hi = bootstrap_ci(fn, gold, pred, n_resamples=self.options.bootstrap, seed=self.options.seed)
@@ -289,6 +298,18 @@ class JBEQATask(Task):
 
     def item_score(self, record: dict[str, Any]) -> float | None:
         return None if record.get("skipped") else float(record["scores"]["correct"])
+
+    @classmethod
+    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+        from .report import breakdown_tables
+
+        return [*super().report_tables(runs, summary), *breakdown_tables(runs)]
+
+    @classmethod
+    def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:
+        from .report import subject_bars
+
+        return subject_bars(runs)
 
     def item_answer(self, record: dict[str, Any]) -> Any:
         if record.get("skipped"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..metrics.agreement import format_rho
-from .tables import Table, _f
+from ...metrics.agreement import format_rho
+from ...report.tables import Table, _f
 
 _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
 _REVISION = ("statrev", "reqrev", "riskrev")

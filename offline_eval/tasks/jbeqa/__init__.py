@@ -1,0 +1,8 @@
+"""JBE-QA: true/false statements from the Japanese bar exam, zero- and few-shot (task.py), and its report
+sections (report.py)."""
+
+from .task import SYSTEM_PROMPT, JBEQATask, choose_exemplars, gregorian_year, load_items, parse_answer, user_message
+
+TASK = JBEQATask
+__all__ = ["SYSTEM_PROMPT", "TASK", "JBEQATask", "choose_exemplars", "gregorian_year", "load_items", "parse_answer",
+           "user_message"]

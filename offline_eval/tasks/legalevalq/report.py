@@ -1,0 +1,26 @@
+"""LegalEval-Q's leaderboard: ranked by AdjScore = mu^2 / (mu + sigma), with the tier and the evaluator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...metrics.adjscore import tier
+from ...metrics.ranking import has_score, rank_runs
+from ...report.tables import Table, _f
+
+
+def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
+    rows = []
+    for i, r in enumerate(rank_runs(runs, "adj_score"), 1):
+        m = r["metrics"]
+        adj = m.get("adj_score")
+        rows.append([str(i) if has_score(adj) else "– (no items)", r["run"], _f(m.get("mean"), 2),
+                     _f(m.get("std"), 2), _f(m.get("median"), 2), _f(adj, 2),
+                     tier(adj) if has_score(adj) else "–", _f(m.get("adj_score_delta"), 2), _f(m.get("n_scored")),
+                     _f(m.get("evaluator_parse_failures")), _f(m.get("truncated_answers")),
+                     (r.get("evaluator") or {}).get("run", "–")])
+    return Table(f"Leaderboard: {task}", ["#", "run", "mean", "std", "median", "AdjScore", "tier",
+                                          "AdjScore validation - train", "scored", "evaluator parse failures",
+                                          "answers cut off", "evaluator"], rows,
+                 "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
+                 "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low.")

@@ -1,0 +1,106 @@
+"""The architecture's contracts, on the fake engine (fast tier): one engine registry, tasks found by folder and
+owning their report sections, records flowing forward with each output file written once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import DATA, run_cli
+
+
+def _config(tmp: Path, **jbeqa: object) -> Path:
+    weights = tmp / "w.bin"
+    weights.write_text("fake weights")
+    cfg = tmp / "m.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "output_dir": str(tmp / "out"),
+        "models": [{"name": "yes", "backend": "fake", "path": str(weights), "max_model_len": 4096,
+                    "engine_args": {"default": "1"}},
+                   {"name": "no", "backend": "fake", "path": str(weights), "max_model_len": 4096,
+                    "engine_args": {"default": "0"}}],
+        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "logprob"], **jbeqa}}}))
+    return cfg
+
+
+def test_the_registry_is_the_only_list_of_engines():
+    from offline_eval.backends.registry import engine_names, get_engine
+    from offline_eval.cli import build_parser
+
+    names = engine_names()
+    assert {"vllm", "llamacpp", "transformers", "fake"} <= set(names)
+    run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions  # type: ignore[union-attr]
+               if a.dest == "backend")
+    assert tuple(run.choices) == names
+    assert get_engine("llamacpp").path_problem(str(DATA)) == "llamacpp needs a .gguf file"
+    assert get_engine("fake").path_problem(str(DATA)) is None
+
+
+def test_tasks_are_found_by_folder_and_own_their_report_sections():
+    from offline_eval.report.tables import build_tables
+    from offline_eval.tasks import get_task_class, task_names
+
+    assert set(task_names()) == {"jbeqa", "legalevalq", "legalrikai"}
+    jbeqa = get_task_class("jbeqa")
+    assert jbeqa.metrics[0].name == jbeqa.primary_metric == "f1"
+    run = {"run": "a", "setting": "jbeqa.0shot.constrained", "task": "jbeqa", "model": "a",
+           "metrics": {"f1": 0.5, "f1_ci_low": 0.25, "f1_ci_high": 0.75, "subject.民法.f1": 0.5}, "throughput": {}}
+    titles = [t.title for t in build_tables({"runs": [run]})]
+    assert titles[:2] == ["Leaderboard: jbeqa", "JBE-QA: F1 per subject"]
+    # A task this installation lacks still gets a leaderboard by its recorded primary metric.
+    other = {**run, "task": "gone", "primary_metric": "f1"}
+    assert "Leaderboard: gone" in [t.title for t in build_tables({"runs": [other]})]
+
+
+def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_path, monkeypatch):
+    from offline_eval.config import load_config
+    from offline_eval.results import ResultsFolder
+    from offline_eval.sweep import run_sweep
+
+    writes: list[str] = []
+    real = ResultsFolder.write_records
+    monkeypatch.setattr(ResultsFolder, "write_records",
+                        lambda self, key, recs: (writes.append(str(key)), real(self, key, recs))[1])
+    cfg = _config(tmp_path)
+    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lambda _: None)
+    assert sorted(writes) == sorted(set(writes)) and len(writes) == 8  # 2 models x 4 settings, once each
+    out = tmp_path / "out"
+    assert json.loads((out / "summary.json").read_text())["runs"] == json.loads(json.dumps(summary["runs"]))
+    board = summary["leaderboards"]["jbeqa.0shot.constrained"]
+    assert [r["run"] for r in board] == ["yes.fake.default.ctx4096", "no.fake.default.ctx4096"]
+    # `offline-eval report` from the file renders what the sweep rendered from memory.
+    before = (out / "report.md").read_text()
+    assert run_cli("report", str(out)).returncode == 0
+    assert (out / "report.md").read_text() == before
+
+
+def test_an_evaluator_is_one_load(tmp_path):
+    cfg = _config(tmp_path)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["tasks"] = {"legalevalq": {"data": str(DATA.parent / "legalevalq" / "queries.json"), "scorer": str(tmp_path),
+                                   "evaluator": {"name": "ev", "backend": "fake", "path": "w.bin",
+                                                 "max_model_len": [1024, 2048]}}}
+    cfg.write_text(yaml.safe_dump(raw))
+    proc = run_cli("models", "check", str(cfg))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "tasks.legalevalq.evaluator" in proc.stderr and "one variant and one max_model_len" in proc.stderr
+
+
+@pytest.mark.parametrize("answers, expected", [({"default": "1"}, "1"), ({"answers": {"記述": "0"}}, "0")])
+def test_the_fake_engine_is_scripted_and_honours_constraints(tmp_path, answers, expected):
+    from offline_eval.backends.base import LoadSpec, load_backend
+    from offline_eval.constraints import Choice, JsonSchema
+    from offline_eval.requests import Request, Sampling
+
+    w = tmp_path / "w"
+    w.write_text("x")
+    b = load_backend(LoadSpec(name="f", backend="fake", path=str(w), engine_args=answers))
+    ask = Request.chat([{"role": "user", "content": "記述：…"}], Sampling(max_tokens=4), Choice(["0", "1"]))
+    (res,) = b.generate([ask])
+    assert res.text == expected and res.prompt_tokens == len(b.render(ask).encode())
+    schema = {"type": "object", "required": ["score"], "properties": {"score": {"type": "integer", "minimum": 1}}}
+    (js,) = b.generate([Request.chat([{"role": "user", "content": "x"}], Sampling(max_tokens=64), JsonSchema(schema))])
+    assert json.loads(js.text) == {"score": 1}
