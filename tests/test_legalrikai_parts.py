@@ -15,6 +15,7 @@ from sklearn.metrics import cohen_kappa_score
 from offline_eval import judges
 from offline_eval.errors import InputError
 from offline_eval.ja.contract import parse
+from offline_eval.results import RunKey
 from offline_eval.tasks.legalrikai import rubric
 from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
 from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes
@@ -185,7 +186,7 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
     recs = [{"id": i, "subtask": "statrev", "input": "full", "judges": {"J": {"scores": judge[i]}},
              "scores": average_scores("statrev", {"J": {"scores": judge[i]}})} for i in ids]
     runs = [{"run": "m.llamacpp.x.ctx1", "model": "m", "options": {"subtask": "statrev"}}]
-    res = agreement(human, runs, {"m.llamacpp.x.ctx1/legalrikai.statrev": recs}, ["J"], "human.csv")
+    res = agreement(human, runs, {RunKey("m.llamacpp.x.ctx1", "legalrikai.statrev"): recs}, ["J"], "human.csv")
     assert res["matched_outputs"] == n and not res["unmatched"]
     for c in crits:
         crit = next(x for x in rubric.criteria("statrev") if x.code == c)
@@ -211,12 +212,12 @@ def test_human_rows_that_match_nothing_are_counted_not_fatal(tmp_path):
     recs = [{"id": "s1", "subtask": "statrev", "input": "full", "judges": {}, "scores": {}}]
     runs = [{"run": "m.a.b.ctx1", "model": "m", "options": {"subtask": "statrev"}},
             {"run": "m.a.c.ctx1", "model": "m", "options": {"subtask": "statrev"}}]
-    res = agreement(human, runs, {"m.a.b.ctx1/legalrikai.statrev": recs}, [], "h.csv")
+    res = agreement(human, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs}, [], "h.csv")
     assert res["matched_outputs"] == 0
     assert res["unmatched"] == ["1 row(s): item not in this sweep", "1 row(s): model matches no run"]
     # A model name with two runs is ambiguous: the run name is needed.
     amb = read_human_scores(_human_csv(tmp_path, [["statrev", "s1", "m", "IF", 2, "A"]]))
-    res = agreement(amb, runs, {"m.a.b.ctx1/legalrikai.statrev": recs}, [], "h.csv")
+    res = agreement(amb, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs}, [], "h.csv")
     assert "matches 2 runs; give the run name" in res["unmatched"][0]
 
 
