@@ -43,8 +43,10 @@ def glance(summary: dict[str, Any]) -> list[str]:
     if same:
         shares = [c["identical"] for c in same if c.get("identical") is not None]
         if shares:
-            lines.append(f"Same weights on different engines: {100 * min(shares):.0f}-{100 * max(shares):.0f}% "
-                         f"identical answers over {len(shares)} comparisons (table below).")
+            lo, hi = f"{100 * min(shares):.0f}", f"{100 * max(shares):.0f}"
+            span = hi if lo == hi else f"{lo}-{hi}"
+            lines.append(f"Same weights on different engines: {span}% identical answers over {len(shares)} "
+                         f"comparisons (table below).")
     skipped = sum(int(r["metrics"].get("n_skipped") or 0) for r in runs)
     if skipped:
         lines.append(f"{skipped} item(s) did not fit a context length and were skipped (counted per run below).")
