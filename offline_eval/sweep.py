@@ -236,7 +236,8 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 _put_run(summary, entry)
                 shown = ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy", "faithfulness", "score")
                                   if has_score(metrics.get(k)))
-                log(f"[{run}] {name}: " + (shown or "no items scored") + f"  ({stats.n_generated} generated, {stats.n_cached} "
+                pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
+                log(f"[{run}] {name}: {shown or pending}  ({stats.n_generated} generated, {stats.n_cached} "
                     f"cached, {stats.throughput()['items_per_s']:.1f} items/s)")
     finally:
         engine.close()
