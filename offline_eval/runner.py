@@ -36,7 +36,8 @@ class PhaseStats:
     n_cached: int = 0
     n_generated: int = 0
     n_overflow: int = 0
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # the phase itself: an engine start it triggered is in load_s, not here
+    load_s: float = 0.0
     prompt_tokens: int = 0
     output_tokens: int = 0
     engine_calls: int = 0
@@ -47,13 +48,15 @@ class PhaseStats:
         return {"items_per_s": round(self.n_requests / self.wall_s, 3) if self.wall_s > 0 else 0.0,
                 "tokens_per_s": round(tokens / self.wall_s, 1) if self.wall_s > 0 else 0.0,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-                "wall_s": round(self.wall_s, 3), "generated": self.n_generated, "cached": self.n_cached}
+                "wall_s": round(self.wall_s, 3), "load_s": round(self.load_s, 3), "generated": self.n_generated,
+                "cached": self.n_cached}
 
 
 class Runner:
     def __init__(self, engine: Backend | LazyBackend, store: Store, variant: str, chunk_size: int = 512,
                  fresh: bool = False, progress: bool | None = None) -> None:
         self.fingerprint = engine.fingerprint
+        self._engine = engine
         self._get = engine.get if isinstance(engine, LazyBackend) else (lambda: engine)
         self.store, self.variant = store, variant
         self.chunk_size, self.fresh, self.progress = chunk_size, fresh, progress
@@ -71,7 +74,11 @@ class Runner:
         misses = [k for k in first if k not in done]
 
         if misses:
+            before = time.perf_counter()
+            was_loaded = not isinstance(self._engine, LazyBackend) or self._engine.loaded
             backend = self._get()
+            if not was_loaded:
+                stats.load_s = time.perf_counter() - before
             with engine_errors(phase.name):
                 todo = self._fitting(phase, backend, [(k, phase.requests[first[k]], rjson[first[k]])
                                                       for k in misses], done, first)
@@ -108,7 +115,7 @@ class Runner:
         stats.n_overflow = sum(1 for r in results if r.finish_reason == "overflow")
         stats.prompt_tokens = sum(r.prompt_tokens for r in results)
         stats.output_tokens = sum(r.output_tokens for r in results)
-        stats.wall_s = time.perf_counter() - t0
+        stats.wall_s = time.perf_counter() - t0 - stats.load_s
         return results, stats
 
     def _stored(self, phase: Phase, keys: list[str], first: dict[str, int]) -> dict[str, Result]:

@@ -103,3 +103,27 @@ def test_the_fake_engine_is_scripted_and_honours_constraints(tmp_path, answers, 
     schema = {"type": "object", "required": ["score"], "properties": {"score": {"type": "integer", "minimum": 1}}}
     (js,) = b.generate([Request.chat([{"role": "user", "content": "x"}], Sampling(max_tokens=64), JsonSchema(schema))])
     assert json.loads(js.text) == {"score": 1}
+
+
+def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
+    """A phase that starts the engine reports the start as load_s; its wall_s and items/s are the phase's own."""
+    import time
+
+    from offline_eval.backends.fake_backend import FakeBackend
+    from offline_eval.config import load_config
+    from offline_eval.sweep import run_sweep
+
+    real_init = FakeBackend.__init__
+
+    def slow_start(self, spec):  # type: ignore[no-untyped-def]
+        time.sleep(0.6)
+        real_init(self, spec)
+
+    monkeypatch.setattr(FakeBackend, "__init__", slow_start)
+    cfg = _config(tmp_path)
+    summary = run_sweep(load_config(cfg), source=str(cfg), only=["yes"], progress=False, log=lambda _: None)
+    first, *rest = sorted(summary["runs"], key=lambda r: r["setting"])
+    t = first["throughput"]
+    assert t["load_s"] >= 0.6 and t["wall_s"] < 0.6, t
+    assert t["items_per_s"] > first["n_items"] / 0.6  # the rate of the phase, not of the start
+    assert all(r["throughput"]["load_s"] == 0 for r in rest)  # the engine started once

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -124,6 +125,7 @@ class LazyBackend:
         self.spec = spec
         self.fingerprint = spec_fingerprint(spec, hashes)
         self._backend: Backend | None = None
+        self.load_s = 0.0  # the engine's start, kept apart from the phases' throughput
 
     @property
     def loaded(self) -> bool:
@@ -131,7 +133,9 @@ class LazyBackend:
 
     def get(self) -> Backend:
         if self._backend is None:
+            t0 = time.perf_counter()
             self._backend = load_backend(self.spec)
+            self.load_s = time.perf_counter() - t0
         return self._backend
 
     def close(self) -> None:
