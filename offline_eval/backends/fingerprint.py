@@ -70,10 +70,6 @@ def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
     engine, so a fully stored run never starts one."""
     opts = {k: v for k, v in spec.describe().items()
             if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant")}
-    template = spec.chat_template
-    if isinstance(template, str) and "{" not in template and Path(template).is_file():
-        # A template file edited in place must not be served the old template's outputs.
-        opts["chat_template"] = f"file sha256:{file_sha256(Path(template), cache)}"
     blob = json.dumps({"files": files_fingerprint(spec.path, cache), "engine": spec.backend,
                        "engine_version": engine_version(spec.backend), "opts": opts}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

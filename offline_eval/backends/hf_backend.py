@@ -9,9 +9,10 @@ from typing import Any
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import LoadSpec, Progress, PromptCounter, TokenizingBackend, check_engine_args, hf_vocab_bytes
+from .base import LoadSpec, Progress, TokenizingBackend, check_engine_args, hf_vocab_bytes
 from .chat import choose_template, hf_encode, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
+from .hf_tokenizer import CountsWithHFTokenizer
 from .registry import Engine
 
 _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -28,14 +29,8 @@ ENGINE = Engine(name="transformers", backend_class="HFBackend", requires="transf
                 dists=("transformers",), weights="hf")
 
 
-class HFBackend(TokenizingBackend):
+class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
     name = "transformers"
-
-    @classmethod
-    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
-        from .hf_tokenizer import HFPromptCounter
-
-        return HFPromptCounter(spec)
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..requests import Request
-from .base import LoadSpec
+from .base import LoadSpec, PromptCounter
 from .chat import choose_template, hf_encode, hf_own_template
 
 
@@ -22,3 +22,11 @@ class HFPromptCounter:
 
     def close(self) -> None:
         pass
+
+
+class CountsWithHFTokenizer:
+    """For engines that read HF model folders: the dry-run planner counts prompts with the folder's tokenizer."""
+
+    @classmethod
+    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
+        return HFPromptCounter(spec)

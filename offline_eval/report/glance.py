@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..metrics.ranking import has_score, rank_key
+from .tables import task_class
 
 
 def _fmt(v: float) -> str:
@@ -34,11 +35,8 @@ def glance(summary: dict[str, Any]) -> list[str]:
             text = f"{setting}: best {best['run']} ({metric} {_fmt(best['metrics'][metric])})"
             if len(scored) > 1:
                 text += f", worst {worst['run']} ({_fmt(worst['metrics'][metric])})"
-        constant = [r["run"] for r in scored if r["metrics"].get("answered_true") in (0, 1)]
-        if constant:
-            text += (f"; {len(constant)} of {len(scored)} runs gave the same answer to every item "
-                     f"(e.g. {constant[0]}), so their score reflects the label balance, not knowledge")
-        lines.append(text + ".")
+        note = task_class(group[0]["task"]).glance_note(scored)
+        lines.append(text + (f"; {note}" if note else "") + ".")
     same = summary.get("consistency") or []
     if same:
         shares = [c["identical"] for c in same if c.get("identical") is not None]

@@ -118,11 +118,16 @@ class Task(ABC):
         return []
 
     @classmethod
+    def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
+        """What the report's opening lines should add about one setting's scored runs (None: nothing)."""
+        return None
+
+    @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
         """`offline-eval data validate KIND PATH`: the sweep's own loading and checks, or an error."""
         opts: dict[str, Any] = {"data": path}
         if field_map:
-            raise InputError(f"task {kind} has no field map; --field-map is for LegalRikai data", field="--field-map")
+            raise InputError(f"task {kind} has no field map", field="--field-map")
         task = cls.from_options(opts, source="command line", prefix=f"tasks.{cls.name}")
         return task.validate_data(path)
 

@@ -306,6 +306,14 @@ class JBEQATask(Task):
         return [*super().report_tables(runs, summary), *breakdown_tables(runs)]
 
     @classmethod
+    def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
+        constant = [r["run"] for r in runs if r["metrics"].get("answered_true") in (0, 1)]
+        if not constant:
+            return None
+        return (f"{len(constant)} of {len(runs)} runs gave the same answer to every item (e.g. {constant[0]}), "
+                f"so their score reflects the label balance, not knowledge")
+
+    @classmethod
     def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:
         from .report import subject_bars
 
