@@ -280,3 +280,20 @@ def test_a_scorer_from_the_older_format_is_a_clear_error(bert12, tmp_path):
     (d / "scorer_config.json").write_text(json.dumps({"encoder": str(bert12), "max_length": 64, "format": 2}))
     with pytest.raises(InputError, match="scorer.safetensors: not a readable safetensors file"):
         Scorer.load(d)
+
+
+def test_a_scorer_folder_finds_its_encoder_from_any_working_directory(bert12, tmp_path, monkeypatch):
+    """The encoder path is written relative to the scorer folder, so a sweep run from elsewhere still loads it
+    (older folders, written relative to the training directory, still load from there)."""
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "bert").symlink_to(bert12, target_is_directory=True)
+    monkeypatch.chdir(work)
+    Scorer(ScorerConfig(encoder="bert", max_length=64)).save("scorers/s1")
+    written = json.loads((work / "scorers/s1/scorer_config.json").read_text())["encoder"]
+    assert written == "../../bert"
+    monkeypatch.chdir(tmp_path)
+    assert Scorer.load(work / "scorers/s1").config.encoder == str(work / "bert")
+    cfg = work / "scorers/s1/scorer_config.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "encoder": "project/bert"}))  # the older form
+    assert Scorer.load(work / "scorers/s1").config.encoder == "project/bert"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -108,7 +109,10 @@ class Scorer:
         d.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().contiguous() for k, v in self.model.state_dict().items()}
         save_file(state, str(d / "scorer.safetensors"))
-        (d / "scorer_config.json").write_text(json.dumps(asdict(self.config), indent=2), encoding="utf-8")
+        config = asdict(self.config)
+        if not Path(self.config.encoder).is_absolute():  # a scorer folder moves with its encoder, whatever the cwd
+            config["encoder"] = os.path.relpath(os.path.abspath(self.config.encoder), os.path.abspath(d))
+        (d / "scorer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> Scorer:
@@ -136,6 +140,10 @@ class Scorer:
             raise InputError("missing", file=str(cfg_file), field="encoder")
         if not weights.is_file():
             raise InputError("not a scorer folder (no scorer.safetensors)", file=str(d))
+        if isinstance(raw["encoder"], str) and not Path(raw["encoder"]).is_absolute():
+            beside = d / raw["encoder"]  # relative to the scorer folder (older folders: to the working directory)
+            if beside.is_dir() or not Path(raw["encoder"]).is_dir():
+                raw["encoder"] = os.path.normpath(beside)
         s = cls(ScorerConfig(**raw))
         try:
             state = load_file(str(weights))
