@@ -10,7 +10,7 @@ from typing import Any
 from .backends.base import LoadSpec, PromptCounter
 from .backends.registry import get_engine
 from .config import ModelSpec
-from .fit import fits, tokens_needed
+from .fit import fits, place, tokens_needed
 from .requests import Request
 
 
@@ -58,17 +58,18 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                                          [], []))
                     continue
                 n = list(counted)
-                ok = [fits(x, r, phase.method, ctx) for x, r in zip(n, phase.requests)]
+                fbs = phase.fallbacks or [None] * len(n)
+                placed = [place(x, r, phase.method, ctx, phase.overflow, f) for x, r, f in zip(n, phase.requests, fbs)]
+                ok = [p == "fits" for p in placed]
                 focused = [False] * len(n)
-                if phase.overflow == "focus" and phase.fallbacks and not all(ok):
+                if "fallback" in placed:
                     fb_key = (*key, "fallbacks")
                     if fb_key not in lengths:
-                        fbs = [f for f in phase.fallbacks if f is not None]
-                        it = iter(count(fbs) or [])
-                        lengths[fb_key] = [next(it) if f is not None else 0 for f in phase.fallbacks]
+                        it = iter(count([f for f in fbs if f is not None]) or [])
+                        lengths[fb_key] = [next(it) if f is not None else 0 for f in fbs]
                     fb_lengths = lengths[fb_key] or []
-                    for i, f in enumerate(phase.fallbacks):
-                        if not ok[i] and f is not None and fits(fb_lengths[i], f, phase.method, ctx):
+                    for i, f in enumerate(fbs):
+                        if placed[i] == "fallback" and f is not None and fits(fb_lengths[i], f, phase.method, ctx):
                             n[i], ok[i], focused[i] = fb_lengths[i], True, True
                 out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests),
                                      sum(x for x, f in zip(n, ok) if f),

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from .backends.base import Backend, LazyBackend, TokenizingBackend
 from .errors import EngineError, InputError, OfflineEvalError
-from .fit import fits, tokens_needed
+from .fit import fits, place, tokens_needed
 from .requests import Phase, Request, Result, request_json, request_key
 from .store import Store
 
@@ -146,17 +146,18 @@ class Runner:
         rj_of = {k: rj for k, _, rj in todo}
         rows = []  # overflows are stored too (the key holds the context length): a re-run needs no engine
         for (k, r, rj), ids in zip(todo, backend.encode([r for _, r, _ in todo])):
-            need = tokens_needed(len(ids), r, phase.method)
-            if fits(len(ids), r, phase.method, limit):
+            fb = phase.fallbacks[first[k]] if phase.fallbacks else None
+            placement = place(len(ids), r, phase.method, limit, phase.overflow, fb)
+            if placement == "fits":
                 out.append((k, r, ids, rj, []))
                 continue
-            fb = phase.fallbacks[first[k]] if phase.fallbacks and phase.overflow == "focus" else None
-            if fb is not None:
+            if placement == "fallback" and fb is not None:
                 fj = request_json(fb)
                 fk = request_key(self.fingerprint, self.variant, fj, phase.method, phase.choices)
                 retry.setdefault(fk, (fb, fj, []))[2].append(k)
                 continue
-            if phase.overflow == "fail":
+            if placement == "fail":
+                need = tokens_needed(len(ids), r, phase.method)
                 raise InputError(f"prompt of {len(ids)} tokens + {need - len(ids)} to generate exceeds "
                                  f"max_model_len {limit} (overflow policy 'fail'; use 'skip' to record and "
                                  f"go on)", record=phase.item_ids[first[k]])
