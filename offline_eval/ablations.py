@@ -9,54 +9,54 @@ from collections.abc import Callable
 from typing import Any
 
 from .metrics.stats import adjust_family, paired_test
-from .results import Records, key_of
+from .results import Records, RunEntry
 
 ItemScore = Callable[[dict[str, Any]], "float | None"]
 
 
-def families(runs: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+def families(runs: list[RunEntry]) -> list[tuple[str, str, list[RunEntry]]]:
     """(kind, title, member runs) for every family with at least two members."""
     out = []
-    key = lambda r: (r["model"], r["backend"], r["setting"])  # noqa: E731
+    key = lambda r: (r.model, r.backend, r.setting)  # noqa: E731
     for (model, backend, setting), grouped in itertools.groupby(sorted(runs, key=key), key=key):
         group = list(grouped)
-        by_ctx: dict[int, list[dict[str, Any]]] = {}
-        by_var: dict[str, list[dict[str, Any]]] = {}
+        by_ctx: dict[int, list[RunEntry]] = {}
+        by_var: dict[str, list[RunEntry]] = {}
         for r in group:
-            by_ctx.setdefault(r["max_model_len"], []).append(r)
-            by_var.setdefault(r["variant"], []).append(r)
+            by_ctx.setdefault(r.max_model_len, []).append(r)
+            by_var.setdefault(r.variant, []).append(r)
         for ctx, members in sorted(by_ctx.items()):
             if len(members) > 1:
                 out.append(("quantization", f"{model} ({backend}), {setting}, ctx {ctx}: variants", members))
         for var, members in sorted(by_var.items()):
             if len(members) > 1:
-                members = sorted(members, key=lambda r: r["max_model_len"])
+                members = sorted(members, key=lambda r: r.max_model_len)
                 out.append(("context", f"{model} ({backend}), {setting}, {var}: context lengths", members))
     return out
 
 
-def build(records: Records, runs: list[dict[str, Any]], item_score: Callable[[str], ItemScore],
+def build(records: Records, runs: list[RunEntry], item_score: Callable[[str], ItemScore],
           seed: int = 0) -> list[dict[str, Any]]:
     result = []
     for kind, title, members in families(runs):
-        score = item_score(members[0]["task"])
+        score = item_score(members[0].task)
         per_run: list[dict[str, float]] = []
         for r in members:
             scores: dict[str, float] = {}
-            for rec in records.get(key_of(r), []):
+            for rec in records.get(r.key, []):
                 s = score(rec)
                 if s is not None:
                     scores[str(rec["id"])] = s
             per_run.append(scores)
         shared = sorted(set.intersection(*(set(s) for s in per_run))) if per_run else []
-        label = (lambda r: r["variant"]) if kind == "quantization" else (lambda r: f"ctx{r['max_model_len']}")
+        label = (lambda r: r.variant) if kind == "quantization" else (lambda r: f"ctx{r.max_model_len}")
         comps = []
         if len(shared) >= 2:
             for (ra, sa), (rb, sb) in itertools.combinations(zip(members, per_run), 2):
                 comps.append(paired_test([sa[i] for i in shared], [sb[i] for i in shared],
                                          f"{label(ra)} vs {label(rb)}", seed=seed, n_resamples=1000))
             adjust_family(comps)
-        result.append({"kind": kind, "family": title, "task": members[0]["task"], "setting": members[0]["setting"],
-                       "members": [r["run"] for r in members], "n_items": len(shared),
+        result.append({"kind": kind, "family": title, "task": members[0].task, "setting": members[0].setting,
+                       "members": [r.run for r in members], "n_items": len(shared),
                        "comparisons": [c.to_dict() for c in comps]})
     return result

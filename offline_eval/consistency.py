@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .metrics.agreement import cohen_kappa
-from .results import Records, RunKey
+from .results import Records, RunEntry, RunKey
 from .tasks.base import Task
 
 
-def twin_pairs(runs: Sequence[dict[str, Any]], declared: Callable[[str, str], str | None]) -> list[tuple[str, str]]:
+def twin_pairs(runs: Sequence[RunEntry], declared: Callable[[str, str], str | None]) -> list[tuple[str, str]]:
     """(run a, run b) for runs whose models declare the same weights; `declared(model, variant)` gives the
     model a variant declares, or None."""
-    by_run = {r["run"]: (r["model"], r["variant"]) for r in runs}
+    by_run = {r.run: (r.model, r.variant) for r in runs}
     names = sorted(by_run)
     out = []
     for i, a in enumerate(names):
@@ -54,7 +54,7 @@ def _paired_p(a: list[float], b: list[float]) -> tuple[str, float | None]:
     return "wilcoxon", float(wilcoxon(a, b).pvalue)
 
 
-def compare(task: Task, entry_a: dict[str, Any], entry_b: dict[str, Any], recs_a: list[dict[str, Any]],
+def compare(task: Task, entry_a: RunEntry, entry_b: RunEntry, recs_a: list[dict[str, Any]],
             recs_b: list[dict[str, Any]]) -> dict[str, Any]:
     """One row of the consistency table: two runs of one task setting, on the items both answered."""
     by_b = {r["id"]: r for r in recs_b}
@@ -65,11 +65,11 @@ def compare(task: Task, entry_a: dict[str, Any], entry_b: dict[str, Any], recs_a
               if x is not None and y is not None]
     probs = [(x, y) for x, y in ((task.item_probability(a), task.item_probability(b)) for a, b in both)
              if x is not None and y is not None]
-    metric = entry_a.get("primary_metric") or "mean"
-    va, vb = entry_a["metrics"].get(metric), entry_b["metrics"].get(metric)
+    metric = entry_a.primary_metric or "mean"
+    va, vb = entry_a.metrics.get(metric), entry_b.metrics.get(metric)
     test, p = _paired_p([x for x, _ in scores], [y for _, y in scores])
     row: dict[str, Any] = {
-        "setting": entry_a["setting"], "task": entry_a["task"], "run_a": entry_a["run"], "run_b": entry_b["run"],
+        "setting": entry_a.setting, "task": entry_a.task, "run_a": entry_a.run, "run_b": entry_b.run,
         "n_items": len(answers), "identical": (sum(x == y for x, y in answers) / len(answers)) if answers else None,
         "kappa": cohen_kappa([x for x, _ in answers], [y for _, y in answers]) if answers else None,
         "metric": metric, "metric_a": va, "metric_b": vb,
@@ -80,14 +80,14 @@ def compare(task: Task, entry_a: dict[str, Any], entry_b: dict[str, Any], recs_a
     return row
 
 
-def build(runs: Sequence[dict[str, Any]], records: Records, tasks: dict[str, Task],
+def build(runs: Sequence[RunEntry], records: Records, tasks: dict[str, Task],
           declared: Callable[[str, str], str | None]) -> list[dict[str, Any]]:
     rows = []
-    by_key = {(r["run"], r["setting"]): r for r in runs}
+    by_key = {r.key: r for r in runs}
     for a, b in twin_pairs(runs, declared):
         for (run, setting), ea in sorted(by_key.items()):
-            eb = by_key.get((b, setting))
-            task = tasks.get(ea["task"])
+            eb = by_key.get(RunKey(b, setting))
+            task = tasks.get(ea.task)
             if run != a or eb is None or task is None:
                 continue
             ra, rb = records.get(RunKey(a, setting)), records.get(RunKey(b, setting))

@@ -25,7 +25,7 @@ from .lock import OutputLock
 from .memory import PeakMemory, weights_bytes
 from .metrics.ranking import has_score, rank_runs
 from .requests import Phase, Result
-from .results import Records, ResultsFolder, RunKey, key_of
+from .results import Records, ResultsFolder, RunEntry, RunKey, TaskReport
 from .runner import Runner
 from .store import Store
 from .tasks import load_items, make_task
@@ -96,6 +96,7 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
     folder = ResultsFolder(out)
     store = Store(folder.store, move_aside_if_corrupt=fresh, log=log)
     summary = _load_summary(folder)
+    runs = _earlier_runs(summary)
     records: Records = {}
     attempted = {m.run_name(v, c) for m, v, c in loads}
     # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
@@ -109,7 +110,7 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
             try:
                 if problem:
                     raise OfflineEvalError(problem)
-                _run_model(m, variant, ctx, tasks, store, records, summary, cfg.runner.chunk_size, fresh, progress,
+                _run_model(m, variant, ctx, tasks, store, records, runs, cfg.runner.chunk_size, fresh, progress,
                            log)
             except InputError as e:
                 if e.record is not None:
@@ -128,31 +129,38 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
                 log(f"[{run}] FAILED: {failures[-1]['reason']}")
                 # One current state per run: a failed run leaves the leaderboard, whatever an earlier
                 # sweep stored for it (its outputs stay in the store, so a fixed re-run costs nothing).
-                summary["runs"] = [r for r in summary["runs"] if r.get("run") != run]
+                runs = [r for r in runs if r.run != run]
                 records = {key: recs for key, recs in records.items() if key.run != run}
-        _run_evaluations(tasks, records, store, summary, cfg.runner.chunk_size, fresh, progress, log, failures)
+        _run_evaluations(tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures)
     finally:
         store.close()
     for key, recs in records.items():
         folder.write_records(key, recs)
-    everything = _with_earlier_runs(folder, summary["runs"], records)
-    summary["task_reports"] = task_reports(summary["runs"], everything, tasks)
+    everything = _with_earlier_runs(folder, runs, records)
+    summary["runs"] = [r.to_json() for r in runs]
+    summary["task_reports"] = task_reports(runs, everything, tasks)
     from .report import write_report
 
     summary["failures"] = failures
-    summary["ablations"] = build_ablations(everything, summary["runs"], {t.name: t.task.item_score for t in tasks})
-    summary["consistency"] = build_consistency(cfg, everything, summary["runs"], tasks)
-    summary["leaderboards"] = leaderboards(summary["runs"])
+    summary["ablations"] = build_ablations(everything, runs, {t.name: t.task.item_score for t in tasks})
+    summary["consistency"] = build_consistency(cfg, everything, runs, tasks)
+    summary["leaderboards"] = leaderboards(runs)
     write_json_atomic(folder.summary, summary)
-    write_report(out, json_safe(summary))  # what summary.json holds, without reading it back
+    summary = json_safe(summary)
+    write_report(out, summary)  # what summary.json holds, without reading it back
     return summary
 
 
-def _with_earlier_runs(folder: ResultsFolder, runs: list[dict[str, Any]], records: Records) -> Records:
+def _earlier_runs(summary: dict[str, Any]) -> list[RunEntry]:
+    entries = (RunEntry.from_json(r) for r in summary.get("runs") or [] if isinstance(r, dict))
+    return [e for e in entries if e is not None]
+
+
+def _with_earlier_runs(folder: ResultsFolder, runs: list[RunEntry], records: Records) -> Records:
     """This sweep's records, plus those of runs an earlier sweep into this folder produced (read once)."""
     out = dict(records)
     for entry in runs:
-        key = key_of(entry)
+        key = entry.key
         if key not in out:
             earlier = folder.read_records(key)
             if earlier is not None:
@@ -160,19 +168,19 @@ def _with_earlier_runs(folder: ResultsFolder, runs: list[dict[str, Any]], record
     return out
 
 
-def leaderboards(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def leaderboards(runs: list[RunEntry]) -> dict[str, list[dict[str, Any]]]:
     """Per task setting, the runs ranked by the task's primary metric (best first; no score last)."""
     from .metrics.adjscore import tier
 
     out: dict[str, list[dict[str, Any]]] = {}
-    for setting in sorted({r["setting"] for r in runs}):
-        group = [r for r in runs if r["setting"] == setting]
-        metric = group[0].get("primary_metric") or "mean"
+    for setting in sorted({r.setting for r in runs}):
+        group = [r for r in runs if r.setting == setting]
+        metric = group[0].primary_metric or "mean"
         rows = []
         for r in rank_runs(group, metric):
-            value = r["metrics"].get(metric)
-            row: dict[str, Any] = {"run": r["run"], "metric": metric, "value": value}
-            if not has_score(value):
+            value = r.metrics.get(metric)
+            row: dict[str, Any] = {"run": r.run, "metric": metric, "value": value}
+            if value is None or not has_score(value):
                 row["value"], row["note"] = None, "no items"
             elif metric == "adj_score":
                 row["tier"] = tier(value)
@@ -181,7 +189,7 @@ def leaderboards(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def build_consistency(cfg: SweepConfig, records: Records, runs: list[dict[str, Any]], tasks: list[PlannedTask]
+def build_consistency(cfg: SweepConfig, records: Records, runs: list[RunEntry], tasks: list[PlannedTask]
                       ) -> list[dict[str, Any]]:
     """Runs of models declared `same_weights_as` one another, compared item by item per task setting."""
     from .consistency import build
@@ -193,14 +201,14 @@ def build_consistency(cfg: SweepConfig, records: Records, runs: list[dict[str, A
         return m.declared_twin(variant) if m is not None and variant in m.variants else None
 
     known = {t.name: t.task for t in tasks}
-    entries = [r for r in runs if r["task"] in known]
+    entries = [r for r in runs if r.task in known]
     return build(entries, records, known, declared)
 
 
-def build_ablations(records: Records, runs: list[dict[str, Any]], scorers: dict[str, Any]) -> list[dict[str, Any]]:
+def build_ablations(records: Records, runs: list[RunEntry], scorers: dict[str, Any]) -> list[dict[str, Any]]:
     from .ablations import build
 
-    known = [r for r in runs if r["task"] in scorers]
+    known = [r for r in runs if r.task in scorers]
     return build(records, known, lambda task: scorers[task])
 
 
@@ -210,7 +218,7 @@ def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any
 
 
 def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, records: Records,
-               summary: dict[str, Any], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
+               runs: list[RunEntry], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
     run = m.run_name(variant, ctx)
     spec = m.load_spec(variant, ctx)
     engine = _LoggingEngine(spec, run, log, store)
@@ -227,13 +235,12 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 scored = [t.task.score(it, r, setting) for it, r in zip(items, results)]
                 records[RunKey(run, name)] = scored
                 metrics = t.task.aggregate(scored, setting)
-                entry = {"model": m.name, "variant": variant, "backend": m.backend, "run": run,
-                         "max_model_len": ctx, "task": t.name, "setting": name, "options": setting,
-                         "prompt_format": engine.prompt_format,
-                         "n_items": len(scored), "primary_metric": t.task.primary_metric, "metrics": metrics,
-                         "weights_mb": round(size / 2**20, 2),
-                         "throughput": {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}}
-                _put_run(summary, entry)
+                entry = RunEntry(model=m.name, variant=variant, backend=m.backend, run=run, max_model_len=ctx,
+                                 task=t.name, setting=name, options=setting, prompt_format=engine.prompt_format,
+                                 n_items=len(scored), primary_metric=t.task.primary_metric, metrics=metrics,
+                                 weights_mb=round(size / 2**20, 2),
+                                 throughput={**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)})
+                _put_run(runs, entry)
                 shown = ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy", "faithfulness", "score")
                                   if has_score(metrics.get(k)))
                 pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
@@ -270,19 +277,19 @@ class _LoggingEngine(LazyBackend):
         return super().get()
 
 
-def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, summary: dict[str, Any],
+def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, runs: list[RunEntry],
                      chunk_size: int, fresh: bool, progress: bool | None, log: Log,
                      failures: list[dict[str, Any]]) -> None:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
     candidate output of this sweep for every task that lists it."""
-    staged: list[tuple[PlannedTask, list[dict[str, Any]], Records, Phase]] = []
+    staged: list[tuple[PlannedTask, list[RunEntry], Records, Phase]] = []
     judges: dict[str, tuple[ModelSpec, list[int]]] = {}
     for t in tasks:
         evs = t.task.evaluator_models()
-        entries = [r for r in summary["runs"] if r["task"] == t.name and key_of(r) in records]
+        entries = [r for r in runs if r.task == t.name and r.key in records]
         if not evs or not entries:
             continue
-        mine = {key_of(r): records[key_of(r)] for r in entries}
+        mine = {r.key: records[r.key] for r in entries}
         staged.append((t, entries, mine, t.task.evaluation_phase(t.items, mine)))
         for ev in evs:
             variant, ctx = ev.runs()[0]
@@ -294,7 +301,7 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, s
         variant, ctx = ev.runs()[0]
         run = ev.run_name(variant, ctx)
         n = sum(len(staged[i][3].requests) for i in users)
-        log(f"[evaluator] {run}: {n} outputs of {len({e['run'] for i in users for e in staged[i][1]})} run(s)")
+        log(f"[evaluator] {run}: {n} outputs of {len({e.run for i in users for e in staged[i][1]})} run(s)")
         engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store)
         runner = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh, progress=progress)
         try:
@@ -315,21 +322,20 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, s
     for (t, entries, staged_records, phase), by_evaluator, times in zip(staged, results, timing):
         evaluated = t.task.finish_evaluation(staged_records, phase, by_evaluator)
         for entry in entries:
-            key = key_of(entry)
-            if key not in evaluated:
+            if entry.key not in evaluated:
                 continue
-            records[key] = evaluated[key]
-            entry["metrics"] = t.task.aggregate(evaluated[key], entry["options"])
-            entry["evaluator"] = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
+            records[entry.key] = evaluated[entry.key]
+            entry.metrics = t.task.aggregate(evaluated[entry.key], entry.options)
+            entry.evaluator = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
             # Timings live under "throughput" only: everything else in summary.json is reproducible.
-            entry["throughput"]["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
+            entry.throughput["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
 
 
-def task_reports(runs: list[dict[str, Any]], records: Records, tasks: list[PlannedTask]) -> dict[str, Any]:
+def task_reports(runs: list[RunEntry], records: Records, tasks: list[PlannedTask]) -> dict[str, TaskReport]:
     reports = {}
     for t in tasks:
-        entries = [r for r in runs if r["task"] == t.name]
-        mine = {key_of(r): records[key_of(r)] for r in entries if key_of(r) in records}
+        entries = [r for r in runs if r.task == t.name]
+        mine = {r.key: records[r.key] for r in entries if r.key in records}
         rep = t.task.sweep_report(entries, mine) if entries else None
         if rep is not None:
             reports[t.name] = rep
@@ -348,7 +354,6 @@ def _load_summary(folder: ResultsFolder) -> dict[str, Any]:
     return {"version": SUMMARY_VERSION, "runs": []}
 
 
-def _put_run(summary: dict[str, Any], entry: dict[str, Any]) -> None:
-    key = (entry["run"], entry["setting"])
-    runs = [r for r in summary["runs"] if (r.get("run"), r.get("setting")) != key] + [entry]
-    summary["runs"] = sorted(runs, key=lambda r: (r["run"], r["setting"]))
+def _put_run(runs: list[RunEntry], entry: RunEntry) -> None:
+    """This sweep's entry replaces an earlier one of the same run and setting; runs stay sorted."""
+    runs[:] = sorted([r for r in runs if r.key != entry.key] + [entry], key=lambda r: r.key)

@@ -24,13 +24,19 @@ def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None) -> dic
     return r
 
 
+def _entry(run: str, model: str = "m", variant: str = "default", setting: str = "s", metrics: dict | None = None):  # type: ignore[no-untyped-def]
+    from offline_eval.results import RunEntry
+
+    return RunEntry(model=model, variant=variant, backend="fake", run=run, max_model_len=1, task="jbeqa",
+                    setting=setting, options={}, prompt_format="plain", n_items=0, primary_metric="f1",
+                    metrics=metrics or {}, weights_mb=0.0, throughput={})
+
+
 def test_pairs_follow_the_declaration_either_way():
     from offline_eval.consistency import twin_pairs
 
-    runs = [{"run": "g.llamacpp.f16.ctx1", "model": "g", "variant": "f16"},
-            {"run": "g.llamacpp.q4.ctx1", "model": "g", "variant": "q4"},
-            {"run": "h.transformers.bf16.ctx1", "model": "h", "variant": "bf16"},
-            {"run": "x.vllm.default.ctx1", "model": "x", "variant": "default"}]
+    runs = [_entry("g.llamacpp.f16.ctx1", "g", "f16"), _entry("g.llamacpp.q4.ctx1", "g", "q4"),
+            _entry("h.transformers.bf16.ctx1", "h", "bf16"), _entry("x.vllm.default.ctx1", "x", "default")]
     declared = {("g", "f16"): "h", ("x", "default"): "h"}
     assert twin_pairs(runs, lambda m, v: declared.get((m, v))) == [
         ("g.llamacpp.f16.ctx1", "h.transformers.bf16.ctx1"), ("h.transformers.bf16.ctx1", "x.vllm.default.ctx1")]
@@ -54,8 +60,7 @@ def test_a_row_by_hand():
          _rec(3, None, 1, math.log(0.5))]
     b = [_rec(0, 1, 1, math.log(0.8)), _rec(1, 1, 0, math.log(0.7)), _rec(2, 1, 0, math.log(0.6)),
          _rec(9, 1, 1, math.log(0.5))]
-    ea = {"run": "a", "setting": "s", "task": "jbeqa", "primary_metric": "f1", "metrics": {"f1": 0.5}}
-    eb = {"run": "b", "setting": "s", "task": "jbeqa", "primary_metric": "f1", "metrics": {"f1": 0.4}}
+    ea, eb = _entry("a", metrics={"f1": 0.5}), _entry("b", metrics={"f1": 0.4})
     row = compare(task, ea, eb, a, b)
     assert row["n_items"] == 3  # q3 only in a, q9 only in b
     assert row["identical"] == pytest.approx(2 / 3)

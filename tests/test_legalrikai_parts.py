@@ -31,6 +31,14 @@ CONTRACT = ("# 業務委託契約書\n\n甲と乙は、次のとおり契約を�
 
 
 # ---- StatRev merge-back, by hand
+
+def _entry(run: str, subtask: str = "statrev"):  # type: ignore[no-untyped-def]
+    from offline_eval.results import RunEntry
+
+    return RunEntry(model="m", variant="v", backend="fake", run=run, max_model_len=1, task="legalrikai",
+                    setting=f"legalrikai.{subtask}", options={"subtask": subtask}, prompt_format="plain", n_items=0,
+                    primary_metric="score", metrics={}, weights_mb=0.0, throughput={})
+
 def test_merge_replaces_the_revised_article_and_keeps_the_rest_byte_for_byte():
     out = "第3条（報酬）\n甲は、乙に対し、月額12万円（消費税別）を支払う。\n"
     m = merge_back(CONTRACT, out)
@@ -185,7 +193,7 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
     human = read_human_scores(_human_csv(tmp_path, rows))
     recs = [{"id": i, "subtask": "statrev", "input": "full", "judges": {"J": {"scores": judge[i]}},
              "scores": average_scores("statrev", {"J": {"scores": judge[i]}})} for i in ids]
-    runs = [{"run": "m.llamacpp.x.ctx1", "model": "m", "options": {"subtask": "statrev"}}]
+    runs = [_entry("m.llamacpp.x.ctx1")]
     res = agreement(human, runs, {RunKey("m.llamacpp.x.ctx1", "legalrikai.statrev"): recs}, ["J"], "human.csv")
     assert res["matched_outputs"] == n and not res["unmatched"]
     for c in crits:
@@ -210,8 +218,7 @@ def test_human_rows_that_match_nothing_are_counted_not_fatal(tmp_path):
     human = read_human_scores(_human_csv(tmp_path, [["statrev", "nope", "m", "IF", 2, "A"],
                                                     ["statrev", "s1", "other", "IF", 2, "A"]]))
     recs = [{"id": "s1", "subtask": "statrev", "input": "full", "judges": {}, "scores": {}}]
-    runs = [{"run": "m.a.b.ctx1", "model": "m", "options": {"subtask": "statrev"}},
-            {"run": "m.a.c.ctx1", "model": "m", "options": {"subtask": "statrev"}}]
+    runs = [_entry("m.a.b.ctx1"), _entry("m.a.c.ctx1")]
     res = agreement(human, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs}, [], "h.csv")
     assert res["matched_outputs"] == 0
     assert res["unmatched"] == ["1 row(s): item not in this sweep", "1 row(s): model matches no run"]

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ..results import RunEntry
 
 
 def has_score(value: Any) -> bool:
@@ -15,12 +19,20 @@ def rank_key(value: Any, *tiebreak: Any) -> tuple[Any, ...]:
     return (0, -value, *tiebreak) if has_score(value) else (1, 0, *tiebreak)
 
 
-def rank_runs(runs: list[dict[str, Any]], metric: str, higher_is_better: bool = True) -> list[dict[str, Any]]:
-    """Summary run entries, best first by `metric`; runs without a score last; ties by run and setting."""
+Ranked = TypeVar("Ranked", "RunEntry", dict[str, Any])
+
+
+def rank_runs(runs: Sequence[Ranked], metric: str, higher_is_better: bool = True) -> list[Ranked]:
+    """Run entries (typed, or as summary.json holds them), best first by `metric`; runs without a score last;
+    ties by run and setting."""
     sign = 1 if higher_is_better else -1
 
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        v = r["metrics"].get(metric)
-        return rank_key(sign * v if has_score(v) else None, r["run"], r.get("setting", ""))
+    def key(r: Ranked) -> tuple[Any, ...]:
+        if isinstance(r, dict):
+            metrics, run, setting = r["metrics"], r["run"], r.get("setting", "")
+        else:
+            metrics, run, setting = r.metrics, r.run, r.setting
+        v = metrics.get(metric)
+        return rank_key(sign * v if has_score(v) else None, run, setting)
 
     return sorted(runs, key=key)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import InputError
 from ..requests import Phase, Result
-from ..results import Records
+from ..results import Records, RunEntry, TaskReport
 
 if TYPE_CHECKING:
     from ..report.plots import Plot
@@ -96,8 +96,7 @@ class Task(ABC):
         """Fold each evaluator's results (keyed by its run name; a failed evaluator is absent) into records."""
         raise NotImplementedError
 
-    def sweep_report(self, runs: Sequence[dict[str, Any]], records: Records
-                     ) -> dict[str, Any] | None:
+    def sweep_report(self, runs: Sequence[RunEntry], records: Records) -> TaskReport | None:
         """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
         return None
 

@@ -20,7 +20,7 @@ from typing import Any
 from ...errors import InputError, is_url
 from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, mae, spearman
-from ...results import Records
+from ...results import Records, RunEntry, TaskReport
 from . import rubric
 from .rubric import SUBTASKS
 
@@ -88,7 +88,7 @@ def _nan_none(v: float) -> float | None:
     return None if v is None or math.isnan(v) else round(v, 4)
 
 
-def _match(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: Records
+def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records
            ) -> tuple[dict[tuple[str, str, str, str], dict[str, int]], list[str]]:
     """(sub-task, run, item id, criterion) -> {annotator: raw score}, and notes on rows that matched nothing."""
     ids: dict[str, set[str]] = defaultdict(set)  # item id -> the sub-tasks that have it
@@ -98,9 +98,9 @@ def _match(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: 
     present = {(s, i) for i, subs in ids.items() for s in subs}
     runs_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (sub-task, model or run name) -> runs
     for e in runs:
-        sub = e["options"]["subtask"]
-        runs_of[(sub, e["run"])].add(e["run"])
-        runs_of[(sub, e["model"])].add(e["run"])
+        sub = e.options["subtask"]
+        runs_of[(sub, e.run)].add(e.run)
+        runs_of[(sub, e.model)].add(e.run)
     out: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(dict)
     unmatched: dict[str, int] = defaultdict(int)
     for h in rows:
@@ -136,16 +136,16 @@ def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
     return (math.nan if any(math.isnan(v) for v in values) else mean(values)), n
 
 
-def sweep_report(runs: Sequence[dict[str, Any]], records: Records,
-                 human_path: str | None) -> dict[str, Any]:
-    subs = [s for s in SUBTASKS if any(e["options"]["subtask"] == s for e in runs)]
+def sweep_report(runs: Sequence[RunEntry], records: Records,
+                 human_path: str | None) -> TaskReport:
+    subs = [s for s in SUBTASKS if any(e.options["subtask"] == s for e in runs)]
     judges = sorted({j for recs in records.values() for r in recs for j in r.get("judges", {})})
     scores = []
-    for e in sorted(runs, key=lambda e: (SUBTASKS.index(e["options"]["subtask"]), e["run"])):
-        m = e["metrics"]
-        sub = e["options"]["subtask"]
+    for e in sorted(runs, key=lambda e: (SUBTASKS.index(e.options["subtask"]), e.run)):
+        m = e.metrics
+        sub = e.options["subtask"]
         crits = [c.code for c in rubric.criteria(sub)]
-        scores.append({"subtask": sub, "run": e["run"], "Avg": {c: m.get(c) for c in crits}, "score": m.get("score"),
+        scores.append({"subtask": sub, "run": e.run, "Avg": {c: m.get(c) for c in crits}, "score": m.get("score"),
                        "judges": {j: {c: m.get(f"{c}@{j}") for c in crits} for j in judges if f"judge_failures@{j}" in m},
                        "judge_failures": {j: m[f"judge_failures@{j}"] for j in judges if f"judge_failures@{j}" in m},
                        "inputs": {k: m.get(f"n_{k}", 0) for k in ("full", "focused", "skipped")},
@@ -158,7 +158,7 @@ def sweep_report(runs: Sequence[dict[str, Any]], records: Records,
     return out
 
 
-def agreement(rows: list[dict[str, Any]], runs: Sequence[dict[str, Any]], records: Records,
+def agreement(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records,
               judges: list[str], path: str) -> dict[str, Any]:
     cells, notes = _match(rows, runs, records)
     by_output: dict[tuple[str, str, str], dict[str, Any]] = {}

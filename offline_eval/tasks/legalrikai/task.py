@@ -16,7 +16,7 @@ from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
 from ...requests import Phase, Request, Result, Sampling
-from ...results import Records
+from ...results import Records, RunEntry, TaskReport
 from ..base import Item, Setting, Task
 from . import prompts, rubric
 from .rubric import SUBTASKS
@@ -253,8 +253,7 @@ class LegalRikaiTask(Task):
         s = record.get("scores") or {}
         return mean(s[c] for c in crits) if all(c in s for c in crits) else None
 
-    def sweep_report(self, runs: Sequence[dict[str, Any]], records: Records
-                     ) -> dict[str, Any] | None:
+    def sweep_report(self, runs: Sequence[RunEntry], records: Records) -> TaskReport | None:
         from .agreement import sweep_report
 
         return sweep_report(runs, records, self.options.human_scores)
