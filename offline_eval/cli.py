@@ -34,7 +34,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     cfg = load_config(a.config)
     s = run_sweep(cfg, source=a.config, out_dir=a.out, only=_csv(a.only, "--only"),
                   only_tasks=_csv(a.tasks, "--tasks"),
-                  limit=a.limit, fresh=a.fresh, dry_run=a.dry_run)
+                  limit=a.limit, fresh=a.fresh, dry_run=a.dry_run, ray=a.ray)
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
     return _report_failures(s)
@@ -247,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, help="evaluate at most N items per task")
     s.add_argument("--fresh", action="store_true", help="ignore stored outputs and regenerate everything")
     s.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    s.add_argument("--ray", metavar="auto|ADDRESS", help="run the engine loads on a Ray cluster (auto: a running "
+                                                         "one, else a local one); needs offline-eval[ray]")
     s.set_defaults(func=cmd_sweep)
 
     r = sub.add_parser("run", help="run one model on one task")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -64,6 +64,11 @@ class ModelSpec(Strict):
     engine_args: dict[str, Any] = Field(default_factory=dict)
     same_weights_as: str | None = Field(None, description="another model of this config with the same weights, "
                                                           "on another engine or format: the consistency table")
+    data_parallel_size: StrictInt = Field(1, ge=1, description="under --ray: engines (replicas) that share one "
+                                                              "load's requests")
+    resources: dict[str, float] | None = Field(None, description="under --ray: what one replica reserves "
+                                                                 "(CPU, GPU, custom resources), replacing the "
+                                                                 "engine's own estimate")
 
     def declared_twin(self, variant: str) -> str | None:
         """The model this variant declares the same weights as (its own setting first, then the model's)."""
@@ -151,6 +156,9 @@ def one_load(spec: ModelSpec) -> ModelSpec:
 class RunnerSpec(Strict):
     chunk_size: StrictInt = Field(512, ge=1, description="requests per engine call; bounds memory, and a crash "
                                                     "loses at most one chunk")
+    executor: Literal["serial", "ray"] = Field("serial", description="ray: engine loads run on a Ray cluster")
+    address: str | None = Field(None, description="the Ray cluster (executor: ray); auto: a running one, or a "
+                                                  "local one")
 
 
 class SweepConfig(Strict):

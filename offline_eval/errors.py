@@ -34,8 +34,8 @@ class EngineError(OfflineEvalError):
 
 
 class MissingExtraError(OfflineEvalError):
-    def __init__(self, extra: str, module: str) -> None:
-        super().__init__(f"the '{module}' engine is not installed: pip install 'offline-eval[{extra}]'")
+    def __init__(self, extra: str, module: str, kind: str = "engine") -> None:
+        super().__init__(f"the '{module}' {kind} is not installed: pip install 'offline-eval[{extra}]'")
 
 
 def is_url(path: str) -> bool:

@@ -12,14 +12,15 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backends.base import LazyBackend
+from .backends.base import Backend, LazyBackend, LoadSpec
 from .backends.chat import model_prompt_format
 from .config import ModelSpec, SweepConfig, data_path_problems
 from .errors import InputError, OfflineEvalError
+from .executors import Executor, make_executor
 from .fileio import json_safe, write_json_atomic
 from .lock import OutputLock
 from .memory import PeakMemory, weights_bytes
@@ -66,7 +67,8 @@ def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None
 
 def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only: list[str] | None = None,
               only_tasks: list[str] | None = None, limit: int | None = None, fresh: bool = False,
-              dry_run: bool = False, progress: bool | None = None, log: Log = _stderr) -> dict[str, Any]:
+              dry_run: bool = False, progress: bool | None = None, log: Log = _stderr,
+              ray: str | None = None) -> dict[str, Any]:
     out = Path(out_dir or cfg.output_dir)
     models = [m for m in cfg.models if not only or m.name in only]
     if only and len(models) != len(set(only)):
@@ -86,11 +88,27 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
 
     out.mkdir(parents=True, exist_ok=True)
     with OutputLock(out):
-        return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log)
+        executor = make_executor(cfg.runner, ray, log, progress)
+        try:
+            return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log, executor)
+        finally:
+            executor.close()
+
+
+@dataclass
+class _Unit:
+    """What one engine load produced: its records and run entries, or why it failed."""
+
+    run: str
+    records: Records = field(default_factory=dict)
+    runs: list[RunEntry] = field(default_factory=list)
+    failure: dict[str, Any] | None = None
+    abort: InputError | None = None  # bad data, or an overflow under policy 'fail': stops the sweep
 
 
 def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str, int]], tasks: list[PlannedTask],
-                  index: dict[int, int], source: str, fresh: bool, progress: bool | None, log: Log) -> dict[str, Any]:
+                  index: dict[int, int], source: str, fresh: bool, progress: bool | None, log: Log,
+                  executor: Executor) -> dict[str, Any]:
     """generate -> evaluate -> compare -> write: records stay in memory between the stages; the store is the
     crash-safe layer, and each output file is written once, at the end."""
     folder = ResultsFolder(out)
@@ -102,36 +120,56 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
     # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
     failures: list[dict[str, Any]] = [f for f in summary.get("failures") or []
                                       if isinstance(f, dict) and f.get("run") not in attempted]
+    unit_progress = False if executor.parallel else progress  # parallel units: the executor's status lines
+
+    def attempt(k: int, m: ModelSpec, variant: str, ctx: int) -> _Unit:
+        unit = _Unit(m.run_name(variant, ctx))
+        log(f"[{k}/{len(loads)}] {unit.run}")
+        problem = m.path_problem(variant, source, index[id(m)])
+        # SQLite allows one connection per thread: a unit running beside others opens its own.
+        unit_store = Store(folder.store) if executor.parallel else store
+        try:
+            if problem:
+                raise OfflineEvalError(problem)
+            _run_model(m, variant, ctx, tasks, unit_store, unit.records, unit.runs, cfg.runner.chunk_size, fresh,
+                       unit_progress, log, executor.loader(m, unit.run, log))
+        except InputError as e:
+            if e.record is not None:
+                unit.abort = e  # bad data or an overflow under policy 'fail': the user must fix it first
+            else:
+                unit.failure = _failure(m, variant, ctx, str(e))
+        except OfflineEvalError as e:
+            unit.failure = _failure(m, variant, ctx, str(e))
+        except MemoryError:
+            unit.failure = _failure(m, variant, ctx, "out of memory")
+        except Exception as e:  # noqa: BLE001 - a damaged model file can break any reader; fail this run only
+            if os.environ.get("OFFLINE_EVAL_DEBUG"):
+                raise
+            first = str(e).splitlines()[0] if str(e) else ""
+            unit.failure = _failure(m, variant, ctx, f"{type(e).__name__}: {first}")
+        finally:
+            if unit_store is not store:
+                unit_store.close()
+        if unit.failure:
+            log(f"[{unit.run}] FAILED: {unit.failure['reason']}")
+        return unit
+
     try:
-        for k, (m, variant, ctx) in enumerate(loads, 1):
-            run = m.run_name(variant, ctx)
-            log(f"[{k}/{len(loads)}] {run}")
-            problem = m.path_problem(variant, source, index[id(m)])
-            try:
-                if problem:
-                    raise OfflineEvalError(problem)
-                _run_model(m, variant, ctx, tasks, store, records, runs, cfg.runner.chunk_size, fresh, progress,
-                           log)
-            except InputError as e:
-                if e.record is not None:
-                    raise  # bad data or an overflow under policy 'fail': the user must fix it first
-                failures.append(_failure(m, variant, ctx, str(e)))
-            except OfflineEvalError as e:
-                failures.append(_failure(m, variant, ctx, str(e)))
-            except MemoryError:
-                failures.append(_failure(m, variant, ctx, "out of memory"))
-            except Exception as e:  # noqa: BLE001 - a damaged model file can break any reader; fail this run only
-                if os.environ.get("OFFLINE_EVAL_DEBUG"):
-                    raise
-                first = str(e).splitlines()[0] if str(e) else ""
-                failures.append(_failure(m, variant, ctx, f"{type(e).__name__}: {first}"))
-            if failures and failures[-1]["run"] == run:
-                log(f"[{run}] FAILED: {failures[-1]['reason']}")
+        units = [(k, m, v, c) for k, (m, v, c) in enumerate(loads, 1)]
+        for unit in executor.run_units(units, lambda u: attempt(*u), lambda u: u.failure is not None):
+            if unit.abort is not None:
+                raise unit.abort
+            if unit.failure:
+                failures.append(unit.failure)
                 # One current state per run: a failed run leaves the leaderboard, whatever an earlier
                 # sweep stored for it (its outputs stay in the store, so a fixed re-run costs nothing).
-                runs = [r for r in runs if r.run != run]
-                records = {key: recs for key, recs in records.items() if key.run != run}
-        _run_evaluations(tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures)
+                runs = [r for r in runs if r.run != unit.run]
+                continue
+            records.update(unit.records)
+            for entry in unit.runs:
+                _put_run(runs, entry)
+        _run_evaluations(tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures,
+                         executor)
     finally:
         store.close()
     for key, recs in records.items():
@@ -218,10 +256,11 @@ def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any
 
 
 def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, records: Records,
-               runs: list[RunEntry], chunk_size: int, fresh: bool, progress: bool | None, log: Log) -> None:
+               runs: list[RunEntry], chunk_size: int, fresh: bool, progress: bool | None, log: Log,
+               load: Callable[[LoadSpec], Backend]) -> None:
     run = m.run_name(variant, ctx)
     spec = m.load_spec(variant, ctx)
-    engine = _LoggingEngine(spec, run, log, store)
+    engine = _LoggingEngine(spec, run, log, store, load)
     size = weights_bytes(spec.path)
     try:
         runner = Runner(engine, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
@@ -253,8 +292,8 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
 class _LoggingEngine(LazyBackend):
     """Loads on the first stored-output miss, says so, and turns engine crashes at load into one line."""
 
-    def __init__(self, spec: Any, run: str, log: Log, store: Store) -> None:
-        super().__init__(spec, store)
+    def __init__(self, spec: Any, run: str, log: Log, store: Store, load: Callable[[LoadSpec], Backend]) -> None:
+        super().__init__(spec, store, load)
         self.run, self.log = run, log
         try:
             self.prompt_format: str | None = model_prompt_format(spec.chat_template, spec.backend, spec.path)
@@ -279,7 +318,7 @@ class _LoggingEngine(LazyBackend):
 
 def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, runs: list[RunEntry],
                      chunk_size: int, fresh: bool, progress: bool | None, log: Log,
-                     failures: list[dict[str, Any]]) -> None:
+                     failures: list[dict[str, Any]], executor: Executor) -> None:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
     candidate output of this sweep for every task that lists it."""
     staged: list[tuple[PlannedTask, list[RunEntry], Records, Phase]] = []
@@ -302,7 +341,7 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, r
         run = ev.run_name(variant, ctx)
         n = sum(len(staged[i][3].requests) for i in users)
         log(f"[evaluator] {run}: {n} outputs of {len({e.run for i in users for e in staged[i][1]})} run(s)")
-        engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store)
+        engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store, executor.loader(ev, run, log))
         runner = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh, progress=progress)
         try:
             for i in users:

@@ -44,6 +44,17 @@ class LoadSpec:
         return d
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """What one replica of an engine reserves on a Ray cluster. `engine_places_workers`: the engine starts
+    its own Ray workers (vLLM's distributed_executor_backend: ray), so the unit reserves a placement group of
+    `gpus` one-GPU bundles for them and its own process takes no GPU."""
+
+    cpus: float = 1
+    gpus: float = 0
+    engine_places_workers: bool = False
+
+
 class PromptCounter(Protocol):
     def encode(self, requests: Sequence[Request]) -> list[list[int]]: ...
 
@@ -80,6 +91,11 @@ class Backend(ABC):
         """Something that encodes prompts as this engine would, without loading the model (for the dry-run
         planner); None: prompts cannot be counted locally."""
         return None
+
+    @classmethod
+    def reservation(cls, spec: LoadSpec) -> Reservation:
+        """CPU cores from `threads`; no GPU unless the engine says otherwise."""
+        return Reservation(cpus=spec.threads or 1)
 
     def close(self) -> None:  # noqa: B027 - optional for engines with nothing to free
         pass
@@ -121,9 +137,11 @@ class TokenizingBackend(Backend):
 class LazyBackend:
     """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine."""
 
-    def __init__(self, spec: LoadSpec, hashes: HashCache | None = None) -> None:
+    def __init__(self, spec: LoadSpec, hashes: HashCache | None = None,
+                 load: Callable[[LoadSpec], Backend] = load_backend) -> None:
         self.spec = spec
         self.fingerprint = spec_fingerprint(spec, hashes)
+        self._load = load  # in this process, or an engine on a Ray worker (offline_eval.executors)
         self._backend: Backend | None = None
         self.load_s = 0.0  # the engine's start, kept apart from the phases' throughput
 
@@ -134,7 +152,7 @@ class LazyBackend:
     def get(self) -> Backend:
         if self._backend is None:
             t0 = time.perf_counter()
-            self._backend = load_backend(self.spec)
+            self._backend = self._load(self.spec)
             self.load_s = time.perf_counter() - t0
         return self._backend
 

@@ -15,7 +15,15 @@ import numpy as np
 
 from ..errors import EngineError
 from ..requests import Request, Result
-from .base import LoadSpec, Progress, PromptCounter, TokenizingBackend, check_engine_args, signature_params
+from .base import (
+    LoadSpec,
+    Progress,
+    PromptCounter,
+    Reservation,
+    TokenizingBackend,
+    check_engine_args,
+    signature_params,
+)
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
 from .registry import Engine
@@ -30,6 +38,10 @@ ENGINE = Engine(name="llamacpp", backend_class="LlamaCppBackend", requires="llam
 
 class LlamaCppBackend(TokenizingBackend):
     name = "llamacpp"
+
+    @classmethod
+    def reservation(cls, spec: LoadSpec) -> Reservation:
+        return Reservation(cpus=spec.threads or 1, gpus=1 if spec.n_gpu_layers else 0)
 
     @classmethod
     def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:

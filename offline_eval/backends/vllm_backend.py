@@ -12,6 +12,7 @@ from ..requests import Request, Result
 from .base import (
     LoadSpec,
     Progress,
+    Reservation,
     TokenizingBackend,
     check_engine_args,
     hf_vocab_bytes,
@@ -48,6 +49,13 @@ ENGINE = Engine(name="vllm", backend_class="VLLMBackend", requires="vllm", extra
 
 class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
     name = "vllm"
+
+    @classmethod
+    def reservation(cls, spec: LoadSpec) -> Reservation:
+        """One GPU per tensor x pipeline shard; with vLLM's own Ray executor, vLLM places those workers."""
+        shards = spec.tensor_parallel_size * int(spec.engine_args.get("pipeline_parallel_size", 1))
+        return Reservation(cpus=spec.threads or 1, gpus=shards,
+                           engine_places_workers=spec.engine_args.get("distributed_executor_backend") == "ray")
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)

@@ -1,0 +1,30 @@
+"""One engine load after another, in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from ..backends.registry import load_backend
+from .base import Log
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend, LoadSpec
+    from ..config import ModelSpec
+
+U = TypeVar("U")
+T = TypeVar("T")
+
+
+class SerialExecutor:
+    parallel = False
+
+    def loader(self, model: ModelSpec, run: str, log: Log) -> Callable[[LoadSpec], Backend]:
+        return load_backend
+
+    def run_units(self, units: Sequence[U], work: Callable[[U], T], failed: Callable[[T], bool]) -> Iterator[T]:
+        for u in units:
+            yield work(u)
+
+    def close(self) -> None:
+        pass
