@@ -101,6 +101,26 @@ class PairedResult:
         return asdict(self)
 
 
+def paired_pvalues(x: Sequence[float], y: Sequence[float]
+                   ) -> tuple[float | None, float, float | None, float | None, float | None]:
+    """Two-sided Wilcoxon signed-rank (zero differences dropped) and paired t-test of x against y:
+    (W, its p, t, its p, Cohen's d_z). All-zero differences give W None and p 1; no spread gives no t."""
+    from scipy import stats
+
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    d = xa - ya
+    if np.any(d != 0):
+        w = stats.wilcoxon(xa, ya)
+        w_stat, w_p = float(w.statistic), float(w.pvalue)
+    else:
+        w_stat, w_p = None, 1.0
+    sd = float(np.std(d, ddof=1)) if len(d) > 1 else 0.0
+    if sd > 0:
+        t = stats.ttest_rel(xa, ya)
+        return w_stat, w_p, float(t.statistic), float(t.pvalue), float(np.mean(d) / sd)
+    return w_stat, w_p, None, None, None
+
+
 def paired_test(x: Sequence[float], y: Sequence[float], comparison: str = "", seed: int = 0,
                 n_resamples: int = 2000) -> PairedResult:
     """Shapiro-Wilk on the differences, Wilcoxon signed-rank (zero differences dropped, as scipy's default
@@ -111,17 +131,7 @@ def paired_test(x: Sequence[float], y: Sequence[float], comparison: str = "", se
     d = xa - ya
     n = len(d)
     sw = stats.shapiro(d) if n >= 3 and np.ptp(d) > 0 else None
-    if np.any(d != 0):
-        w = stats.wilcoxon(xa, ya)
-        w_stat, w_p = float(w.statistic), float(w.pvalue)
-    else:
-        w_stat, w_p = None, 1.0
-    sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
-    if sd > 0:
-        t = stats.ttest_rel(xa, ya)
-        t_stat, t_p, dz = float(t.statistic), float(t.pvalue), float(np.mean(d) / sd)
-    else:
-        t_stat, t_p, dz = None, None, None
+    w_stat, w_p, t_stat, t_p, dz = paired_pvalues(xa.tolist(), ya.tolist())
     hl, lo, hi = hodges_lehmann(xa.tolist(), ya.tolist(), paired=True, seed=seed, n_resamples=n_resamples)
     return PairedResult(comparison, n, float(np.mean(d)) if n else 0.0,
                         float(sw.statistic) if sw else None, float(sw.pvalue) if sw else None,
