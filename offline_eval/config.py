@@ -11,11 +11,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PositiveFloat,
     StrictBool,
     StrictInt,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -30,6 +32,7 @@ class Strict(BaseModel):
 
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
+_FULL_PRECISION = {"bf16", "f16", "fp16", "bfloat16", "float16", "half"}
 
 
 class VariantSpec(Strict):
@@ -69,6 +72,34 @@ class ModelSpec(Strict):
     resources: dict[str, float] | None = Field(None, description="under --ray: what one replica reserves "
                                                                  "(CPU, GPU, custom resources), replacing the "
                                                                  "engine's own estimate")
+    reference: str | None = Field(None, description="the run every other run of this model is tested against for "
+                                                    "non-inferiority: VARIANT or VARIANT.ctxN (default: the bf16/f16 "
+                                                    "variant, else the first, at the longest context)")
+
+    @model_validator(mode="after")
+    def _reference(self) -> ModelSpec:
+        if self.reference is not None:
+            self.reference_run()  # raises naming what exists
+        return self
+
+    def reference_run(self) -> tuple[str, int]:
+        """(variant, context length) of the run the others are compared against."""
+        longest = max(self.contexts())
+        ref = self.reference
+        if ref is None:
+            full = [k for k, v in self.variants.items()
+                    if k.lower() in _FULL_PRECISION or (v.dtype or "").lower() in _FULL_PRECISION]
+            return (full or list(self.variants))[0], longest
+        m = re.match(r"^(.+)\.ctx(\d+)$", ref)
+        if m and m.group(1) in self.variants:
+            if int(m.group(2)) not in self.contexts():
+                raise ValueError(f"reference '{ref}': context length {m.group(2)} is not one of max_model_len "
+                                 f"{self.contexts()}")
+            return m.group(1), int(m.group(2))
+        if ref not in self.variants:
+            raise ValueError(f"reference '{ref}' must name a variant ({', '.join(self.variants)}), optionally "
+                             f"with .ctxN")
+        return ref, longest
 
     def declared_twin(self, variant: str) -> str | None:
         """The model this variant declares the same weights as (its own setting first, then the model's)."""
@@ -166,6 +197,8 @@ class SweepConfig(Strict):
     models: list[ModelSpec] = Field(min_length=1)
     tasks: dict[str, dict[str, Any]] = Field(min_length=1)
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
+    margin: dict[str, PositiveFloat] = Field(default_factory=dict, description="non-inferiority margin per task "
+                                                                             "metric, in its units: {accuracy: 0.02}")
 
     @field_validator("models")
     @classmethod
@@ -248,6 +281,7 @@ def load_config(path: str | Path) -> SweepConfig:
                 v.file = _resolve(base, v.file)
     from .tasks import get_task_class
 
+    declared: set[str] = set()
     for name, opts in cfg.tasks.items():
         if not isinstance(opts, dict):
             continue
@@ -255,6 +289,7 @@ def load_config(path: str | Path) -> SweepConfig:
             task = get_task_class(name)
         except InputError as e:
             raise InputError(e.detail, file=str(path), field=f"tasks.{name}") from None
+        declared.add(task.noninferiority_metric().name)
         for key in task.path_options:
             if isinstance(opts.get(key), str):
                 opts[key] = _resolve(base, opts[key])
@@ -273,6 +308,10 @@ def load_config(path: str | Path) -> SweepConfig:
                 for v in (ev.get("variants") or {}).values():
                     if isinstance(v, dict) and isinstance(v.get("file"), str):
                         v["file"] = _resolve(base, v["file"])
+    for key in cfg.margin:
+        if key not in declared:
+            raise InputError(f"no task of this config tests '{key}' for non-inferiority (its tasks test: "
+                             f"{', '.join(sorted(declared))})", file=str(path), field=f"margin.{key}")
     return cfg
 
 

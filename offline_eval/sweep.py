@@ -31,6 +31,7 @@ from .runner import Runner
 from .store import Store
 from .tasks import load_items, make_task
 from .tasks.base import Item, Task
+from .verdicts import build as build_verdicts
 
 SUMMARY_VERSION = 1
 Log = Callable[[str], None]
@@ -181,6 +182,8 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
 
     summary["failures"] = failures
     summary["ablations"] = build_ablations(everything, runs, {t.name: t.task.item_score for t in tasks})
+    summary["noninferiority"] = build_verdicts(cfg.models, cfg.margin, everything, runs,
+                                               {t.name: t.task for t in tasks})
     summary["consistency"] = build_consistency(cfg, everything, runs, tasks)
     summary["leaderboards"] = leaderboards(runs)
     write_json_atomic(folder.summary, summary)

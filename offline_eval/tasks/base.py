@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -14,6 +14,8 @@ from ..requests import Phase, Result
 from ..results import Records, RunEntry, TaskReport
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..report.plots import Plot
     from ..report.tables import Table
 
@@ -30,6 +32,7 @@ class Metric:
     higher_is_better: bool = True
     ci: bool = False  # the run's metrics also hold <name>_ci_low and <name>_ci_high
     digits: int = 3
+    margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
 
 
 class Task(ABC):
@@ -38,6 +41,9 @@ class Task(ABC):
     primary_metric: ClassVar[str] = "mean"  # what leaderboards rank by and plots draw
     metrics: ClassVar[tuple[Metric, ...]] = ()  # the leaderboard's columns, the primary metric first
     leaderboard_note: ClassVar[str] = ""
+    # Non-inferiority compares paired_statistic(item_score over items) between runs: the declared metric that
+    # statistic is (None: the primary metric) names the margin.
+    paired_metric: ClassVar[str | None] = None
     path_options: ClassVar[tuple[str, ...]] = ("data",)  # options that hold paths (relative to models.yaml)
     model_options: ClassVar[tuple[str, ...]] = ()  # options that hold model specs (evaluators, judges)
     data_kinds: ClassVar[tuple[str, ...]] = ()  # extra names `data validate` accepts (e.g. sub-tasks)
@@ -103,6 +109,16 @@ class Task(ABC):
     def item_score(self, record: dict[str, Any]) -> float | None:
         """The per-item score that paired ablation tests compare (None: the item does not count)."""
         return None
+
+    @classmethod
+    def paired_statistic(cls) -> Callable[[np.ndarray], float] | None:
+        """What paired_metric is over per-item scores (None: their mean)."""
+        return None
+
+    @classmethod
+    def noninferiority_metric(cls) -> Metric:
+        name = cls.paired_metric or cls.primary_metric
+        return next((m for m in cls.metrics if m.name == name), Metric(name, name))
 
     # ---- the task's own part of the report (rendered from summary.json, so class-level)
     @classmethod

@@ -202,7 +202,8 @@ class JBEQATask(Task):
     name = "jbeqa"
     Options = JBEQAOptions
     primary_metric = "f1"
-    metrics = (Metric("f1", "F1", ci=True), Metric("accuracy", "accuracy", ci=True),
+    paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
+    metrics = (Metric("f1", "F1", ci=True), Metric("accuracy", "accuracy", ci=True, margin=0.02),
                Metric("faithfulness", "faithfulness"), Metric("parse_failures", "parse failures", False),
                Metric("n_skipped", "skipped (overflow)", False), Metric("n_scored", "scored"))
     leaderboard_note = ("F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the "

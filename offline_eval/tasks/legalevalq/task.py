@@ -3,7 +3,7 @@ model writes a Comment and a Conclusion for each answer; the regression scorer t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
-from ...metrics.adjscore import summarize
+from ...metrics.adjscore import adj_score, summarize
 from ...requests import Phase, Request, Result, Sampling
 from ...results import Records
 from ..base import Item, Metric, Setting, Task
@@ -20,6 +20,8 @@ from . import evaluator as ev
 from .data import load_annotated, load_queries
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ...report.tables import Table
 
 ANSWER_SYSTEM = ("あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
@@ -48,7 +50,11 @@ class LegalEvalQTask(Task):
     Options = LegalEvalQOptions
     options: LegalEvalQOptions
     primary_metric = "adj_score"
-    metrics = (Metric("adj_score", "AdjScore", digits=2), Metric("mean", "mean", digits=2))
+    metrics = (Metric("adj_score", "AdjScore", digits=2, margin=2.0), Metric("mean", "mean", digits=2))
+
+    @classmethod
+    def paired_statistic(cls) -> Callable[[np.ndarray], float]:
+        return lambda scores: adj_score(scores.tolist())
     path_options = ("data", "validation_data", "scorer")
     model_options = ("evaluator",)
 

@@ -17,7 +17,7 @@ from ...constraints import JsonSchema
 from ...errors import InputError, is_url
 from ...requests import Phase, Request, Result, Sampling
 from ...results import Records, RunEntry, TaskReport
-from ..base import Item, Setting, Task
+from ..base import Item, Metric, Setting, Task
 from . import prompts, rubric
 from .rubric import SUBTASKS
 
@@ -53,6 +53,7 @@ class LegalRikaiTask(Task):
     Options = LegalRikaiOptions
     options: LegalRikaiOptions
     primary_metric = "score"
+    metrics = (Metric("score", "score", digits=2, margin=0.1),)  # criteria on 1-3 and 1-2 point scales
     path_options = ("data", "human_scores")
     model_options = ("judges",)
     data_kinds = SUBTASKS

@@ -1,0 +1,62 @@
+"""Non-inferiority verdicts of a sweep: every run of a model against that model's reference run, per task
+setting, on the items both scored (summary.json `noninferiority`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .config import ModelSpec
+from .metrics.noninferiority import adjust, compare
+from .results import Records, RunEntry
+from .tasks.base import Task
+
+
+def _scores(task: Task, records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    out = {}
+    for rec in records:
+        s = task.item_score(rec)
+        if s is not None:
+            out[str(rec["id"])] = float(s)
+    return out
+
+
+def build(models: Sequence[ModelSpec], margins: dict[str, float], records: Records, runs: Sequence[RunEntry],
+          tasks: dict[str, Task], seed: int = 0) -> list[dict[str, Any]]:
+    """One entry per model with two or more runs: its reference run and the comparisons against it."""
+    out = []
+    for m in models:
+        mine = [r for r in runs if r.model == m.name and r.task in tasks and r.key in records]
+        if len({r.run for r in mine}) < 2:
+            continue
+        ref_run = m.run_name(*m.reference_run())
+        comparisons: list[dict[str, Any]] = []
+        missing: list[str] = []
+        for setting in sorted({r.setting for r in mine}):
+            group = [r for r in mine if r.setting == setting]
+            ref = next((r for r in group if r.run == ref_run), None)
+            if ref is None:
+                missing.append(setting)
+                continue
+            task = tasks[ref.task]
+            metric = task.noninferiority_metric()
+            margin = margins.get(metric.name, metric.margin)
+            if margin is None:
+                continue
+            ref_scores = _scores(task, records[ref.key])
+            family, rows = [], []
+            for r in sorted(group, key=lambda r: (r.variant, r.max_model_len)):
+                if r is ref:
+                    continue
+                scores = _scores(task, records[r.key])
+                shared = sorted(set(scores) & set(ref_scores))
+                res = compare([scores[i] for i in shared], [ref_scores[i] for i in shared], margin,
+                              statistic=task.paired_statistic(), higher_is_better=metric.higher_is_better, seed=seed)
+                family.append(res)
+                rows.append({"run": r.run, "variant": r.variant, "max_model_len": r.max_model_len, "task": r.task,
+                             "setting": setting, "metric": metric.name})
+            adjust(family)
+            comparisons += [{**row, **res.to_dict()} for row, res in zip(rows, family)]
+        out.append({"model": m.name, "backend": m.backend, "reference": ref_run, "comparisons": comparisons,
+                    "reference_missing": missing})
+    return out
