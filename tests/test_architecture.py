@@ -48,10 +48,10 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
     run = {"run": "a", "setting": "jbeqa.0shot.constrained", "task": "jbeqa", "model": "a",
            "metrics": {"f1": 0.5, "f1_ci_low": 0.25, "f1_ci_high": 0.75, "subject.民法.f1": 0.5}, "throughput": {}}
     titles = [t.title for t in build_tables({"runs": [run]})]
-    assert titles[:2] == ["Leaderboard: jbeqa", "JBE-QA: F1 per subject"]
+    assert titles[:2] == ["jbeqa: every metric per run", "JBE-QA: F1 per subject"]
     # A task this installation lacks still gets a leaderboard by its recorded primary metric.
     other = {**run, "task": "gone", "primary_metric": "f1"}
-    assert "Leaderboard: gone" in [t.title for t in build_tables({"runs": [other]})]
+    assert "gone: every metric per run" in [t.title for t in build_tables({"runs": [other]})]
 
 
 def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ class Plot:
     name: str  # file name without extension
     title: str
     png: bytes
+    caption: str = ""  # what to read from it
 
 
 def fig_module():
@@ -22,17 +23,76 @@ def fig_module():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    japanese_font()
     return plt
 
 
-def save(plt, fig, name: str, title: str) -> Plot:
+def japanese_font() -> bool:
+    """Whether plots can draw Japanese: matplotlib-fontja (the `report` extra) sets a bundled font."""
+    try:
+        import matplotlib_fontja  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def save(plt, fig, name: str, title: str, caption: str = "") -> Plot:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fig.tight_layout()
         fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
-    return Plot(name, title, buf.getvalue())
+    return Plot(name, title, buf.getvalue(), caption)
+
+
+def _front(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other point beats on both: smaller x and larger y."""
+    front, best = [], float("-inf")
+    for x, y in sorted(pts, key=lambda p: (p[0], -p[1])):
+        if y > best:
+            front.append((x, y))
+            best = y
+    return front
+
+
+def pareto(runs: list[dict[str, Any]]) -> Plot | None:
+    """The first screen's plot: per task (its own axes), each run's mean primary metric over the task's settings
+    against its peak memory."""
+    from .tables import task_class
+
+    tasks = []
+    for task in sorted({r["task"] for r in runs}):
+        group = [r for r in runs if r["task"] == task]
+        settings = {r["setting"] for r in group}
+        pts = []
+        for run in sorted({r["run"] for r in group}):
+            mine = [r for r in group if r["run"] == run]
+            scores = [s for r in mine if (s := primary_score(r)) is not None]
+            if len(scores) == len(settings):  # a run missing a setting would not compare fairly
+                peak = max(float((r.get("throughput") or {}).get("peak_rss_mb") or 0.0) for r in mine)
+                pts.append((peak, sum(scores) / len(scores), run))
+        if len(pts) >= 2:
+            tasks.append((task, pts))
+    if not tasks:
+        return None
+    plt = fig_module()
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
+    for ax, (task, pts) in zip(axes[0], tasks):
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#4477aa")
+        for x, y, label in pts:
+            ax.annotate(label, (x, y), fontsize=5, xytext=(3, 3), textcoords="offset points")
+        front = _front([(p[0], p[1]) for p in pts])
+        ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label="Pareto front")
+        metric = task_class(task).primary_metric
+        ax.set_xlabel("peak memory (MB)")
+        ax.set_ylabel(f"{metric}, mean over settings")
+        ax.set_title(task, fontsize=9)
+        ax.legend(fontsize=6)
+    return save(plt, fig, "pareto", "Score against memory",
+                "One panel per task, each on its own scale. A point is a run: its primary metric averaged over the "
+                "task's settings against its peak memory. Up and left is better; the dashed line joins the runs no "
+                "other run beats on both.")
 
 
 def primary_score(r: dict[str, Any]) -> float | None:
@@ -71,7 +131,9 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
         ax.set_ylabel(runs[0].get("primary_metric") or "score")
         ax.set_title(f"Trade-off: {setting}", fontsize=9)
         ax.legend(fontsize=7)
-        out.append(save(plt, fig, f"frontier_{safe_name(setting)}", f"Trade-off frontier, {setting}"))
+        out.append(save(plt, fig, f"frontier_{safe_name(setting)}", f"Trade-off frontier, {setting}",
+                        "Score against weights on disk for one setting: up and left is better; the joined "
+                        "squares are the runs no smaller run beats."))
     return out
 
 
@@ -103,30 +165,36 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         ax.set_xticks(ticks, labels, fontsize=6)
         ax.set_ylabel(f"{metric} (95% CI)")
         ax.set_title(f"Quantization: {setting}", fontsize=9)
-        out.append(save(plt, fig, f"quant_{safe_name(setting)}", f"Quantization variants, {setting}"))
+        out.append(save(plt, fig, f"quant_{safe_name(setting)}", f"Quantization variants, {setting}",
+                        "Each model's variants side by side at one context length, with 95% CIs where the task "
+                        "has them: overlapping bars are not evidence of a difference (see the verdicts)."))
     return out
 
 
 def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
+    """Score against context length: one plot per metric, so no axis mixes scales."""
     plt = fig_module()
     key = lambda r: (r["model"], r["backend"], r["variant"], r["setting"])  # noqa: E731
-    lines = []
+    by_metric: dict[str, list[tuple[tuple[str, str, str, str], list[dict[str, Any]]]]] = {}
     for k, grouped in itertools.groupby(sorted(runs, key=key), key=key):
         g = sorted(grouped, key=lambda r: r["max_model_len"])
         if len(g) > 1:
-            lines.append((k, g))
-    if not lines:
-        return []
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    for (model, _backend, variant, setting), g in lines:
-        ax.plot([r["max_model_len"] for r in g], [primary_score(r) or 0.0 for r in g], marker="o",
-                label=f"{model} {variant} {setting}")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel(lines[0][1][0].get("primary_metric") or "score")
-    ax.legend(fontsize=5, ncol=2)
-    ax.set_title("Score vs context length", fontsize=9)
-    return [save(plt, fig, "context", "Score vs context length")]
+            by_metric.setdefault(g[0].get("primary_metric") or "score", []).append((k, g))
+    out = []
+    for metric, lines in sorted(by_metric.items()):
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        for (model, _backend, variant, setting), g in lines:
+            ax.plot([r["max_model_len"] for r in g], [primary_score(r) or 0.0 for r in g], marker="o",
+                    label=f"{model} {variant} {setting}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel(metric)
+        ax.legend(fontsize=5, ncol=2)
+        ax.set_title(f"{metric} vs context length", fontsize=9)
+        out.append(save(plt, fig, f"context_{safe_name(metric)}", f"{metric} vs context length",
+                        f"One line per model variant and setting: a rising line means the longer context helps "
+                        f"{metric}; a flat one that it does not (items that did not fit count as skipped)."))
+    return out
 
 
 def all_plots(summary: dict[str, Any]) -> list[Plot]:

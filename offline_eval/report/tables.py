@@ -15,6 +15,8 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     note: str = ""
+    classes: list[list[str]] | None = None  # per cell: a CSS class of report.html (e.g. a verdict's colour)
+    styles: list[list[str]] | None = None  # per cell: inline CSS (e.g. a heat colour)
 
 
 def _f(v: Any, digits: int = 3) -> str:
@@ -43,7 +45,7 @@ def leaderboard(task: type[Task], runs: list[dict[str, Any]]) -> Table:
                  else "no items" for x in metrics]
         rows.append([str(i) if scored else "–", r["run"], r["setting"], *cells])
     header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
-    return Table(f"Leaderboard: {task.name}", header, rows, task.leaderboard_note)
+    return Table(f"{task.name}: every metric per run", header, rows, task.leaderboard_note)
 
 
 def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
@@ -62,10 +64,11 @@ def throughput(runs: list[dict[str, Any]]) -> Table:
         t = r["throughput"]
         rows.append([r["run"], r["setting"], _f(t.get("items_per_s"), 1), _f(t.get("tokens_per_s"), 0),
                      _f(t.get("peak_rss_mb"), 0), _f(r.get("weights_mb"), 1), _f(t.get("wall_s"), 2),
+                     _f(t.get("load_s"), 2),
                      _f(t.get("prompt_tokens")), _f(t.get("output_tokens")), _f(t.get("generated")),
                      _f(t.get("cached"))])
     return Table("Cost and throughput", ["run", "setting", "items/s", "tokens/s", "peak memory MB", "weights MB",
-                                         "wall s", "prompt tokens", "output tokens", "generated", "from store"], rows,
+                                         "wall s", "engine load s", "prompt tokens", "output tokens", "generated", "from store"], rows,
                  "Peak memory is the resident memory of offline-eval and its engine processes (CPU RAM; GPU memory "
                  "is not included). Items served from the store cost no engine time; a re-run's items/s counts "
                  "them too.")
@@ -114,18 +117,26 @@ def consistency(summary: dict[str, Any]) -> Table | None:
                  "mean |ΔP(true)| compares the label probabilities of logprob settings.")
 
 
-def build_tables(summary: dict[str, Any]) -> list[Table]:
-    """Each task's own sections (leaderboards, breakdowns, its paper's tables), then what every sweep has."""
+def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
+    """The report's details, below its first screen: each task's own sections (every metric, breakdowns, its
+    paper's tables), then what every sweep has."""
     runs = summary.get("runs", [])
-    tables: list[Table] = []
+    out: list[tuple[str, list[Table]]] = []
     for name in sorted({r["task"] for r in runs}):
-        tables += task_class(name).report_tables([r for r in runs if r["task"] == name], summary)
+        out.append((f"{name}: details", task_class(name).report_tables([r for r in runs if r["task"] == name],
+                                                                       summary)))
     same = consistency(summary)
     if same:
-        tables.append(same)
-    tables += ablations(summary)
-    tables.append(throughput(runs))
-    return tables
+        out.append((same.title, [same]))
+    fams = ablations(summary)
+    if fams:
+        out.append((f"Pairwise ablation tests ({len(fams)} families)", fams))
+    out.append(("Cost and throughput", [throughput(runs)]))
+    return out
+
+
+def build_tables(summary: dict[str, Any]) -> list[Table]:
+    return [t for _, tables in detail_sections(summary) for t in tables]
 
 
 def task_class(name: str) -> type[Task]:

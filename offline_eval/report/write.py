@@ -1,4 +1,6 @@
-"""Render report.md and report.html for an output folder."""
+"""Render report.md and report.html for an output folder: a first screen that answers the ablation question
+(verdicts, leaderboard matrices, one trade-off plot), then every detail one click away (a table of contents and
+collapsible sections)."""
 
 from __future__ import annotations
 
@@ -11,29 +13,78 @@ from typing import Any
 from ..errors import InputError
 from ..fileio import write_text_atomic
 from ..results import ResultsFolder
+from .browser import browser_data, browser_html
+from .first import leaderboard_matrices, verdict_tables
 from .glance import glance
-from .plots import all_plots
-from .tables import Table, build_tables
+from .plots import Plot, all_plots, pareto
+from .tables import Table, detail_sections
 
 
-def _md(t: Table) -> str:
+def _md(t: Table, level: str = "##") -> str:
     esc = [[c.replace("|", "\\|") for c in row] for row in t.rows]
-    lines = [f"## {t.title}", "", "| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
+    lines = [f"{level} {t.title}", "", "| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
     lines += ["| " + " | ".join(r) + " |" for r in esc]
     if t.note:
         lines += ["", t.note]
     return "\n".join(lines) + "\n"
 
 
-def _html(t: Table) -> str:
+def _td(t: Table, i: int, j: int, c: str) -> str:
+    cls = t.classes[i][j] if t.classes and t.classes[i][j] else ""
+    style = t.styles[i][j] if t.styles and t.styles[i][j] else ""
+    attrs = (f' class="{html.escape(cls)}"' if cls else "") + (f' style="{html.escape(style)}"' if style else "")
+    return f"<td{attrs}>{html.escape(c)}</td>"
+
+
+def _html(t: Table, level: str = "h2") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in t.rows)
+    body = "".join("<tr>" + "".join(_td(t, i, j, c) for j, c in enumerate(r)) + "</tr>" for i, r in enumerate(t.rows))
     note = f"<p>{html.escape(t.note)}</p>" if t.note else ""
-    return f"<h2>{html.escape(t.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+    return (f"<{level}>{html.escape(t.title)}</{level}><table class=\"sortable\"><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>{note}")
 
 
-_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;"
-        "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0}img{max-width:100%}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3}")
+def _figure(p: Plot) -> str:
+    # Embedded, so the single file opens offline anywhere.
+    return (f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,'
+            f'{base64.b64encode(p.png).decode()}"><figcaption><b>{html.escape(p.title)}.</b> '
+            f'{html.escape(p.caption)}</figcaption></figure>')
+
+
+def _md_figure(p: Plot) -> str:
+    return f"![{p.title}](plots/{p.name}.png)\n\n*{p.title}.* {p.caption}\n"
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:90em}table{border-collapse:collapse;"
+        "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0;max-width:48em}img{max-width:100%}"
+        "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3;cursor:pointer}"
+        "th.asc::after{content:' \\25B2'}th.desc::after{content:' \\25BC'}"
+        "td.v-ni{background:#d9f2d9}td.v-inf{background:#f8d0cc}td.v-inc{background:#fdf0c2}td.v-ref{color:#555}"
+        "details{margin:.5em 0;border-left:3px solid #ddd;padding-left:1em}summary{font-size:1.2em;cursor:pointer}"
+        ".first{border-bottom:2px solid #888;margin-bottom:1em}")
+
+# Click a header to sort its table (numbers by value, text otherwise; again to reverse).
+_SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('th').forEach(function (th, col) {
+    th.addEventListener('click', function () {
+      var body = table.tBodies[0], asc = !th.classList.contains('asc');
+      table.querySelectorAll('th').forEach(function (h) { h.classList.remove('asc', 'desc'); });
+      th.classList.add(asc ? 'asc' : 'desc');
+      var num = function (s) { var m = s.match(/^[-+]?\\d+(\\.\\d+)?/); return m ? parseFloat(m[0]) : NaN; };
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[col].textContent.trim(), y = b.cells[col].textContent.trim();
+        var nx = num(x), ny = num(y), c;
+        if (!isNaN(nx) && !isNaN(ny)) { c = nx - ny; } else if (!isNaN(nx)) { c = -1; }
+        else if (!isNaN(ny)) { c = 1; } else { c = x.localeCompare(y); }
+        return asc ? c : -c;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
 
 
 _RUN_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -75,33 +126,67 @@ def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None) -> 
             raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
         _check_summary(summary, p)
     assert summary is not None
-    tables = build_tables(summary)
+    _write(folder, summary)
+    return folder.report_md
+
+
+def _anchor(i: int) -> str:
+    return f"d{i}"
+
+
+def _write(folder: ResultsFolder, summary: dict[str, Any]) -> None:
+    sections = detail_sections(summary)
     failures = summary.get("failures") or []
+    top = verdict_tables(summary) + leaderboard_matrices(summary)
+    front = pareto(summary.get("runs") or [])
     plots = all_plots(summary)
     folder.plots.mkdir(exist_ok=True)
-    for plot in plots:
+    for plot in ([front] if front else []) + plots:
         (folder.plots / f"{plot.name}.png").write_bytes(plot.png)
     first = glance(summary)
+    items = browser_data(folder, summary)
+    toc = [("browser", "Item browser")] if items else []
+    toc += [(_anchor(i), title) for i, (title, _) in enumerate(sections)]
+    if plots:
+        toc.append(("plots", "Plots"))
+    if failures:
+        toc.append(("failed", "Failed runs"))
+
     md = "# offline-eval report\n\n"
     if first:
         md += "## At a glance\n\n" + "\n".join(f"- {line}" for line in first) + "\n\n"
-    md += "\n".join(_md(t) for t in tables)
+    md += "\n".join(_md(t) for t in top)
+    if front:
+        md += "\n" + _md_figure(front)
+    md += "\n## Details\n\n" + "\n".join(f"- [{title}](#{a})" for a, title in toc if a != "browser") + "\n"
+    if items:
+        md += "\nEvery item's answers, side by side across runs: the item browser of report.html.\n"
+    for i, (title, tables) in enumerate(sections):
+        md += f'\n<a id="{_anchor(i)}"></a>\n\n## {title}\n\n' + "\n".join(_md(t, "###") for t in tables)
     if plots:
-        md += "\n## Plots\n\n" + "\n".join(f"![{p.title}](plots/{p.name}.png)" for p in plots) + "\n"
+        md += '\n<a id="plots"></a>\n\n## Plots\n\n' + "\n".join(_md_figure(p) for p in plots)
     if failures:
-        md += "\n## Failed runs\n\n" + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures) + "\n"
+        md += ('\n<a id="failed"></a>\n\n## Failed runs\n\n'
+               + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures) + "\n")
     write_text_atomic(folder.report_md, md)
-    body = ("<h2>At a glance</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
-            if first else "") + "".join(_html(t) for t in tables)
+
+    body = '<div class="first" id="first">'
+    if first:
+        body += "<h2>At a glance</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
+    body += "".join(_html(t) for t in top) + (_figure(front) if front else "") + "</div>"
+    body += ('<h2>Details</h2><ul id="toc">' + "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>'
+                                                     for a, t in toc) + "</ul>")
+    if items:
+        body += browser_html(items, folder)
+    for i, (title, tables) in enumerate(sections):
+        body += (f'<details id="{_anchor(i)}"><summary>{html.escape(title)}</summary>'
+                 + "".join(_html(t, "h3") for t in tables) + "</details>")
     if plots:
-        # Embedded, so the single file opens offline anywhere.
-        body += "<h2>Plots</h2>" + "".join(
-            f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,'
-            f'{base64.b64encode(p.png).decode()}"><figcaption>{html.escape(p.title)}</figcaption></figure>'
-            for p in plots)
+        body += '<details id="plots"><summary>Plots</summary>' + "".join(_figure(p) for p in plots) + "</details>"
     if failures:
-        body += "<h2>Failed runs</h2><ul>" + "".join(f"<li>{html.escape(f['run'] + ': ' + f['reason'])}</li>" for f in failures) + "</ul>"
+        body += ('<h2 id="failed">Failed runs</h2><ul>'
+                 + "".join(f"<li>{html.escape(f['run'] + ': ' + f['reason'])}</li>" for f in failures) + "</ul>")
     write_text_atomic(folder.report_html, f"<!doctype html><html lang=\"ja\"><head><meta charset=\"utf-8\">"
                                            f"<title>offline-eval report</title><style>{_CSS}</style></head>"
-                                           f"<body><h1>offline-eval report</h1>{body}</body></html>\n")
-    return folder.report_md
+                                           f"<body><h1>offline-eval report</h1>{body}"
+                                           f"<script>{_SORT_JS}</script></body></html>\n")

@@ -133,6 +133,12 @@ class Task(ABC):
         return []
 
     @classmethod
+    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
+        """The report's item browser on one record: `group` (a filter, e.g. the subject), `correct` (True, False,
+        or None where answers are graded, not right or wrong) and `extra` ({label: text} shown with the answer)."""
+        return {"group": None, "correct": None, "extra": {}}
+
+    @classmethod
     def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
         """What the report's opening lines should add about one setting's scored runs (None: nothing)."""
         return None

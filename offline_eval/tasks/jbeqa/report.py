@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ...report.plots import Plot, fig_module, primary_score, safe_name, save
+from ...report.plots import Plot, fig_module, japanese_font, primary_score, safe_name, save
 from ...report.tables import Table, breakdown
 
-# Plot labels stay ASCII: a machine without CJK fonts would draw boxes for 民法.
+# Without a Japanese font (the `report` extra) plot labels fall back to English: boxes for 民法 help no one.
 SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}
 
 
@@ -34,11 +34,14 @@ def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
         for i, r in enumerate(group):
             ax.bar([j + i * width for j in range(len(subjects))],
                    [r["metrics"].get(f"subject.{s}.f1", 0.0) for s in subjects], width, label=r["run"])
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(subjects))], [SUBJECTS_EN.get(s, s) for s in subjects])
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(subjects))], [s if japanese_font() else SUBJECTS_EN.get(s, s)
+                                                                  for s in subjects])
         ax.set_ylabel("F1")
         ax.legend(fontsize=5)
         ax.set_title(f"F1 per subject: {setting}", fontsize=9)
-        out.append(save(plt, fig, f"subjects_{safe_name(setting)}", f"F1 per subject, {setting}"))
+        out.append(save(plt, fig, f"subjects_{safe_name(setting)}", f"F1 per subject, {setting}",
+                        f"The best {len(group)} runs of this setting per subject: a run strong overall can still "
+                        "fail one area of law."))
     return out
 
 

@@ -307,6 +307,12 @@ class JBEQATask(Task):
         return [*super().report_tables(runs, summary), *breakdown_tables(runs)]
 
     @classmethod
+    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
+        ok = None if record.get("skipped") else bool(record["scores"]["correct"])
+        return {"group": record.get("subject"), "correct": ok, "extra": {"skipped": "did not fit the context"}
+                if record.get("skipped") else {}}
+
+    @classmethod
     def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
         constant = [r["run"] for r in runs if r["metrics"].get("answered_true") in (0, 1)]
         if not constant:

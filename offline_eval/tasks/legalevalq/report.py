@@ -19,7 +19,7 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
                      tier(adj) if has_score(adj) else "–", _f(m.get("adj_score_delta"), 2), _f(m.get("n_scored")),
                      _f(m.get("evaluator_parse_failures")), _f(m.get("truncated_answers")),
                      (r.get("evaluator") or {}).get("run", "–")])
-    return Table(f"Leaderboard: {task}", ["#", "run", "mean", "std", "median", "AdjScore", "tier",
+    return Table(f"{task}: quality per run", ["#", "run", "mean", "std", "median", "AdjScore", "tier",
                                           "AdjScore validation - train", "scored", "evaluator parse failures",
                                           "answers cut off", "evaluator"], rows,
                  "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "

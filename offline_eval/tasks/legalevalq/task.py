@@ -65,6 +65,14 @@ class LegalEvalQTask(Task):
         return [quality_leaderboard(runs, cls.name)]
 
     @classmethod
+    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
+        ev = record.get("evaluation") or {}
+        return {"group": record.get("split"), "correct": None,
+                "extra": {"query": record.get("query"), "evaluator comment": ev.get("comment"),
+                          "evaluator conclusion": ev.get("conclusion"),
+                          "quality score": (record.get("scores") or {}).get("quality")}}
+
+    @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
         if field_map:
             raise InputError("LegalEval-Q has no field map; --field-map is for LegalRikai data", field="--field-map")

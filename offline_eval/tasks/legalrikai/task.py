@@ -53,7 +53,7 @@ class LegalRikaiTask(Task):
     Options = LegalRikaiOptions
     options: LegalRikaiOptions
     primary_metric = "score"
-    metrics = (Metric("score", "score", digits=2, margin=0.1),)  # criteria on 1-3 and 1-2 point scales
+    metrics = (Metric("score", "score", digits=2, margin=0.05),)  # criteria mapped to [0, 1]
     path_options = ("data", "human_scores")
     model_options = ("judges",)
     data_kinds = SUBTASKS
@@ -63,6 +63,17 @@ class LegalRikaiTask(Task):
         from .report import legalrikai_tables
 
         return legalrikai_tables(summary)
+
+    @classmethod
+    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        for j, v in sorted((record.get("judges") or {}).items()):
+            extra[f"judge {j}: scores"] = v.get("scores") if v.get("scores") else f"failed ({v.get('finish_reason')})"
+            if v.get("rationales"):
+                extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
+        if record.get("checks"):
+            extra["checks against the input contract"] = {k: v for k, v in record["checks"].items() if k != "defects"}
+        return {"group": record.get("subtask"), "correct": None, "extra": extra}
 
     @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:

@@ -1,0 +1,161 @@
+"""The item browser of report.html: every item's answers side by side across runs, filtered by run, setting,
+group (the task's, e.g. the subject) and correct/incorrect. Its data is inlined as JSON; past a size limit it
+goes to a sidecar script next to the report (a <script src> loads from file:// where fetch would not)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..results import ResultsFolder, RunKey
+from .tables import task_class
+
+INLINE_LIMIT = 20 * 2**20  # bytes of item data inlined in report.html; more goes to the sidecar
+OUTPUT_CHARS = 2000  # of each raw output and extra text shown
+SIDECAR = "report_items.js"
+
+
+def _text(v: Any) -> str:
+    s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    return s if len(s) <= OUTPUT_CHARS else s[:OUTPUT_CHARS] + f"… ({len(s) - OUTPUT_CHARS} more characters)"
+
+
+def browser_data(folder: ResultsFolder, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """{"runs", "settings", "rows": [[id, setting index, group, gold, {run index: [output, parsed, correct,
+    extra]}]]} from the results files of the summary's runs (None: no records)."""
+    entries = summary.get("runs") or []
+    runs = sorted({r["run"] for r in entries})
+    settings = sorted({r["setting"] for r in entries})
+    rows: dict[tuple[int, str], list[Any]] = {}
+    for r in entries:
+        recs = folder.read_records(RunKey(r["run"], r["setting"]))
+        if not recs:
+            continue
+        view = task_class(r["task"]).browser_view
+        s, ri = settings.index(r["setting"]), str(runs.index(r["run"]))
+        for rec in recs:
+            v = view(rec)
+            row = rows.setdefault((s, str(rec.get("id"))), [str(rec.get("id")), s, v.get("group"),
+                                                            _text(rec.get("gold")), {}])
+            ok = v.get("correct")
+            row[4][ri] = [_text(rec.get("output") or ""), _text(rec.get("parsed")), None if ok is None else int(ok),
+                          {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None}]
+    if not rows:
+        return None
+    return {"runs": runs, "settings": settings, "rows": [rows[k] for k in sorted(rows)]}
+
+
+def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
+    """The browser's section; the data inline, or in the sidecar file when it is too large (said on the page)."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    sidecar = folder.root / SIDECAR
+    if len(payload.encode("utf-8")) <= INLINE_LIMIT:
+        if sidecar.exists():
+            sidecar.unlink()
+        loader = f'<script id="items-data" type="application/json">{payload}</script>'
+        where = ""
+    else:
+        from ..fileio import write_text_atomic
+
+        write_text_atomic(sidecar, f"window.OFFLINE_EVAL_ITEMS = {payload};\n")
+        loader = f'<script src="{SIDECAR}"></script>'
+        where = (f"<p>The item data ({len(payload.encode('utf-8')) / 2**20:.0f} MB) is in {SIDECAR} next to this "
+                 f"report: keep the two files together.</p>")
+    return (f'<details id="browser"><summary>Item browser</summary>{where}'
+            '<p>Filter the items, then click one to see every run\'s answer side by side. Prompts are not kept in '
+            'the results files (the store holds them).</p><div id="filters">'
+            '<label>run <select id="f-run"></select></label> <label>setting <select id="f-setting"></select>'
+            '</label> <label>group <select id="f-group"></select></label> <label>answer <select id="f-answer">'
+            '<option value="all">all</option><option value="correct">correct</option>'
+            '<option value="incorrect">incorrect</option><option value="differ">runs differ</option></select>'
+            '</label> <span id="f-count"></span></div><table id="items"><thead></thead><tbody>'
+            '</tbody></table><button id="more" type="button">show more</button><div id="item-detail"></div>'
+            f"</details>{loader}<script>{_JS}</script>")
+
+
+_JS = """
+(function () {
+  var el = document.getElementById('items-data');
+  var D = el ? JSON.parse(el.textContent) : window.OFFLINE_EVAL_ITEMS;
+  if (!D) { return; }
+  var $ = function (id) { return document.getElementById(id); };
+  var PAGE = 200, shown = PAGE;
+  var opt = function (sel, values, all) {
+    sel.innerHTML = '';
+    if (all) { sel.add(new Option(all, '')); }
+    values.forEach(function (v, i) { sel.add(new Option(v, String(i))); });
+  };
+  var groups = [];
+  D.rows.forEach(function (r) { if (r[2] != null && groups.indexOf(r[2]) < 0) { groups.push(r[2]); } });
+  groups.sort();
+  opt($('f-run'), D.runs, 'every run');
+  opt($('f-setting'), D.settings, 'every setting');
+  opt($('f-group'), groups, 'every group');
+  var mark = function (a) { return a ? (a[2] === 1 ? '\\u2713 ' : a[2] === 0 ? '\\u2717 ' : '') + a[1] : ''; };
+  var visibleRuns = function () {
+    var v = $('f-run').value;
+    return v === '' ? D.runs.map(function (_, i) { return i; }) : [parseInt(v, 10)];
+  };
+  var keep = function (r) {
+    var s = $('f-setting').value, g = $('f-group').value, a = $('f-answer').value;
+    if (s !== '' && r[1] !== parseInt(s, 10)) { return false; }
+    if (g !== '' && r[2] !== groups[parseInt(g, 10)]) { return false; }
+    var answers = visibleRuns().map(function (i) { return r[4][i]; }).filter(Boolean);
+    if (!answers.length) { return false; }
+    if (a === 'correct') { return answers.some(function (x) { return x[2] === 1; }); }
+    if (a === 'incorrect') { return answers.some(function (x) { return x[2] === 0; }); }
+    if (a === 'differ') {
+      return answers.some(function (x) { return x[1] !== answers[0][1]; });
+    }
+    return true;
+  };
+  var cell = function (tr, text) { var td = tr.insertCell(); td.textContent = text; return td; };
+  var render = function () {
+    var runs = visibleRuns(), rows = D.rows.filter(keep);
+    var head = document.querySelector('#items thead');
+    head.innerHTML = '';
+    var hr = head.insertRow();
+    ['item', 'setting', 'group', 'gold'].concat(runs.map(function (i) { return D.runs[i]; }))
+      .forEach(function (h) { var th = document.createElement('th'); th.textContent = h; hr.appendChild(th); });
+    var body = document.querySelector('#items tbody');
+    body.innerHTML = '';
+    rows.slice(0, shown).forEach(function (r) {
+      var tr = body.insertRow();
+      [r[0], D.settings[r[1]], r[2] == null ? '' : r[2], r[3]].forEach(function (t) { cell(tr, t); });
+      runs.forEach(function (i) { cell(tr, mark(r[4][i])); });
+      tr.addEventListener('click', function () { detail(r); });
+    });
+    $('f-count').textContent = Math.min(shown, rows.length) + ' of ' + rows.length + ' items shown';
+    $('more').style.display = rows.length > shown ? '' : 'none';
+  };
+  var detail = function (r) {
+    var box = $('item-detail');
+    box.innerHTML = '';
+    var h = document.createElement('h3');
+    h.textContent = r[0] + ' (' + D.settings[r[1]] + ')  gold: ' + r[3];
+    box.appendChild(h);
+    var t = document.createElement('table'), tr = t.insertRow();
+    visibleRuns().forEach(function (i) {
+      var a = r[4][i];
+      if (!a) { return; }
+      var td = tr.insertCell(), add = function (label, text) {
+        var b = document.createElement('b'); b.textContent = label; td.appendChild(b);
+        var p = document.createElement('pre'); p.textContent = text; p.style.whiteSpace = 'pre-wrap';
+        td.appendChild(p);
+      };
+      td.style.verticalAlign = 'top';
+      add(D.runs[i], a[2] === 1 ? 'correct' : a[2] === 0 ? 'incorrect' : '');
+      add('raw output', a[0]);
+      add('parsed', a[1]);
+      add('gold', r[3]);
+      Object.keys(a[3]).forEach(function (k) { add(k, a[3][k]); });
+    });
+    box.appendChild(t);
+  };
+  ['f-run', 'f-setting', 'f-group', 'f-answer'].forEach(function (id) {
+    $(id).addEventListener('change', function () { shown = PAGE; render(); });
+  });
+  $('more').addEventListener('click', function () { shown += PAGE; render(); });
+  render();
+})();
+"""

@@ -1,0 +1,149 @@
+"""The report's first screen: a verdict table per model (each run against its reference, with its cost) and a
+leaderboard matrix per task (runs x settings, the primary metric with its CI, heat-coloured per column)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..metrics.ranking import has_score
+from ..tasks.base import Metric
+from .tables import Table, task_class
+
+VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
+
+
+def _num(v: float, digits: int) -> str:
+    return f"{v:+.{digits}f}"
+
+
+def verdict_cell(c: dict[str, Any], digits: int) -> str:
+    if c.get("estimate") is None:
+        return f"inconclusive ({c['n']} shared items)"
+    text = f"{_num(c['estimate'], digits)} [{_num(c['ci_low'], digits)}, {_num(c['ci_high'], digits)}] {c['verdict']}"
+    if c.get("items_needed"):
+        text += f" (~{c['items_needed']} items)"
+    return text
+
+
+def cost(runs: list[dict[str, Any]]) -> list[str]:
+    """Weights on disk, peak memory, items/s over every setting (engine start excluded), and the load time."""
+    t = [r.get("throughput") or {} for r in runs]
+    wall = sum(float(x.get("wall_s") or 0.0) for x in t)
+    items = sum(int(r.get("n_items") or 0) for r in runs)
+    peak = max((float(x.get("peak_rss_mb") or 0.0) for x in t), default=0.0)
+    weights = runs[0].get("weights_mb") if runs else None
+    return ["–" if weights is None else f"{weights:.0f}", f"{peak:.0f}", f"{items / wall:.1f}" if wall > 0 else "–",
+            f"{sum(float(x.get('load_s') or 0.0) for x in t):.1f}"]
+
+
+COST_HEADER = ["weights MB", "peak memory MB", "items/s", "engine load s"]
+
+
+def verdict_tables(summary: dict[str, Any]) -> list[Table]:
+    runs = summary.get("runs") or []
+    out = []
+    for model in summary.get("noninferiority") or []:
+        comps = model.get("comparisons") or []
+        if not comps:
+            continue
+        settings = sorted({c["setting"] for c in comps})
+        task_of = {c["setting"]: c["task"] for c in comps}
+        metrics = {s: task_class(task_of[s]).noninferiority_metric() for s in settings}
+        mine = [r for r in runs if r.get("model") == model["model"]]
+        names = [model["reference"]] + sorted({c["run"] for c in comps} - {model["reference"]},
+                                              key=lambda n: next(((c["variant"], c["max_model_len"]) for c in comps
+                                                                  if c["run"] == n), ("", 0)))
+        rows, classes = [], []
+        for name in names:
+            entries = [r for r in mine if r["run"] == name]
+            label = (f"{entries[0]['variant']} ctx{entries[0]['max_model_len']}" if entries else name)
+            cells, cls = [], []
+            for s in settings:
+                m = metrics[s]
+                if name == model["reference"]:
+                    ref = next((r for r in entries if r["setting"] == s), None)
+                    v = ref["metrics"].get(m.name) if ref else None
+                    cells.append(f"reference: {m.label} {v:.{m.digits}f}" if has_score(v) else "reference")
+                    cls.append("v-ref")
+                    continue
+                c = next((c for c in comps if c["run"] == name and c["setting"] == s), None)
+                cells.append(verdict_cell(c, m.digits) if c else "–")
+                cls.append(VERDICT_CLASS.get(c["verdict"], "") if c else "")
+            rows.append([label, *cells, *cost(entries)])
+            classes.append(["", *cls, *[""] * len(COST_HEADER)])
+        margins = "; ".join(sorted({f"{m.label} ±{next(c['margin'] for c in comps if c['setting'] == s)}"
+                                    for s, m in metrics.items()}))
+        missing = model.get("reference_missing") or []
+        note = (f"Each cell: the difference from the reference {model['reference']} on the items both scored "
+                f"(positive = better) [95% paired-bootstrap CI] and the verdict against the margin ({margins}): "
+                "non-inferior when the CI's lower bound is above -margin, inferior when its upper bound is below, "
+                "otherwise inconclusive, with the items a CI of the observed spread would need. Cost: peak "
+                "resident memory over the settings; items/s over every setting, the engine start counted apart.")
+        if missing:
+            note += f" The reference has no results for {', '.join(missing)}: those settings have no verdict."
+        out.append(Table(f"Verdicts: {model['model']} ({model.get('backend', '?')})",
+                         ["run", *settings, *COST_HEADER], rows, note, classes=classes))
+    return out
+
+
+def _heat(values: list[float | None], higher_is_better: bool) -> list[str]:
+    scored = [v for v in values if v is not None]
+    if not scored:
+        return ["" for _ in values]
+    lo, hi = min(scored), max(scored)
+    out = []
+    for v in values:
+        if v is None or hi == lo:
+            out.append("")
+            continue
+        share = (v - lo) / (hi - lo)
+        share = share if higher_is_better else 1 - share
+        out.append(f"background:hsl(140,55%,{int(96 - 30 * share)}%)")
+    return out
+
+
+def leaderboard_matrix(task: str, runs: list[dict[str, Any]]) -> Table:
+    """Rows = runs (best mean rank first), columns = the task's settings, cells = the primary metric [CI]."""
+    cls = task_class(task)
+    primary = (cls.metrics[0] if cls.metrics and cls.metrics[0].name == cls.primary_metric
+               else Metric(runs[0].get("primary_metric") or cls.primary_metric, cls.primary_metric))
+    settings = sorted({r["setting"] for r in runs})
+    names = sorted({r["run"] for r in runs})
+    cell: dict[tuple[str, str], dict[str, Any]] = {(r["run"], r["setting"]): r["metrics"] for r in runs}
+    values = {(n, s): (v if has_score(v := cell.get((n, s), {}).get(primary.name)) else None)
+              for n in names for s in settings}
+    sign = 1 if primary.higher_is_better else -1
+    # Mean rank over the settings a run has: the order a reader scans, each column keeping its own scale.
+    rank: dict[str, list[int]] = {n: [] for n in names}
+    for s in settings:
+        col = {n: sign * v for n in names if (v := values[(n, s)]) is not None}
+        for n, v in col.items():
+            rank[n].append(1 + sum(1 for w in col.values() if w > v))  # ties share a rank
+    names.sort(key=lambda n: (sum(rank[n]) / len(rank[n]) if rank[n] else float("inf"), n))
+    heat = {s: _heat([values[(n, s)] for n in names], primary.higher_is_better) for s in settings}
+    rows, styles = [], []
+    for i, n in enumerate(names):
+        cells = []
+        for s in settings:
+            m = cell.get((n, s))
+            v = values[(n, s)]
+            if m is None:
+                cells.append("")
+            elif v is None:
+                cells.append("no items")
+            elif f"{primary.name}_ci_low" in m:
+                d = primary.digits
+                cells.append(f"{v:.{d}f} [{m[primary.name + '_ci_low']:.{d}f}, {m[primary.name + '_ci_high']:.{d}f}]")
+            else:
+                cells.append(f"{v:.{primary.digits}f}")
+        rows.append([n, *cells])
+        styles.append(["", *[heat[s][i] for s in settings]])
+    return Table(f"Leaderboard: {task}", ["run", *settings], rows,
+                 f"{primary.label} per setting{' [95% CI]' if primary.ci else ''}; the colour compares runs within "
+                 f"a column only (darker = better). Rows by mean rank over the settings. "
+                 f"{cls.leaderboard_note}".strip(), styles=styles)
+
+
+def leaderboard_matrices(summary: dict[str, Any]) -> list[Table]:
+    runs = summary.get("runs") or []
+    return [leaderboard_matrix(t, [r for r in runs if r["task"] == t]) for t in sorted({r["task"] for r in runs})]
