@@ -116,8 +116,13 @@ def test_a_run_with_no_scored_items_has_no_score_and_ranks_last(tmp_path, tiny):
     assert board[-1]["run"] == short["run"] and board[-1]["value"] is None and board[-1]["note"] == "no items"
     assert board[0]["value"] is not None
     md = (out / "report.md").read_text(encoding="utf-8")
-    row = next(line for line in md.splitlines() if short["run"] in line and "no items" in line)
-    assert row.startswith("| –")
+    # The leaderboard matrix lists it last in its setting's column; the detailed table gives it no rank.
+    matrix = md[md.index("## Leaderboard: jbeqa"):md.index("## Details")]
+    rows = [line for line in matrix.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows[-1].startswith(f"| {short['run']} |") and "no items" in rows[-1] and "no items" not in rows[0]
+    row = next(line for line in md.splitlines() if short["run"] in line and "no items" in line
+               and line.startswith("| –"))
+    assert "jbeqa.0shot.constrained" in row
 
 
 def test_summary_never_holds_bare_nan(tmp_path):

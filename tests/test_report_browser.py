@@ -31,6 +31,7 @@ def test_first_screen_of_the_markdown_report(tmp_path):
     verdicts = first[first.index("## Verdicts"):first.index("## Leaderboard")]
     broken = next(line for line in verdicts.splitlines() if line.startswith("| broken ctx2048"))
     assert broken.count(" inferior") == 2 and "| reference: accuracy 1.000 |" in verdicts
+    assert "- Against each model's reference run: 6 non-inferior, 4 inferior (10 run x setting comparisons" in first
     assert "Ablation: " not in first and "- [Pairwise ablation tests (" in details
 
 

@@ -76,3 +76,12 @@ def test_bad_reference_or_margin_is_one_line_naming_the_field(tmp_path):
         cfg.write_text(yaml.safe_dump(raw, allow_unicode=True))
         proc = run_cli("models", "check", str(cfg))
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_report_on_damaged_verdicts_names_the_field(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"runs": [], "noninferiority": [{"model": "m", "reference": "r",
+                                                                                   "comparisons": [{"run": "x"}]}]}))
+    proc = run_cli("report", str(out))
+    assert proc.returncode == 2 and "noninferiority.0" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -37,6 +37,13 @@ def glance(summary: dict[str, Any]) -> list[str]:
                 text += f", worst {worst['run']} ({_fmt(worst['metrics'][metric])})"
         note = task_class(group[0]["task"]).glance_note(scored)
         lines.append(text + (f"; {note}" if note else "") + ".")
+    comps = [c for m in summary.get("noninferiority") or [] for c in m.get("comparisons") or []]
+    if comps:
+        words = [c.get("verdict") for c in comps]
+        counts = ", ".join(f"{words.count(w)} {w}" for w in ("non-inferior", "inferior", "inconclusive")
+                           if words.count(w))
+        lines.append(f"Against each model's reference run: {counts} ({len(comps)} run x setting comparisons; "
+                     f"verdict tables below).")
     same = summary.get("consistency") or []
     if same:
         shares = [c["identical"] for c in same if c.get("identical") is not None]

@@ -87,6 +87,8 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 """
 
 
+_COMPARISON = {"run", "setting", "task", "variant", "max_model_len", "n", "margin", "estimate", "ci_low", "ci_high",
+               "verdict"}
 _RUN_FIELDS: dict[str, type | tuple[type, ...]] = {
     "run": str, "setting": str, "task": str, "model": str, "metrics": dict, "throughput": dict}
 
@@ -104,9 +106,16 @@ def _check_summary(summary: object, path: Path) -> None:
                 what = "missing" if key not in r else f"expected {getattr(kind, '__name__', kind)}"
                 raise InputError(f"{what}; re-run the sweep to rewrite summary.json", file=str(path), record=i,
                                  field=f"runs.{i}.{key}")
-    for key in ("failures", "ablations"):
+    for key in ("failures", "ablations", "noninferiority"):
         if not isinstance(summary.get(key, []), list):
             raise InputError("expected a list", file=str(path), field=key)
+    for i, m in enumerate(summary.get("noninferiority") or []):
+        if not isinstance(m, dict) or not isinstance(m.get("model"), str) or not isinstance(m.get("reference"), str) \
+                or not isinstance(m.get("comparisons"), list) \
+                or not all(isinstance(c, dict) and _COMPARISON <= c.keys() for c in m["comparisons"]):
+            raise InputError("expected {model, reference, comparisons: [{" + ", ".join(sorted(_COMPARISON)) + "}]}; "
+                             "re-run the sweep to rewrite summary.json", file=str(path), record=i,
+                             field=f"noninferiority.{i}")
     for i, f in enumerate(summary.get("failures") or []):
         if not isinstance(f, dict) or not isinstance(f.get("run"), str) or not isinstance(f.get("reason"), str):
             raise InputError("expected {run, reason}", file=str(path), record=i, field=f"failures.{i}")
