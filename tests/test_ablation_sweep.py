@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import DATA, TINY, run_cli
 
@@ -88,11 +89,21 @@ def test_ablation_families_and_pairing(tmp_path, tiny):
     c = next(c for c in quant["comparisons"] if c["comparison"] == "f16 vs q4_0")
     assert c["wilcoxon_p"] == ref.wilcoxon_p and c["hl"] == ref.hl
     assert c["p_bonf"] == min(1.0, 3 * c["wilcoxon_p"])
+    # Non-inferiority on a real engine: every run against f16 at the longest context, recomputed from the files.
+    (verdicts,) = s["noninferiority"]
+    assert verdicts["reference"] == "tg.llamacpp.f16.ctx2048" and len(verdicts["comparisons"]) == 5
+    ref_items = items("tg.llamacpp.f16.ctx2048")
+    for v in verdicts["comparisons"]:
+        mine = items(v["run"])
+        assert v["n"] == 26 and v["estimate"] == pytest.approx(sum(mine[i] - ref_items[i] for i in ids) / 26)
+        lo, hi, m = v["ci_low"], v["ci_high"], v["margin"]
+        assert v["verdict"] == ("non-inferior" if lo > -m else "inferior" if hi < -m else "inconclusive")
     report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Verdicts: tg (llamacpp)" in report
     assert "Ablation: tg (llamacpp), jbeqa.0shot.logprob, ctx 1024: variants" in report
     assert "| comparison | statistic | raw p | pBonf | pHolm | qBH | HL [95% CI] |" in report
     plots = sorted(p.name for p in (tmp_path / "out" / "plots").iterdir())
-    assert "context.png" in plots and any(p.startswith("quant_") for p in plots)
+    assert "context_f1.png" in plots and "pareto.png" in plots and any(p.startswith("quant_") for p in plots)
     assert any(p.startswith("frontier_") for p in plots) and any(p.startswith("subjects_") for p in plots)
 
 
@@ -168,7 +179,7 @@ def test_report_html_is_self_contained(tmp_path, tiny):
     assert run_cli("sweep", str(cfg)).returncode == 0
     html = (tmp_path / "out" / "report.html").read_text()
     assert "data:image/png;base64," in html
-    assert not re.search(r'(src|href)="(?!data:)', html)  # no external assets
+    assert not re.search(r'(src|href)="(?!data:|#)', html)  # no external assets (in-page links are fine)
 
 
 def test_report_renders_in_headless_chromium(tmp_path, tiny):

@@ -88,3 +88,24 @@ def test_report_in_headless_chromium(tmp_path):
         page.locator("#browser").screenshot(path=str(tmp_path / "item_browser.png"))
         browser.close()
     assert errors == []
+
+
+def test_item_data_past_the_limit_goes_to_a_sidecar(tmp_path, monkeypatch):
+    import json
+
+    from offline_eval.report import browser, write_report
+
+    out = _sweep(tmp_path)
+    inline = (out / "report.html").read_text(encoding="utf-8")
+    assert 'id="items-data"' in inline and not (out / browser.SIDECAR).exists()
+    monkeypatch.setattr(browser, "INLINE_LIMIT", 1000)
+    write_report(out)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    side = (out / browser.SIDECAR).read_text(encoding="utf-8")
+    assert 'id="items-data"' not in html and f'<script src="{browser.SIDECAR}"></script>' in html
+    assert f"is in {browser.SIDECAR} next to this report" in html
+    data = json.loads(side.removeprefix("window.OFFLINE_EVAL_ITEMS = ").rstrip().rstrip(";"))
+    assert len(data["runs"]) == 6 and len(data["rows"]) == 52
+    monkeypatch.setattr(browser, "INLINE_LIMIT", 20 * 2**20)
+    write_report(out)  # small again: inlined, and the stale sidecar goes
+    assert not (out / browser.SIDECAR).exists()
