@@ -59,6 +59,27 @@ def test_hodges_lehmann_hand_cases():
     assert hodges_lehmann([3, 5, 10, 1], [2, 3, 4, 2], seed=4) == hodges_lehmann([3, 5, 10, 1], [2, 3, 4, 2], seed=4)
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 60, 301])
+def test_hodges_lehmann_on_few_levels_equals_the_pairwise_definition(n):
+    """0/1 and rubric-point scores take the counting path: estimate and bootstrap CI must equal the median over
+    every Walsh average (i <= j), computed pair by pair, on the same resamples."""
+    import itertools
+
+    import numpy as np
+
+    def walsh(d):
+        return float(np.median([(d[i] + d[j]) / 2 for i, j in itertools.combinations_with_replacement(range(len(d)), 2)]))
+
+    rng = np.random.default_rng(n)
+    x, y = rng.integers(0, 2, n).astype(float), rng.choice([0.0, 0.5, 1.0], n)
+    d = x - y
+    est, lo, hi = hodges_lehmann(x.tolist(), y.tolist(), n_resamples=40, seed=3)
+    boot_rng = np.random.default_rng(3)
+    boots = [walsh(d[boot_rng.integers(0, n, n)]) for _ in range(40)]
+    assert est == walsh(d)
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(boots, [2.5, 97.5])), abs=1e-12)
+
+
 def test_paired_test_matches_scipy():
     rng = np.random.default_rng(0)
     x = rng.normal(70, 10, 60)

@@ -49,6 +49,22 @@ def _walsh_median(d: np.ndarray) -> float:
     return float(np.median((d[i] + d[j]) / 2.0))
 
 
+def _walsh_median_of_counts(values: np.ndarray, counts: np.ndarray) -> float:
+    """The median of the Walsh averages of a sample given as distinct values and their counts: the same number
+    as `_walsh_median`, in O(k^2) for k distinct values instead of O(n^2) (0/1 scores give k <= 3)."""
+    c = counts.astype(np.float64)
+    k = len(values)
+    i, j = np.triu_indices(k)
+    averages = (values[i] + values[j]) / 2.0
+    weights = np.where(i == j, c[i] * (c[i] + 1) / 2, c[i] * c[j])
+    order = np.argsort(averages, kind="stable")
+    averages, cum = averages[order], np.cumsum(weights[order])
+    total = cum[-1]
+    lo = np.searchsorted(cum, (total - 1) // 2, side="right")  # 0-based positions of the middle element(s)
+    hi = np.searchsorted(cum, total // 2, side="right")
+    return float((averages[lo] + averages[hi]) / 2.0)
+
+
 def hodges_lehmann(x: Sequence[float], y: Sequence[float], *, paired: bool = True, n_resamples: int = 2000,
                    confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
     """Hodges-Lehmann shift of x relative to y, with a percentile bootstrap CI.
@@ -66,8 +82,15 @@ def hodges_lehmann(x: Sequence[float], y: Sequence[float], *, paired: bool = Tru
         if len(xa) != len(ya):
             raise ValueError("paired samples must have the same length")
         d = xa - ya
-        est = _walsh_median(d)
-        boots = [_walsh_median(d[rng.integers(0, len(d), len(d))]) for _ in range(n_resamples)]
+        values, inverse = np.unique(d, return_inverse=True)
+        if len(values) <= 64:  # scores on a few levels (correct/incorrect, rubric points): count, don't pair
+            est = _walsh_median_of_counts(values, np.bincount(inverse, minlength=len(values)))
+            boots = [_walsh_median_of_counts(values, np.bincount(inverse[rng.integers(0, len(d), len(d))],
+                                                                 minlength=len(values)))
+                     for _ in range(n_resamples)]
+        else:
+            est = _walsh_median(d)
+            boots = [_walsh_median(d[rng.integers(0, len(d), len(d))]) for _ in range(n_resamples)]
     else:
         est = float(np.median(np.subtract.outer(xa, ya)))
         boots = [float(np.median(np.subtract.outer(xa[rng.integers(0, len(xa), len(xa))],
