@@ -12,6 +12,7 @@ from ..requests import Request, Result
 from .base import (
     LoadSpec,
     Progress,
+    PromptCount,
     Reservation,
     TokenizingBackend,
     check_engine_args,
@@ -81,6 +82,7 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
         self.llm = LLM(**kwargs)
+        self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._param_cache: dict[Any, Any] = {}
@@ -132,6 +134,9 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         t0 = time.perf_counter()
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(e)) for e in encoded], params,
                                  use_tqdm=False)
+        for o in outs:  # the prefix cache's hits, per request
+            n = len(o.prompt_token_ids or ())
+            self._count.add(n, n - min(n, o.num_cached_tokens or 0))
         return outs, t0, time.perf_counter()
 
     def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
