@@ -25,6 +25,8 @@ from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer
 from .registry import Engine
 
+_SHUTDOWN_GRACE_S = 0.5
+
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
 
@@ -181,7 +183,8 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
             return
         del self.llm
         try:
-            llm.llm_engine.engine_core.shutdown()
+            # The engine process outlives SIGTERM: vLLM waits 5 s by default before it kills it anyway.
+            llm.llm_engine.engine_core.shutdown(timeout=_SHUTDOWN_GRACE_S)
         except Exception:  # noqa: BLE001 - best effort; the process exit frees it anyway
             pass
         del llm
