@@ -30,11 +30,15 @@ def _csv(v: str | None, flag: str = "") -> list[str] | None:
 def cmd_sweep(a: argparse.Namespace) -> int:
     from .config import load_config
     from .sweep import run_sweep
+    from .timings import Timings
 
-    cfg = load_config(a.config)
+    timings = Timings()
+    with timings.stage("config"):
+        cfg = load_config(a.config)
     s = run_sweep(cfg, source=a.config, out_dir=a.out, only=_csv(a.only, "--only"),
                   only_tasks=_csv(a.tasks, "--tasks"),
-                  limit=a.limit, fresh=a.fresh, dry_run=a.dry_run, ray=a.ray)
+                  limit=a.limit, fresh=a.fresh, dry_run=a.dry_run, ray=a.ray,
+                  timings=timings)
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
     return _report_failures(s)

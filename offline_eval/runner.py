@@ -41,15 +41,26 @@ class PhaseStats:
     prompt_tokens: int = 0
     output_tokens: int = 0
     engine_calls: int = 0
+    # Prompt tokens handed to the engine and those it computed (the rest its prefix cache served); None: the
+    # engine cannot say, or nothing ran.
+    prompt_submitted: int | None = None
+    prompt_computed: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def throughput(self) -> dict[str, float]:
+    def prefix_reuse(self) -> dict[str, Any] | None:
+        if self.prompt_submitted is None or self.prompt_computed is None:
+            return None
+        ratio = self.prompt_submitted / self.prompt_computed if self.prompt_computed else None
+        return {"submitted": self.prompt_submitted, "computed": self.prompt_computed,
+                "ratio": round(ratio, 2) if ratio is not None else None}
+
+    def throughput(self) -> dict[str, Any]:
         tokens = self.prompt_tokens + self.output_tokens
         return {"items_per_s": round(self.n_requests / self.wall_s, 3) if self.wall_s > 0 else 0.0,
                 "tokens_per_s": round(tokens / self.wall_s, 1) if self.wall_s > 0 else 0.0,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
                 "wall_s": round(self.wall_s, 3), "load_s": round(self.load_s, 3), "generated": self.n_generated,
-                "cached": self.n_cached}
+                "cached": self.n_cached, **({"prefix_reuse": r} if (r := self.prefix_reuse()) else {})}
 
 
 class Runner:
@@ -79,6 +90,8 @@ class Runner:
             backend = self._get()
             if not was_loaded:
                 stats.load_s = time.perf_counter() - before
+            count = backend.prompt_count
+            start = (count.submitted, count.computed) if count is not None else None
             with engine_errors(phase.name):
                 todo = self._fitting(phase, backend, [(k, phase.requests[first[k]], rjson[first[k]])
                                                       for k in misses], done, first)
@@ -110,6 +123,9 @@ class Runner:
                     stats.n_generated += len(chunk)
             finally:
                 bar.close()
+                if count is not None and start is not None:
+                    stats.prompt_submitted = count.submitted - start[0]
+                    stats.prompt_computed = count.computed - start[1]
 
         results = [done[k] for k in keys]
         stats.n_overflow = sum(1 for r in results if r.finish_reason == "overflow")

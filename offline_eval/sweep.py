@@ -27,10 +27,11 @@ from .memory import PeakMemory, weights_bytes
 from .metrics.ranking import has_score, rank_runs
 from .requests import Phase, Result
 from .results import Records, ResultsFolder, RunEntry, RunKey, TaskReport
-from .runner import Runner
+from .runner import PhaseStats, Runner
 from .store import Store
 from .tasks import load_items, make_task
 from .tasks.base import Item, Task
+from .timings import Timings
 from .verdicts import build as build_verdicts
 
 SUMMARY_VERSION = 1
@@ -69,16 +70,18 @@ def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None
 def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only: list[str] | None = None,
               only_tasks: list[str] | None = None, limit: int | None = None, fresh: bool = False,
               dry_run: bool = False, progress: bool | None = None, log: Log = _stderr,
-              ray: str | None = None) -> dict[str, Any]:
+              ray: str | None = None, timings: Timings | None = None) -> dict[str, Any]:
+    timings = timings or Timings()
     out = Path(out_dir or cfg.output_dir)
     models = [m for m in cfg.models if not only or m.name in only]
     if only and len(models) != len(set(only)):
         missing = set(only) - {m.name for m in models}
         raise InputError(f"--only names models not in the config: {', '.join(sorted(missing))}")
-    data_problems = data_path_problems(cfg, source)
-    if data_problems:
-        raise InputError(data_problems[0])
-    tasks = plan_tasks(cfg, only_tasks, limit, source)
+    with timings.stage("data"):
+        data_problems = data_path_problems(cfg, source)
+        if data_problems:
+            raise InputError(data_problems[0])
+        tasks = plan_tasks(cfg, only_tasks, limit, source)
     index = {id(m): i for i, m in enumerate(cfg.models)}
     loads = [(m, v, c) for m in models for v, c in m.runs()]
     if dry_run:
@@ -91,7 +94,7 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
     with OutputLock(out):
         executor = make_executor(cfg.runner, ray, log, progress)
         try:
-            return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log, executor)
+            return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log, executor, timings)
         finally:
             executor.close()
 
@@ -109,7 +112,7 @@ class _Unit:
 
 def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str, int]], tasks: list[PlannedTask],
                   index: dict[int, int], source: str, fresh: bool, progress: bool | None, log: Log,
-                  executor: Executor) -> dict[str, Any]:
+                  executor: Executor, timings: Timings) -> dict[str, Any]:
     """generate -> evaluate -> compare -> write: records stay in memory between the stages; the store is the
     crash-safe layer, and each output file is written once, at the end."""
     folder = ResultsFolder(out)
@@ -133,7 +136,7 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
             if problem:
                 raise OfflineEvalError(problem)
             _run_model(m, variant, ctx, tasks, unit_store, unit.records, unit.runs, cfg.runner.chunk_size, fresh,
-                       unit_progress, log, executor.loader(m, unit.run, log))
+                       unit_progress, log, executor.loader(m, unit.run, log), timings)
         except InputError as e:
             if e.record is not None:
                 unit.abort = e  # bad data or an overflow under policy 'fail': the user must fix it first
@@ -170,26 +173,38 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
             for entry in unit.runs:
                 _put_run(runs, entry)
         _run_evaluations(tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures,
-                         executor)
+                         executor, timings)
     finally:
         store.close()
-    for key, recs in records.items():
-        folder.write_records(key, recs)
-    everything = _with_earlier_runs(folder, runs, records)
-    summary["runs"] = [r.to_json() for r in runs]
-    summary["task_reports"] = task_reports(runs, everything, tasks)
-    from .report import write_report
+    with timings.stage("records"):
+        for key, recs in records.items():
+            folder.write_records(key, recs)
+    with timings.stage("summary"):
+        everything = _with_earlier_runs(folder, runs, records)
+        summary["runs"] = [r.to_json() for r in runs]
+        summary["task_reports"] = task_reports(runs, everything, tasks)
+        summary["failures"] = failures
+        summary["ablations"] = build_ablations(everything, runs, {t.name: t.task.item_score for t in tasks})
+        summary["noninferiority"] = build_verdicts(cfg.models, cfg.margin, everything, runs,
+                                                   {t.name: t.task for t in tasks})
+        summary["consistency"] = build_consistency(cfg, everything, runs, tasks)
+        summary["leaderboards"] = leaderboards(runs)
+        summary = json_safe(summary)
+    try:
+        with timings.stage("report"):
+            from .report import write_report
 
-    summary["failures"] = failures
-    summary["ablations"] = build_ablations(everything, runs, {t.name: t.task.item_score for t in tasks})
-    summary["noninferiority"] = build_verdicts(cfg.models, cfg.margin, everything, runs,
-                                               {t.name: t.task for t in tasks})
-    summary["consistency"] = build_consistency(cfg, everything, runs, tasks)
-    summary["leaderboards"] = leaderboards(runs)
-    write_json_atomic(folder.summary, summary)
-    summary = json_safe(summary)
-    write_report(out, summary)  # what summary.json holds, without reading it back
+            write_report(out, summary)  # what summary.json holds, without reading it back
+    finally:  # summary.json last, so its timings include the report's; written even if the report fails
+        summary["timings"] = timings.to_dict()  # wall-clock: not reproducible, like each run's "throughput"
+        write_json_atomic(folder.summary, summary)
+    log(f"timings: {_timings_line(summary['timings'])}")
     return summary
+
+
+def _timings_line(t: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k} {v:.1f} s" for k, v in t["by_stage"].items())
+    return f"{t['total_s']:.1f} s in all ({shown}); fixed overhead {t['fixed_s']:.1f} s"
 
 
 def _earlier_runs(summary: dict[str, Any]) -> list[RunEntry]:
@@ -260,13 +275,14 @@ def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any
 
 def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, records: Records,
                runs: list[RunEntry], chunk_size: int, fresh: bool, progress: bool | None, log: Log,
-               load: Callable[[LoadSpec], Backend]) -> None:
+               load: Callable[[LoadSpec], Backend], timings: Timings) -> None:
     run = m.run_name(variant, ctx)
-    spec = m.load_spec(variant, ctx)
-    engine = _LoggingEngine(spec, run, log, store, load)
-    size = weights_bytes(spec.path)
-    try:
+    with timings.stage("prepare", run=run):  # the model files' hash (once per file: the store keeps it)
+        spec = m.load_spec(variant, ctx)
+        engine = _LoggingEngine(spec, run, log, store, load)
+        size = weights_bytes(spec.path)
         runner = Runner(engine, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
+    try:
         for t in tasks:
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
@@ -274,9 +290,11 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 phase = t.task.build(items, setting)
                 with PeakMemory() as mem:
                     results, stats = runner.run(phase)
-                scored = [t.task.score(it, r, setting) for it, r in zip(items, results)]
-                records[RunKey(run, name)] = scored
-                metrics = t.task.aggregate(scored, setting)
+                _phase_timings(timings, "engine_load", "phase", run, name, stats)
+                with timings.stage("scoring", run=run, setting=name):
+                    scored = [t.task.score(it, r, setting) for it, r in zip(items, results)]
+                    records[RunKey(run, name)] = scored
+                    metrics = t.task.aggregate(scored, setting)
                 entry = RunEntry(model=m.name, variant=variant, backend=m.backend, run=run, max_model_len=ctx,
                                  task=t.name, setting=name, options=setting, prompt_format=engine.prompt_format,
                                  n_items=len(scored), primary_metric=t.task.primary_metric, metrics=metrics,
@@ -286,10 +304,29 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 shown = ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy", "faithfulness", "score")
                                   if has_score(metrics.get(k)))
                 pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
-                log(f"[{run}] {name}: {shown or pending}  ({stats.n_generated} generated, {stats.n_cached} "
-                    f"cached, {stats.throughput()['items_per_s']:.1f} items/s)")
+                log(f"[{run}] {name}: {shown or pending}  ({_rate(stats)})")
     finally:
-        engine.close()
+        with timings.stage("close", run=run):
+            engine.close()
+
+
+def _rate(stats: PhaseStats) -> str:
+    """The phase's own rate (an engine start it triggered is shown apart), and what the prefix cache saved."""
+    line = f"{stats.n_generated} generated, {stats.n_cached} cached, {stats.throughput()['items_per_s']:.1f} items/s"
+    reuse = stats.prefix_reuse()
+    if reuse and reuse["ratio"]:
+        line += f", prompt tokens computed 1/{reuse['ratio']:.1f} of submitted"
+    return line + (f"; engine start {stats.load_s:.1f} s" if stats.load_s else "")
+
+
+def _phase_timings(timings: Timings, load: str, stage: str, run: str, setting: str, stats: PhaseStats) -> None:
+    if stats.load_s:
+        timings.add(load, stats.load_s, run=run)
+    info: dict[str, Any] = {"items": stats.n_requests, "generated": stats.n_generated,
+                            "items_per_s": stats.throughput()["items_per_s"]}
+    if (reuse := stats.prefix_reuse()) is not None:
+        info["prefix_reuse"] = reuse
+    timings.add(stage, stats.wall_s, run=run, setting=setting, **info)
 
 
 class _LoggingEngine(LazyBackend):
@@ -321,7 +358,7 @@ class _LoggingEngine(LazyBackend):
 
 def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, runs: list[RunEntry],
                      chunk_size: int, fresh: bool, progress: bool | None, log: Log,
-                     failures: list[dict[str, Any]], executor: Executor) -> None:
+                     failures: list[dict[str, Any]], executor: Executor, timings: Timings) -> None:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
     candidate output of this sweep for every task that lists it."""
     staged: list[tuple[PlannedTask, list[RunEntry], Records, Phase]] = []
@@ -344,12 +381,16 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, r
         run = ev.run_name(variant, ctx)
         n = sum(len(staged[i][3].requests) for i in users)
         log(f"[evaluator] {run}: {n} outputs of {len({e.run for i in users for e in staged[i][1]})} run(s)")
-        engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store, executor.loader(ev, run, log))
-        runner = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh, progress=progress)
+        with timings.stage("prepare", run=run):
+            engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store, executor.loader(ev, run, log))
+            runner = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh,
+                            progress=progress)
         try:
             for i in users:
                 with PeakMemory() as mem:
                     res, stats = runner.run(staged[i][3])
+                _phase_timings(timings, "evaluator_load", "evaluation", run, staged[i][3].name, stats)
+                log(f"[{run}] {staged[i][3].name}: {_rate(stats)}")
                 results[i][run] = res
                 timing[i][run] = {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}
         except OfflineEvalError as e:
@@ -360,17 +401,19 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, r
                 results[i].pop(run, None)
                 timing[i].pop(run, None)
         finally:
-            engine.close()
+            with timings.stage("close", run=run):
+                engine.close()
     for (t, entries, staged_records, phase), by_evaluator, times in zip(staged, results, timing):
-        evaluated = t.task.finish_evaluation(staged_records, phase, by_evaluator)
-        for entry in entries:
-            if entry.key not in evaluated:
-                continue
-            records[entry.key] = evaluated[entry.key]
-            entry.metrics = t.task.aggregate(evaluated[entry.key], entry.options)
-            entry.evaluator = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
-            # Timings live under "throughput" only: everything else in summary.json is reproducible.
-            entry.throughput["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
+        with timings.stage("scoring", setting=phase.name):
+            evaluated = t.task.finish_evaluation(staged_records, phase, by_evaluator)
+            for entry in entries:
+                if entry.key not in evaluated:
+                    continue
+                records[entry.key] = evaluated[entry.key]
+                entry.metrics = t.task.aggregate(evaluated[entry.key], entry.options)
+                entry.evaluator = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
+                # Wall-clock lives under "throughput" and "timings" only: the rest of summary.json is reproducible.
+                entry.throughput["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
 
 
 def task_reports(runs: list[RunEntry], records: Records, tasks: list[PlannedTask]) -> dict[str, TaskReport]:

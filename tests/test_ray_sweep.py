@@ -55,6 +55,7 @@ def _results(out: Path) -> dict[str, bytes]:
 def _summary(out: Path) -> dict:
     s = json.loads((out / "summary.json").read_text())
     s["runs"] = [{k: v for k, v in r.items() if k != "throughput"} for r in s["runs"]]  # wall-clock varies
+    s.pop("timings")  # so does the whole sweep's
     return s
 
 

@@ -58,6 +58,7 @@ def _snapshot(out: Path) -> tuple[dict[str, bytes], dict]:
     results = {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "results").rglob("*.jsonl"))}
     s = json.loads((out / "summary.json").read_text())
     s["runs"] = [{k: v for k, v in r.items() if k != "throughput"} for r in s["runs"]]  # wall-clock varies
+    s.pop("timings")  # so does the whole sweep's
     return results, s
 
 

@@ -61,6 +61,19 @@ class PromptCounter(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass
+class PromptCount:
+    """Prompt tokens handed to the engine and those it actually computed (the rest came from its prefix cache),
+    counted since the engine started."""
+
+    submitted: int = 0
+    computed: int = 0
+
+    def add(self, submitted: int, computed: int) -> None:
+        self.submitted += submitted
+        self.computed += computed
+
+
 class Backend(ABC):
     """The engine contract: generate, choice_logprobs and close. Tokenization is a separate capability
     (TokenizingBackend): an engine without a local tokenizer (a server) still fits."""
@@ -70,6 +83,7 @@ class Backend(ABC):
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec
         self.max_model_len = spec.max_model_len
+        self.prompt_count: PromptCount | None = None  # None: this engine cannot say what its cache saved
 
     @property
     def fingerprint(self) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..constraints import Choice, JsonSchema, Regex
 from ..requests import Request, Result
-from .base import LoadSpec, Progress, PromptCounter, TokenizingBackend, check_engine_args
+from .base import LoadSpec, Progress, PromptCount, PromptCounter, TokenizingBackend, check_engine_args
 from .chat import choose_template, render_chat, render_plain
 from .registry import Engine
 
@@ -45,6 +45,8 @@ class FakeBackend(TokenizingBackend):
         self.logprobs: dict[str, float] = dict(args.get("logprobs") or {})
         self.template = choose_template(spec.chat_template, None)
         self.calls: list[int] = []  # batch sizes, so tests can check batching
+        self.prompt_count = self._count = PromptCount()
+        self._previous = b""  # a one-sequence cache as llama.cpp keeps: the prefix shared with it is not computed
 
     def render(self, request: Request) -> str:
         if request.messages is None:
@@ -71,6 +73,7 @@ class FakeBackend(TokenizingBackend):
         out = []
         for r in requests:
             prompt = self.render(r)
+            self._cache(prompt.encode("utf-8"))
             text = _constrained(self._answer(prompt), r)
             ids = text.encode("utf-8")
             finish = "stop"
@@ -88,11 +91,19 @@ class FakeBackend(TokenizingBackend):
         scores = {c: float(self.logprobs.get(c, -math.log(len(choices)))) for c in choices}
         out = []
         for r in requests:
+            self._cache(self.render(r).encode("utf-8"))
             out.append(Result(text=max(choices, key=lambda c: scores[c]),
                               prompt_tokens=len(self.render(r).encode("utf-8")), logprobs=dict(scores)))
             if progress:
                 progress(1)
         return out
+
+
+    def _cache(self, prompt: bytes) -> None:
+        shared = next((i for i, (a, b) in enumerate(zip(self._previous, prompt)) if a != b),
+                      min(len(self._previous), len(prompt)))
+        self._count.add(len(prompt), len(prompt) - min(shared, max(len(prompt) - 1, 0)))
+        self._previous = prompt
 
 
 def _constrained(text: str, r: Request) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import LoadSpec, Progress, TokenizingBackend, check_engine_args, hf_vocab_bytes
+from .base import LoadSpec, Progress, PromptCount, TokenizingBackend, check_engine_args, hf_vocab_bytes
 from .chat import choose_template, hf_encode, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer
@@ -57,6 +57,7 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._compiler: Any = None
+        self.prompt_count = self._count = PromptCount()  # no cache across calls: every prompt token is computed
 
     def render(self, r: Request) -> str:
         return hf_render(self.tokenizer, self.chat_template, r)
@@ -108,6 +109,8 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
         eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
         for s, constraint, idx in self._batches(requests, encoded):
             ids, mask = self._pad([list(encoded[i]) for i in idx])
+            n = sum(len(encoded[i]) for i in idx)
+            self._count.add(n, n)
             t0 = time.perf_counter()
             kw: dict[str, Any] = dict(max_new_tokens=s.max_tokens, pad_token_id=self.tokenizer.pad_token_id,
                                       eos_token_id=list(eos_ids),
@@ -141,6 +144,8 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
         for k in range(0, len(encoded), bs):
             chunk = [list(e) for e in encoded[k:k + bs]]
             ids, mask = self._pad(chunk)
+            n = sum(len(e) for e in chunk)
+            self._count.add(n, n)
             t0 = time.perf_counter()
             with self.torch.inference_mode():
                 logits = self.model(input_ids=ids, attention_mask=mask).logits[:, -1, :].float()

@@ -18,6 +18,7 @@ from ..requests import Request, Result
 from .base import (
     LoadSpec,
     Progress,
+    PromptCount,
     PromptCounter,
     Reservation,
     TokenizingBackend,
@@ -63,6 +64,15 @@ class LlamaCppBackend(TokenizingBackend):
         check_engine_args(spec, signature_params(Llama.__init__), _RESERVED)
         kwargs.update(spec.engine_args)
         self.llm = Llama(**kwargs)
+        self.prompt_count = self._count = PromptCount()
+        self._evaluated: list[int] = []  # tokens per eval() call: a completion's first call is its prompt suffix
+        evaluate = self.llm.eval
+
+        def counting_eval(tokens: Sequence[int]) -> None:
+            self._evaluated.append(len(tokens))
+            evaluate(tokens)
+
+        setattr(self.llm, "eval", counting_eval)  # noqa: B010 - an instance attribute shadows the method
         meta = self.llm.metadata
         # None: the plain prompt format (chat_template none, or auto on a GGUF without a template)
         self.chat_template = choose_template(spec.chat_template, meta.get("tokenizer.chat_template"))
@@ -121,10 +131,13 @@ class LlamaCppBackend(TokenizingBackend):
         for r, ids in zip(requests, encoded):
             s = r.sampling
             t0 = time.perf_counter()
+            self._evaluated.clear()
             resp = self.llm.create_completion(prompt=list(ids), max_tokens=s.max_tokens, temperature=s.temperature,
                                               top_p=s.top_p, seed=s.seed, grammar=self._grammar(r))
             t1 = time.perf_counter()
             ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
+            # llama.cpp re-evaluates only what follows the prefix this prompt shares with the previous one
+            self._count.add(len(ids), self._evaluated[0] if self._evaluated else len(ids))
             out.append(Result(text=ch["text"], finish_reason=ch.get("finish_reason") or "stop",
                               prompt_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
                               latency_s=round(t1 - t0, 6)))
@@ -172,6 +185,7 @@ class LlamaCppBackend(TokenizingBackend):
                 break
             keep += 1
         llm.n_tokens = min(keep, len(tokens) - 1)  # at least one token must be evaluated to get logits
+        self._count.add(len(tokens), len(tokens) - llm.n_tokens)
         llm.eval(tokens[llm.n_tokens:])
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()
 

@@ -12,6 +12,7 @@ from ..requests import Request, Result
 from .base import (
     LoadSpec,
     Progress,
+    PromptCount,
     Reservation,
     TokenizingBackend,
     check_engine_args,
@@ -23,6 +24,8 @@ from .chat import adds_special_tokens, choose_template, hf_own_template, hf_rend
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer
 from .registry import Engine
+
+_SHUTDOWN_GRACE_S = 0.5
 
 # Structured outputs crash on the V2 model runner (vllm issue 51283).
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
@@ -81,6 +84,7 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
         self.llm = LLM(**kwargs)
+        self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._param_cache: dict[Any, Any] = {}
@@ -132,6 +136,9 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         t0 = time.perf_counter()
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(e)) for e in encoded], params,
                                  use_tqdm=False)
+        for o in outs:  # the prefix cache's hits, per request
+            n = len(o.prompt_token_ids or ())
+            self._count.add(n, n - min(n, o.num_cached_tokens or 0))
         return outs, t0, time.perf_counter()
 
     def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
@@ -176,7 +183,8 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
             return
         del self.llm
         try:
-            llm.llm_engine.engine_core.shutdown()
+            # The engine process outlives SIGTERM: vLLM waits 5 s by default before it kills it anyway.
+            llm.llm_engine.engine_core.shutdown(timeout=_SHUTDOWN_GRACE_S)
         except Exception:  # noqa: BLE001 - best effort; the process exit frees it anyway
             pass
         del llm

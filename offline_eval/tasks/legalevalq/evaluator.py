@@ -23,11 +23,13 @@ def schema(comment_max_chars: int = 1200) -> dict[str, Any]:
 
 
 def user_message(query: str, answer: str, resource: str | None = None) -> str:
+    """The question, its resource and the output format first, the answer last: every candidate's message on one
+    question shares everything up to the answer, so the engine reuses that prefix."""
     parts = [f"【質問】\n{query}"]
     if resource:
         parts.append(f"【参考資料】\n{resource}")
+    parts.append("最後の【回答】を批評し、JSON で {\"comment\": 批評, \"conclusion\": 八段階の結論} を出力してください。")
     parts.append(f"【回答】\n{answer}")
-    parts.append("JSON で {\"comment\": 批評, \"conclusion\": 八段階の結論} を出力してください。")
     return "\n\n".join(parts)
 
 
