@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend, LazyBackend, LoadSpec
 from .backends.chat import model_prompt_format
@@ -33,6 +33,9 @@ from .tasks import load_items, make_task
 from .tasks.base import Item, Task
 from .timings import Timings
 from .verdicts import build as build_verdicts
+
+if TYPE_CHECKING:
+    from .report.inputs import ItemInputs
 
 SUMMARY_VERSION = 1
 Log = Callable[[str], None]
@@ -194,7 +197,8 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
         with timings.stage("report"):
             from .report import write_report
 
-            write_report(out, summary)  # what summary.json holds, without reading it back
+            # What summary.json holds, without reading it back, and the prompts and diffs only the items hold.
+            write_report(out, summary, browser_inputs(tasks, everything))
     finally:  # summary.json last, so its timings include the report's; written even if the report fails
         summary["timings"] = timings.to_dict()  # wall-clock: not reproducible, like each run's "throughput"
         write_json_atomic(folder.summary, summary)
@@ -205,6 +209,28 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
 def _timings_line(t: dict[str, Any]) -> str:
     shown = ", ".join(f"{k} {v:.1f} s" for k, v in t["by_stage"].items())
     return f"{t['total_s']:.1f} s in all ({shown}); fixed overhead {t['fixed_s']:.1f} s"
+
+
+def browser_inputs(tasks: list[PlannedTask], records: Records) -> ItemInputs:
+    """Each setting's prompts (built again: the same for every run) and the tasks' diffs, for the report's item
+    browser; never written to the results files."""
+    inputs = ItemInputs()
+    for t in tasks:
+        for setting in t.task.settings():
+            name = t.task.setting_name(setting)
+            keys = [k for k in records if k.setting == name]
+            if not keys:
+                continue
+            items = t.task.setting_items(t.items, setting)
+            ids = [str(it["id"]) for it in items]
+            inputs.add_phase(name, ids, t.task.build(items, setting))
+            by_id = dict(zip(ids, items))
+            for key in keys:
+                for rec in records[key]:
+                    item = by_id.get(str(rec.get("id")))
+                    if item is not None:
+                        inputs.add_diffs(key, str(rec.get("id")), t.task.browser_diffs(item, rec))
+    return inputs
 
 
 def _earlier_runs(summary: dict[str, Any]) -> list[RunEntry]:

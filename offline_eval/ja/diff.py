@@ -157,3 +157,36 @@ def merged_ops(ops: list[Op]) -> list[Op]:
         else:
             out.append(op)
     return out
+
+
+def diff_segments(d: TextDiff, context: int = 40, max_chars: int = 4000) -> list[list[str]]:
+    """The diff compactly, for display: [[op, text], ...] with op "=" (kept; long stretches cut to `context`
+    characters either side of a change, the cut marked "…"), "-" deleted, "+" inserted; past `max_chars`
+    characters the rest is one "…" segment saying how many changes it holds."""
+    ops = merged_ops(d.ops)
+    if all(op[0] == "equal" for op in ops):
+        return []
+    out: list[list[str]] = []
+    size = 0
+    for k, (t, a1, a2, b1, b2) in enumerate(ops):
+        if size > max_chars:
+            rest = sum(1 for op in ops[k:] if op[0] != "equal")
+            out.append(["…", f"({rest} more changes)" if rest else ""])
+            break
+        if t == "equal":
+            s = d.a[a1:a2]
+            head = s[:context] if k > 0 else ""
+            tail = s[-context:] if k < len(ops) - 1 else ""
+            if len(s) <= len(head) + len(tail) + 1:
+                out.append(["=", s])
+            else:
+                out += [x for x in (["=", head], ["…", ""], ["=", tail]) if x[1] or x[0] == "…"]
+            size += len(head) + len(tail)
+            continue
+        if t in ("delete", "replace"):
+            out.append(["-", d.a[a1:a2]])
+            size += a2 - a1
+        if t in ("insert", "replace"):
+            out.append(["+", d.b[b1:b2]])
+            size += b2 - b1
+    return out

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ..results import ResultsFolder, RunKey
+from .inputs import ItemInputs
 from .tables import task_class
 
 INLINE_LIMIT = 20 * 2**20  # bytes of item data inlined in report.html; more goes to the sidecar
@@ -20,9 +21,12 @@ def _text(v: Any) -> str:
     return s if len(s) <= OUTPUT_CHARS else s[:OUTPUT_CHARS] + f"… ({len(s) - OUTPUT_CHARS} more characters)"
 
 
-def browser_data(folder: ResultsFolder, summary: dict[str, Any]) -> dict[str, Any] | None:
-    """{"runs", "settings", "rows": [[id, setting index, group, gold, {run index: [output, parsed, correct,
-    extra]}]]} from the results files of the summary's runs (None: no records)."""
+def browser_data(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | None = None
+                 ) -> dict[str, Any] | None:
+    """{"runs", "settings", "texts", "rows": [[id, setting index, group, gold, {run index: [output, parsed,
+    correct, extra(, focused, diffs)]}, prompts]]} from the results files of the summary's runs (None: no records);
+    prompts ([prompt, focused prompt or null], paragraphs indexing "texts") and diffs come from the sweep's
+    `inputs`, null and absent without them."""
     entries = summary.get("runs") or []
     runs = sorted({r["run"] for r in entries})
     settings = sorted({r["setting"] for r in entries})
@@ -35,14 +39,23 @@ def browser_data(folder: ResultsFolder, summary: dict[str, Any]) -> dict[str, An
         s, ri = settings.index(r["setting"]), str(runs.index(r["run"]))
         for rec in recs:
             v = view(rec)
-            row = rows.setdefault((s, str(rec.get("id"))), [str(rec.get("id")), s, v.get("group"),
-                                                            _text(rec.get("gold")), {}])
+            item_id = str(rec.get("id"))
+            row = rows.get((s, item_id))
+            if row is None:
+                prompt = inputs.prompts.get(r["setting"], {}).get(item_id) if inputs else None
+                row = rows[(s, item_id)] = [item_id, s, v.get("group"), _text(rec.get("gold")), {}, prompt]
             ok = v.get("correct")
-            row[4][ri] = [_text(rec.get("output") or ""), _text(rec.get("parsed")), None if ok is None else int(ok),
-                          {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None}]
+            answer: list[Any] = [_text(rec.get("output") or ""), _text(rec.get("parsed")),
+                                 None if ok is None else int(ok),
+                                 {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None}]
+            diffs = inputs.diffs.get(RunKey(r["run"], r["setting"]), {}).get(item_id) if inputs else None
+            if v.get("focused") or diffs:
+                answer += [int(bool(v.get("focused"))), diffs or {}]
+            row[4][ri] = answer
     if not rows:
         return None
-    return {"runs": runs, "settings": settings, "rows": [rows[k] for k in sorted(rows)]}
+    return {"runs": runs, "settings": settings, "texts": inputs.texts if inputs else [],
+            "rows": [rows[k] for k in sorted(rows)]}
 
 
 def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
@@ -62,8 +75,8 @@ def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
         where = (f"<p>The item data ({len(payload.encode('utf-8')) / 2**20:.0f} MB) is in {SIDECAR} next to this "
                  f"report: keep the two files together.</p>")
     return (f'<details id="browser"><summary>Item browser</summary>{where}'
-            '<p>Filter the items, then click one to see every run\'s answer side by side. Prompts are not kept in '
-            'the results files (the store holds them).</p><div id="filters">'
+            '<p>Filter the items, then click one to see its prompt (collapsed) and every run\'s answer side by '
+            f'side.{"" if data.get("texts") else _NO_PROMPTS}</p><div id="filters">'
             '<label>run <select id="f-run"></select></label> <label>setting <select id="f-setting"></select>'
             '</label> <label>group <select id="f-group"></select></label> <label>answer <select id="f-answer">'
             '<option value="all">all</option><option value="correct">correct</option>'
@@ -72,6 +85,9 @@ def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
             '</tbody></table><button id="more" type="button">show more</button><div id="item-detail"></div>'
             f"</details>{loader}<script>{_JS}</script>")
 
+
+_NO_PROMPTS = (" This report was rendered from the results files, which do not keep prompts: the sweep's own report "
+               "shows them.")
 
 _JS = """
 (function () {
@@ -134,6 +150,25 @@ _JS = """
     var h = document.createElement('h3');
     h.textContent = r[0] + ' (' + D.settings[r[1]] + ')  gold: ' + r[3];
     box.appendChild(h);
+    var prompt = function (p, title) {
+      var d = document.createElement('details'), s = document.createElement('summary');
+      var text = p.map(function (m) {
+        return '[' + m[0] + ']\n' + m.slice(1).map(function (i) { return D.texts[i]; }).join('\n\n');
+      }).join('\n\n');
+      d.className = 'prompt';
+      s.textContent = title + ' (' + text.length + ' characters)';
+      var pre = document.createElement('pre'); pre.textContent = text; pre.style.whiteSpace = 'pre-wrap';
+      d.appendChild(s); d.appendChild(pre); box.appendChild(d);
+    };
+    var runs = visibleRuns().filter(function (i) { return r[4][i]; });
+    if (r[5]) {
+      var focused = runs.filter(function (i) { return r[4][i][4] === 1; });
+      prompt(r[5][0], 'prompt' + (focused.length ? ' (in full)' : ''));
+      if (r[5][1] && focused.length) {
+        prompt(r[5][1], 'focused prompt, the statutes cut to their changed articles (overflow policy focus), ' +
+               'given to ' + focused.map(function (i) { return D.runs[i]; }).join(', '));
+      }
+    }
     var t = document.createElement('table'), tr = t.insertRow();
     visibleRuns().forEach(function (i) {
       var a = r[4][i];
@@ -148,7 +183,19 @@ _JS = """
       add('raw output', a[0]);
       add('parsed', a[1]);
       add('gold', r[3]);
+      if (a[4] === 1) { add('prompt', 'focused: the full prompt did not fit, this run got the shorter one'); }
       Object.keys(a[3]).forEach(function (k) { add(k, a[3][k]); });
+      Object.keys(a[5] || {}).forEach(function (k) {
+        var b = document.createElement('b'); b.textContent = k; td.appendChild(b);
+        var p = document.createElement('pre'); p.className = 'diff'; p.style.whiteSpace = 'pre-wrap';
+        a[5][k].forEach(function (seg) {
+          var e = document.createElement(seg[0] === '+' ? 'ins' : seg[0] === '-' ? 'del' : 'span');
+          e.textContent = seg[0] === '\u2026' ? ' \u2026' + seg[1] + '\u2026 ' : seg[1];
+          if (seg[0] === '\u2026') { e.className = 'elided'; }
+          p.appendChild(e);
+        });
+        td.appendChild(p);
+      });
     });
     box.appendChild(t);
   };

@@ -16,6 +16,7 @@ from ..results import ResultsFolder
 from .browser import browser_data, browser_html
 from .first import leaderboard_matrices, verdict_tables
 from .glance import glance
+from .inputs import ItemInputs
 from .plots import Plot, all_plots, pareto
 from .tables import Table, detail_sections
 
@@ -61,7 +62,8 @@ _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:90em}table{b
         "th.asc::after{content:' \\25B2'}th.desc::after{content:' \\25BC'}"
         "td.v-ni{background:#d9f2d9}td.v-inf{background:#f8d0cc}td.v-inc{background:#fdf0c2}td.v-ref{color:#555}"
         "details{margin:.5em 0;border-left:3px solid #ddd;padding-left:1em}summary{font-size:1.2em;cursor:pointer}"
-        ".first{border-bottom:2px solid #888;margin-bottom:1em}")
+        ".first{border-bottom:2px solid #888;margin-bottom:1em}details.prompt summary{font-size:1em}"
+        "ins{background:#c8efc8;text-decoration:none}del{background:#f8d0cc}.elided{color:#888}")
 
 # Click a header to sort its table (numbers by value, text otherwise; again to reverse).
 _SORT_JS = """
@@ -121,9 +123,10 @@ def _check_summary(summary: object, path: Path) -> None:
             raise InputError("expected {run, reason}", file=str(path), record=i, field=f"failures.{i}")
 
 
-def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None) -> Path:
+def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None,
+                 inputs: ItemInputs | None = None) -> Path:
     """report.md, report.html and plots/ for a sweep's summary (read from OUT/summary.json when not given:
-    `offline-eval report DIR`)."""
+    `offline-eval report DIR`); `inputs`, from the sweep, adds the prompts and diffs to the item browser."""
     folder = ResultsFolder(Path(out_dir))
     out, p = folder.root, folder.summary
     if summary is None:
@@ -135,7 +138,7 @@ def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None) -> 
             raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
         _check_summary(summary, p)
     assert summary is not None
-    _write(folder, summary)
+    _write(folder, summary, inputs)
     return folder.report_md
 
 
@@ -143,7 +146,7 @@ def _anchor(i: int) -> str:
     return f"d{i}"
 
 
-def _write(folder: ResultsFolder, summary: dict[str, Any]) -> None:
+def _write(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | None) -> None:
     sections = detail_sections(summary)
     failures = summary.get("failures") or []
     top = verdict_tables(summary) + leaderboard_matrices(summary)
@@ -153,7 +156,7 @@ def _write(folder: ResultsFolder, summary: dict[str, Any]) -> None:
     for plot in ([front] if front else []) + plots:
         (folder.plots / f"{plot.name}.png").write_bytes(plot.png)
     first = glance(summary)
-    items = browser_data(folder, summary)
+    items = browser_data(folder, summary, inputs)
     toc = [("browser", "Item browser")] if items else []
     toc += [(_anchor(i), title) for i, (title, _) in enumerate(sections)]
     if plots:

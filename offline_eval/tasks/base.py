@@ -135,8 +135,15 @@ class Task(ABC):
     @classmethod
     def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
         """The report's item browser on one record: `group` (a filter, e.g. the subject), `correct` (True, False,
-        or None where answers are graded, not right or wrong) and `extra` ({label: text} shown with the answer)."""
+        or None where answers are graded, not right or wrong), `extra` ({label: text} shown with the answer) and
+        optionally `focused` (True: the run got the item's shorter fallback prompt, overflow policy 'focus')."""
         return {"group": None, "correct": None, "extra": {}}
+
+    def browser_diffs(self, item: Item, record: dict[str, Any]) -> dict[str, list[list[str]]]:
+        """Diffs the item browser draws beside one run's answer, needing the item (e.g. a revised contract
+        against the input one): {label: [[op, text], ...]}, op "=" kept, "+" inserted, "-" deleted, "…" elided
+        (offline_eval.ja.show.diff_segments makes them). Called by the sweep, which holds the items."""
+        return {}
 
     @classmethod
     def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:

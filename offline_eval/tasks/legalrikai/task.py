@@ -73,7 +73,19 @@ class LegalRikaiTask(Task):
                 extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
         if record.get("checks"):
             extra["checks against the input contract"] = {k: v for k, v in record["checks"].items() if k != "defects"}
-        return {"group": record.get("subtask"), "correct": None, "extra": extra}
+        return {"group": record.get("subtask"), "correct": None, "extra": extra,
+                "focused": record.get("input") == "focused"}
+
+    def browser_diffs(self, item: Item, record: dict[str, Any]) -> dict[str, list[list[str]]]:
+        """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
+        if record.get("checks") is None or "contract" not in item:
+            return {}
+        from ...ja.diff import diff_segments, diff_texts
+        from .outputs import strip_fences
+
+        revised = record["revised"] if "revised" in record else strip_fences(record.get("output") or "")
+        return {"diff against the input contract": diff_segments(diff_texts(item["contract"], revised,
+                                                                            with_morphemes=False))}
 
     @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
