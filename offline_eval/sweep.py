@@ -214,6 +214,8 @@ def _timings_line(t: dict[str, Any]) -> str:
 def browser_inputs(tasks: list[PlannedTask], records: Records) -> ItemInputs:
     """Each setting's prompts (built again: the same for every run) and the tasks' diffs, for the report's item
     browser; never written to the results files."""
+    from .report.inputs import ItemInputs
+
     inputs = ItemInputs()
     for t in tasks:
         for setting in t.task.settings():

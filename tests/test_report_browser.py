@@ -4,12 +4,15 @@ Screenshots go to the test's output folder."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 from test_verdicts import _config
+
+from offline_eval.tasks.jbeqa.task import SYSTEM_PROMPT
 
 
 def _sweep(tmp: Path) -> Path:
@@ -85,9 +88,77 @@ def test_report_in_headless_chromium(tmp_path):
         page.locator("#items tbody tr").first.click()
         detail = page.locator("#item-detail").inner_text()
         assert detail.count("raw output") == 6 and "m.fake.broken.ctx4096" in detail
+        # The prompt is collapsed; a click shows it.
+        item = page.locator("#item-detail h3").inner_text().split(" ")[0]
+        prompt = page.locator("#item-detail details.prompt pre")
+        assert prompt.count() == 1 and not prompt.is_visible()
+        page.locator("#item-detail details.prompt summary").click()
+        assert prompt.is_visible() and prompt.inner_text().startswith("[system]\n" + SYSTEM_PROMPT)
+        assert _question(item) in prompt.inner_text()
         page.locator("#browser").screenshot(path=str(tmp_path / "item_browser.png"))
+        # A revision item: each run's revised contract against the input one, the inserted article marked.
+        page.goto(_revision_sweep(tmp_path / "rikai").joinpath("report.html").as_uri())
+        page.locator("#browser summary").click()
+        page.locator("#items tbody tr").first.click()
+        assert page.locator("#item-detail ins").first.inner_text().startswith(_INSERTED.strip()[:10])
+        assert "diff against the input contract" in page.locator("#item-detail").inner_text()
+        page.locator("#browser").screenshot(path=str(tmp_path / "revision_diff.png"))
         browser.close()
     assert errors == []
+
+
+def _question(item_id: str) -> str:
+    from test_verdicts import DATA
+
+    rows = [json.loads(x) for x in (DATA / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    return next(r["question"] for r in rows if r["id"] == item_id)
+
+
+_INSERTED = "\n## 第99条（追加条項）\n乙は、本契約の履行状況を毎月甲に報告する。\n"
+
+
+def _revision_sweep(tmp: Path) -> Path:
+    """LegalRikai ReqRev on the fake engine, answering the first contract with one article added."""
+    from conftest import ROOT
+
+    from offline_eval.config import load_config
+    from offline_eval.sweep import run_sweep
+
+    tmp.mkdir()
+    data = ROOT / "data" / "legalrikai"
+    contract = json.loads((data / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()[0])["contract"]
+    (tmp / "w.bin").write_text("fake weights")
+    cfg = tmp / "m.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "output_dir": str(tmp / "out"),
+        "models": [{"name": "m", "backend": "fake", "path": str(tmp / "w.bin"), "max_model_len": 8192,
+                    "options": {"default": contract.rstrip("\n") + "\n" + _INSERTED}}],
+        "tasks": {"legalrikai": {"data": {"reqrev": str(data / "reqrev.jsonl")}, "limit": 1}}}, allow_unicode=True))
+    run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
+    return tmp / "out"
+
+
+def test_prompts_are_kept_once_per_line():
+    from offline_eval.report.inputs import ItemInputs
+    from offline_eval.requests import Phase, Request
+
+    system, shot, answer = "あなたは法律の専門家です。", "例題：民法第1条は…\n\n正誤を答えよ。", "1"
+    def chat(q: str) -> Request:
+        return Request.chat([{"role": "system", "content": system}, {"role": "user", "content": shot},
+                             {"role": "assistant", "content": answer}, {"role": "user", "content": q}])
+    qs = ["問1：契約は口頭でも成立する。\n\n正誤を答えよ。", "問2：未成年者の法律行為は常に無効である。"]
+    inputs = ItemInputs()
+    inputs.add_phase("s.4shot", ["a", "b"], Phase("s", [chat(q) for q in qs], ["a", "b"],
+                                                  fallbacks=[Request.chat([{"role": "user", "content": qs[0]}]),
+                                                             None]))
+    inputs.add_phase("s.0shot", ["a"], Phase("s", [Request(prompt=qs[0])], ["a"]))
+    # each distinct line once: the shot's last line is also the first question's; "" is the blank line
+    assert inputs.texts == [system, "例題：民法第1条は…", "", "正誤を答えよ。", answer, "問1：契約は口頭でも成立する。",
+                            "問2：未成年者の法律行為は常に無効である。"]
+    a, focused = inputs.prompts["s.4shot"]["a"]
+    assert inputs.decode(a) == [("system", system), ("user", shot), ("assistant", answer), ("user", qs[0])]
+    assert inputs.decode(focused) == [("user", qs[0])] and inputs.prompts["s.4shot"]["b"][1] is None
+    assert inputs.prompts["s.0shot"]["a"] == [[["prompt", 5, 2, 3]], None]
 
 
 def test_item_data_past_the_limit_goes_to_a_sidecar(tmp_path, monkeypatch):

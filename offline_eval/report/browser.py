@@ -25,7 +25,7 @@ def browser_data(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInp
                  ) -> dict[str, Any] | None:
     """{"runs", "settings", "texts", "rows": [[id, setting index, group, gold, {run index: [output, parsed,
     correct, extra(, focused, diffs)]}, prompts]]} from the results files of the summary's runs (None: no records);
-    prompts ([prompt, focused prompt or null], paragraphs indexing "texts") and diffs come from the sweep's
+    prompts ([prompt, focused prompt or null], lines indexing "texts") and diffs come from the sweep's
     `inputs`, null and absent without them."""
     entries = summary.get("runs") or []
     runs = sorted({r["run"] for r in entries})
@@ -86,8 +86,8 @@ def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
             f"</details>{loader}<script>{_JS}</script>")
 
 
-_NO_PROMPTS = (" This report was rendered from the results files, which do not keep prompts: the sweep's own report "
-               "shows them.")
+_NO_PROMPTS = (" This report was rendered from the results files, which keep neither prompts nor the diffs against "
+               "input contracts: the sweep's own report shows them.")
 
 _JS = """
 (function () {
@@ -153,8 +153,8 @@ _JS = """
     var prompt = function (p, title) {
       var d = document.createElement('details'), s = document.createElement('summary');
       var text = p.map(function (m) {
-        return '[' + m[0] + ']\n' + m.slice(1).map(function (i) { return D.texts[i]; }).join('\n\n');
-      }).join('\n\n');
+        return '[' + m[0] + ']\\n' + m.slice(1).map(function (i) { return D.texts[i]; }).join('\\n');
+      }).join('\\n\\n');
       d.className = 'prompt';
       s.textContent = title + ' (' + text.length + ' characters)';
       var pre = document.createElement('pre'); pre.textContent = text; pre.style.whiteSpace = 'pre-wrap';
@@ -190,8 +190,8 @@ _JS = """
         var p = document.createElement('pre'); p.className = 'diff'; p.style.whiteSpace = 'pre-wrap';
         a[5][k].forEach(function (seg) {
           var e = document.createElement(seg[0] === '+' ? 'ins' : seg[0] === '-' ? 'del' : 'span');
-          e.textContent = seg[0] === '\u2026' ? ' \u2026' + seg[1] + '\u2026 ' : seg[1];
-          if (seg[0] === '\u2026') { e.className = 'elided'; }
+          e.textContent = seg[0] === '\\u2026' ? ' \\u2026' + seg[1] + '\\u2026 ' : seg[1];
+          if (seg[0] === '\\u2026') { e.className = 'elided'; }
           p.appendChild(e);
         });
         td.appendChild(p);

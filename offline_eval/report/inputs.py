@@ -1,7 +1,8 @@
 """What the item browser shows beside the results files, handed over by the sweep in memory: each setting's
 prompt per item (the same for every run of the setting, so kept once), and the task's per-record views that
-need the item (e.g. a revision's diff against the input contract). Prompt text is split into paragraphs and
-each distinct paragraph is stored once: few-shot exemplars and shared statutes cost their length once."""
+need the item (e.g. a revision's diff against the input contract). Prompt text is split into lines and each
+distinct line is stored once: few-shot exemplars, a lead-in shared by a question's statements and shared
+statute articles cost their length once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from ..requests import Phase, Request
 from ..results import RunKey
 
-# A prompt: [[role, paragraph index, ...], ...]; a raw (non-chat) prompt has the role "prompt".
+# A prompt: [[role, line index, ...], ...]; a raw (non-chat) prompt has the role "prompt".
 Prompt = list[list[Any]]
 # A diff as the browser draws it: [[op, text], ...], op "=" kept, "+" inserted, "-" deleted, "…" elided.
 Segments = list[list[str]]
@@ -35,10 +36,10 @@ class ItemInputs:
 
     def encode(self, request: Request) -> Prompt:
         msgs = request.messages if request.messages is not None else (("prompt", request.prompt or ""),)
-        return [[role, *(self._intern(p) for p in content.split("\n\n"))] for role, content in msgs]
+        return [[role, *(self._intern(p) for p in content.split("\n"))] for role, content in msgs]
 
     def decode(self, prompt: Prompt) -> list[tuple[str, str]]:
-        return [(m[0], "\n\n".join(self.texts[i] for i in m[1:])) for m in prompt]
+        return [(m[0], "\n".join(self.texts[i] for i in m[1:])) for m in prompt]
 
     def add_phase(self, setting: str, ids: list[str], phase: Phase) -> None:
         """Each item's request (and its focused fallback) of the setting's phase, in item order."""
