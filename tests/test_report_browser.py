@@ -100,7 +100,7 @@ def test_report_in_headless_chromium(tmp_path):
         page.goto(_revision_sweep(tmp_path / "rikai").joinpath("report.html").as_uri())
         page.locator("#browser summary").click()
         page.locator("#items tbody tr").first.click()
-        assert page.locator("#item-detail ins").first.inner_text().startswith(_INSERTED.strip()[:10])
+        assert "第99条（追加条項）" in page.locator("#item-detail ins").first.inner_text()
         assert "diff against the input contract" in page.locator("#item-detail").inner_text()
         page.locator("#browser").screenshot(path=str(tmp_path / "revision_diff.png"))
         browser.close()
@@ -131,9 +131,10 @@ def _revision_sweep(tmp: Path) -> Path:
     cfg = tmp / "m.yaml"
     cfg.write_text(yaml.safe_dump({
         "output_dir": str(tmp / "out"),
-        "models": [{"name": "m", "backend": "fake", "path": str(tmp / "w.bin"), "max_model_len": 8192,
-                    "options": {"default": contract.rstrip("\n") + "\n" + _INSERTED}}],
-        "tasks": {"legalrikai": {"data": {"reqrev": str(data / "reqrev.jsonl")}, "limit": 1}}}, allow_unicode=True))
+        "models": [{"name": "m", "backend": "fake", "path": str(tmp / "w.bin"), "max_model_len": 32768,
+                    "variants": {"f16": {"options": {"default": contract.rstrip("\n") + "\n" + _INSERTED}}}}],
+        "tasks": {"legalrikai": {"data": {"reqrev": str(data / "reqrev.jsonl")}, "limit": 1, "max_tokens": 6000}}},
+        allow_unicode=True))
     run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
     return tmp / "out"
 
