@@ -52,6 +52,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                 if key not in lengths:
                     lengths[key] = count(phase.requests)
                 counted = lengths[key]
+                ctx = ctx or count.context()  # 0: the length a server reports
                 extra = [tokens_needed(0, r, phase.method) for r in phase.requests]
                 if counted is None:
                     out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests), None, sum(extra),
@@ -92,6 +93,12 @@ class _LazyCounter:
         if not self.opened:
             self.counter, self.opened = prompt_counter(self.spec), True
         return None if self.counter is None else [len(ids) for ids in self.counter.encode(requests)]
+
+    def context(self) -> int:
+        """The context length the counter's engine reports (a server's), 0 if none."""
+        if not self.opened:
+            self.counter, self.opened = prompt_counter(self.spec), True
+        return int(getattr(self.counter, "max_model_len", 0) or 0)
 
     def close(self) -> None:
         if self.counter is not None:
