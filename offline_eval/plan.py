@@ -52,7 +52,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                 if key not in lengths:
                     lengths[key] = count(phase.requests)
                 counted = lengths[key]
-                ctx = ctx or count.context()  # 0: the length a server reports
+                limit = ctx or count.context()  # 0: the length a server reports
                 extra = [tokens_needed(0, r, phase.method) for r in phase.requests]
                 if counted is None:
                     out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests), None, sum(extra),
@@ -60,7 +60,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                     continue
                 n = list(counted)
                 fbs = phase.fallbacks or [None] * len(n)
-                placed = [place(x, r, phase.method, ctx, phase.overflow, f) for x, r, f in zip(n, phase.requests, fbs)]
+                placed = [place(x, r, phase.method, limit, phase.overflow, f) for x, r, f in zip(n, phase.requests, fbs)]
                 ok = [p == "fits" for p in placed]
                 focused = [False] * len(n)
                 if "fallback" in placed:
@@ -70,7 +70,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                         lengths[fb_key] = [next(it) if f is not None else 0 for f in fbs]
                     fb_lengths = lengths[fb_key] or []
                     for i, f in enumerate(fbs):
-                        if placed[i] == "fallback" and f is not None and fits(fb_lengths[i], f, phase.method, ctx):
+                        if placed[i] == "fallback" and f is not None and fits(fb_lengths[i], f, phase.method, limit):
                             n[i], ok[i], focused[i] = fb_lengths[i], True, True
                 out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests),
                                      sum(x for x, f in zip(n, ok) if f),

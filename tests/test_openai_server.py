@@ -146,7 +146,8 @@ def test_fifty_json_judge_answers_parse_and_validate(kind, tmp_path, request):  
     from offline_eval.requests import Phase
 
     server = request.getfixturevalue(f"{kind}_server")
-    runner, engine = _runner(server, tmp_path)
+    # llama-cpp-python's server runs one request at a time, and stalled with 16 of these in flight
+    runner, engine = _runner(server, tmp_path, timeout_s=120, **({"max_concurrency": 1} if kind == "llamacpp" else {}))
     reqs = [Request.chat([{"role": "user", "content": f"第{i}条の評価をJSONで返してください。"}],
                          Sampling(max_tokens=128), JsonSchema(JUDGE)) for i in range(50)]
     results, stats = runner.run(Phase("judge", reqs, [str(i) for i in range(50)]))
@@ -215,8 +216,10 @@ def test_dry_run_counts_prompts_with_the_servers_tokenizer(vllm_server, tiny, tm
     cfg = load_config(_config(tmp_path, [served("served", vllm_server, max_model_len=None), local], ["constrained"]))
     lines: list[str] = []
     run_sweep(cfg, source="models.yaml", dry_run=True, log=lines.append)
-    counts = [line.split(",")[1] for line in lines if "jbeqa.0shot.constrained" in line]
-    assert len(counts) == 2 and counts[0] == counts[1] and "prompt tokens" in counts[0], lines
+    import re
+
+    counts = re.findall(r"requests, (\d+) prompt tokens,", "\n".join(lines[:-1]))  # served, then local
+    assert len(counts) == 2 and counts[0] == counts[1] and int(counts[0]) > 0, lines
 
 
 def test_connections_outside_the_config_are_refused(llamacpp_server):  # type: ignore[no-untyped-def]
