@@ -49,11 +49,12 @@ class VariantSpec(Strict):
 class ModelSpec(Strict):
     name: str = Field(pattern=_NAME)
     backend: str = Field(description="an engine name: see `offline-eval run --help`")
-    path: str
+    path: str = Field(description="the weights (a served model has none: its engine's keys say where it is)")
     variants: dict[str, VariantSpec] = Field(default_factory=lambda: {"default": VariantSpec()})
     # Strict: YAML's `true` must not become context length 1, nor "8192" a number by accident.
-    max_model_len: StrictInt | list[StrictInt] = Field(4096, description="context length, or a list: one run "
-                                                                          "per length")
+    max_model_len: StrictInt | list[StrictInt] | None = Field(None, description="context length, or a list: one "
+                                                                                 "run per length (default 4096; "
+                                                                                 "a served model: the server's)")
     tensor_parallel_size: StrictInt = Field(1, ge=1)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     n_gpu_layers: StrictInt | None = None
@@ -101,6 +102,54 @@ class ModelSpec(Strict):
                              f"with .ctxN")
         return ref, longest
 
+    # The keys the engine declares for itself (Engine.options, e.g. a server's base_url), gathered from the
+    # model's own level by _engine_keys and validated against the engine's model by _engine_options.
+    engine_options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if "engine_options" in data:
+            raise PydanticCustomError("engine_option", "unknown key (give the engine's keys at the model's own "
+                                                       "level)", {"key": "engine_options"})
+        try:
+            engine = get_engine(str(data.get("backend")))
+        except InputError:
+            return data  # the backend validator names the problem
+        data = dict(data)
+        if engine.options is not None:
+            data["engine_options"] = {k: data.pop(k) for k in list(data) if k in engine.options.model_fields}
+        if engine.remote:
+            if "path" in data:
+                raise PydanticCustomError("engine_option", "backend '{b}' evaluates a served model and takes no "
+                                                           "`path` (give base_url and model)",
+                                          {"b": engine.name, "key": "path"})
+            data["path"] = ""
+        return data
+
+    @field_validator("engine_options")
+    @classmethod
+    def _engine_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        backend = info.data.get("backend")
+        declared = get_engine(backend).options if backend else None
+        if declared is None:
+            return v
+        try:
+            return declared.model_validate(v).model_dump()
+        except ValidationError as e:
+            err = e.errors()[0]
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            raise PydanticCustomError("engine_option", "{problem}",
+                                      {"problem": msg, "key": ".".join(str(p) for p in err["loc"])}) from None
+
+    def server_urls(self) -> list[str]:
+        """The URLs this model is reached at (its engine's options say; none for local weights)."""
+        declared = get_engine(self.backend).options
+        connects_to = getattr(declared, "connects_to", None) if declared is not None else None
+        return list(declared.model_validate(self.engine_options).connects_to()) if connects_to else []  # type: ignore[union-attr]
+
     def declared_twin(self, variant: str) -> str | None:
         """The model this variant declares the same weights as (its own setting first, then the model's)."""
         return self.variants[variant].same_weights_as or self.same_weights_as
@@ -116,7 +165,9 @@ class ModelSpec(Strict):
 
     @field_validator("max_model_len")
     @classmethod
-    def _contexts(cls, v: int | list[int]) -> int | list[int]:
+    def _contexts(cls, v: int | list[int] | None) -> int | list[int] | None:
+        if v is None:
+            return v
         values = v if isinstance(v, list) else [v]
         if not values or any(x <= 0 for x in values) or len(set(values)) != len(values):
             raise ValueError("context lengths must be positive and distinct")
@@ -132,6 +183,9 @@ class ModelSpec(Strict):
             raise PydanticCustomError("chat_template", "{problem}", {"problem": str(e)}) from None
 
     def contexts(self) -> list[int]:
+        """Context lengths, one run each; 0: the length the server reports (a served model's default)."""
+        if self.max_model_len is None:
+            return [0 if get_engine(self.backend).remote else 4096]
         return list(self.max_model_len) if isinstance(self.max_model_len, list) else [self.max_model_len]
 
     def runs(self) -> list[tuple[str, int]]:
@@ -156,15 +210,19 @@ class ModelSpec(Strict):
             chat_template=spec_template(self.chat_template), trust_remote_code=self.trust_remote_code, seed=self.seed,
             tensor_parallel_size=self.tensor_parallel_size, gpu_memory_utilization=self.gpu_memory_utilization,
             n_gpu_layers=self.n_gpu_layers, threads=self.threads, batch_size=self.batch_size,
-            enable_prefix_caching=self.enable_prefix_caching, engine_args={**self.engine_args, **v.options})
+            enable_prefix_caching=self.enable_prefix_caching, engine_args={**self.engine_args, **v.options},
+            engine_options=dict(self.engine_options))
 
     def run_name(self, variant: str, ctx: int | None = None) -> str:
         """Says what the run was: model, engine, variant (quantization), context length."""
-        return f"{self.name}.{self.backend}.{variant}.ctx{ctx or self.contexts()[0]}"
+        length = ctx or self.contexts()[0]
+        return f"{self.name}.{self.backend}.{variant}.ctx{length or 'server'}"
 
     def path_problem(self, variant: str, source: str, index: int) -> str | None:
         """Why this variant's weights cannot be loaded, naming the config field; None if they look fine."""
         v = self.variants[variant]
+        if get_engine(self.backend).remote:
+            return None  # no local weights: the server is reached (and checked) when the run starts
         field, value = ((f"models.{index}.variants.{variant}.file", v.file) if v.file
                         else (f"models.{index}.path", self.path))
         if is_url(value):
@@ -217,7 +275,10 @@ class SweepConfig(Strict):
 
 def format_validation_error(e: ValidationError, file: str | None, prefix: str = "") -> InputError:
     err = e.errors()[0]
-    loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(err["loc"]))
+    parts = list(err["loc"])
+    if err["type"] == "engine_option":  # an engine's own key: name it where the user wrote it
+        parts = [p for p in parts if p != "engine_options"] + [err["ctx"]["key"]]
+    loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + parts)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown key (check the spelling; see the README's models.yaml reference)"
@@ -275,7 +336,9 @@ def load_config(path: str | Path) -> SweepConfig:
         raise format_validation_error(e, str(path)) from None
     cfg.output_dir = str(_resolve(base, cfg.output_dir))
     for m in cfg.models:
-        m.path = _resolve(base, m.path)
+        m.path = _resolve(base, m.path) if m.path else m.path
+        if isinstance(m.engine_options.get("tokenizer"), str):
+            m.engine_options["tokenizer"] = _resolve(base, m.engine_options["tokenizer"])
         for v in m.variants.values():
             if v.file:
                 v.file = _resolve(base, v.file)

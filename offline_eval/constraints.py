@@ -56,3 +56,25 @@ Constraint = Choice | JsonSchema | Regex
 def parse_json_strict(text: str) -> Any:
     """json.loads that refuses raw control characters inside strings (the JSON spec does too)."""
     return json.loads(text, strict=True)
+
+
+def violation(c: Constraint, text: str) -> str | None:
+    """Why `text` breaks constraint `c` (None: it keeps it). Checked on our side whatever the engine claims to
+    enforce: a server may ignore a constraint it cannot parse and answer 200 OK all the same."""
+    import re
+
+    if isinstance(c, Choice):
+        return None if text in c.choices else f"not one of the {len(c.choices)} choices"
+    if isinstance(c, Regex):
+        return None if re.fullmatch(c.pattern, text, re.DOTALL) else "does not match the regex"
+    try:
+        value = parse_json_strict(text)
+    except ValueError as e:
+        return f"not strict JSON ({e})"
+    import jsonschema
+
+    try:
+        jsonschema.validate(value, c.schema)
+    except jsonschema.ValidationError as e:
+        return f"JSON schema: {e.message[:200]}"
+    return None

@@ -33,6 +33,15 @@ class EngineError(OfflineEvalError):
     exit_code = 1
 
 
+class PartialFailure(EngineError):
+    """An engine failed part-way through a call: `done` holds the answers it gave (by position in the call),
+    which the runner stores before the run fails, so a re-run sends only the rest."""
+
+    def __init__(self, message: str, done: dict[int, object]) -> None:
+        super().__init__(message)
+        self.done = done
+
+
 class MissingExtraError(OfflineEvalError):
     def __init__(self, extra: str, module: str, kind: str = "engine") -> None:
         super().__init__(f"the '{module}' {kind} is not installed: pip install 'offline-eval[{extra}]'")

@@ -69,7 +69,7 @@ def parse_answer(criteria: Sequence[Criterion], text: str) -> tuple[dict[str, in
 
 def judge_entry(criteria: Sequence[Criterion], result: Result) -> dict[str, Any]:
     """One judge's verdict on one output, as kept in the per-item record (scores None: a counted failure)."""
-    got = parse_answer(criteria, result.text) if result.finish_reason not in ("length", "overflow") else None
+    got = parse_answer(criteria, result.text) if result.answered else None
     return {"scores": got[0] if got else None, "rationales": got[1] if got else None,
             "finish_reason": result.finish_reason, "focused": result.focused, "raw": result.text}
 

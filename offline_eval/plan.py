@@ -52,6 +52,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                 if key not in lengths:
                     lengths[key] = count(phase.requests)
                 counted = lengths[key]
+                limit = ctx or count.context()  # 0: the length a server reports
                 extra = [tokens_needed(0, r, phase.method) for r in phase.requests]
                 if counted is None:
                     out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests), None, sum(extra),
@@ -59,7 +60,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                     continue
                 n = list(counted)
                 fbs = phase.fallbacks or [None] * len(n)
-                placed = [place(x, r, phase.method, ctx, phase.overflow, f) for x, r, f in zip(n, phase.requests, fbs)]
+                placed = [place(x, r, phase.method, limit, phase.overflow, f) for x, r, f in zip(n, phase.requests, fbs)]
                 ok = [p == "fits" for p in placed]
                 focused = [False] * len(n)
                 if "fallback" in placed:
@@ -69,7 +70,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                         lengths[fb_key] = [next(it) if f is not None else 0 for f in fbs]
                     fb_lengths = lengths[fb_key] or []
                     for i, f in enumerate(fbs):
-                        if placed[i] == "fallback" and f is not None and fits(fb_lengths[i], f, phase.method, ctx):
+                        if placed[i] == "fallback" and f is not None and fits(fb_lengths[i], f, phase.method, limit):
                             n[i], ok[i], focused[i] = fb_lengths[i], True, True
                 out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests),
                                      sum(x for x, f in zip(n, ok) if f),
@@ -92,6 +93,12 @@ class _LazyCounter:
         if not self.opened:
             self.counter, self.opened = prompt_counter(self.spec), True
         return None if self.counter is None else [len(ids) for ids in self.counter.encode(requests)]
+
+    def context(self) -> int:
+        """The context length the counter's engine reports (a server's), 0 if none."""
+        if not self.opened:
+            self.counter, self.opened = prompt_counter(self.spec), True
+        return int(getattr(self.counter, "max_model_len", 0) or 0)
 
     def close(self) -> None:
         if self.counter is not None:

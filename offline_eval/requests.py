@@ -48,15 +48,25 @@ class Request:
                 "constraint": self.constraint.to_dict() if self.constraint else None}
 
 
+UNANSWERED = ("length", "overflow", "error", "violation")
+
+
 @dataclass
 class Result:
     text: str = ""
-    finish_reason: str = "stop"  # stop | length | overflow | error
+    # stop | length (cut off) | overflow (never sent) | error (a server refused the request; text says why) |
+    # violation (the answer broke its constraint)
+    finish_reason: str = "stop"
     prompt_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
     logprobs: dict[str, float] | None = None  # choice -> log-probability, for choice_logprobs
     focused: bool = False  # the request overflowed and its shorter fallback (overflow policy 'focus') ran
+
+    @property
+    def answered(self) -> bool:
+        """The text is a complete answer a task may parse: not cut off, refused, skipped or off-constraint."""
+        return self.finish_reason not in UNANSWERED
 
     def to_dict(self) -> dict[str, Any]:
         d = {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,

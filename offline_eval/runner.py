@@ -12,7 +12,8 @@ from typing import Any
 from tqdm import tqdm
 
 from .backends.base import Backend, LazyBackend, TokenizingBackend
-from .errors import EngineError, InputError, OfflineEvalError
+from .constraints import violation
+from .errors import EngineError, InputError, OfflineEvalError, PartialFailure
 from .fit import fits, place, tokens_needed
 from .requests import Phase, Request, Result, request_json, request_key
 from .store import Store
@@ -36,6 +37,7 @@ class PhaseStats:
     n_cached: int = 0
     n_generated: int = 0
     n_overflow: int = 0
+    n_violations: int = 0  # answers that broke their constraint: parse failures, never accepted
     wall_s: float = 0.0  # the phase itself: an engine start it triggered is in load_s, not here
     load_s: float = 0.0
     prompt_tokens: int = 0
@@ -105,21 +107,20 @@ class Runner:
                     rs = [t[1] for t in chunk]
                     ids = [t[2] for t in chunk]
                     encoded = None if any(i is None for i in ids) else [i for i in ids if i is not None]
-                    with engine_errors(phase.name):
-                        if phase.method == "generate":
-                            results = backend.generate(rs, encoded, progress=bar.update)
-                        else:
-                            results = backend.choice_logprobs(rs, phase.choices or (), encoded,
-                                                              progress=bar.update)
+                    try:
+                        with engine_errors(phase.name):
+                            if phase.method == "generate":
+                                results = backend.generate(rs, encoded, progress=bar.update)
+                            else:
+                                results = backend.choice_logprobs(rs, phase.choices or (), encoded,
+                                                                  progress=bar.update)
+                    except PartialFailure as e:  # keep what was answered: a re-run sends only the rest
+                        part = sorted(e.done)
+                        self._keep([chunk[i] for i in part], [checked(rs[i], e.done[i]) for i in part],  # type: ignore[arg-type]
+                                   done, rjson, first)
+                        raise
                     stats.engine_calls += 1
-                    rows = []
-                    for (k, _, _, rj, primaries), res in zip(chunk, results):
-                        done[k] = res
-                        rows.append((k, fp, self.variant, rj, res))
-                        for pk in primaries:  # stored under the original request too: a re-run needs no engine
-                            done[pk] = Result(**{**res.__dict__, "focused": True})
-                            rows.append((pk, fp, self.variant, rjson[first[pk]], done[pk]))
-                    self.store.put_many(rows)
+                    self._keep(chunk, [checked(r, res) for r, res in zip(rs, results)], done, rjson, first)
                     stats.n_generated += len(chunk)
             finally:
                 bar.close()
@@ -129,10 +130,23 @@ class Runner:
 
         results = [done[k] for k in keys]
         stats.n_overflow = sum(1 for r in results if r.finish_reason == "overflow")
+        stats.n_violations = sum(1 for r in results if r.finish_reason == "violation")
         stats.prompt_tokens = sum(r.prompt_tokens for r in results)
         stats.output_tokens = sum(r.output_tokens for r in results)
         stats.wall_s = time.perf_counter() - t0 - stats.load_s
         return results, stats
+
+    def _keep(self, chunk: list[tuple[str, Request, list[int] | None, str, list[str]]], results: list[Result],
+              done: dict[str, Result], rjson: list[str], first: dict[str, int]) -> None:
+        fp = self.fingerprint
+        rows = []
+        for (k, _, _, rj, primaries), res in zip(chunk, results):
+            done[k] = res
+            rows.append((k, fp, self.variant, rj, res))
+            for pk in primaries:  # stored under the original request too: a re-run needs no engine
+                done[pk] = Result(**{**res.__dict__, "focused": True})
+                rows.append((pk, fp, self.variant, rjson[first[pk]], done[pk]))
+        self.store.put_many(rows)
 
     def _stored(self, phase: Phase, keys: list[str], first: dict[str, int]) -> dict[str, Result]:
         """Stored results, except those another overflow policy produced: a fallback's answer (or overflow)
@@ -154,18 +168,30 @@ class Runner:
         """The requests that fit the context, as (key, request, ids, request json, primaries). One that does
         not is failed, recorded as an overflow, or (policy 'focus') replaced by its fallback; a fallback's
         result is also answered under the keys of the requests it stands in for (`primaries`)."""
-        if not isinstance(backend, TokenizingBackend):  # no local tokenizer: the engine enforces its context
+        tokenizing = isinstance(backend, TokenizingBackend)
+        if not tokenizing and backend.prompt_lengths([]) is None:  # no counts at all: the engine enforces it
             return [(k, r, None, rj, []) for k, r, rj in todo]
+
+        def encode(rs: list[Request]) -> list[list[int] | None] | list[int]:
+            if tokenizing:
+                return backend.encode(rs)
+            return backend.prompt_lengths(rs)
+
+        def length(ids: list[int] | int) -> int:
+            return ids if isinstance(ids, int) else len(ids)
+
         limit = backend.max_model_len
         out: list[tuple[str, Request, list[int] | None, str, list[str]]] = []
         retry: dict[str, tuple[Request, str, list[str]]] = {}
         rj_of = {k: rj for k, _, rj in todo}
         rows = []  # overflows are stored too (the key holds the context length): a re-run needs no engine
-        for (k, r, rj), ids in zip(todo, backend.encode([r for _, r, _ in todo])):
+        for (k, r, rj), got in zip(todo, encode([r for _, r, _ in todo])):
+            n = length(got)  # type: ignore[arg-type]
+            ids = got if tokenizing else None
             fb = phase.fallbacks[first[k]] if phase.fallbacks else None
-            placement = place(len(ids), r, phase.method, limit, phase.overflow, fb)
+            placement = place(n, r, phase.method, limit, phase.overflow, fb)
             if placement == "fits":
-                out.append((k, r, ids, rj, []))
+                out.append((k, r, ids, rj, []))  # type: ignore[arg-type]
                 continue
             if placement == "fallback" and fb is not None:
                 fj = request_json(fb)
@@ -173,11 +199,11 @@ class Runner:
                 retry.setdefault(fk, (fb, fj, []))[2].append(k)
                 continue
             if placement == "fail":
-                need = tokens_needed(len(ids), r, phase.method)
-                raise InputError(f"prompt of {len(ids)} tokens + {need - len(ids)} to generate exceeds "
+                need = tokens_needed(n, r, phase.method)
+                raise InputError(f"prompt of {n} tokens + {need - n} to generate exceeds "
                                  f"max_model_len {limit} (overflow policy 'fail'; use 'skip' to record and "
                                  f"go on)", record=phase.item_ids[first[k]])
-            done[k] = Result(text="", finish_reason="overflow", prompt_tokens=len(ids))
+            done[k] = Result(text="", finish_reason="overflow", prompt_tokens=n)
             rows.append((k, self.fingerprint, self.variant, rj, done[k]))
         hits = self.store.get_many(list(retry)) if retry and not self.fresh else {}
         for fk, res in hits.items():
@@ -185,13 +211,25 @@ class Runner:
                 done[pk] = Result(**{**res.__dict__, "focused": True})
                 rows.append((pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
         rest = [(fk, fb, fj) for fk, (fb, fj, _) in retry.items() if fk not in hits]
-        for (fk, fb, fj), ids in zip(rest, backend.encode([fb for _, fb, _ in rest]) if rest else []):
-            if fits(len(ids), fb, phase.method, limit):
-                out.append((fk, fb, ids, fj, retry[fk][2]))
+        for (fk, fb, fj), got in zip(rest, encode([fb for _, fb, _ in rest]) if rest else []):
+            n = length(got)  # type: ignore[arg-type]
+            if fits(n, fb, phase.method, limit):
+                out.append((fk, fb, got if tokenizing else None, fj, retry[fk][2]))  # type: ignore[arg-type]
             else:
                 for pk in retry[fk][2]:
-                    done[pk] = Result(text="", finish_reason="overflow", prompt_tokens=len(ids), focused=True)
+                    done[pk] = Result(text="", finish_reason="overflow", prompt_tokens=n, focused=True)
                     rows.append((pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
         if rows:
             self.store.put_many(rows)
         return out
+
+
+def checked(request: Request, result: Result) -> Result:
+    """A constrained answer is validated on our side, whatever the engine claims to enforce: one that breaks
+    its constraint is marked a violation (kept for inspection, scored as a parse failure, counted per run)."""
+    if request.constraint is None or result.finish_reason != "stop":
+        return result
+    why = violation(request.constraint, result.text)
+    if why is None:
+        return result
+    return Result(**{**result.__dict__, "finish_reason": "violation"})

@@ -87,6 +87,7 @@ def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only
         tasks = plan_tasks(cfg, only_tasks, limit, source)
     index = {id(m): i for i, m in enumerate(cfg.models)}
     loads = [(m, v, c) for m in models for v, c in m.runs()]
+    guard_connections(cfg, tasks)
     if dry_run:
         from .plan import print_plan
 
@@ -301,6 +302,16 @@ def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any
             "max_model_len": ctx, "reason": reason}
 
 
+def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> None:
+    """A config that names servers: from here on this process connects to their hosts and nowhere else."""
+    from .netguard import allow_only
+
+    specs = [*cfg.models, *(ev for t in tasks for ev in t.task.evaluator_models())]
+    urls = [url for m in specs for url in m.server_urls()]
+    if urls:
+        allow_only(urls)
+
+
 def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, records: Records,
                runs: list[RunEntry], chunk_size: int, fresh: bool, progress: bool | None, log: Log,
                load: Callable[[LoadSpec], Backend], timings: Timings) -> None:
@@ -308,7 +319,7 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
     with timings.stage("prepare", run=run):  # the model files' hash (once per file: the store keeps it)
         spec = m.load_spec(variant, ctx)
         engine = _LoggingEngine(spec, run, log, store, load)
-        size = weights_bytes(spec.path)
+        size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
         runner = Runner(engine, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
     try:
         for t in tasks:
@@ -322,7 +333,7 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                 with timings.stage("scoring", run=run, setting=name):
                     scored = [t.task.score(it, r, setting) for it, r in zip(items, results)]
                     records[RunKey(run, name)] = scored
-                    metrics = t.task.aggregate(scored, setting)
+                    metrics = {**t.task.aggregate(scored, setting), "constraint_violations": stats.n_violations}
                 entry = RunEntry(model=m.name, variant=variant, backend=m.backend, run=run, max_model_len=ctx,
                                  task=t.name, setting=name, options=setting, prompt_format=engine.prompt_format,
                                  n_items=len(scored), primary_metric=t.task.primary_metric, metrics=metrics,
@@ -438,7 +449,8 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, r
                 if entry.key not in evaluated:
                     continue
                 records[entry.key] = evaluated[entry.key]
-                entry.metrics = t.task.aggregate(evaluated[entry.key], entry.options)
+                entry.metrics = {**t.task.aggregate(evaluated[entry.key], entry.options),
+                                 "constraint_violations": entry.metrics.get("constraint_violations", 0)}
                 entry.evaluator = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
                 # Wall-clock lives under "throughput" and "timings" only: the rest of summary.json is reproducible.
                 entry.throughput["evaluator"] = next(iter(times.values())) if len(times) == 1 else times

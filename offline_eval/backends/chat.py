@@ -223,10 +223,12 @@ def hf_encode(tokenizer: Any, chat_template: str | None, requests: Sequence[Requ
 
 def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFormat:
     """What an engine will prompt this model with, read from its files without loading it."""
+    from .registry import get_engine
+
     setting = normalize_setting(value)
     if setting == NONE:
         return "plain"
-    if setting is not None:
+    if setting is not None or get_engine(backend).remote:  # a server applies its own chat template
         return "chat"
     try:
         own = own_chat_template(backend, path)

@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import InputError, MissingExtraError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .base import Backend, LoadSpec
 
-Weights = Literal["gguf", "hf", "any"]
+# remote: no local weights (a server); the engine's own `options` keys say where the model is served.
+Weights = Literal["gguf", "hf", "any", "remote"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,13 @@ class Engine:
     requires: str  # the Python module that must import for the engine to load
     extra: str  # what `pip install 'offline-eval[...]'` names
     dists: tuple[str, ...] = ()  # distributions whose version is part of the store key
-    weights: Weights = "hf"  # a .gguf file, an HF model folder, or anything that exists
+    weights: Weights = "hf"  # a .gguf file, an HF model folder, anything that exists, or none (remote)
+    options: type[BaseModel] | None = None  # models.yaml keys of this engine alone, validated by config
     module: str = ""
+
+    @property
+    def remote(self) -> bool:
+        return self.weights == "remote"
 
     def path_problem(self, value: str) -> str | None:
         """Why `value` cannot be this engine's weights (None: it can)."""

@@ -33,9 +33,15 @@ def _ci(m: dict[str, Any], name: str, digits: int = 3) -> str:
     return f"{_f(m.get(name), digits)} [{_f(m[name + '_ci_low'], digits)}, {_f(m[name + '_ci_high'], digits)}]"
 
 
+VIOLATIONS = "constraint_violations"  # answers that broke their constraint (scored as parse failures)
+
+
 def leaderboard(task: type[Task], runs: list[dict[str, Any]]) -> Table:
     """A task's runs ranked by its primary metric, one column per declared metric (CIs where declared)."""
     metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
+    if any(VIOLATIONS in r["metrics"] for r in runs):  # every task's runs carry it: next to its parse failures
+        at = next((i + 1 for i, x in enumerate(metrics) if "failures" in x.name), len(metrics))
+        metrics = (*metrics[:at], Metric(VIOLATIONS, "constraint violations", False), *metrics[at:])
     primary = metrics[0]
     rows = []
     for i, r in enumerate(rank_runs(runs, primary.name, primary.higher_is_better), 1):

@@ -254,7 +254,7 @@ class JBEQATask(Task):
                                "gold": int(item["answer"])}
         if result.finish_reason == "overflow":
             return {**rec, "parsed": None, "skipped": True, "scores": {}}
-        parsed = parse_answer(result.text) if result.finish_reason != "length" else None
+        parsed = parse_answer(result.text) if result.answered else None
         pred = parsed == 1  # the paper scores anything but a bare answer as 0
         scores = {"correct": int(pred == item["answer"])}
         if setting["mode"] != "logprob":

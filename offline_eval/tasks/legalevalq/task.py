@@ -150,7 +150,7 @@ class LegalEvalQTask(Task):
                 res = by_key.get(f"{run}/{r['id']}")
                 if res is None:
                     continue
-                got = parse(res.text) if res.finish_reason not in ("length", "overflow") else None
+                got = parse(res.text) if res.answered else None
                 r["evaluation"] = {"raw": res.text, "finish_reason": res.finish_reason,
                                    "comment": got[0] if got else None, "conclusion": got[1] if got else None}
                 r["parsed"] = got[1] if got else None

@@ -1,0 +1,48 @@
+"""backend: openai in models.yaml: its own keys are validated with errors that name the field (no server)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from offline_eval.config import load_config
+from offline_eval.errors import InputError
+
+
+def _write(tmp_path, model: dict) -> str:  # type: ignore[no-untyped-def]
+    p = tmp_path / "models.yaml"
+    p.write_text(yaml.safe_dump({"models": [model], "tasks": {"jbeqa": {"data": "d"}}}), encoding="utf-8")
+    return str(p)
+
+
+@pytest.mark.parametrize("extra, field, words", [
+    ({}, "models.0.base_url", "Field required"),
+    ({"base_url": "ftp://x/v1"}, "models.0.base_url", "http://host:port/v1"),
+    ({"base_url": "http://u:secret@h:1/v1"}, "models.0.base_url", "api_key_env"),
+    ({"base_url": "http://h:1/v1", "path": "m"}, "models.0.path", "takes no `path`"),
+    ({"base_url": "http://h:1/v1", "server": "tgi"}, "models.0.server", "'auto', 'vllm' or 'llamacpp'"),
+    ({"base_url": "http://h:1/v1", "tokenizer": "https://hub/x"}, "models.0.tokenizer", "URLs are refused"),
+])
+def test_openai_keys_are_checked_and_named(tmp_path, extra, field, words):  # type: ignore[no-untyped-def]
+    model = {"name": "s", "backend": "openai", "model": "tiny", **extra}
+    with pytest.raises(InputError) as e:
+        load_config(_write(tmp_path, model))
+    assert f"field '{field}'" in str(e.value) and words in str(e.value)
+
+
+def test_server_keys_belong_to_their_engine(tmp_path):  # type: ignore[no-untyped-def]
+    with pytest.raises(InputError) as e:
+        load_config(_write(tmp_path, {"name": "m", "backend": "vllm", "path": "p", "base_url": "http://h/v1"}))
+    assert "field 'models.0.base_url'" in str(e.value) and "unknown key" in str(e.value)
+
+
+def test_served_model_spec(tmp_path):  # type: ignore[no-untyped-def]
+    (tmp_path / "tok").mkdir()
+    cfg = load_config(_write(tmp_path, {"name": "s", "backend": "openai", "base_url": "http://10.0.0.5:8000/v1/",
+                                        "model": "m", "tokenizer": "tok"}))
+    m = cfg.models[0]
+    spec = m.load_spec("default")
+    assert m.run_name("default", 0) == "s.openai.default.ctxserver" and spec.max_model_len == 0
+    assert spec.engine_options["base_url"] == "http://10.0.0.5:8000/v1"
+    assert spec.engine_options["tokenizer"] == str(tmp_path / "tok") and spec.engine_options["max_concurrency"] == 16
+    assert m.server_urls() == ["http://10.0.0.5:8000/v1"] and m.path_problem("default", "f", 0) is None

@@ -1,0 +1,247 @@
+"""backend: openai against real servers on 127.0.0.1: vLLM's OpenAI server over the tiny HF folder and
+llama-cpp-python's server over the tiny GGUF, each started on a free port by a module fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from offline_eval.config import load_config
+from offline_eval.constraints import Choice, JsonSchema
+from offline_eval.requests import Request, Sampling
+from offline_eval.sweep import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.engine
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, kind: str, tiny: Path, port: int | None = None) -> None:
+        self.kind, self.tiny, self.port = kind, tiny, port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.start()
+
+    def start(self) -> None:
+        py = sys.executable
+        if self.kind == "vllm":
+            cmd = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.tiny / "hf"),
+                   "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--max-model-len", "2048", "--enforce-eager", "--gpu-memory-utilization", "0.1", "--seed", "0",
+                   "--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}']
+        else:
+            cmd = [py, "-m", "llama_cpp.server", "--model", str(self.tiny / "gguf" / "tiny-q8_0.gguf"),
+                   "--model_alias", "tiny", "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
+                   "--seed", "0"]
+        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_USE_V2_MODEL_RUNNER": "0", "HF_HUB_OFFLINE": "1"}
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        import httpx
+
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.kind} server exited: {self.proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+            try:
+                if httpx.get(self.url + "/models", timeout=1, trust_env=False).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"{self.kind} server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny):  # type: ignore[no-untyped-def]
+    s = Server("vllm", tiny)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def llamacpp_server(tiny):  # type: ignore[no-untyped-def]
+    s = Server("llamacpp", tiny)
+    yield s
+    s.stop()
+
+
+def served(name: str, server: Server, **kw: object) -> dict:
+    return {"name": name, "backend": "openai", "base_url": server.url, "model": "tiny", "max_model_len": 2048, **kw}
+
+
+def _config(tmp_path: Path, models: list[dict], modes: list[str]) -> Path:
+    cfg = {"output_dir": str(tmp_path / "out"), "models": models,
+           "tasks": {"jbeqa": {"data": str(ROOT / "data" / "jbeqa"), "shots": [0], "mode": modes, "bootstrap": 0}}}
+    p = tmp_path / "models.yaml"
+    p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
+    return p
+
+
+def _answers(out: Path, run_prefix: str, setting: str) -> dict[str, object]:
+    [folder] = [d for d in (out / "results").iterdir() if d.name.startswith(run_prefix)]
+    recs = [json.loads(x) for x in (folder / f"{setting}.jsonl").read_text(encoding="utf-8").splitlines()]
+    return {r["id"]: (r["output"], r["parsed"]) for r in recs}
+
+
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
+def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_path, request):  # type: ignore[no-untyped-def]
+    server = request.getfixturevalue(f"{kind}_server")
+    local = {"name": "local", "backend": kind, "max_model_len": 2048,
+             "path": str(tiny / "hf") if kind == "vllm" else str(tiny / "gguf" / "tiny-q8_0.gguf")}
+    modes = ["constrained", "logprob"] if kind == "vllm" else ["constrained"]
+    cfg = load_config(_config(tmp_path, [served("served", server), local], modes))
+    summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None)
+    assert not summary["failures"], summary["failures"]
+    out = Path(cfg.output_dir)
+    for mode in modes:
+        setting = f"jbeqa.0shot.{mode}"
+        remote, here = _answers(out, "served.", setting), _answers(out, "local.", setting)
+        assert len(remote) == 26 and remote == here
+    runs = {r["run"]: r for r in summary["runs"] if r["setting"] == "jbeqa.0shot.constrained"}
+    assert runs["served.openai.default.ctx2048"]["metrics"]["constraint_violations"] == 0
+    assert runs["served.openai.default.ctx2048"]["metrics"]["parse_failures"] == 0
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "served.openai.default.ctx2048" in report and "local." in report and "constraint violations" in report
+
+
+JUDGE = {"type": "object", "properties": {"score": {"type": "integer", "enum": [0, 1, 2]},
+                                          "reason": {"type": "string", "maxLength": 12}},
+         "required": ["score", "reason"], "additionalProperties": False}
+
+
+def _runner(server: Server, tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
+    from offline_eval.backends.base import LazyBackend
+    from offline_eval.runner import Runner
+    from offline_eval.store import Store
+
+    spec = load_config(_config(tmp_path, [served("m", server, **kw)], ["constrained"])).models[0].load_spec("default")
+    engine = LazyBackend(spec)
+    return Runner(engine, Store(tmp_path / "store.sqlite"), "default", progress=False), engine
+
+
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
+def test_fifty_json_judge_answers_parse_and_validate(kind, tmp_path, request):  # type: ignore[no-untyped-def]
+    from offline_eval.constraints import parse_json_strict
+    from offline_eval.requests import Phase
+
+    server = request.getfixturevalue(f"{kind}_server")
+    # llama-cpp-python's server runs one request at a time, and stalled with 16 of these in flight
+    runner, engine = _runner(server, tmp_path, timeout_s=120, **({"max_concurrency": 1} if kind == "llamacpp" else {}))
+    reqs = [Request.chat([{"role": "user", "content": f"第{i}条の評価をJSONで返してください。"}],
+                         Sampling(max_tokens=128), JsonSchema(JUDGE)) for i in range(50)]
+    results, stats = runner.run(Phase("judge", reqs, [str(i) for i in range(50)]))
+    engine.close()
+    assert stats.n_generated == 50
+    assert stats.n_violations == sum(r.finish_reason == "violation" for r in results)
+    for r in results:  # every answer either validates or is flagged; none is accepted unchecked
+        if r.finish_reason == "stop":
+            jsonschema.validate(parse_json_strict(r.text), JUDGE)
+        else:
+            assert r.finish_reason == "violation", r
+    if kind == "llamacpp":  # our hardened GBNF: every answer is strict, schema-valid JSON
+        assert stats.n_violations == 0
+    print(f"{kind}: {stats.n_violations} of 50 JSON answers flagged as constraint violations")
+
+
+def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
+    """The constraint is left out of the request body (as a server that ignores it would behave): every
+    answer is checked against the Choice on our side, and those outside it are violations, never accepted."""
+    from offline_eval.requests import Phase
+    from offline_eval.tasks.jbeqa.task import JBEQATask
+
+    runner, engine = _runner(llamacpp_server, tmp_path)
+    backend = engine.get()
+    honest = backend.constraint_fields(Choice(["0", "1"]))
+    assert honest == {"grammar": 'root ::= "0" | "1"'}
+    backend.constraint_fields = lambda c: {}  # type: ignore[method-assign]
+    reqs = [Request.chat([{"role": "user", "content": f"記述{i}は正しいか。"}], Sampling(max_tokens=4),
+                         Choice(["0", "1"])) for i in range(10)]
+    results, stats = runner.run(Phase("c", reqs, [str(i) for i in range(10)]))
+    engine.close()
+    off = [r for r in results if r.text not in ("0", "1")]
+    assert off and stats.n_violations == sum(1 for r in off if r.finish_reason != "length")
+    assert all(r.finish_reason in ("violation", "length") for r in off)
+    task = JBEQATask(JBEQATask.Options(data="x"))
+    item = {"id": "i", "subject_jp": "民法", "year_ad": 2020, "answer": True}
+    for r in off:
+        assert task.score(item, r, {"mode": "constrained", "shots": 0})["parsed"] is None
+
+
+def test_server_killed_mid_run_keeps_answers_and_rerun_sends_only_the_rest(tiny, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    from offline_eval.backends import openai_backend
+
+    server = Server("llamacpp", tiny)
+    cfg_path = _config(tmp_path, [served("s", server, max_concurrency=1, retries=1)], ["constrained"])
+    sent = []
+    real = openai_backend.OpenAIBackend._generate_one
+
+    def killing(self, r):  # type: ignore[no-untyped-def]
+        sent.append(r)
+        if len(sent) == 6:
+            server.stop()
+        return real(self, r)
+
+    monkeypatch.setattr(openai_backend.OpenAIBackend, "_generate_one", killing)
+    try:
+        first = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None)
+        [failure] = first["failures"]
+        assert "did not answer" in failure["reason"] and "5 of 26 answers kept" in failure["reason"]
+        assert "\n" not in failure["reason"]
+        server.start()
+        second = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None)
+    finally:
+        server.stop()
+    assert not second["failures"]
+    [run] = second["runs"]
+    assert run["throughput"]["generated"] == 21 and run["throughput"]["cached"] == 5
+
+
+def test_dry_run_counts_prompts_with_the_servers_tokenizer(vllm_server, tiny, tmp_path):  # type: ignore[no-untyped-def]
+    local = {"name": "local", "backend": "vllm", "path": str(tiny / "hf"), "max_model_len": 2048}
+    cfg = load_config(_config(tmp_path, [served("served", vllm_server, max_model_len=None), local], ["constrained"]))
+    lines: list[str] = []
+    run_sweep(cfg, source="models.yaml", dry_run=True, log=lines.append)
+    import re
+
+    counts = re.findall(r"requests, (\d+) prompt tokens,", "\n".join(lines[:-1]))  # served, then local
+    assert len(counts) == 2 and counts[0] == counts[1] and int(counts[0]) > 0, lines
+
+
+def test_connections_outside_the_config_are_refused(llamacpp_server):  # type: ignore[no-untyped-def]
+    """In a subprocess: the audit hook is process-wide and cannot be removed."""
+    code = f"""
+import socket, httpx
+from offline_eval.netguard import allow_only, ConnectionNotAllowed
+allow_only(["{llamacpp_server.url}"])
+assert httpx.get("{llamacpp_server.url}/models", trust_env=False).status_code == 200
+for host in ("127.0.0.2", "10.255.255.1"):
+    try:
+        socket.create_connection((host, {llamacpp_server.port}), timeout=2)
+    except ConnectionNotAllowed as e:
+        print("refused", host)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:2] == ["refused 127.0.0.2", "refused 10.255.255.1"]
