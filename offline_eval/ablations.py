@@ -35,8 +35,9 @@ def families(runs: list[RunEntry]) -> list[tuple[str, str, list[RunEntry]]]:
     return out
 
 
-def build(records: Records, runs: list[RunEntry], item_score: Callable[[str], ItemScore],
-          seed: int = 0) -> list[dict[str, Any]]:
+def build(
+    records: Records, runs: list[RunEntry], item_score: Callable[[str], ItemScore], seed: int = 0
+) -> list[dict[str, Any]]:
     result = []
     for kind, title, members in families(runs):
         score = item_score(members[0].task)
@@ -53,10 +54,25 @@ def build(records: Records, runs: list[RunEntry], item_score: Callable[[str], It
         comps = []
         if len(shared) >= 2:
             for (ra, sa), (rb, sb) in itertools.combinations(zip(members, per_run), 2):
-                comps.append(paired_test([sa[i] for i in shared], [sb[i] for i in shared],
-                                         f"{label(ra)} vs {label(rb)}", seed=seed, n_resamples=1000))
+                comps.append(
+                    paired_test(
+                        [sa[i] for i in shared],
+                        [sb[i] for i in shared],
+                        f"{label(ra)} vs {label(rb)}",
+                        seed=seed,
+                        n_resamples=1000,
+                    )
+                )
             adjust_family(comps)
-        result.append({"kind": kind, "family": title, "task": members[0].task, "setting": members[0].setting,
-                       "members": [r.run for r in members], "n_items": len(shared),
-                       "comparisons": [c.to_dict() for c in comps]})
+        result.append(
+            {
+                "kind": kind,
+                "family": title,
+                "task": members[0].task,
+                "setting": members[0].setting,
+                "members": [r.run for r in members],
+                "n_items": len(shared),
+                "comparisons": [c.to_dict() for c in comps],
+            }
+        )
     return result

@@ -11,8 +11,12 @@ from typing import Any
 from .errors import OfflineEvalError
 
 # Engines log every step at INFO; a user wants our progress, not theirs. --debug restores it.
-_QUIET_ENV = {"VLLM_LOGGING_LEVEL": "WARNING", "VLLM_CONFIGURE_LOGGING": "1", "TOKENIZERS_PARALLELISM": "false",
-              "TRANSFORMERS_VERBOSITY": "error"}
+_QUIET_ENV = {
+    "VLLM_LOGGING_LEVEL": "WARNING",
+    "VLLM_CONFIGURE_LOGGING": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
 
 
 def _csv(v: str | None, flag: str = "") -> list[str] | None:
@@ -35,10 +39,18 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     timings = Timings()
     with timings.stage("config"):
         cfg = load_config(a.config)
-    s = run_sweep(cfg, source=a.config, out_dir=a.out, only=_csv(a.only, "--only"),
-                  only_tasks=_csv(a.tasks, "--tasks"),
-                  limit=a.limit, fresh=a.fresh, dry_run=a.dry_run, ray=a.ray,
-                  timings=timings)
+    s = run_sweep(
+        cfg,
+        source=a.config,
+        out_dir=a.out,
+        only=_csv(a.only, "--only"),
+        only_tasks=_csv(a.tasks, "--tasks"),
+        limit=a.limit,
+        fresh=a.fresh,
+        dry_run=a.dry_run,
+        ray=a.ray,
+        timings=timings,
+    )
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
     return _report_failures(s)
@@ -57,8 +69,13 @@ def cmd_run(a: argparse.Namespace) -> int:
     from .sweep import run_sweep
 
     variant = {"default": {"file": None}}
-    model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
-                             "max_model_len": a.max_model_len, "variants": variant}
+    model: dict[str, Any] = {
+        "name": a.name or "model",
+        "backend": a.backend,
+        "path": a.model,
+        "max_model_len": a.max_model_len,
+        "variants": variant,
+    }
     if a.chat_template:
         from .backends.chat import checked_setting
         from .errors import InputError
@@ -98,10 +115,11 @@ def _field_map(text: str | None) -> dict[str, Any] | None:
     try:
         fmap = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON ({e.msg}); e.g. '{{\"contract\": \"their_name\"}}'",
-                         field="--field-map") from None
+        raise InputError(
+            f'not valid JSON ({e.msg}); e.g. \'{{"contract": "their_name"}}\'', field="--field-map"
+        ) from None
     if not isinstance(fmap, dict):
-        raise InputError("expected a JSON object {\"our_field\": \"their_field\"}", field="--field-map")
+        raise InputError('expected a JSON object {"our_field": "their_field"}', field="--field-map")
     return fmap
 
 
@@ -161,17 +179,29 @@ def cmd_ja_diff(a: argparse.Namespace) -> int:
     d = diff_texts(ta, tb)
     da, db = parse(ta), parse(tb)
     if a.json:
-        print(json.dumps({"stats": d.stats.to_dict(),
-                          "articles": [{"kind": c.kind, "a": c.a_label, "b": c.b_label, "key": c.key,
-                                        "diff_chars": c.stats.diff_chars} for c in changes(da, db)],
-                          "ops": [list(o) for o in d.ops if o[0] != "equal"]}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "stats": d.stats.to_dict(),
+                    "articles": [
+                        {"kind": c.kind, "a": c.a_label, "b": c.b_label, "key": c.key, "diff_chars": c.stats.diff_chars}
+                        for c in changes(da, db)
+                    ],
+                    "ops": [list(o) for o in d.ops if o[0] != "equal"],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return 0
     print(format_diff(d, use_color(a.color)))
     print("\narticles:")
     print("\n".join(format_changes(da, db)) or "  none changed")
     st = d.stats
-    print(f"\n{st.diff_chars} chars differ (+{st.inserted_chars} -{st.deleted_chars} "
-          f"~{st.replaced_chars_from}->{st.replaced_chars_to}); {st.diff_morphemes} morphemes")
+    print(
+        f"\n{st.diff_chars} chars differ (+{st.inserted_chars} -{st.deleted_chars} "
+        f"~{st.replaced_chars_from}->{st.replaced_chars_to}); {st.diff_morphemes} morphemes"
+    )
     return 0
 
 
@@ -205,11 +235,23 @@ def cmd_leq_train(a: argparse.Namespace) -> int:
 
     if is_url(a.encoder) or not os.path.isdir(a.encoder):
         raise InputError("encoder must be a local BERT-like model folder", file=a.encoder)
-    rep = train(load_annotated(a.data), a.encoder, a.out, epochs=a.epochs, lr=a.lr, batch_size=a.batch_size,
-                val_fraction=a.val_fraction, patience=a.patience, seed=a.seed, error_input=a.error_input,
-                max_length=a.max_length)
-    print(f"wrote {a.out}/scorer.safetensors: best validation loss {rep['best_val_loss']:.5f} "
-          f"(predicting the mean: {rep['mean_predictor_val_loss']:.5f})")
+    rep = train(
+        load_annotated(a.data),
+        a.encoder,
+        a.out,
+        epochs=a.epochs,
+        lr=a.lr,
+        batch_size=a.batch_size,
+        val_fraction=a.val_fraction,
+        patience=a.patience,
+        seed=a.seed,
+        error_input=a.error_input,
+        max_length=a.max_length,
+    )
+    print(
+        f"wrote {a.out}/scorer.safetensors: best validation loss {rep['best_val_loss']:.5f} "
+        f"(predicting the mean: {rep['mean_predictor_val_loss']:.5f})"
+    )
     return 0
 
 
@@ -238,8 +280,9 @@ def cmd_leq_predict(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .backends.registry import engine_names
 
-    p = argparse.ArgumentParser(prog="offline-eval", description="Japanese legal benchmarks on local models, "
-                                                                 "with no network.")
+    p = argparse.ArgumentParser(
+        prog="offline-eval", description="Japanese legal benchmarks on local models, with no network."
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks and engine logs")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -251,8 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, help="evaluate at most N items per task")
     s.add_argument("--fresh", action="store_true", help="ignore stored outputs and regenerate everything")
     s.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    s.add_argument("--ray", metavar="auto|ADDRESS", help="run the engine loads on a Ray cluster (auto: a running "
-                                                         "one, else a local one); needs offline-eval[ray]")
+    s.add_argument(
+        "--ray",
+        metavar="auto|ADDRESS",
+        help="run the engine loads on a Ray cluster (auto: a running one, else a local one); needs offline-eval[ray]",
+    )
     s.set_defaults(func=cmd_sweep)
 
     r = sub.add_parser("run", help="run one model on one task")
@@ -265,9 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=["constrained", "free", "logprob"])
     r.add_argument("--limit", type=int)
     r.add_argument("--max-model-len", type=int, default=4096)
-    r.add_argument("--chat-template", metavar="auto|none|FILE|TEXT",
-                   help="auto (default): the model's own chat template, or the plain prompt format if it has none; "
-                        "none: always the plain format (base models); or a Jinja template file or text")
+    r.add_argument(
+        "--chat-template",
+        metavar="auto|none|FILE|TEXT",
+        help="auto (default): the model's own chat template, or the plain prompt format if it has none; "
+        "none: always the plain format (base models); or a Jinja template file or text",
+    )
     r.add_argument("--fresh", action="store_true")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
@@ -279,12 +328,18 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("data", help="dataset tools")
     dsub = d.add_subparsers(dest="data_command", required=True)
     dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
-    dv.add_argument("task", help="a task (jbeqa, legalevalq, legalrikai: a folder of its four sub-tasks) or a "
-                                 "LegalRikai sub-task (amendexp, statrev, reqrev, riskrev)")
+    dv.add_argument(
+        "task",
+        help="a task (jbeqa, legalevalq, legalrikai: a folder of its four sub-tasks) or a "
+        "LegalRikai sub-task (amendexp, statrev, reqrev, riskrev)",
+    )
     dv.add_argument("path")
     dv.add_argument("--split", default="test", help="for a folder of splits (LegalRikai tasks)")
-    dv.add_argument("--field-map", help='LegalRikai: JSON {"our_field": "their_field", ...} (for legalrikai, '
-                                       'also per sub-task: {"statrev": {...}})')
+    dv.add_argument(
+        "--field-map",
+        help='LegalRikai: JSON {"our_field": "their_field", ...} (for legalrikai, '
+        'also per sub-task: {"statrev": {...}})',
+    )
     dv.set_defaults(func=cmd_data_validate)
 
     m = sub.add_parser("models", help="models.yaml tools")
@@ -313,8 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--patience", type=int, default=3, help="epochs without validation gain before stopping")
     lt.add_argument("--max-length", type=int, default=256)
     lt.add_argument("--seed", type=int, default=0)
-    lt.add_argument("--error-input", action="store_true", help="add negatives: answers swapped across queries, "
-                                                                "score 0")
+    lt.add_argument("--error-input", action="store_true", help="add negatives: answers swapped across queries, score 0")
     lt.set_defaults(func=cmd_leq_train)
     lp = lqs.add_parser("predict", help="score (query, answer, comment, conclusion) rows")
     lp.add_argument("--data", required=True)
@@ -367,8 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         first = str(e).splitlines()[0] if str(e) else ""
-        print(f"offline-eval: error: {type(e).__name__}: {first} (re-run with --debug for the traceback)",
-              file=sys.stderr)
+        print(
+            f"offline-eval: error: {type(e).__name__}: {first} (re-run with --debug for the traceback)", file=sys.stderr
+        )
         return 1
 
 

@@ -42,8 +42,11 @@ class VariantSpec(Strict):
     dtype: str | None = None
     quantization: str | None = Field(None, description="vllm: awq, gptq, fp8, ...; transformers: int8, int4")
     options: dict[str, Any] = Field(default_factory=dict, description="extra engine constructor arguments")
-    same_weights_as: str | None = Field(None, description="another model of this config with the same weights "
-                                                          "(e.g. a GGUF and its HF folder): the consistency table")
+    same_weights_as: str | None = Field(
+        None,
+        description="another model of this config with the same weights "
+        "(e.g. a GGUF and its HF folder): the consistency table",
+    )
 
 
 class ModelSpec(Strict):
@@ -52,30 +55,43 @@ class ModelSpec(Strict):
     path: str = Field(description="the weights (a served model has none: its engine's keys say where it is)")
     variants: dict[str, VariantSpec] = Field(default_factory=lambda: {"default": VariantSpec()})
     # Strict: YAML's `true` must not become context length 1, nor "8192" a number by accident.
-    max_model_len: StrictInt | list[StrictInt] | None = Field(None, description="context length, or a list: one "
-                                                                                 "run per length (default 4096; "
-                                                                                 "a served model: the server's)")
+    max_model_len: StrictInt | list[StrictInt] | None = Field(
+        None, description="context length, or a list: one run per length (default 4096; a served model: the server's)"
+    )
     tensor_parallel_size: StrictInt = Field(1, ge=1)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     n_gpu_layers: StrictInt | None = None
     threads: StrictInt | None = Field(None, ge=1)
     batch_size: StrictInt = Field(16, ge=1)
     enable_prefix_caching: StrictBool = True
-    chat_template: str | None = Field(None, description="auto (default): the model's own, or the plain format "
-                                                        "if it has none; none: always plain; a file; template text")
+    chat_template: str | None = Field(
+        None,
+        description="auto (default): the model's own, or the plain format "
+        "if it has none; none: always plain; a file; template text",
+    )
     trust_remote_code: StrictBool = False
     seed: StrictInt = 0
     engine_args: dict[str, Any] = Field(default_factory=dict)
-    same_weights_as: str | None = Field(None, description="another model of this config with the same weights, "
-                                                          "on another engine or format: the consistency table")
-    data_parallel_size: StrictInt = Field(1, ge=1, description="under --ray: engines (replicas) that share one "
-                                                              "load's requests")
-    resources: dict[str, float] | None = Field(None, description="under --ray: what one replica reserves "
-                                                                 "(CPU, GPU, custom resources), replacing the "
-                                                                 "engine's own estimate")
-    reference: str | None = Field(None, description="the run every other run of this model is tested against for "
-                                                    "non-inferiority: VARIANT or VARIANT.ctxN (default: the bf16/f16 "
-                                                    "variant, else the first, at the longest context)")
+    same_weights_as: str | None = Field(
+        None,
+        description="another model of this config with the same weights, "
+        "on another engine or format: the consistency table",
+    )
+    data_parallel_size: StrictInt = Field(
+        1, ge=1, description="under --ray: engines (replicas) that share one load's requests"
+    )
+    resources: dict[str, float] | None = Field(
+        None,
+        description="under --ray: what one replica reserves "
+        "(CPU, GPU, custom resources), replacing the "
+        "engine's own estimate",
+    )
+    reference: str | None = Field(
+        None,
+        description="the run every other run of this model is tested against for "
+        "non-inferiority: VARIANT or VARIANT.ctxN (default: the bf16/f16 "
+        "variant, else the first, at the longest context)",
+    )
 
     @model_validator(mode="after")
     def _reference(self) -> ModelSpec:
@@ -88,18 +104,23 @@ class ModelSpec(Strict):
         longest = max(self.contexts())
         ref = self.reference
         if ref is None:
-            full = [k for k, v in self.variants.items()
-                    if k.lower() in _FULL_PRECISION or (v.dtype or "").lower() in _FULL_PRECISION]
+            full = [
+                k
+                for k, v in self.variants.items()
+                if k.lower() in _FULL_PRECISION or (v.dtype or "").lower() in _FULL_PRECISION
+            ]
             return (full or list(self.variants))[0], longest
         m = re.match(r"^(.+)\.ctx(\d+)$", ref)
         if m and m.group(1) in self.variants:
             if int(m.group(2)) not in self.contexts():
-                raise ValueError(f"reference '{ref}': context length {m.group(2)} is not one of max_model_len "
-                                 f"{self.contexts()}")
+                raise ValueError(
+                    f"reference '{ref}': context length {m.group(2)} is not one of max_model_len {self.contexts()}"
+                )
             return m.group(1), int(m.group(2))
         if ref not in self.variants:
-            raise ValueError(f"reference '{ref}' must name a variant ({', '.join(self.variants)}), optionally "
-                             f"with .ctxN")
+            raise ValueError(
+                f"reference '{ref}' must name a variant ({', '.join(self.variants)}), optionally with .ctxN"
+            )
         return ref, longest
 
     # The keys the engine declares for itself (Engine.options, e.g. a server's base_url), gathered from the
@@ -112,8 +133,11 @@ class ModelSpec(Strict):
         if not isinstance(data, dict):
             return data
         if "engine_options" in data:
-            raise PydanticCustomError("engine_option", "unknown key (give the engine's keys at the model's own "
-                                                       "level)", {"key": "engine_options"})
+            raise PydanticCustomError(
+                "engine_option",
+                "unknown key (give the engine's keys at the model's own level)",
+                {"key": "engine_options"},
+            )
         try:
             engine = get_engine(str(data.get("backend")))
         except InputError:
@@ -123,9 +147,11 @@ class ModelSpec(Strict):
             data["engine_options"] = {k: data.pop(k) for k in list(data) if k in engine.options.model_fields}
         if engine.remote:
             if "path" in data:
-                raise PydanticCustomError("engine_option", "backend '{b}' evaluates a served model and takes no "
-                                                           "`path` (give base_url and model)",
-                                          {"b": engine.name, "key": "path"})
+                raise PydanticCustomError(
+                    "engine_option",
+                    "backend '{b}' evaluates a served model and takes no `path` (give base_url and model)",
+                    {"b": engine.name, "key": "path"},
+                )
             data["path"] = ""
         return data
 
@@ -141,8 +167,9 @@ class ModelSpec(Strict):
         except ValidationError as e:
             err = e.errors()[0]
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            raise PydanticCustomError("engine_option", "{problem}",
-                                      {"problem": msg, "key": ".".join(str(p) for p in err["loc"])}) from None
+            raise PydanticCustomError(
+                "engine_option", "{problem}", {"problem": msg, "key": ".".join(str(p) for p in err["loc"])}
+            ) from None
 
     def server_urls(self) -> list[str]:
         """The URLs this model is reached at (its engine's options say; none for local weights)."""
@@ -205,13 +232,25 @@ class ModelSpec(Strict):
     def load_spec(self, variant: str, ctx: int | None = None) -> LoadSpec:
         v = self.variants[variant]
         return LoadSpec(
-            name=self.name, backend=self.backend, path=v.file or self.path, variant=variant,
-            max_model_len=ctx or self.contexts()[0], dtype=v.dtype, quantization=v.quantization,
-            chat_template=spec_template(self.chat_template), trust_remote_code=self.trust_remote_code, seed=self.seed,
-            tensor_parallel_size=self.tensor_parallel_size, gpu_memory_utilization=self.gpu_memory_utilization,
-            n_gpu_layers=self.n_gpu_layers, threads=self.threads, batch_size=self.batch_size,
-            enable_prefix_caching=self.enable_prefix_caching, engine_args={**self.engine_args, **v.options},
-            engine_options=dict(self.engine_options))
+            name=self.name,
+            backend=self.backend,
+            path=v.file or self.path,
+            variant=variant,
+            max_model_len=ctx or self.contexts()[0],
+            dtype=v.dtype,
+            quantization=v.quantization,
+            chat_template=spec_template(self.chat_template),
+            trust_remote_code=self.trust_remote_code,
+            seed=self.seed,
+            tensor_parallel_size=self.tensor_parallel_size,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            n_gpu_layers=self.n_gpu_layers,
+            threads=self.threads,
+            batch_size=self.batch_size,
+            enable_prefix_caching=self.enable_prefix_caching,
+            engine_args={**self.engine_args, **v.options},
+            engine_options=dict(self.engine_options),
+        )
 
     def run_name(self, variant: str, ctx: int | None = None) -> str:
         """Says what the run was: model, engine, variant (quantization), context length."""
@@ -223,8 +262,9 @@ class ModelSpec(Strict):
         v = self.variants[variant]
         if get_engine(self.backend).remote:
             return None  # no local weights: the server is reached (and checked) when the run starts
-        field, value = ((f"models.{index}.variants.{variant}.file", v.file) if v.file
-                        else (f"models.{index}.path", self.path))
+        field, value = (
+            (f"models.{index}.variants.{variant}.file", v.file) if v.file else (f"models.{index}.path", self.path)
+        )
         if is_url(value):
             return f"{source}: field '{field}': URLs are refused, give a local path: {value}"
         if not Path(value).exists():
@@ -236,18 +276,22 @@ class ModelSpec(Strict):
 def one_load(spec: ModelSpec) -> ModelSpec:
     """An evaluator or judge is loaded once: it must name one variant and one context length."""
     if len(spec.runs()) != 1:
-        raise ValueError(f"evaluator '{spec.name}' must have one variant and one max_model_len (it is loaded once, "
-                         f"to score every candidate); it has {len(spec.variants)} variant(s) x "
-                         f"{len(spec.contexts())} context length(s)")
+        raise ValueError(
+            f"evaluator '{spec.name}' must have one variant and one max_model_len (it is loaded once, "
+            f"to score every candidate); it has {len(spec.variants)} variant(s) x "
+            f"{len(spec.contexts())} context length(s)"
+        )
     return spec
 
 
 class RunnerSpec(Strict):
-    chunk_size: StrictInt = Field(512, ge=1, description="requests per engine call; bounds memory, and a crash "
-                                                    "loses at most one chunk")
+    chunk_size: StrictInt = Field(
+        512, ge=1, description="requests per engine call; bounds memory, and a crash loses at most one chunk"
+    )
     executor: Literal["serial", "ray"] = Field("serial", description="ray: engine loads run on a Ray cluster")
-    address: str | None = Field(None, description="the Ray cluster (executor: ray); auto: a running one, or a "
-                                                  "local one")
+    address: str | None = Field(
+        None, description="the Ray cluster (executor: ray); auto: a running one, or a local one"
+    )
 
 
 class SweepConfig(Strict):
@@ -255,8 +299,9 @@ class SweepConfig(Strict):
     models: list[ModelSpec] = Field(min_length=1)
     tasks: dict[str, dict[str, Any]] = Field(min_length=1)
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
-    margin: dict[str, PositiveFloat] = Field(default_factory=dict, description="non-inferiority margin per task "
-                                                                             "metric, in its units: {accuracy: 0.02}")
+    margin: dict[str, PositiveFloat] = Field(
+        default_factory=dict, description="non-inferiority margin per task metric, in its units: {accuracy: 0.02}"
+    )
 
     @field_validator("models")
     @classmethod
@@ -268,8 +313,10 @@ class SweepConfig(Strict):
         for m in v:
             for twin in {m.declared_twin(k) for k in m.variants} - {None}:
                 if twin == m.name or twin not in names:
-                    raise ValueError(f"model '{m.name}': same_weights_as '{twin}' must name another model of "
-                                     f"this config ({', '.join(n for n in names if n != m.name)})")
+                    raise ValueError(
+                        f"model '{m.name}': same_weights_as '{twin}' must name another model of "
+                        f"this config ({', '.join(n for n in names if n != m.name)})"
+                    )
         return v
 
 
@@ -359,8 +406,9 @@ def load_config(path: str | Path) -> SweepConfig:
             elif isinstance(opts.get(key), dict):  # one path per sub-task
                 opts[key] = {k: _resolve(base, v) if isinstance(v, str) else v for k, v in opts[key].items()}
         # Model specs inside a task (an evaluation model, a list of LLM judges) resolve like `models:`.
-        specs = [s for key in task.model_options
-                 for s in (opts[key] if isinstance(opts.get(key), list) else [opts.get(key)])]
+        specs = [
+            s for key in task.model_options for s in (opts[key] if isinstance(opts.get(key), list) else [opts.get(key)])
+        ]
         for ev in specs:
             if isinstance(ev, dict):
                 if isinstance(ev.get("path"), str):
@@ -373,8 +421,12 @@ def load_config(path: str | Path) -> SweepConfig:
                         v["file"] = _resolve(base, v["file"])
     for key in cfg.margin:
         if key not in declared:
-            raise InputError(f"no task of this config tests '{key}' for non-inferiority (its tasks test: "
-                             f"{', '.join(sorted(declared))})", file=str(path), field=f"margin.{key}")
+            raise InputError(
+                f"no task of this config tests '{key}' for non-inferiority (its tasks test: "
+                f"{', '.join(sorted(declared))})",
+                file=str(path),
+                field=f"margin.{key}",
+            )
     return cfg
 
 
@@ -387,8 +439,9 @@ def _resolve(base: Path, value: str) -> str:
 
 def check_paths(cfg: SweepConfig, source: str) -> list[str]:
     """Everything `models check` verifies beyond the schema. Returns a list of problems (empty = fine)."""
-    problems = [p for i, m in enumerate(cfg.models) for v in m.variants
-                if (p := m.path_problem(v, source, i)) is not None]
+    problems = [
+        p for i, m in enumerate(cfg.models) for v in m.variants if (p := m.path_problem(v, source, i)) is not None
+    ]
     return problems + data_path_problems(cfg, source)
 
 
@@ -408,5 +461,4 @@ def data_path_problems(cfg: SweepConfig, source: str) -> list[str]:
     return problems
 
 
-__all__ = ["ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "data_path_problems",
-           "load_config"]
+__all__ = ["ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "data_path_problems", "load_config"]

@@ -24,7 +24,7 @@ def twin_pairs(runs: Sequence[RunEntry], declared: Callable[[str, str], str | No
     names = sorted(by_run)
     out = []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             (ma, va), (mb, vb) = by_run[a], by_run[b]
             if ma != mb and (declared(ma, va) == mb or declared(mb, vb) == ma):
                 out.append((a, b))
@@ -54,34 +54,53 @@ def _paired_p(a: list[float], b: list[float]) -> tuple[str, float | None]:
     return "wilcoxon", float(wilcoxon(a, b).pvalue)
 
 
-def compare(task: Task, entry_a: RunEntry, entry_b: RunEntry, recs_a: list[dict[str, Any]],
-            recs_b: list[dict[str, Any]]) -> dict[str, Any]:
+def compare(
+    task: Task, entry_a: RunEntry, entry_b: RunEntry, recs_a: list[dict[str, Any]], recs_b: list[dict[str, Any]]
+) -> dict[str, Any]:
     """One row of the consistency table: two runs of one task setting, on the items both answered."""
     by_b = {r["id"]: r for r in recs_b}
     both = [(r, by_b[r["id"]]) for r in recs_a if r["id"] in by_b]
-    answers = [(x, y) for x, y in ((task.item_answer(a), task.item_answer(b)) for a, b in both)
-               if x is not None and y is not None]
-    scores = [(x, y) for x, y in ((task.item_score(a), task.item_score(b)) for a, b in both)
-              if x is not None and y is not None]
-    probs = [(x, y) for x, y in ((task.item_probability(a), task.item_probability(b)) for a, b in both)
-             if x is not None and y is not None]
+    answers = [
+        (x, y)
+        for x, y in ((task.item_answer(a), task.item_answer(b)) for a, b in both)
+        if x is not None and y is not None
+    ]
+    scores = [
+        (x, y)
+        for x, y in ((task.item_score(a), task.item_score(b)) for a, b in both)
+        if x is not None and y is not None
+    ]
+    probs = [
+        (x, y)
+        for x, y in ((task.item_probability(a), task.item_probability(b)) for a, b in both)
+        if x is not None and y is not None
+    ]
     metric = entry_a.primary_metric or "mean"
     va, vb = entry_a.metrics.get(metric), entry_b.metrics.get(metric)
     test, p = _paired_p([x for x, _ in scores], [y for _, y in scores])
     row: dict[str, Any] = {
-        "setting": entry_a.setting, "task": entry_a.task, "run_a": entry_a.run, "run_b": entry_b.run,
-        "n_items": len(answers), "identical": (sum(x == y for x, y in answers) / len(answers)) if answers else None,
+        "setting": entry_a.setting,
+        "task": entry_a.task,
+        "run_a": entry_a.run,
+        "run_b": entry_b.run,
+        "n_items": len(answers),
+        "identical": (sum(x == y for x, y in answers) / len(answers)) if answers else None,
         "kappa": cohen_kappa([x for x, _ in answers], [y for _, y in answers]) if answers else None,
-        "metric": metric, "metric_a": va, "metric_b": vb,
+        "metric": metric,
+        "metric_a": va,
+        "metric_b": vb,
         "delta": (va - vb) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None,
-        "paired_test": test, "p": p}
+        "paired_test": test,
+        "p": p,
+    }
     if probs:
         row["mean_abs_diff_p_true"] = sum(abs(x - y) for x, y in probs) / len(probs)
     return row
 
 
-def build(runs: Sequence[RunEntry], records: Records, tasks: dict[str, Task],
-          declared: Callable[[str, str], str | None]) -> list[dict[str, Any]]:
+def build(
+    runs: Sequence[RunEntry], records: Records, tasks: dict[str, Task], declared: Callable[[str, str], str | None]
+) -> list[dict[str, Any]]:
     rows = []
     by_key = {r.key: r for r in runs}
     for a, b in twin_pairs(runs, declared):

@@ -30,8 +30,9 @@ def resolve_split(path: str | Path, split: str) -> Path | tuple[Path, str]:
     for suf in _SUFFIXES:
         if (p / f"{split}{suf}").is_file():
             return p / f"{split}{suf}"
-    raise InputError(f"no '{split}' split here: expected {split}.jsonl, {split}.parquet or a datasets folder",
-                     file=str(p))
+    raise InputError(
+        f"no '{split}' split here: expected {split}.jsonl, {split}.parquet or a datasets folder", file=str(p)
+    )
 
 
 def has_split(path: str | Path, split: str) -> bool:
@@ -78,8 +79,9 @@ def _read_jsonl(p: Path) -> Iterator[Record]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise InputError(f"malformed JSON ({e.msg} at column {e.colno})", file=str(p),
-                                 record=f"line {n}") from None
+                raise InputError(
+                    f"malformed JSON ({e.msg} at column {e.colno})", file=str(p), record=f"line {n}"
+                ) from None
             if not isinstance(obj, dict):
                 raise InputError("expected a JSON object", file=str(p), record=f"line {n}")
             yield f"line {n}", obj
@@ -119,8 +121,9 @@ def _read_datasets(p: Path, split: str) -> Iterator[Record]:
     try:
         from datasets import Dataset, DatasetDict, load_from_disk
     except ImportError:
-        raise InputError("reading a datasets folder needs datasets: pip install 'offline-eval[data]'",
-                         file=str(p)) from None
+        raise InputError(
+            "reading a datasets folder needs datasets: pip install 'offline-eval[data]'", file=str(p)
+        ) from None
     try:
         ds = load_from_disk(str(p))
     except Exception as e:  # noqa: BLE001

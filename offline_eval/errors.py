@@ -12,15 +12,17 @@ class OfflineEvalError(Exception):
 class InputError(OfflineEvalError):
     """Bad user input: a data file, a config, a path."""
 
-    def __init__(self, message: str, *, file: str | None = None, record: str | int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: str | None = None, record: str | int | None = None, field: str | None = None
+    ) -> None:
         self.file, self.record, self.field, self.detail = file, record, field, message
         where = []
         if file is not None:
             where.append(str(file))
         if record is not None:
-            where.append(f"record {record}" if not isinstance(record, str) or not record.startswith("line ")
-                         else record)
+            where.append(
+                f"record {record}" if not isinstance(record, str) or not record.startswith("line ") else record
+            )
         if field is not None:
             where.append(f"field '{field}'")
         super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")

@@ -19,8 +19,9 @@ def fits(prompt_tokens: int, request: Request, method: str, max_model_len: int) 
 Placement = Literal["fits", "fallback", "fail", "overflow"]
 
 
-def place(prompt_tokens: int, request: Request, method: str, max_model_len: int, policy: str,
-          fallback: Request | None) -> Placement:
+def place(
+    prompt_tokens: int, request: Request, method: str, max_model_len: int, policy: str, fallback: Request | None
+) -> Placement:
     """What happens to a request under the task's overflow policy: it fits; its shorter fallback is tried
     (policy 'focus'; the fallback must fit in turn, else the item overflows); the run stops ('fail'); or the
     item is recorded as an overflow ('skip', or 'focus' without a fallback)."""

@@ -35,11 +35,18 @@ class Criterion:
 
 def rubric_schema(criteria: Sequence[Criterion], rationale_max_chars: int) -> dict[str, Any]:
     """For each criterion: a short rationale and an integer score within its scale."""
-    props = {c.code: {"type": "object",
-                      "properties": {"rationale": {"type": "string", "minLength": 1, "maxLength": rationale_max_chars},
-                                     "score": {"type": "integer", "minimum": c.lo, "maximum": c.hi}},
-                      "required": ["rationale", "score"], "additionalProperties": False}
-             for c in criteria}
+    props = {
+        c.code: {
+            "type": "object",
+            "properties": {
+                "rationale": {"type": "string", "minLength": 1, "maxLength": rationale_max_chars},
+                "score": {"type": "integer", "minimum": c.lo, "maximum": c.hi},
+            },
+            "required": ["rationale", "score"],
+            "additionalProperties": False,
+        }
+        for c in criteria
+    }
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
@@ -70,8 +77,13 @@ def parse_answer(criteria: Sequence[Criterion], text: str) -> tuple[dict[str, in
 def judge_entry(criteria: Sequence[Criterion], result: Result) -> dict[str, Any]:
     """One judge's verdict on one output, as kept in the per-item record (scores None: a counted failure)."""
     got = parse_answer(criteria, result.text) if result.answered else None
-    return {"scores": got[0] if got else None, "rationales": got[1] if got else None,
-            "finish_reason": result.finish_reason, "focused": result.focused, "raw": result.text}
+    return {
+        "scores": got[0] if got else None,
+        "rationales": got[1] if got else None,
+        "finish_reason": result.finish_reason,
+        "focused": result.focused,
+        "raw": result.text,
+    }
 
 
 def mean_over_judges(criteria: Sequence[Criterion], judges: dict[str, dict[str, Any]]) -> dict[str, float]:

@@ -35,16 +35,23 @@ class OutputLock:
         except BlockingIOError:
             holder = _describe(fd)
             os.close(fd)
-            raise FolderBusyError(f"{self.path.parent}: another sweep is writing into this folder ({holder}); "
-                                  f"wait for it to finish, or use another --out") from None
+            raise FolderBusyError(
+                f"{self.path.parent}: another sweep is writing into this folder ({holder}); "
+                f"wait for it to finish, or use another --out"
+            ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "started": time.strftime("%Y-%m-%dT%H:%M:%S")}).encode())
+        os.write(
+            fd,
+            json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            ).encode(),
+        )
         self._fd = fd
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)

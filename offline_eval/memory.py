@@ -49,5 +49,6 @@ def weights_bytes(path: str) -> int:
     p = Path(path)
     if p.is_file():
         return p.stat().st_size
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin",
-                                                                                      ".gguf", ".pt"))
+    return sum(
+        f.stat().st_size for f in p.rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin", ".gguf", ".pt")
+    )

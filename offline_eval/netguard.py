@@ -55,5 +55,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         return
     host = address[0] if isinstance(address, tuple) else str(address)
     if host not in _ALLOWED:
-        raise ConnectionNotAllowed(f"offline-eval refused a connection to {host}: only the config's base_url hosts "
-                                   f"({', '.join(sorted(_ALLOWED))}) may be reached")
+        raise ConnectionNotAllowed(
+            f"offline-eval refused a connection to {host}: only the config's base_url hosts "
+            f"({', '.join(sorted(_ALLOWED))}) may be reached"
+        )

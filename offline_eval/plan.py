@@ -55,12 +55,13 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                 limit = ctx or count.context()  # 0: the length a server reports
                 extra = [tokens_needed(0, r, phase.method) for r in phase.requests]
                 if counted is None:
-                    out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests), None, sum(extra),
-                                         [], []))
+                    out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests), None, sum(extra), [], []))
                     continue
                 n = list(counted)
                 fbs = phase.fallbacks or [None] * len(n)
-                placed = [place(x, r, phase.method, limit, phase.overflow, f) for x, r, f in zip(n, phase.requests, fbs)]
+                placed = [
+                    place(x, r, phase.method, limit, phase.overflow, f) for x, r, f in zip(n, phase.requests, fbs)
+                ]
                 ok = [p == "fits" for p in placed]
                 focused = [False] * len(n)
                 if "fallback" in placed:
@@ -72,11 +73,17 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                     for i, f in enumerate(fbs):
                         if placed[i] == "fallback" and f is not None and fits(fb_lengths[i], f, phase.method, limit):
                             n[i], ok[i], focused[i] = fb_lengths[i], True, True
-                out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests),
-                                     sum(x for x, f in zip(n, ok) if f),
-                                     sum(e for e, f in zip(extra, ok) if f),
-                                     [i for i, f in zip(phase.item_ids, ok) if not f],
-                                     [i for i, f in zip(phase.item_ids, focused) if f]))
+                out.append(
+                    PhasePlan(
+                        m.run_name(variant, ctx),
+                        name,
+                        len(phase.requests),
+                        sum(x for x, f in zip(n, ok) if f),
+                        sum(e for e, f in zip(extra, ok) if f),
+                        [i for i, f in zip(phase.item_ids, ok) if not f],
+                        [i for i, f in zip(phase.item_ids, focused) if f],
+                    )
+                )
         count.close()
     return out
 
@@ -105,8 +112,13 @@ class _LazyCounter:
             self.counter.close()
 
 
-def print_plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any], source: str, index: dict[int, int],
-               log: Callable[[str], None]) -> list[PhasePlan]:
+def print_plan(
+    loads: list[tuple[ModelSpec, str, int]],
+    tasks: list[Any],
+    source: str,
+    index: dict[int, int],
+    log: Callable[[str], None],
+) -> list[PhasePlan]:
     log(f"plan: {len(loads)} model load(s), {sum(len(t.task.settings()) for t in tasks)} task setting(s) each")
     ok = [(m, v, c) for m, v, c in loads if m.path_problem(v, source, index[id(m)]) is None]
     plans = plan(ok, tasks)
@@ -116,19 +128,26 @@ def print_plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any], source
         note = f"will fail: {problem}" if problem else f"prompt format: {prompt_format(m.load_spec(v, c))}"
         log(f"[{k}/{len(loads)}] load {run}  ({note})")
         for p in (p for p in plans if p.run == run):
-            over = f"{len(p.overflow_ids)} overflow" + (f" ({', '.join(p.overflow_ids[:5])}"
-                                                       f"{', ...' if len(p.overflow_ids) > 5 else ''})"
-                                                       if p.overflow_ids else "")
+            over = f"{len(p.overflow_ids)} overflow" + (
+                f" ({', '.join(p.overflow_ids[:5])}{', ...' if len(p.overflow_ids) > 5 else ''})"
+                if p.overflow_ids
+                else ""
+            )
             foc = f", {len(p.focused_ids)} focused" if p.focused_ids else ""
-            counted = "prompt tokens not countable locally" if p.prompt_tokens is None else \
-                f"{p.prompt_tokens} prompt tokens"
-            log(f"    {p.setting}: {p.requests} requests, {counted}, "
-                f"<= {p.max_output_tokens} output tokens, {over}{foc}")
+            counted = (
+                "prompt tokens not countable locally" if p.prompt_tokens is None else f"{p.prompt_tokens} prompt tokens"
+            )
+            log(
+                f"    {p.setting}: {p.requests} requests, {counted}, "
+                f"<= {p.max_output_tokens} output tokens, {over}{foc}"
+            )
     for t in tasks:
         for ev in t.task.evaluator_models():
             v, c = ev.runs()[0]
-            log(f"then {t.name}: evaluator {ev.run_name(v, c)} scores the outputs (loaded once; its prompts hold "
-                f"the answers, so they are not counted here)")
+            log(
+                f"then {t.name}: evaluator {ev.run_name(v, c)} scores the outputs (loaded once; its prompts hold "
+                f"the answers, so they are not counted here)"
+            )
     total_p = sum(p.prompt_tokens or 0 for p in plans)
     total_o = sum(p.max_output_tokens for p in plans)
     log(f"total: {sum(p.requests for p in plans)} requests, {total_p} prompt tokens, <= {total_o} output tokens")

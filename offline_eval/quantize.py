@@ -17,9 +17,25 @@ TYPES = ("f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q5_0", "q4_k_m", "q4_k_s", "q
 FULL = ("f32", "f16", "bf16")
 
 # LLAMA_FTYPE values (llama.h) of the types a source file may have.
-_FTYPE_NAMES = {0: "f32", 1: "f16", 32: "bf16", 2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 10: "q2_k",
-                11: "q3_k_s", 12: "q3_k_m", 13: "q3_k_l", 14: "q4_k_s", 15: "q4_k_m", 16: "q5_k_s", 17: "q5_k_m",
-                18: "q6_k"}
+_FTYPE_NAMES = {
+    0: "f32",
+    1: "f16",
+    32: "bf16",
+    2: "q4_0",
+    3: "q4_1",
+    7: "q8_0",
+    8: "q5_0",
+    9: "q5_1",
+    10: "q2_k",
+    11: "q3_k_s",
+    12: "q3_k_m",
+    13: "q3_k_l",
+    14: "q4_k_s",
+    15: "q4_k_m",
+    16: "q5_k_s",
+    17: "q5_k_m",
+    18: "q6_k",
+}
 
 
 def _gguf_file_type(path: Path) -> str | None:
@@ -71,8 +87,7 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
         raise InputError("file not found", file=src)
     unknown = [t for t in to if t.lower() not in TYPES]
     if unknown:
-        raise InputError(f"unknown type(s) {', '.join(unknown)}; expected some of {', '.join(TYPES)}",
-                         field="--to")
+        raise InputError(f"unknown type(s) {', '.join(unknown)}; expected some of {', '.join(TYPES)}", field="--to")
     try:
         source = _gguf_file_type(p)
     except (struct.error, UnicodeDecodeError, OSError):
@@ -80,8 +95,11 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
     src_type = source if source is not None and source not in FULL else None  # None: ordinary quantization
     requant = src_type is not None
     if src_type is not None and src_type in [t.lower() for t in to]:
-        raise InputError(f"the file is already {src_type.upper()}; requantizing it to the same type would only add "
-                         f"rounding error", file=src, field="--to")
+        raise InputError(
+            f"the file is already {src_type.upper()}; requantizing it to the same type would only add rounding error",
+            file=src,
+            field="--to",
+        )
     try:
         import llama_cpp
     except ImportError:
@@ -105,14 +123,32 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
             raise InputError(f"llama.cpp could not quantize to {t} (code {rc}); is it a valid GGUF?", file=src)
         if src_type:
             effect = "no more precise than its source" if _bits(t) > _bits(src_type) else "rounding errors compound"
-            print(f"{target.name}: requantized from {src_type.upper()}, not from the original weights ({effect})",
-                  flush=True)
+            print(
+                f"{target.name}: requantized from {src_type.upper()}, not from the original weights ({effect})",
+                flush=True,
+            )
         out.append(target)
     return out
 
 
 def _bits(name: str) -> float:
     """Approximate bits per weight, to say whether a requantization adds loss or only size."""
-    return {"f32": 32, "f16": 16, "bf16": 16, "q8_0": 8.5, "q6_k": 6.6, "q5_k_m": 5.7, "q5_k_s": 5.5, "q5_1": 6,
-            "q5_0": 5.5, "q4_k_m": 4.9, "q4_k_s": 4.6, "q4_1": 5, "q4_0": 4.5, "q3_k_l": 4.3, "q3_k_m": 3.9,
-            "q3_k_s": 3.5, "q2_k": 2.6}.get(name, 0)
+    return {
+        "f32": 32,
+        "f16": 16,
+        "bf16": 16,
+        "q8_0": 8.5,
+        "q6_k": 6.6,
+        "q5_k_m": 5.7,
+        "q5_k_s": 5.5,
+        "q5_1": 6,
+        "q5_0": 5.5,
+        "q4_k_m": 4.9,
+        "q4_k_s": 4.6,
+        "q4_1": 5,
+        "q4_0": 4.5,
+        "q3_k_l": 4.3,
+        "q3_k_m": 3.9,
+        "q3_k_s": 3.5,
+        "q2_k": 2.6,
+    }.get(name, 0)

@@ -20,8 +20,7 @@ class Sampling:
     top_p: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
-                "top_p": self.top_p}
+        return {"temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens, "top_p": self.top_p}
 
 
 @dataclass(frozen=True)
@@ -34,18 +33,25 @@ class Request:
     constraint: Constraint | None = None
 
     @staticmethod
-    def chat(messages: list[dict[str, str]], sampling: Sampling | None = None,
-             constraint: Constraint | None = None) -> Request:
-        return Request(messages=tuple((m["role"], m["content"]) for m in messages),
-                       sampling=sampling or Sampling(), constraint=constraint)
+    def chat(
+        messages: list[dict[str, str]], sampling: Sampling | None = None, constraint: Constraint | None = None
+    ) -> Request:
+        return Request(
+            messages=tuple((m["role"], m["content"]) for m in messages),
+            sampling=sampling or Sampling(),
+            constraint=constraint,
+        )
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in (self.messages or ())]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"messages": [list(m) for m in self.messages] if self.messages is not None else None,
-                "prompt": self.prompt, "sampling": self.sampling.to_dict(),
-                "constraint": self.constraint.to_dict() if self.constraint else None}
+        return {
+            "messages": [list(m) for m in self.messages] if self.messages is not None else None,
+            "prompt": self.prompt,
+            "sampling": self.sampling.to_dict(),
+            "constraint": self.constraint.to_dict() if self.constraint else None,
+        }
 
 
 UNANSWERED = ("length", "overflow", "error", "violation")
@@ -69,8 +75,14 @@ class Result:
         return self.finish_reason not in UNANSWERED
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"text": self.text, "finish_reason": self.finish_reason, "prompt_tokens": self.prompt_tokens,
-             "output_tokens": self.output_tokens, "latency_s": self.latency_s, "logprobs": self.logprobs}
+        d = {
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "latency_s": self.latency_s,
+            "logprobs": self.logprobs,
+        }
         if self.focused:
             d["focused"] = True
         return d
@@ -81,8 +93,9 @@ def request_json(request: Request) -> str:
     return json.dumps(request.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def request_key(fingerprint: str, variant: str, request: Request | str, method: Method,
-                choices: tuple[str, ...] | None = None) -> str:
+def request_key(
+    fingerprint: str, variant: str, request: Request | str, method: Method, choices: tuple[str, ...] | None = None
+) -> str:
     """sha256 over (model fingerprint, variant, method, choices, the full request incl. sampling and constraint)."""
     rj = request if isinstance(request, str) else request_json(request)
     head = json.dumps([fingerprint, variant, method, list(choices) if choices else None], separators=(",", ":"))

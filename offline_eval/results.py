@@ -1,9 +1,9 @@
 """The output folder and the typed keys of what flows through a sweep.
 
-    OUT/store.sqlite                      every engine output (the crash-safe layer; resume reads it)
-    OUT/results/<run>/<setting>.jsonl     one record per item, written once per sweep
-    OUT/summary.json                      written once, at the end
-    OUT/report.md, OUT/report.html, OUT/plots/
+OUT/store.sqlite                      every engine output (the crash-safe layer; resume reads it)
+OUT/results/<run>/<setting>.jsonl     one record per item, written once per sweep
+OUT/summary.json                      written once, at the end
+OUT/report.md, OUT/report.html, OUT/plots/
 """
 
 from __future__ import annotations
@@ -66,12 +66,18 @@ class RunEntry:
         """An entry an earlier sweep wrote (None: not one this version can use; its run is simply re-made)."""
         names = {f.name for f in fields(cls)} - {"extra"}
         try:
-            entry = cls(**{k: v for k, v in d.items() if k in names},
-                        extra={k: v for k, v in d.items() if k not in names})
+            entry = cls(
+                **{k: v for k, v in d.items() if k in names}, extra={k: v for k, v in d.items() if k not in names}
+            )
         except TypeError:
             return None
-        ok = (isinstance(entry.run, str) and isinstance(entry.setting, str) and isinstance(entry.metrics, dict)
-              and isinstance(entry.options, dict) and isinstance(entry.throughput, dict))
+        ok = (
+            isinstance(entry.run, str)
+            and isinstance(entry.setting, str)
+            and isinstance(entry.metrics, dict)
+            and isinstance(entry.options, dict)
+            and isinstance(entry.throughput, dict)
+        )
         return entry if ok else None
 
 

@@ -53,21 +53,37 @@ class PhaseStats:
         if self.prompt_submitted is None or self.prompt_computed is None:
             return None
         ratio = self.prompt_submitted / self.prompt_computed if self.prompt_computed else None
-        return {"submitted": self.prompt_submitted, "computed": self.prompt_computed,
-                "ratio": round(ratio, 2) if ratio is not None else None}
+        return {
+            "submitted": self.prompt_submitted,
+            "computed": self.prompt_computed,
+            "ratio": round(ratio, 2) if ratio is not None else None,
+        }
 
     def throughput(self) -> dict[str, Any]:
         tokens = self.prompt_tokens + self.output_tokens
-        return {"items_per_s": round(self.n_requests / self.wall_s, 3) if self.wall_s > 0 else 0.0,
-                "tokens_per_s": round(tokens / self.wall_s, 1) if self.wall_s > 0 else 0.0,
-                "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-                "wall_s": round(self.wall_s, 3), "load_s": round(self.load_s, 3), "generated": self.n_generated,
-                "cached": self.n_cached, **({"prefix_reuse": r} if (r := self.prefix_reuse()) else {})}
+        return {
+            "items_per_s": round(self.n_requests / self.wall_s, 3) if self.wall_s > 0 else 0.0,
+            "tokens_per_s": round(tokens / self.wall_s, 1) if self.wall_s > 0 else 0.0,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "wall_s": round(self.wall_s, 3),
+            "load_s": round(self.load_s, 3),
+            "generated": self.n_generated,
+            "cached": self.n_cached,
+            **({"prefix_reuse": r} if (r := self.prefix_reuse()) else {}),
+        }
 
 
 class Runner:
-    def __init__(self, engine: Backend | LazyBackend, store: Store, variant: str, chunk_size: int = 512,
-                 fresh: bool = False, progress: bool | None = None) -> None:
+    def __init__(
+        self,
+        engine: Backend | LazyBackend,
+        store: Store,
+        variant: str,
+        chunk_size: int = 512,
+        fresh: bool = False,
+        progress: bool | None = None,
+    ) -> None:
         self.fingerprint = engine.fingerprint
         self._engine = engine
         self._get = engine.get if isinstance(engine, LazyBackend) else (lambda: engine)
@@ -95,15 +111,23 @@ class Runner:
             count = backend.prompt_count
             start = (count.submitted, count.computed) if count is not None else None
             with engine_errors(phase.name):
-                todo = self._fitting(phase, backend, [(k, phase.requests[first[k]], rjson[first[k]])
-                                                      for k in misses], done, first)
+                todo = self._fitting(
+                    phase, backend, [(k, phase.requests[first[k]], rjson[first[k]]) for k in misses], done, first
+                )
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
             todo.sort(key=lambda t: t[2] if t[2] is not None else t[3])
-            bar = tqdm(total=len(todo), desc=phase.name, unit="req", disable=True if self.progress is False else None,
-                       mininterval=1.0, dynamic_ncols=True, leave=False)
+            bar = tqdm(
+                total=len(todo),
+                desc=phase.name,
+                unit="req",
+                disable=True if self.progress is False else None,
+                mininterval=1.0,
+                dynamic_ncols=True,
+                leave=False,
+            )
             try:
                 for c in range(0, len(todo), self.chunk_size):
-                    chunk = todo[c:c + self.chunk_size]
+                    chunk = todo[c : c + self.chunk_size]
                     rs = [t[1] for t in chunk]
                     ids = [t[2] for t in chunk]
                     encoded = None if any(i is None for i in ids) else [i for i in ids if i is not None]
@@ -112,12 +136,16 @@ class Runner:
                             if phase.method == "generate":
                                 results = backend.generate(rs, encoded, progress=bar.update)
                             else:
-                                results = backend.choice_logprobs(rs, phase.choices or (), encoded,
-                                                                  progress=bar.update)
+                                results = backend.choice_logprobs(rs, phase.choices or (), encoded, progress=bar.update)
                     except PartialFailure as e:  # keep what was answered: a re-run sends only the rest
                         part = sorted(e.done)
-                        self._keep([chunk[i] for i in part], [checked(rs[i], e.done[i]) for i in part],  # type: ignore[arg-type]
-                                   done, rjson, first)
+                        self._keep(
+                            [chunk[i] for i in part],
+                            [checked(rs[i], e.done[i]) for i in part],  # type: ignore[arg-type]
+                            done,
+                            rjson,
+                            first,
+                        )
                         raise
                     stats.engine_calls += 1
                     self._keep(chunk, [checked(r, res) for r, res in zip(rs, results)], done, rjson, first)
@@ -136,8 +164,14 @@ class Runner:
         stats.wall_s = time.perf_counter() - t0 - stats.load_s
         return results, stats
 
-    def _keep(self, chunk: list[tuple[str, Request, list[int] | None, str, list[str]]], results: list[Result],
-              done: dict[str, Result], rjson: list[str], first: dict[str, int]) -> None:
+    def _keep(
+        self,
+        chunk: list[tuple[str, Request, list[int] | None, str, list[str]]],
+        results: list[Result],
+        done: dict[str, Result],
+        rjson: list[str],
+        first: dict[str, int],
+    ) -> None:
         fp = self.fingerprint
         rows = []
         for (k, _, _, rj, primaries), res in zip(chunk, results):
@@ -163,8 +197,14 @@ class Runner:
             out[k] = r
         return out
 
-    def _fitting(self, phase: Phase, backend: Any, todo: list[tuple[str, Request, str]], done: dict[str, Result],
-                 first: dict[str, int]) -> list[tuple[str, Request, list[int] | None, str, list[str]]]:
+    def _fitting(
+        self,
+        phase: Phase,
+        backend: Any,
+        todo: list[tuple[str, Request, str]],
+        done: dict[str, Result],
+        first: dict[str, int],
+    ) -> list[tuple[str, Request, list[int] | None, str, list[str]]]:
         """The requests that fit the context, as (key, request, ids, request json, primaries). One that does
         not is failed, recorded as an overflow, or (policy 'focus') replaced by its fallback; a fallback's
         result is also answered under the keys of the requests it stands in for (`primaries`)."""
@@ -200,9 +240,12 @@ class Runner:
                 continue
             if placement == "fail":
                 need = tokens_needed(n, r, phase.method)
-                raise InputError(f"prompt of {n} tokens + {need - n} to generate exceeds "
-                                 f"max_model_len {limit} (overflow policy 'fail'; use 'skip' to record and "
-                                 f"go on)", record=phase.item_ids[first[k]])
+                raise InputError(
+                    f"prompt of {n} tokens + {need - n} to generate exceeds "
+                    f"max_model_len {limit} (overflow policy 'fail'; use 'skip' to record and "
+                    f"go on)",
+                    record=phase.item_ids[first[k]],
+                )
             done[k] = Result(text="", finish_reason="overflow", prompt_tokens=n)
             rows.append((k, self.fingerprint, self.variant, rj, done[k]))
         hits = self.store.get_many(list(retry)) if retry and not self.fresh else {}

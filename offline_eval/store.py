@@ -53,8 +53,9 @@ def _is_busy(e: sqlite3.OperationalError) -> bool:
 
 
 class Store:
-    def __init__(self, path: str | Path, *, move_aside_if_corrupt: bool = False,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, move_aside_if_corrupt: bool = False, log: Callable[[str], None] | None = None
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -63,8 +64,10 @@ class Store:
             if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
                 raise StoreError(f"{self.path}: the store stayed locked by another process for 60 s ({e})") from None
             if not move_aside_if_corrupt:
-                raise StoreError(f"{self.path}: the store is unreadable ({e}); move it aside (or re-run with "
-                                 f"--fresh, which moves it to {self.path.name}.corrupt-<time>) and re-run") from None
+                raise StoreError(
+                    f"{self.path}: the store is unreadable ({e}); move it aside (or re-run with "
+                    f"--fresh, which moves it to {self.path.name}.corrupt-<time>) and re-run"
+                ) from None
             aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
             for suffix in ("", "-wal", "-shm"):
                 src = Path(str(self.path) + suffix)
@@ -104,8 +107,10 @@ class Store:
         try:
             return fn()
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: store error ({e}); if the file is damaged, move it aside (or re-run "
-                             f"with --fresh) and re-run") from None
+            raise StoreError(
+                f"{self.path}: store error ({e}); if the file is damaged, move it aside (or re-run "
+                f"with --fresh) and re-run"
+            ) from None
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Result]:
         return self._guard(lambda: self._get_many(keys))
@@ -113,12 +118,21 @@ class Store:
     def _get_many(self, keys: Sequence[str]) -> dict[str, Result]:
         found: dict[str, Result] = {}
         for i in range(0, len(keys), 500):
-            part = list(keys[i:i + 500])
-            q = ("SELECT key, text, finish_reason, prompt_tokens, output_tokens, latency_s, logprobs, focused "
-                 f"FROM outputs WHERE key IN ({','.join('?' * len(part))})")
+            part = list(keys[i : i + 500])
+            q = (
+                "SELECT key, text, finish_reason, prompt_tokens, output_tokens, latency_s, logprobs, focused "
+                f"FROM outputs WHERE key IN ({','.join('?' * len(part))})"
+            )
             for k, text, fin, pt, ot, lat, lp, foc in self.db.execute(q, part):
-                found[k] = Result(text=text, finish_reason=fin, prompt_tokens=pt, output_tokens=ot, latency_s=lat,
-                                  logprobs=json.loads(lp) if lp else None, focused=bool(foc))
+                found[k] = Result(
+                    text=text,
+                    finish_reason=fin,
+                    prompt_tokens=pt,
+                    output_tokens=ot,
+                    latency_s=lat,
+                    logprobs=json.loads(lp) if lp else None,
+                    focused=bool(foc),
+                )
         return found
 
     def put_many(self, rows: Iterable[tuple[str, str, str, str, Result]]) -> None:
@@ -131,25 +145,46 @@ class Store:
             self.db.executemany(
                 "INSERT OR REPLACE INTO outputs (key, model, variant, request, text, finish_reason, prompt_tokens, "
                 "output_tokens, latency_s, logprobs, created, focused) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(k, m, v, req, r.text, r.finish_reason, r.prompt_tokens, r.output_tokens, r.latency_s,
-                  json.dumps(r.logprobs) if r.logprobs is not None else None, now, int(r.focused))
-                 for k, m, v, req, r in rows])
+                [
+                    (
+                        k,
+                        m,
+                        v,
+                        req,
+                        r.text,
+                        r.finish_reason,
+                        r.prompt_tokens,
+                        r.output_tokens,
+                        r.latency_s,
+                        json.dumps(r.logprobs) if r.logprobs is not None else None,
+                        now,
+                        int(r.focused),
+                    )
+                    for k, m, v, req, r in rows
+                ],
+            )
 
     def count(self) -> int:
         return int(self._guard(lambda: self.db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0]))
 
     def file_hash(self, path: str, stat: os.stat_result) -> str | None:
         """The stored sha256 of a file, if its path, size, mtime and inode are unchanged since it was hashed."""
-        row = self._guard(lambda: self.db.execute(
-            "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
-            (path, stat.st_size, stat.st_mtime_ns, stat.st_ino)).fetchone())
+        row = self._guard(
+            lambda: self.db.execute(
+                "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
+                (path, stat.st_size, stat.st_mtime_ns, stat.st_ino),
+            ).fetchone()
+        )
         return row[0] if row else None
 
     def put_file_hash(self, path: str, stat: os.stat_result, sha256: str) -> None:
         def put() -> Any:
             with self.db:
-                self.db.execute("INSERT OR REPLACE INTO file_hashes (path, size, mtime_ns, inode, sha256) "
-                                "VALUES (?,?,?,?,?)", (path, stat.st_size, stat.st_mtime_ns, stat.st_ino, sha256))
+                self.db.execute(
+                    "INSERT OR REPLACE INTO file_hashes (path, size, mtime_ns, inode, sha256) VALUES (?,?,?,?,?)",
+                    (path, stat.st_size, stat.st_mtime_ns, stat.st_ino, sha256),
+                )
+
         self._guard(put)
 
     def close(self) -> None:

@@ -1,9 +1,9 @@
 """A sweep: every model x variant x task setting, through one runner and store, into the output layout.
 
-    OUT/store.sqlite                      every engine output, keyed by (model, variant, request)
-    OUT/results/<run>/<setting>.jsonl     one record per item
-    OUT/summary.json                      {"runs": [...]} with metrics and throughput per run
-    OUT/report.md, OUT/report.html
+OUT/store.sqlite                      every engine output, keyed by (model, variant, request)
+OUT/results/<run>/<setting>.jsonl     one record per item
+OUT/summary.json                      {"runs": [...]} with metrics and throughput per run
+OUT/report.md, OUT/report.html
 """
 
 from __future__ import annotations
@@ -70,10 +70,21 @@ def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None
     return out
 
 
-def run_sweep(cfg: SweepConfig, *, source: str, out_dir: str | None = None, only: list[str] | None = None,
-              only_tasks: list[str] | None = None, limit: int | None = None, fresh: bool = False,
-              dry_run: bool = False, progress: bool | None = None, log: Log = _stderr,
-              ray: str | None = None, timings: Timings | None = None) -> dict[str, Any]:
+def run_sweep(
+    cfg: SweepConfig,
+    *,
+    source: str,
+    out_dir: str | None = None,
+    only: list[str] | None = None,
+    only_tasks: list[str] | None = None,
+    limit: int | None = None,
+    fresh: bool = False,
+    dry_run: bool = False,
+    progress: bool | None = None,
+    log: Log = _stderr,
+    ray: str | None = None,
+    timings: Timings | None = None,
+) -> dict[str, Any]:
     timings = timings or Timings()
     out = Path(out_dir or cfg.output_dir)
     models = [m for m in cfg.models if not only or m.name in only]
@@ -114,9 +125,19 @@ class _Unit:
     abort: InputError | None = None  # bad data, or an overflow under policy 'fail': stops the sweep
 
 
-def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str, int]], tasks: list[PlannedTask],
-                  index: dict[int, int], source: str, fresh: bool, progress: bool | None, log: Log,
-                  executor: Executor, timings: Timings) -> dict[str, Any]:
+def _sweep_locked(
+    cfg: SweepConfig,
+    out: Path,
+    loads: list[tuple[ModelSpec, str, int]],
+    tasks: list[PlannedTask],
+    index: dict[int, int],
+    source: str,
+    fresh: bool,
+    progress: bool | None,
+    log: Log,
+    executor: Executor,
+    timings: Timings,
+) -> dict[str, Any]:
     """generate -> evaluate -> compare -> write: records stay in memory between the stages; the store is the
     crash-safe layer, and each output file is written once, at the end."""
     folder = ResultsFolder(out)
@@ -126,8 +147,9 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
     records: Records = {}
     attempted = {m.run_name(v, c) for m, v, c in loads}
     # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
-    failures: list[dict[str, Any]] = [f for f in summary.get("failures") or []
-                                      if isinstance(f, dict) and f.get("run") not in attempted]
+    failures: list[dict[str, Any]] = [
+        f for f in summary.get("failures") or [] if isinstance(f, dict) and f.get("run") not in attempted
+    ]
     unit_progress = False if executor.parallel else progress  # parallel units: the executor's status lines
 
     def attempt(k: int, m: ModelSpec, variant: str, ctx: int) -> _Unit:
@@ -139,8 +161,21 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
         try:
             if problem:
                 raise OfflineEvalError(problem)
-            _run_model(m, variant, ctx, tasks, unit_store, unit.records, unit.runs, cfg.runner.chunk_size, fresh,
-                       unit_progress, log, executor.loader(m, unit.run, log), timings)
+            _run_model(
+                m,
+                variant,
+                ctx,
+                tasks,
+                unit_store,
+                unit.records,
+                unit.runs,
+                cfg.runner.chunk_size,
+                fresh,
+                unit_progress,
+                log,
+                executor.loader(m, unit.run, log),
+                timings,
+            )
         except InputError as e:
             if e.record is not None:
                 unit.abort = e  # bad data or an overflow under policy 'fail': the user must fix it first
@@ -176,8 +211,9 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
             records.update(unit.records)
             for entry in unit.runs:
                 _put_run(runs, entry)
-        _run_evaluations(tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures,
-                         executor, timings)
+        _run_evaluations(
+            tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures, executor, timings
+        )
     finally:
         store.close()
     with timings.stage("records"):
@@ -189,8 +225,9 @@ def _sweep_locked(cfg: SweepConfig, out: Path, loads: list[tuple[ModelSpec, str,
         summary["task_reports"] = task_reports(runs, everything, tasks)
         summary["failures"] = failures
         summary["ablations"] = build_ablations(everything, runs, {t.name: t.task.item_score for t in tasks})
-        summary["noninferiority"] = build_verdicts(cfg.models, cfg.margin, everything, runs,
-                                                   {t.name: t.task for t in tasks})
+        summary["noninferiority"] = build_verdicts(
+            cfg.models, cfg.margin, everything, runs, {t.name: t.task for t in tasks}
+        )
         summary["consistency"] = build_consistency(cfg, everything, runs, tasks)
         summary["leaderboards"] = leaderboards(runs)
         summary = json_safe(summary)
@@ -274,8 +311,9 @@ def leaderboards(runs: list[RunEntry]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def build_consistency(cfg: SweepConfig, records: Records, runs: list[RunEntry], tasks: list[PlannedTask]
-                      ) -> list[dict[str, Any]]:
+def build_consistency(
+    cfg: SweepConfig, records: Records, runs: list[RunEntry], tasks: list[PlannedTask]
+) -> list[dict[str, Any]]:
     """Runs of models declared `same_weights_as` one another, compared item by item per task setting."""
     from .consistency import build
 
@@ -298,8 +336,14 @@ def build_ablations(records: Records, runs: list[RunEntry], scorers: dict[str, A
 
 
 def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any]:
-    return {"run": m.run_name(variant, ctx), "model": m.name, "variant": variant, "backend": m.backend,
-            "max_model_len": ctx, "reason": reason}
+    return {
+        "run": m.run_name(variant, ctx),
+        "model": m.name,
+        "variant": variant,
+        "backend": m.backend,
+        "max_model_len": ctx,
+        "reason": reason,
+    }
 
 
 def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> None:
@@ -312,9 +356,21 @@ def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> None:
         allow_only(urls)
 
 
-def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], store: Store, records: Records,
-               runs: list[RunEntry], chunk_size: int, fresh: bool, progress: bool | None, log: Log,
-               load: Callable[[LoadSpec], Backend], timings: Timings) -> None:
+def _run_model(
+    m: ModelSpec,
+    variant: str,
+    ctx: int,
+    tasks: list[PlannedTask],
+    store: Store,
+    records: Records,
+    runs: list[RunEntry],
+    chunk_size: int,
+    fresh: bool,
+    progress: bool | None,
+    log: Log,
+    load: Callable[[LoadSpec], Backend],
+    timings: Timings,
+) -> None:
     run = m.run_name(variant, ctx)
     with timings.stage("prepare", run=run):  # the model files' hash (once per file: the store keeps it)
         spec = m.load_spec(variant, ctx)
@@ -334,14 +390,28 @@ def _run_model(m: ModelSpec, variant: str, ctx: int, tasks: list[PlannedTask], s
                     scored = [t.task.score(it, r, setting) for it, r in zip(items, results)]
                     records[RunKey(run, name)] = scored
                     metrics = {**t.task.aggregate(scored, setting), "constraint_violations": stats.n_violations}
-                entry = RunEntry(model=m.name, variant=variant, backend=m.backend, run=run, max_model_len=ctx,
-                                 task=t.name, setting=name, options=setting, prompt_format=engine.prompt_format,
-                                 n_items=len(scored), primary_metric=t.task.primary_metric, metrics=metrics,
-                                 weights_mb=round(size / 2**20, 2),
-                                 throughput={**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)})
+                entry = RunEntry(
+                    model=m.name,
+                    variant=variant,
+                    backend=m.backend,
+                    run=run,
+                    max_model_len=ctx,
+                    task=t.name,
+                    setting=name,
+                    options=setting,
+                    prompt_format=engine.prompt_format,
+                    n_items=len(scored),
+                    primary_metric=t.task.primary_metric,
+                    metrics=metrics,
+                    weights_mb=round(size / 2**20, 2),
+                    throughput={**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)},
+                )
                 _put_run(runs, entry)
-                shown = ", ".join(f"{k}={metrics[k]:.3f}" for k in ("f1", "accuracy", "faithfulness", "score")
-                                  if has_score(metrics.get(k)))
+                shown = ", ".join(
+                    f"{k}={metrics[k]:.3f}"
+                    for k in ("f1", "accuracy", "faithfulness", "score")
+                    if has_score(metrics.get(k))
+                )
                 pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
                 log(f"[{run}] {name}: {shown or pending}  ({_rate(stats)})")
     finally:
@@ -361,8 +431,11 @@ def _rate(stats: PhaseStats) -> str:
 def _phase_timings(timings: Timings, load: str, stage: str, run: str, setting: str, stats: PhaseStats) -> None:
     if stats.load_s:
         timings.add(load, stats.load_s, run=run)
-    info: dict[str, Any] = {"items": stats.n_requests, "generated": stats.n_generated,
-                            "items_per_s": stats.throughput()["items_per_s"]}
+    info: dict[str, Any] = {
+        "items": stats.n_requests,
+        "generated": stats.n_generated,
+        "items_per_s": stats.throughput()["items_per_s"],
+    }
     if (reuse := stats.prefix_reuse()) is not None:
         info["prefix_reuse"] = reuse
     timings.add(stage, stats.wall_s, run=run, setting=setting, **info)
@@ -390,14 +463,25 @@ class _LoggingEngine(LazyBackend):
                 raise
             except Exception as e:  # noqa: BLE001 - engines raise anything on a bad model; keep it one line
                 first = str(e).splitlines()[0] if str(e) else ""
-                raise OfflineEvalError(f"the engine could not load {self.spec.path}: {type(e).__name__}: "
-                                       f"{first}") from e
+                raise OfflineEvalError(
+                    f"the engine could not load {self.spec.path}: {type(e).__name__}: {first}"
+                ) from e
         return super().get()
 
 
-def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, runs: list[RunEntry],
-                     chunk_size: int, fresh: bool, progress: bool | None, log: Log,
-                     failures: list[dict[str, Any]], executor: Executor, timings: Timings) -> None:
+def _run_evaluations(
+    tasks: list[PlannedTask],
+    records: Records,
+    store: Store,
+    runs: list[RunEntry],
+    chunk_size: int,
+    fresh: bool,
+    progress: bool | None,
+    log: Log,
+    failures: list[dict[str, Any]],
+    executor: Executor,
+    timings: Timings,
+) -> None:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
     candidate output of this sweep for every task that lists it."""
     staged: list[tuple[PlannedTask, list[RunEntry], Records, Phase]] = []
@@ -422,8 +506,9 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, r
         log(f"[evaluator] {run}: {n} outputs of {len({e.run for i in users for e in staged[i][1]})} run(s)")
         with timings.stage("prepare", run=run):
             engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store, executor.loader(ev, run, log))
-            runner = Runner(engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh,
-                            progress=progress)
+            runner = Runner(
+                engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh, progress=progress
+            )
         try:
             for i in users:
                 with PeakMemory() as mem:
@@ -433,8 +518,16 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, r
                 results[i][run] = res
                 timing[i][run] = {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}
         except OfflineEvalError as e:
-            failures.append({"run": run, "model": ev.name, "variant": variant, "backend": ev.backend,
-                             "max_model_len": ctx, "reason": f"evaluator: {e}"})
+            failures.append(
+                {
+                    "run": run,
+                    "model": ev.name,
+                    "variant": variant,
+                    "backend": ev.backend,
+                    "max_model_len": ctx,
+                    "reason": f"evaluator: {e}",
+                }
+            )
             log(f"[{run}] FAILED: {e}")
             for i in users:
                 results[i].pop(run, None)
@@ -449,8 +542,10 @@ def _run_evaluations(tasks: list[PlannedTask], records: Records, store: Store, r
                 if entry.key not in evaluated:
                     continue
                 records[entry.key] = evaluated[entry.key]
-                entry.metrics = {**t.task.aggregate(evaluated[entry.key], entry.options),
-                                 "constraint_violations": entry.metrics.get("constraint_violations", 0)}
+                entry.metrics = {
+                    **t.task.aggregate(evaluated[entry.key], entry.options),
+                    "constraint_violations": entry.metrics.get("constraint_violations", 0),
+                }
                 entry.evaluator = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
                 # Wall-clock lives under "throughput" and "timings" only: the rest of summary.json is reproducible.
                 entry.throughput["evaluator"] = next(iter(times.values())) if len(times) == 1 else times

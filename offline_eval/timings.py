@@ -39,9 +39,13 @@ class Timings:
         for s in self.stages:
             by_stage[s["stage"]] = by_stage.get(s["stage"], 0.0) + s["s"]
         engine = sum(v for k, v in by_stage.items() if k in ENGINE_STAGES)
-        return {"stages": self.stages, "by_stage": {k: round(v, 3) for k, v in by_stage.items()},
-                "total_s": round(total, 3), "fixed_s": round(total - engine, 3),
-                "prefix_reuse": prefix_reuse(self.stages)}
+        return {
+            "stages": self.stages,
+            "by_stage": {k: round(v, 3) for k, v in by_stage.items()},
+            "total_s": round(total, 3),
+            "fixed_s": round(total - engine, 3),
+            "prefix_reuse": prefix_reuse(self.stages),
+        }
 
 
 def prefix_reuse(stages: list[dict[str, Any]]) -> dict[str, Any]:

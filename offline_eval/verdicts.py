@@ -21,8 +21,14 @@ def _scores(task: Task, records: Sequence[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def build(models: Sequence[ModelSpec], margins: dict[str, float], records: Records, runs: Sequence[RunEntry],
-          tasks: dict[str, Task], seed: int = 0) -> list[dict[str, Any]]:
+def build(
+    models: Sequence[ModelSpec],
+    margins: dict[str, float],
+    records: Records,
+    runs: Sequence[RunEntry],
+    tasks: dict[str, Task],
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """One entry per model with two or more runs: its reference run and the comparisons against it."""
     out = []
     for m in models:
@@ -50,13 +56,34 @@ def build(models: Sequence[ModelSpec], margins: dict[str, float], records: Recor
                     continue
                 scores = _scores(task, records[r.key])
                 shared = sorted(set(scores) & set(ref_scores))
-                res = compare([scores[i] for i in shared], [ref_scores[i] for i in shared], margin,
-                              statistic=task.paired_statistic(), higher_is_better=metric.higher_is_better, seed=seed)
+                res = compare(
+                    [scores[i] for i in shared],
+                    [ref_scores[i] for i in shared],
+                    margin,
+                    statistic=task.paired_statistic(),
+                    higher_is_better=metric.higher_is_better,
+                    seed=seed,
+                )
                 family.append(res)
-                rows.append({"run": r.run, "variant": r.variant, "max_model_len": r.max_model_len, "task": r.task,
-                             "setting": setting, "metric": metric.name})
+                rows.append(
+                    {
+                        "run": r.run,
+                        "variant": r.variant,
+                        "max_model_len": r.max_model_len,
+                        "task": r.task,
+                        "setting": setting,
+                        "metric": metric.name,
+                    }
+                )
             adjust(family)
             comparisons += [{**row, **res.to_dict()} for row, res in zip(rows, family)]
-        out.append({"model": m.name, "backend": m.backend, "reference": ref_run, "comparisons": comparisons,
-                    "reference_missing": missing})
+        out.append(
+            {
+                "model": m.name,
+                "backend": m.backend,
+                "reference": ref_run,
+                "comparisons": comparisons,
+                "reference_missing": missing,
+            }
+        )
     return out

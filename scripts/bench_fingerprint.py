@@ -45,8 +45,10 @@ def main() -> None:
             fp.files_fingerprint(f, store)
         again = (time.perf_counter() - t0) / 100
         store.close()
-    print(f"first hash of {mb:.0f} MiB: {first:.2f} s ({mb / first:.0f} MiB/s; a 15 GB checkpoint: "
-          f"~{15 * 1024 / (mb / first):.0f} s, once)")
+    print(
+        f"first hash of {mb:.0f} MiB: {first:.2f} s ({mb / first:.0f} MiB/s; a 15 GB checkpoint: "
+        f"~{15 * 1024 / (mb / first):.0f} s, once)"
+    )
     print(f"later runs (digest from the store): {again * 1000:.2f} ms")
     print(f"first/later ratio: {first / again:.0f}x")
 

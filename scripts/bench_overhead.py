@@ -67,9 +67,12 @@ def raw(backend, data: Path, shots: int) -> float:  # type: ignore[no-untyped-de
     task = make_task("jbeqa", {"data": str(data), "shots": [shots], "mode": ["constrained"], "bootstrap": 0})
     phase = task.build(task.load(), {"shots": shots, "mode": "constrained"})
     tok = backend.llm.get_tokenizer()
-    prompts = [tok.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True)
-               for r in phase.requests]
-    params = SamplingParams(temperature=0.0, max_tokens=4, structured_outputs=StructuredOutputsParams(choice=["0", "1"]))
+    prompts = [
+        tok.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True) for r in phase.requests
+    ]
+    params = SamplingParams(
+        temperature=0.0, max_tokens=4, structured_outputs=StructuredOutputsParams(choice=["0", "1"])
+    )
     t0 = time.perf_counter()
     backend.llm.generate(prompts, params, use_tqdm=False)
     return time.perf_counter() - t0
@@ -94,7 +97,7 @@ def main() -> int:
         t_raw, t_ours = [], []
         for i in range(a.repeats):
             # Alternate which goes first, so neither always inherits the other's warm caches.
-            for which in (("raw", "ours") if i % 2 == 0 else ("ours", "raw")):
+            for which in ("raw", "ours") if i % 2 == 0 else ("ours", "raw"):
                 gc.collect()
                 b.llm.reset_prefix_cache()
                 if which == "raw":
@@ -108,8 +111,9 @@ def main() -> int:
         b.llm.reset_prefix_cache()
         t_4on = ours(b, data, 4, "constrained", tmp, "4on")[0]
         b.close()
-        b2 = load_backend(LoadSpec(name="tiny", backend="vllm", path=a.model, max_model_len=2048,
-                                   enable_prefix_caching=False))
+        b2 = load_backend(
+            LoadSpec(name="tiny", backend="vllm", path=a.model, max_model_len=2048, enable_prefix_caching=False)
+        )
         ours(b2, data, 0, "constrained", tmp, "warm2")
         t_4off = ours(b2, data, 4, "constrained", tmp, "4off")[0]
         b2.close()
@@ -119,11 +123,12 @@ def main() -> int:
     print(f"prompts: {n} JBE-QA-shaped, tiny Llama, vLLM {spec.backend} on CPU, choice-constrained, max_tokens=4")
     print(f"raw LLM.generate:         {r:7.3f} s  {n / r:8.1f} items/s")
     print(f"offline-eval path:        {o:7.3f} s  {n / o:8.1f} items/s  (build + runner + store + score)")
-    print(f"logprob mode (ours):      {lp:7.3f} s  {n / lp:8.1f} items/s  -> logprob/constrained time "
-          f"{lp / o:.2f}x")
+    print(f"logprob mode (ours):      {lp:7.3f} s  {n / lp:8.1f} items/s  -> logprob/constrained time {lp / o:.2f}x")
     print(f"4-shot, prefix cache on:  {t_4on:7.3f} s  {n / t_4on:8.1f} items/s")
-    print(f"4-shot, prefix cache off: {t_4off:7.3f} s  {n / t_4off:8.1f} items/s  -> speed-up from caching "
-          f"{t_4off / t_4on:.2f}x")
+    print(
+        f"4-shot, prefix cache off: {t_4off:7.3f} s  {n / t_4off:8.1f} items/s  -> speed-up from caching "
+        f"{t_4off / t_4on:.2f}x"
+    )
     print(f"raw/ours ratio: {r / o:.2f}")
     return 0
 

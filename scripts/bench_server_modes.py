@@ -30,16 +30,27 @@ def main() -> None:
     items = task.load()
     server = Server("vllm", ROOT / "models" / "tiny")
     try:
-        spec = LoadSpec(name="s", backend="openai", path="", max_model_len=0,
-                        engine_options={"base_url": server.url, "model": "tiny", "max_concurrency": a.concurrency})
+        spec = LoadSpec(
+            name="s",
+            backend="openai",
+            path="",
+            max_model_len=0,
+            engine_options={"base_url": server.url, "model": "tiny", "max_concurrency": a.concurrency},
+        )
         backend = load_backend(spec)
         times = {}
         for mode in ("constrained", "logprob", "constrained", "logprob"):  # each twice; the second counts
             phase = task.build(items, {"shots": 0, "mode": mode})
             # distinct prompts, so no server-side prefix cache hit on a whole prompt
-            reqs = [r.__class__(messages=(*r.messages[:-1], ("user", r.messages[-1][1] + f" ({k})")),
-                                sampling=r.sampling, constraint=r.constraint)
-                    for k in range(a.n // len(phase.requests) + 1) for r in phase.requests][: a.n]
+            reqs = [
+                r.__class__(
+                    messages=(*r.messages[:-1], ("user", r.messages[-1][1] + f" ({k})")),
+                    sampling=r.sampling,
+                    constraint=r.constraint,
+                )
+                for k in range(a.n // len(phase.requests) + 1)
+                for r in phase.requests
+            ][: a.n]
             t0 = time.perf_counter()
             if mode == "logprob":
                 backend.choice_logprobs(reqs, ("0", "1"))

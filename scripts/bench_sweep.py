@@ -70,23 +70,48 @@ def config(out: Path, items: int, judge_max_tokens: int) -> dict[str, Any]:
     return {
         "output_dir": str(out),
         "models": [
-            {"name": "gemma-gguf", **gguf, "variants": {
-                "q4_k_m": {}, "q8_0": {"file": str(gemma / "gemma-3-270m-q8_0-from-q4_k_m.gguf")},
-                "q4_0": {"file": str(gemma / "gemma-3-270m-q4_0-from-q4_k_m.gguf")}}},
-            {"name": "tiny-gguf", "backend": "llamacpp", "path": str(m / "tiny/gguf/tiny-f16.gguf"),
-             "max_model_len": 8192, "variants": {v: {"file": str(m / f"tiny/gguf/tiny-{v}.gguf")}
-                                                 for v in ("f16", "q8_0", "q4_0")}},
+            {
+                "name": "gemma-gguf",
+                **gguf,
+                "variants": {
+                    "q4_k_m": {},
+                    "q8_0": {"file": str(gemma / "gemma-3-270m-q8_0-from-q4_k_m.gguf")},
+                    "q4_0": {"file": str(gemma / "gemma-3-270m-q4_0-from-q4_k_m.gguf")},
+                },
+            },
+            {
+                "name": "tiny-gguf",
+                "backend": "llamacpp",
+                "path": str(m / "tiny/gguf/tiny-f16.gguf"),
+                "max_model_len": 8192,
+                "variants": {v: {"file": str(m / f"tiny/gguf/tiny-{v}.gguf")} for v in ("f16", "q8_0", "q4_0")},
+            },
             {"name": "tiny-hf", "backend": "transformers", "path": str(m / "tiny/hf"), "max_model_len": 8192},
-            {"name": "tiny-vllm", "backend": "vllm", "path": str(m / "tiny/hf"), "max_model_len": 8192}],
+            {"name": "tiny-vllm", "backend": "vllm", "path": str(m / "tiny/hf"), "max_model_len": 8192},
+        ],
         "tasks": {
             "jbeqa": {"data": str(ROOT / "data/jbeqa"), "shots": [0], "mode": ["constrained"], "limit": 4},
-            "legalevalq": {"data": str(ROOT / "data/legalevalq/queries.json"), "limit": 1, "max_tokens": 48,
-                           "scorer": str(m / "tiny-scorer"), "evaluator": {"name": "gemma-evaluator", **gguf},
-                           "evaluator_max_tokens": 160, "comment_max_chars": 80},
-            "legalrikai": {"data": str(ROOT / "data/legalrikai"), "limit": items, "max_tokens": 64,
-                           "overflow": "focus", "judges": [{"name": "gemma-judge", **gguf}],
-                           "judge_max_tokens": judge_max_tokens, "rationale_max_chars": 30,
-                           "human_scores": str(ROOT / "data/legalrikai/human_scores.csv")}}}
+            "legalevalq": {
+                "data": str(ROOT / "data/legalevalq/queries.json"),
+                "limit": 1,
+                "max_tokens": 48,
+                "scorer": str(m / "tiny-scorer"),
+                "evaluator": {"name": "gemma-evaluator", **gguf},
+                "evaluator_max_tokens": 160,
+                "comment_max_chars": 80,
+            },
+            "legalrikai": {
+                "data": str(ROOT / "data/legalrikai"),
+                "limit": items,
+                "max_tokens": 64,
+                "overflow": "focus",
+                "judges": [{"name": "gemma-judge", **gguf}],
+                "judge_max_tokens": judge_max_tokens,
+                "rationale_max_chars": 30,
+                "human_scores": str(ROOT / "data/legalrikai/human_scores.csv"),
+            },
+        },
+    }
 
 
 def sweep(cfg_path: Path) -> dict[str, Any]:
@@ -120,8 +145,12 @@ def judge_stage(summary: dict[str, Any]) -> dict[str, Any]:
 
 def human_mae(summary: dict[str, Any]) -> str:
     h = (summary.get("task_reports", {}).get("legalrikai") or {}).get("human") or {}
-    vals = [v for sub in (h.get("mae") or {}).values() for c in (sub.get("Avg") or {}).values()
-            if isinstance(v := c.get("mae") if isinstance(c, dict) else c, (int, float))]
+    vals = [
+        v
+        for sub in (h.get("mae") or {}).values()
+        for c in (sub.get("Avg") or {}).values()
+        if isinstance(v := c.get("mae") if isinstance(c, dict) else c, (int, float))
+    ]
     return f"{sum(vals) / len(vals):.3f} over {len(vals)} cells" if vals else "no matched outputs"
 
 
@@ -136,8 +165,10 @@ def print_stages(summary: dict[str, Any]) -> None:
             extra += f"  prompt tokens {p['computed']}/{p['submitted']} computed"
         print(f"{s['stage']:<15} {s['s']:8.3f}  {what}{extra}")
     print("by stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in t["by_stage"].items()))
-    print(f"total {t['total_s']:.1f} s; engine starts and phases {t['total_s'] - t['fixed_s']:.1f} s; "
-          f"fixed overhead {t['fixed_s']:.1f} s")
+    print(
+        f"total {t['total_s']:.1f} s; engine starts and phases {t['total_s'] - t['fixed_s']:.1f} s; "
+        f"fixed overhead {t['fixed_s']:.1f} s"
+    )
 
 
 def main() -> int:
@@ -155,8 +186,9 @@ def main() -> int:
         cfg_path.write_text(yaml.safe_dump(config(out / "sweep", a.items, a.judge_max_tokens)), encoding="utf-8")
         t0 = time.perf_counter()
         new = sweep(cfg_path)
-        print(f"== the sweep ({time.perf_counter() - t0:.1f} s, {len(new['runs'])} runs, "
-              f"{len(new['failures'])} failed)")
+        print(
+            f"== the sweep ({time.perf_counter() - t0:.1f} s, {len(new['runs'])} runs, {len(new['failures'])} failed)"
+        )
         print_stages(new)
         new_j, new_v = judge_stage(new), verdicts(out / "sweep")
         if not a.no_compare:
@@ -173,14 +205,20 @@ def main() -> int:
             print("\n== the judge phase, same candidate outputs: prompt order before / after")
             for label, j in (("before", old_j), ("after", new_j)):
                 p = j.get("prefix_reuse") or {}
-                print(f"{label:<7} {j['items']:4d} judgments  {j['s']:8.1f} s  {j['items_per_s']:6.2f} items/s  "
-                      f"prompt tokens {p.get('computed')}/{p.get('submitted')} computed ({p.get('ratio')}x)  "
-                      f"engine start {j['load_s']:.1f} s")
-            print(f"judge phase speed-up: {old_j['s'] / new_j['s']:.2f}x; prompt tokens computed: "
-                  f"{old_j['prefix_reuse']['computed'] / new_j['prefix_reuse']['computed']:.2f}x fewer")
+                print(
+                    f"{label:<7} {j['items']:4d} judgments  {j['s']:8.1f} s  {j['items_per_s']:6.2f} items/s  "
+                    f"prompt tokens {p.get('computed')}/{p.get('submitted')} computed ({p.get('ratio')}x)  "
+                    f"engine start {j['load_s']:.1f} s"
+                )
+            print(
+                f"judge phase speed-up: {old_j['s'] / new_j['s']:.2f}x; prompt tokens computed: "
+                f"{old_j['prefix_reuse']['computed'] / new_j['prefix_reuse']['computed']:.2f}x fewer"
+            )
             compare_scores(old_v, new_v)
-            print(f"judge vs invented human scores, mean absolute error of Avg: before {human_mae(old)}; "
-                  f"after {human_mae(new)}")
+            print(
+                f"judge vs invented human scores, mean absolute error of Avg: before {human_mae(old)}; "
+                f"after {human_mae(new)}"
+            )
     reuse = (new_j.get("prefix_reuse") or {}).get("ratio") or 0.0
     print(f"fixed overhead: {new['timings']['fixed_s']:.1f} s; judge prefix reuse: {reuse:.1f}x")
     return 0
@@ -193,10 +231,12 @@ def compare_scores(old: dict[Any, dict[str, int] | None], new: dict[Any, dict[st
     pairs = [(old[k][c], new[k][c]) for k in both for c in old[k] if c in new[k]]  # type: ignore[index]
     same = sum(a == b for a, b in pairs)
     mean = (sum(a for a, _ in pairs) / len(pairs), sum(b for _, b in pairs) / len(pairs)) if pairs else (0, 0)
-    print(f"judge answers: {len(keys)} outputs; unparseable before {fails[0]}, after {fails[1]}; on {len(pairs)} "
-          f"criterion scores given both times: mean before {mean[0]:.2f}, after {mean[1]:.2f}, identical "
-          f"{same}/{len(pairs)}, mean |difference| "
-          f"{sum(abs(a - b) for a, b in pairs) / max(len(pairs), 1):.2f}")
+    print(
+        f"judge answers: {len(keys)} outputs; unparseable before {fails[0]}, after {fails[1]}; on {len(pairs)} "
+        f"criterion scores given both times: mean before {mean[0]:.2f}, after {mean[1]:.2f}, identical "
+        f"{same}/{len(pairs)}, mean |difference| "
+        f"{sum(abs(a - b) for a, b in pairs) / max(len(pairs), 1):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,12 @@ def fix_bos(hf_dir: Path) -> None:
     tok["post_processor"] = {
         "type": "TemplateProcessing",
         "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                 {"SpecialToken": {"id": "<bos>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "pair": [
+            {"SpecialToken": {"id": "<bos>", "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"SpecialToken": {"id": "<bos>", "type_id": 1}},
+            {"Sequence": {"id": "B", "type_id": 1}},
+        ],
         "special_tokens": {"<bos>": {"id": "<bos>", "ids": [bos["id"]], "tokens": ["<bos>"]}},
     }
     path.write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
@@ -62,16 +66,22 @@ def dequantize(gguf: Path, hf_dir: Path) -> None:
     config.dtype = torch.bfloat16
     with torch.device("meta"):
         meta = AutoModelForCausalLM.from_config(config)
-    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=meta,
-                                   torch_dtype=torch.bfloat16)["tensors"]
+    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=meta, torch_dtype=torch.bfloat16)[
+        "tensors"
+    ]
     expected = {k for k in meta.state_dict() if k != "lm_head.weight"}  # lm_head is tied to the embeddings
     got = set(tensors)
     if expected - got or got - expected - {"lm_head.weight"}:
-        sys.exit(f"error: {gguf}: tensor names do not match Gemma3ForCausalLM: missing {sorted(expected - got)[:5]}, "
-                 f"unexpected {sorted(got - expected)[:5]}")
+        sys.exit(
+            f"error: {gguf}: tensor names do not match Gemma3ForCausalLM: missing {sorted(expected - got)[:5]}, "
+            f"unexpected {sorted(got - expected)[:5]}"
+        )
     hf_dir.mkdir(parents=True, exist_ok=True)
-    save_file({k: tensors[k].to(torch.bfloat16).contiguous() for k in sorted(expected)},
-              str(hf_dir / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: tensors[k].to(torch.bfloat16).contiguous() for k in sorted(expected)},
+        str(hf_dir / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(hf_dir / "model.safetensors", 0o666 & ~umask)  # safetensors writes 0600; follow the umask like the rest

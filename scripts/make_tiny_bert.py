@@ -40,12 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
         # transformers 5 ignores vocab_file= in the constructor; from_pretrained on the folder reads it.
-        tok = BertTokenizerFast.from_pretrained(tmp, do_lower_case=False, tokenize_chinese_chars=True,
-                                                strip_accents=False)
+        tok = BertTokenizerFast.from_pretrained(
+            tmp, do_lower_case=False, tokenize_chinese_chars=True, strip_accents=False
+        )
     tok.save_pretrained(str(a.out))
     torch.manual_seed(1234)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=a.hidden, num_hidden_layers=a.layers, num_attention_heads=2,
-                     intermediate_size=a.hidden * 2, max_position_embeddings=512)
+    cfg = BertConfig(
+        vocab_size=len(tok),
+        hidden_size=a.hidden,
+        num_hidden_layers=a.layers,
+        num_attention_heads=2,
+        intermediate_size=a.hidden * 2,
+        max_position_embeddings=512,
+    )
     BertModel(cfg).save_pretrained(str(a.out), safe_serialization=True)
     print(f"tiny BERT ({a.layers} layers, vocab {len(tok)}) written to {a.out}", file=sys.stderr)
     return 0

@@ -64,11 +64,26 @@ def train_tokenizer(lines: list[str], out: Path) -> Path:
 
     model = io.BytesIO()  # in memory: no temp paths end up in the model's trainer spec
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=model, model_type="unigram", vocab_size=1200,
-        hard_vocab_limit=False, byte_fallback=True, character_coverage=0.9995, split_digits=True,
-        normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False,
-        num_threads=1, unk_id=0, bos_id=1, eos_id=2, pad_id=3, user_defined_symbols=ROLE_TOKENS,
-        minloglevel=2, seed_sentencepiece_size=100000, shuffle_input_sentence=False,
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=1200,
+        hard_vocab_limit=False,
+        byte_fallback=True,
+        character_coverage=0.9995,
+        split_digits=True,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        add_dummy_prefix=False,
+        num_threads=1,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=3,
+        user_defined_symbols=ROLE_TOKENS,
+        minloglevel=2,
+        seed_sentencepiece_size=100000,
+        shuffle_input_sentence=False,
     )
     path = out / "tokenizer.model"
     path.write_bytes(model.getvalue())
@@ -91,9 +106,19 @@ def build_hf(out: Path, sp_model: Path) -> dict[str, np.ndarray]:
 
     torch.manual_seed(SEED)
     cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=HIDDEN, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
-        intermediate_size=INTER, num_hidden_layers=LAYERS, max_position_embeddings=CTX, rms_norm_eps=1e-5,
-        rope_theta=10000.0, bos_token_id=1, eos_token_id=2, pad_token_id=3, tie_word_embeddings=False,
+        vocab_size=len(tok),
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        intermediate_size=INTER,
+        num_hidden_layers=LAYERS,
+        max_position_embeddings=CTX,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+        tie_word_embeddings=False,
         # Wider than the 0.02 default so greedy decoding is not decided by rounding noise between batches.
         initializer_range=0.25,
     )
@@ -113,8 +138,11 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def gguf_tensors(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    t = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"],
-         "output.weight": sd["lm_head.weight"]}
+    t = {
+        "token_embd.weight": sd["model.embed_tokens.weight"],
+        "output_norm.weight": sd["model.norm.weight"],
+        "output.weight": sd["lm_head.weight"],
+    }
     for i in range(LAYERS):
         p = f"model.layers.{i}."
         b = f"blk.{i}."
@@ -152,10 +180,16 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray], sp_model: Path, qtype
             types.append(gguf.TokenType.UNUSED)
         else:
             types.append(gguf.TokenType.NORMAL)
-    ftype = {"f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-             "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[qtype]
-    qt = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0,
-          "q4_0": gguf.GGMLQuantizationType.Q4_0}[qtype]
+    ftype = {
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+        "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+    }[qtype]
+    qt = {
+        "f16": gguf.GGMLQuantizationType.F16,
+        "q8_0": gguf.GGMLQuantizationType.Q8_0,
+        "q4_0": gguf.GGMLQuantizationType.Q4_0,
+    }[qtype]
 
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(f"tiny-llama-{qtype}")

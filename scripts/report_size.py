@@ -39,13 +39,23 @@ def _prompts(settings: list[str], rng: np.random.Generator) -> tuple[ItemInputs,
     """The prompts of every setting, as the sweep hands them to the report, and their full length in bytes."""
     pool = list("あいうえおかきくけこさしすせそ甲乙丙契約債権債務者善意悪意取消無効解除損害賠償請求占有所有権、。")
     text = lambda n: "".join(rng.choice(pool, n))  # noqa: E731
-    task = make_task("jbeqa", {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "free", "logprob"]},
-                     "report_size")
+    task = make_task(
+        "jbeqa", {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "free", "logprob"]}, "report_size"
+    )
     task.load()  # picks the exemplars
     lead = [text(LEAD_IN_CHARS) if q % 5 == 0 else "" for q in range(N_ITEMS // 5 + 1)]
-    items = [{"id": f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}", "subject_jp": SUBJECTS[i % 3], "theme": "None",
-              "lead_in": lead[i // 5], "instruction": "次のアからオまでの各記述のうち、正しいものを２個選びなさい。",
-              "question": text(QUESTION_CHARS), "remark": ""} for i in range(N_ITEMS)]
+    items = [
+        {
+            "id": f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}",
+            "subject_jp": SUBJECTS[i % 3],
+            "theme": "None",
+            "lead_in": lead[i // 5],
+            "instruction": "次のアからオまでの各記述のうち、正しいものを２個選びなさい。",
+            "question": text(QUESTION_CHARS),
+            "remark": "",
+        }
+        for i in range(N_ITEMS)
+    ]
     inputs, full = ItemInputs(), 0
     for setting in task.settings():
         name = task.setting_name(setting)
@@ -71,18 +81,43 @@ def main() -> None:
             for setting in settings:
                 pred = np.where(rng.random(N_ITEMS) < 0.7, gold, 1 - gold)
                 free = setting.endswith("free")
-                recs = [{"id": f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}", "subject": SUBJECTS[i % 3],
-                         "output": ("はい、" * (ANSWER_CHARS // 3) if free else str(int(p))), "parsed": int(p),
-                         "gold": int(g), "pred": int(p), "skipped": False, "finish_reason": "stop",
-                         "scores": {"correct": int(p == g), "faithful": 1}} for i, (p, g) in enumerate(zip(pred, gold))]
+                recs = [
+                    {
+                        "id": f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}",
+                        "subject": SUBJECTS[i % 3],
+                        "output": ("はい、" * (ANSWER_CHARS // 3) if free else str(int(p))),
+                        "parsed": int(p),
+                        "gold": int(g),
+                        "pred": int(p),
+                        "skipped": False,
+                        "finish_reason": "stop",
+                        "scores": {"correct": int(p == g), "faithful": 1},
+                    }
+                    for i, (p, g) in enumerate(zip(pred, gold))
+                ]
                 folder.write_records(RunKey(run, setting), recs)
                 acc = float(np.mean(pred == gold))
-                runs.append({"model": f"model{k // 4}", "variant": f"q{k % 4}", "backend": "llamacpp", "run": run,
-                             "max_model_len": 4096, "task": "jbeqa", "setting": setting, "n_items": N_ITEMS,
-                             "primary_metric": "f1", "metrics": {"f1": acc, "accuracy": acc},
-                             "weights_mb": 1000.0 / (1 + k % 4),
-                             "throughput": {"wall_s": 100.0, "load_s": 5.0, "items_per_s": 34.6,
-                                            "peak_rss_mb": 2000.0 / (1 + k % 4)}})
+                runs.append(
+                    {
+                        "model": f"model{k // 4}",
+                        "variant": f"q{k % 4}",
+                        "backend": "llamacpp",
+                        "run": run,
+                        "max_model_len": 4096,
+                        "task": "jbeqa",
+                        "setting": setting,
+                        "n_items": N_ITEMS,
+                        "primary_metric": "f1",
+                        "metrics": {"f1": acc, "accuracy": acc},
+                        "weights_mb": 1000.0 / (1 + k % 4),
+                        "throughput": {
+                            "wall_s": 100.0,
+                            "load_s": 5.0,
+                            "items_per_s": 34.6,
+                            "peak_rss_mb": 2000.0 / (1 + k % 4),
+                        },
+                    }
+                )
         write_json_atomic(folder.summary, {"version": 1, "runs": runs})
         t0 = time.perf_counter()
         write_report(tmp, json.loads(folder.summary.read_text()), inputs)
@@ -90,10 +125,14 @@ def main() -> None:
         report = folder.report_html.stat().st_size
         sidecar = folder.root / SIDECAR
         side = sidecar.stat().st_size if sidecar.exists() else 0
-        print(f"{n_runs} runs x {len(settings)} settings x {N_ITEMS} items: report.html {report / 2**20:.1f} MB, "
-              f"sidecar {side / 2**20:.1f} MB (inline limit {INLINE_LIMIT / 2**20:.0f} MB), report took {took:.1f} s")
-        print(f"prompts: {full / 2**20:.1f} MB of text over {len(settings)} settings, {stored / 2**20:.1f} MB stored "
-              f"({len(inputs.texts)} distinct lines; {full / max(stored, 1):.1f}x smaller)")
+        print(
+            f"{n_runs} runs x {len(settings)} settings x {N_ITEMS} items: report.html {report / 2**20:.1f} MB, "
+            f"sidecar {side / 2**20:.1f} MB (inline limit {INLINE_LIMIT / 2**20:.0f} MB), report took {took:.1f} s"
+        )
+        print(
+            f"prompts: {full / 2**20:.1f} MB of text over {len(settings)} settings, {stored / 2**20:.1f} MB stored "
+            f"({len(inputs.texts)} distinct lines; {full / max(stored, 1):.1f}x smaller)"
+        )
 
 
 if __name__ == "__main__":

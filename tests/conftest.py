@@ -29,8 +29,7 @@ def spec_for(backend: str, tiny: Path, **kw):  # type: ignore[no-untyped-def]
     from offline_eval.backends.base import LoadSpec
 
     path = tiny / "gguf" / "tiny-q8_0.gguf" if backend == "llamacpp" else tiny / "hf"
-    return LoadSpec(name=f"tiny-{backend}", backend=backend, path=str(path), max_model_len=kw.pop("ctx", 2048),
-                    **kw)
+    return LoadSpec(name=f"tiny-{backend}", backend=backend, path=str(path), max_model_len=kw.pop("ctx", 2048), **kw)
 
 
 _ENGINES: dict[str, object] = {}
@@ -67,8 +66,15 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: int = 900) -> subproce
     return subprocess.run([*CLI, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def statute(n: int, changed: dict[int, str], title: str = "架空法",
-            body: str = "事業者は、第{i}号の事項を遵守しなければならない。") -> str:
+def statute(
+    n: int,
+    changed: dict[int, str],
+    title: str = "架空法",
+    body: str = "事業者は、第{i}号の事項を遵守しなければならない。",
+) -> str:
     """An e-Gov-style statute of n captioned articles; `changed` replaces some articles' text."""
-    return title + "\n\n" + "".join(f"（第{i}条の見出し）\n第{i}条　{changed.get(i, body.format(i=i))}\n\n"
-                                      for i in range(1, n + 1))
+    return (
+        title
+        + "\n\n"
+        + "".join(f"（第{i}条の見出し）\n第{i}条　{changed.get(i, body.format(i=i))}\n\n" for i in range(1, n + 1))
+    )

@@ -12,13 +12,29 @@ import yaml
 from conftest import DATA, TINY, run_cli
 
 
-def gguf_config(tmp: Path, variants: dict, contexts: list[int], modes=("constrained",), shots=(0, 4),
-                limit: int | None = 10) -> Path:
-    cfg = {"output_dir": str(tmp / "out"),
-           "models": [{"name": "tg", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-f16.gguf"),
-                       "max_model_len": contexts, "variants": variants}],
-           "tasks": {"jbeqa": {"data": str(DATA), "shots": list(shots), "mode": list(modes),
-                               **({"limit": limit} if limit else {})}}}
+def gguf_config(
+    tmp: Path, variants: dict, contexts: list[int], modes=("constrained",), shots=(0, 4), limit: int | None = 10
+) -> Path:
+    cfg = {
+        "output_dir": str(tmp / "out"),
+        "models": [
+            {
+                "name": "tg",
+                "backend": "llamacpp",
+                "path": str(TINY / "gguf" / "tiny-f16.gguf"),
+                "max_model_len": contexts,
+                "variants": variants,
+            }
+        ],
+        "tasks": {
+            "jbeqa": {
+                "data": str(DATA),
+                "shots": list(shots),
+                "mode": list(modes),
+                **({"limit": limit} if limit else {}),
+            }
+        },
+    }
     p = tmp / "m.yaml"
     p.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return p
@@ -41,8 +57,9 @@ def test_dry_run_plan_is_exact(tmp_path, tiny):
         m = re.match(r"\[\d+/\d+\] load (\S+)", line)
         if m:
             run = m.group(1)
-        m = re.match(r"\s+(jbeqa\.\S+): (\d+) requests, (\d+) prompt tokens, <= (\d+) output tokens, (\d+) overflow",
-                     line)
+        m = re.match(
+            r"\s+(jbeqa\.\S+): (\d+) requests, (\d+) prompt tokens, <= (\d+) output tokens, (\d+) overflow", line
+        )
         if m:
             planned[(run, m.group(1))] = tuple(int(x) for x in m.groups()[1:])
     assert len(planned) == 6 * 4
@@ -53,8 +70,10 @@ def test_dry_run_plan_is_exact(tmp_path, tiny):
     runs = json.loads((tmp_path / "out" / "summary.json").read_text())["runs"]
     for r in runs:
         n, prompt, out_max, over = planned[(r["run"], r["setting"])]
-        recs = [json.loads(x) for x in (tmp_path / "out" / "results" / r["run"] / f"{r['setting']}.jsonl")
-                .read_text().splitlines()]
+        recs = [
+            json.loads(x)
+            for x in (tmp_path / "out" / "results" / r["run"] / f"{r['setting']}.jsonl").read_text().splitlines()
+        ]
         assert n == len(recs) and over == r["metrics"]["n_skipped"]
         # Planned prompt tokens are those of the prompts that fit; the engine reports the same counts.
         assert prompt == sum(x.get("prompt_tokens", 0) for x in recs if not x["skipped"])
@@ -68,11 +87,13 @@ def test_ablation_families_and_pairing(tmp_path, tiny):
     assert run_cli("sweep", str(cfg)).returncode == 0
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     fams = {f["family"]: f for f in s["ablations"]}
-    assert set(fams) == {"tg (llamacpp), jbeqa.0shot.logprob, ctx 1024: variants",
-                         "tg (llamacpp), jbeqa.0shot.logprob, ctx 2048: variants",
-                         "tg (llamacpp), jbeqa.0shot.logprob, f16: context lengths",
-                         "tg (llamacpp), jbeqa.0shot.logprob, q8_0: context lengths",
-                         "tg (llamacpp), jbeqa.0shot.logprob, q4_0: context lengths"}
+    assert set(fams) == {
+        "tg (llamacpp), jbeqa.0shot.logprob, ctx 1024: variants",
+        "tg (llamacpp), jbeqa.0shot.logprob, ctx 2048: variants",
+        "tg (llamacpp), jbeqa.0shot.logprob, f16: context lengths",
+        "tg (llamacpp), jbeqa.0shot.logprob, q8_0: context lengths",
+        "tg (llamacpp), jbeqa.0shot.logprob, q4_0: context lengths",
+    }
     quant = fams["tg (llamacpp), jbeqa.0shot.logprob, ctx 1024: variants"]
     assert quant["n_items"] == 26 and len(quant["comparisons"]) == 3
     assert sorted(c["comparison"] for c in quant["comparisons"]) == ["f16 vs q4_0", "f16 vs q8_0", "q4_0 vs q8_0"]
@@ -108,8 +129,7 @@ def test_ablation_families_and_pairing(tmp_path, tiny):
 
 
 def test_a_failing_variant_does_not_stop_the_sweep(tmp_path, tiny):
-    variants = {"q8_0": VARIANTS["q8_0"], "gone": {"file": str(tmp_path / "missing.gguf")},
-                "q4_0": VARIANTS["q4_0"]}
+    variants = {"q8_0": VARIANTS["q8_0"], "gone": {"file": str(tmp_path / "missing.gguf")}, "q4_0": VARIANTS["q4_0"]}
     proc = run_cli("sweep", str(gguf_config(tmp_path, variants, [1024], shots=(0,), limit=4)))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("offline-eval: error: tg.llamacpp.gone.ctx1024: ")
@@ -132,8 +152,15 @@ def test_engines_release_memory_between_loads(tiny):
 
     gc.collect()
     base = tree_rss()
-    b = load_backend(LoadSpec(name="t", backend="llamacpp", path=str(TINY / "gguf" / "tiny-f16.gguf"),
-                              max_model_len=131072, engine_args={"type_k": 1, "type_v": 1}))
+    b = load_backend(
+        LoadSpec(
+            name="t",
+            backend="llamacpp",
+            path=str(TINY / "gguf" / "tiny-f16.gguf"),
+            max_model_len=131072,
+            engine_args={"type_k": 1, "type_v": 1},
+        )
+    )
     b.llm.eval([1, 5, 17])  # touch the cache
     loaded = tree_rss()
     b.close()
@@ -145,8 +172,7 @@ def test_engines_release_memory_between_loads(tiny):
 
     def engine_processes() -> list[psutil.Process]:
         # multiprocessing's resource tracker (13 MB) lives as long as the interpreter; it is not the engine.
-        return [p for p in psutil.Process().children(recursive=True)
-                if "resource_tracker" not in " ".join(p.cmdline())]
+        return [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
 
     already = {p.pid for p in engine_processes()}  # e.g. a session-wide engine of another test module
     v = load_backend(LoadSpec(name="t", backend="vllm", path=str(TINY / "hf"), max_model_len=1024))
@@ -161,8 +187,7 @@ def test_engines_release_memory_between_loads(tiny):
 
 
 def test_quantize_command(tmp_path, tiny):
-    proc = run_cli("quantize", str(TINY / "gguf" / "tiny-f16.gguf"), "--to", "q8_0,q4_k_m", "--out-dir",
-                   str(tmp_path))
+    proc = run_cli("quantize", str(TINY / "gguf" / "tiny-f16.gguf"), "--to", "q8_0,q4_k_m", "--out-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-q4_k_m.gguf", "tiny-q8_0.gguf"]
     from llama_cpp import Llama
@@ -193,15 +218,23 @@ def test_report_renders_in_headless_chromium(tmp_path, tiny):
         pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it where it can)")
     from playwright.sync_api import sync_playwright
 
-    cfg = gguf_config(tmp_path, {"q8_0": VARIANTS["q8_0"], "q4_0": VARIANTS["q4_0"]}, [512, 1024], shots=(0,),
-                      limit=6)
+    cfg = gguf_config(tmp_path, {"q8_0": VARIANTS["q8_0"], "q4_0": VARIANTS["q4_0"]}, [512, 1024], shots=(0,), limit=6)
     assert run_cli("sweep", str(cfg)).returncode == 0
     report = tmp_path / "out" / "report.html"
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         page = browser.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -15,13 +15,30 @@ def _config(tmp: Path, **jbeqa: object) -> Path:
     weights = tmp / "w.bin"
     weights.write_text("fake weights")
     cfg = tmp / "m.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "output_dir": str(tmp / "out"),
-        "models": [{"name": "yes", "backend": "fake", "path": str(weights), "max_model_len": 4096,
-                    "engine_args": {"default": "1"}},
-                   {"name": "no", "backend": "fake", "path": str(weights), "max_model_len": 4096,
-                    "engine_args": {"default": "0"}}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "logprob"], **jbeqa}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp / "out"),
+                "models": [
+                    {
+                        "name": "yes",
+                        "backend": "fake",
+                        "path": str(weights),
+                        "max_model_len": 4096,
+                        "engine_args": {"default": "1"},
+                    },
+                    {
+                        "name": "no",
+                        "backend": "fake",
+                        "path": str(weights),
+                        "max_model_len": 4096,
+                        "engine_args": {"default": "0"},
+                    },
+                ],
+                "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "logprob"], **jbeqa}},
+            }
+        )
+    )
     return cfg
 
 
@@ -31,8 +48,11 @@ def test_the_registry_is_the_only_list_of_engines():
 
     names = engine_names()
     assert {"vllm", "llamacpp", "transformers", "fake"} <= set(names)
-    run = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions  # type: ignore[union-attr]
-               if a.dest == "backend")
+    run = next(
+        a
+        for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions  # type: ignore[union-attr]
+        if a.dest == "backend"
+    )
     assert tuple(run.choices) == names
     assert get_engine("llamacpp").path_problem(str(DATA)) == "llamacpp needs a .gguf file"
     assert get_engine("fake").path_problem(str(DATA)) is None
@@ -45,8 +65,14 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
     assert set(task_names()) == {"jbeqa", "legalevalq", "legalrikai"}
     jbeqa = get_task_class("jbeqa")
     assert jbeqa.metrics[0].name == jbeqa.primary_metric == "f1"
-    run = {"run": "a", "setting": "jbeqa.0shot.constrained", "task": "jbeqa", "model": "a",
-           "metrics": {"f1": 0.5, "f1_ci_low": 0.25, "f1_ci_high": 0.75, "subject.民法.f1": 0.5}, "throughput": {}}
+    run = {
+        "run": "a",
+        "setting": "jbeqa.0shot.constrained",
+        "task": "jbeqa",
+        "model": "a",
+        "metrics": {"f1": 0.5, "f1_ci_low": 0.25, "f1_ci_high": 0.75, "subject.民法.f1": 0.5},
+        "throughput": {},
+    }
     titles = [t.title for t in build_tables({"runs": [run]})]
     assert titles[:2] == ["jbeqa: every metric per run", "JBE-QA: F1 per subject"]
     # A task this installation lacks still gets a leaderboard by its recorded primary metric.
@@ -61,8 +87,9 @@ def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_pat
 
     writes: list[str] = []
     real = ResultsFolder.write_records
-    monkeypatch.setattr(ResultsFolder, "write_records",
-                        lambda self, key, recs: (writes.append(str(key)), real(self, key, recs))[1])
+    monkeypatch.setattr(
+        ResultsFolder, "write_records", lambda self, key, recs: (writes.append(str(key)), real(self, key, recs))[1]
+    )
     cfg = _config(tmp_path)
     summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lambda _: None)
     assert sorted(writes) == sorted(set(writes)) and len(writes) == 8  # 2 models x 4 settings, once each
@@ -79,9 +106,13 @@ def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_pat
 def test_an_evaluator_is_one_load(tmp_path):
     cfg = _config(tmp_path)
     raw = yaml.safe_load(cfg.read_text())
-    raw["tasks"] = {"legalevalq": {"data": str(DATA.parent / "legalevalq" / "queries.json"), "scorer": str(tmp_path),
-                                   "evaluator": {"name": "ev", "backend": "fake", "path": "w.bin",
-                                                 "max_model_len": [1024, 2048]}}}
+    raw["tasks"] = {
+        "legalevalq": {
+            "data": str(DATA.parent / "legalevalq" / "queries.json"),
+            "scorer": str(tmp_path),
+            "evaluator": {"name": "ev", "backend": "fake", "path": "w.bin", "max_model_len": [1024, 2048]},
+        }
+    }
     cfg.write_text(yaml.safe_dump(raw))
     proc = run_cli("models", "check", str(cfg))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -10,12 +10,27 @@ import yaml
 from conftest import DATA, ROOT, TINY, run_cli
 
 
-def write_config(tmp: Path, data: str, *, model_path: str | None = None, extra: dict | None = None,
-                 task_extra: dict | None = None, max_model_len: int = 2048) -> Path:
-    cfg = {"output_dir": str(tmp / "out"),
-           "models": [{"name": "tiny-gguf", "backend": "llamacpp",
-                       "path": model_path or str(TINY / "gguf" / "tiny-q8_0.gguf"), "max_model_len": max_model_len}],
-           "tasks": {"jbeqa": {"data": data, "shots": [0], **(task_extra or {})}}}
+def write_config(
+    tmp: Path,
+    data: str,
+    *,
+    model_path: str | None = None,
+    extra: dict | None = None,
+    task_extra: dict | None = None,
+    max_model_len: int = 2048,
+) -> Path:
+    cfg = {
+        "output_dir": str(tmp / "out"),
+        "models": [
+            {
+                "name": "tiny-gguf",
+                "backend": "llamacpp",
+                "path": model_path or str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                "max_model_len": max_model_len,
+            }
+        ],
+        "tasks": {"jbeqa": {"data": data, "shots": [0], **(task_extra or {})}},
+    }
     cfg.update(extra or {})
     p = tmp / "models.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
@@ -171,17 +186,21 @@ def test_missing_engine_names_the_extra(tmp_path, tiny):
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules['llama_cpp'] = None; from offline_eval.cli import main; "
-            f"sys.exit(main(['run', '--backend', 'llamacpp', '--model', {str(TINY / 'gguf' / 'tiny-q8_0.gguf')!r}, "
-            f"'--task', 'jbeqa', '--data', {str(DATA)!r}, '--limit', '2', '--out', {str(tmp_path / 'o')!r}]))")
+    code = (
+        "import sys; sys.modules['llama_cpp'] = None; from offline_eval.cli import main; "
+        f"sys.exit(main(['run', '--backend', 'llamacpp', '--model', {str(TINY / 'gguf' / 'tiny-q8_0.gguf')!r}, "
+        f"'--task', 'jbeqa', '--data', {str(DATA)!r}, '--limit', '2', '--out', {str(tmp_path / 'o')!r}]))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode != 0
     assert "pip install 'offline-eval[llamacpp]'" in proc.stderr
     assert "Traceback" not in proc.stderr
     # Other commands still work without that engine.
-    code2 = ("import sys; sys.modules['llama_cpp'] = None; sys.modules['vllm'] = None; "
-             "from offline_eval.cli import main; "
-             f"sys.exit(main(['data', 'validate', 'jbeqa', {str(DATA)!r}]))")
+    code2 = (
+        "import sys; sys.modules['llama_cpp'] = None; sys.modules['vllm'] = None; "
+        "from offline_eval.cli import main; "
+        f"sys.exit(main(['data', 'validate', 'jbeqa', {str(DATA)!r}]))"
+    )
     proc2 = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, cwd=ROOT)
     assert proc2.returncode == 0, proc2.stderr
     assert "test: 26 items" in proc2.stdout
@@ -205,5 +224,3 @@ def test_every_command_has_help(cmd):
 
 def test_report_on_missing_dir(tmp_path):
     assert_one_line_error(run_cli("report", str(tmp_path)), "no summary.json")
-
-

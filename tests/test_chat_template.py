@@ -41,9 +41,17 @@ def one_line_error(proc, *needles: str) -> str:  # type: ignore[no-untyped-def]
 
 def write_config(tmp_path: Path, models: list[dict], **task: object) -> Path:
     cfg = tmp_path / "models.yaml"
-    cfg.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "models": models,
-                                   "tasks": {"jbeqa": {"data": str(DATA), "bootstrap": 0, **task}}},
-                                  allow_unicode=True), encoding="utf-8")
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp_path / "out"),
+                "models": models,
+                "tasks": {"jbeqa": {"data": str(DATA), "bootstrap": 0, **task}},
+            },
+            allow_unicode=True,
+        ),
+        encoding="utf-8",
+    )
     return cfg
 
 
@@ -53,9 +61,14 @@ def gguf_model(name: str, path: Path, **kw: object) -> dict:
 
 # --- the plain format -------------------------------------------------------------------------------------------
 
+
 def test_plain_format_layout():
-    msgs = [{"role": "system", "content": "指示"}, {"role": "user", "content": "問一\n記述：甲"},
-            {"role": "assistant", "content": "1"}, {"role": "user", "content": "問二"}]
+    msgs = [
+        {"role": "system", "content": "指示"},
+        {"role": "user", "content": "問一\n記述：甲"},
+        {"role": "assistant", "content": "1"},
+        {"role": "user", "content": "問二"},
+    ]
     assert render_plain(msgs) == "指示\n\n質問：問一\n記述：甲\n回答：1\n\n質問：問二\n回答："
     assert render_plain(msgs[1:]) == "質問：問一\n記述：甲\n回答：1\n\n質問：問二\n回答："
     assert render_plain(msgs[:3]) == "指示\n\n質問：問一\n記述：甲\n回答：1"  # a last assistant turn is continued
@@ -75,8 +88,11 @@ def test_jbeqa_fewshot_in_the_plain_format():
 
 # --- values: auto, none, file, text -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value,want", [(None, None), ("auto", None), ("AUTO", None), ("", None), ("none", "none"),
-                                        ("None", "none"), (GOOD, GOOD)])
+
+@pytest.mark.parametrize(
+    "value,want",
+    [(None, None), ("auto", None), ("AUTO", None), ("", None), ("none", "none"), ("None", "none"), (GOOD, GOOD)],
+)
 def test_settings_normalise(value, want):
     assert checked_setting(value) == want
 
@@ -111,11 +127,11 @@ def test_store_keys_differ_between_none_and_auto_and_follow_the_template_file(tm
 
 # --- issue 15 item 1: bad values fail at validation, before any engine --------------------------------------------
 
+
 @pytest.mark.parametrize("value", ["missing.jinja", "templates/chat_ja.j2", "prompts/base_model"])
 def test_missing_template_file_is_an_error_in_models_yaml(tmp_path: Path, value: str):
     cfg = write_config(tmp_path, [gguf_model("m", TINY / "gguf" / "tiny-q8_0.gguf", chat_template=value)])
-    for cmd in (["models", "check", str(cfg)], ["sweep", str(cfg), "--limit", "2"],
-                ["sweep", str(cfg), "--dry-run"]):
+    for cmd in (["models", "check", str(cfg)], ["sweep", str(cfg), "--limit", "2"], ["sweep", str(cfg), "--dry-run"]):
         proc = run_cli(*cmd)
         one_line_error(proc, str(cfg), "field 'models.0.chat_template'", "not found", value)
         assert "loading" not in proc.stderr
@@ -123,9 +139,23 @@ def test_missing_template_file_is_an_error_in_models_yaml(tmp_path: Path, value:
 
 
 def test_missing_template_file_is_an_error_in_run(tmp_path: Path):
-    proc = run_cli("run", "--backend", "llamacpp", "--model", str(TINY / "gguf" / "tiny-q8_0.gguf"), "--task", "jbeqa",
-                   "--data", str(DATA), "--limit", "2", "--chat-template", "my_template.jinja", "--out",
-                   str(tmp_path / "o"))
+    proc = run_cli(
+        "run",
+        "--backend",
+        "llamacpp",
+        "--model",
+        str(TINY / "gguf" / "tiny-q8_0.gguf"),
+        "--task",
+        "jbeqa",
+        "--data",
+        str(DATA),
+        "--limit",
+        "2",
+        "--chat-template",
+        "my_template.jinja",
+        "--out",
+        str(tmp_path / "o"),
+    )
     one_line_error(proc, "field '--chat-template'", "chat template file not found: my_template.jinja")
     assert not (tmp_path / "o" / "summary.json").exists()
 
@@ -134,12 +164,25 @@ def test_jinja_syntax_error_names_the_field_and_the_line(tmp_path: Path):
     bad = tmp_path / "bad.jinja"
     bad.write_text("{{ bos_token }}\n{% for m in messages %}\n{{ m['content'] }\n{% endfor %}\n", encoding="utf-8")
     cfg = write_config(tmp_path, [gguf_model("m", TINY / "gguf" / "tiny-q8_0.gguf", chat_template=str(bad))])
-    err = one_line_error(run_cli("models", "check", str(cfg)), "field 'models.0.chat_template'",
-                         "Jinja syntax error on line 3", str(bad))
+    err = one_line_error(
+        run_cli("models", "check", str(cfg)), "field 'models.0.chat_template'", "Jinja syntax error on line 3", str(bad)
+    )
     assert "line 3" in err
-    proc = run_cli("run", "--backend", "llamacpp", "--model", str(TINY / "gguf" / "tiny-q8_0.gguf"), "--task",
-                   "jbeqa", "--data", str(DATA), "--chat-template", "{% for m in messages %}\n{{ m.content }}",
-                   "--out", str(tmp_path / "o"))
+    proc = run_cli(
+        "run",
+        "--backend",
+        "llamacpp",
+        "--model",
+        str(TINY / "gguf" / "tiny-q8_0.gguf"),
+        "--task",
+        "jbeqa",
+        "--data",
+        str(DATA),
+        "--chat-template",
+        "{% for m in messages %}\n{{ m.content }}",
+        "--out",
+        str(tmp_path / "o"),
+    )
     one_line_error(proc, "field '--chat-template'", "Jinja syntax error on line 2 of the template text")
 
 
@@ -157,6 +200,7 @@ def test_judge_template_is_checked_too(tmp_path: Path):
 
 
 # --- template-less copies of the tiny model -----------------------------------------------------------------------
+
 
 def rewrite_gguf(src: Path, dst: Path, drop: tuple[str, ...] = (), set_bool: dict[str, bool] | None = None) -> Path:
     """Copy a GGUF with some metadata keys dropped or some booleans changed, tensors untouched."""
@@ -232,8 +276,9 @@ def test_plain_prompt_gets_bos_where_the_gguf_asks_for_it(tiny: Path, bare: Path
     from offline_eval.requests import Request
 
     req = Request.chat([{"role": "system", "content": "指示"}, {"role": "user", "content": "民法"}])
-    with_bos = rewrite_gguf(bare / "tiny-f16.gguf", tmp_path / "bos.gguf",
-                            set_bool={"tokenizer.ggml.add_bos_token": True})
+    with_bos = rewrite_gguf(
+        bare / "tiny-f16.gguf", tmp_path / "bos.gguf", set_bool={"tokenizer.ggml.add_bos_token": True}
+    )
     ids = {}
     for name, path in (("no-bos", bare / "tiny-f16.gguf"), ("bos", with_bos)):
         b = LlamaCppBackend(LoadSpec(name=name, backend="llamacpp", path=str(path), engine_args={"vocab_only": True}))
@@ -268,9 +313,11 @@ MODES = ["constrained", "free", "logprob"]
 def bare_sweep(tiny: Path, bare: Path, tmp_path_factory):  # type: ignore[no-untyped-def]
     """One sweep, each engine started once: the template-less model on vLLM, llama.cpp and transformers."""
     tmp = tmp_path_factory.mktemp("sweep")
-    models = [gguf_model("bare-gguf", bare / "tiny-f16.gguf"),
-              {"name": "bare-hf", "backend": "transformers", "path": str(bare / "hf"), "max_model_len": 2048},
-              {"name": "bare-vllm", "backend": "vllm", "path": str(bare / "hf"), "max_model_len": 2048}]
+    models = [
+        gguf_model("bare-gguf", bare / "tiny-f16.gguf"),
+        {"name": "bare-hf", "backend": "transformers", "path": str(bare / "hf"), "max_model_len": 2048},
+        {"name": "bare-vllm", "backend": "vllm", "path": str(bare / "hf"), "max_model_len": 2048},
+    ]
     cfg = write_config(tmp, models, shots=[4], mode=MODES, limit=LIMIT)
     proc = run_cli("sweep", str(cfg), timeout=1200)
     dry = run_cli("sweep", str(cfg), "--dry-run")
@@ -334,11 +381,19 @@ def test_none_is_the_plain_format_on_a_model_with_a_template(tiny: Path, bare: P
     """Dry run, no engine: chat_template none on the templated model counts the same prompts as the template-less
     copy under auto, not its chat prompts (the planner once reused one model file's counts for both)."""
     gguf = tiny / "gguf" / "tiny-f16.gguf"
-    models = [gguf_model("chat", gguf), gguf_model("none", gguf, chat_template="none"),
-              gguf_model("bare", bare / "tiny-f16.gguf"),
-              {"name": "hf-chat", "backend": "transformers", "path": str(tiny / "hf"), "max_model_len": 2048},
-              {"name": "hf-none", "backend": "transformers", "path": str(tiny / "hf"), "max_model_len": 2048,
-               "chat_template": "none"}]
+    models = [
+        gguf_model("chat", gguf),
+        gguf_model("none", gguf, chat_template="none"),
+        gguf_model("bare", bare / "tiny-f16.gguf"),
+        {"name": "hf-chat", "backend": "transformers", "path": str(tiny / "hf"), "max_model_len": 2048},
+        {
+            "name": "hf-none",
+            "backend": "transformers",
+            "path": str(tiny / "hf"),
+            "max_model_len": 2048,
+            "chat_template": "none",
+        },
+    ]
     cfg = write_config(tmp_path, models, shots=[4], mode=["constrained"], limit=LIMIT)
     dry = run_cli("sweep", str(cfg), "--dry-run")
     assert dry.returncode == 0, dry.stderr

@@ -10,9 +10,29 @@ from conftest import DATA, ROOT, TINY, run_cli
 
 def test_run_one_model_one_task_writes_the_sweep_layout(tmp_path, tiny):
     out = tmp_path / "one"
-    proc = run_cli("run", "--backend", "llamacpp", "--model", str(TINY / "gguf" / "tiny-q4_0.gguf"), "--name",
-                   "q4", "--task", "jbeqa", "--data", str(DATA), "--shots", "4", "--mode", "free", "--limit", "5",
-                   "--max-model-len", "1024", "--out", str(out))
+    proc = run_cli(
+        "run",
+        "--backend",
+        "llamacpp",
+        "--model",
+        str(TINY / "gguf" / "tiny-q4_0.gguf"),
+        "--name",
+        "q4",
+        "--task",
+        "jbeqa",
+        "--data",
+        str(DATA),
+        "--shots",
+        "4",
+        "--mode",
+        "free",
+        "--limit",
+        "5",
+        "--max-model-len",
+        "1024",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     s = json.loads((out / "summary.json").read_text())
     [r] = s["runs"]
@@ -36,9 +56,13 @@ def test_data_validate(tmp_path):
 def test_models_check_ok_and_report_regenerates(tmp_path, tiny):
     ok = run_cli("models", "check", str(ROOT / "models.yaml"))
     assert ok.returncode == 0, ok.stderr
-    cfg = {"output_dir": "out", "models": [{"name": "m", "backend": "llamacpp",
-                                            "path": str(TINY / "gguf" / "tiny-q8_0.gguf"), "max_model_len": 1024}],
-           "tasks": {"jbeqa": {"data": str(DATA), "limit": 3, "mode": "logprob"}}}
+    cfg = {
+        "output_dir": "out",
+        "models": [
+            {"name": "m", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-q8_0.gguf"), "max_model_len": 1024}
+        ],
+        "tasks": {"jbeqa": {"data": str(DATA), "limit": 3, "mode": "logprob"}},
+    }
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump(cfg))
     assert run_cli("sweep", str(p)).returncode == 0

@@ -17,8 +17,14 @@ def _jbeqa():  # type: ignore[no-untyped-def]
 
 
 def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None) -> dict:
-    r = {"id": f"q{i}", "parsed": parsed, "pred": int(parsed == 1), "gold": gold, "skipped": False,
-         "scores": {"correct": int((parsed == 1) == bool(gold))}}
+    r = {
+        "id": f"q{i}",
+        "parsed": parsed,
+        "pred": int(parsed == 1),
+        "gold": gold,
+        "skipped": False,
+        "scores": {"correct": int((parsed == 1) == bool(gold))},
+    }
     if lp1 is not None:
         r["logprobs"] = {"0": math.log(1 - math.exp(lp1)), "1": lp1}
     return r
@@ -27,19 +33,38 @@ def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None) -> dic
 def _entry(run: str, model: str = "m", variant: str = "default", setting: str = "s", metrics: dict | None = None):  # type: ignore[no-untyped-def]
     from offline_eval.results import RunEntry
 
-    return RunEntry(model=model, variant=variant, backend="fake", run=run, max_model_len=1, task="jbeqa",
-                    setting=setting, options={}, prompt_format="plain", n_items=0, primary_metric="f1",
-                    metrics=metrics or {}, weights_mb=0.0, throughput={})
+    return RunEntry(
+        model=model,
+        variant=variant,
+        backend="fake",
+        run=run,
+        max_model_len=1,
+        task="jbeqa",
+        setting=setting,
+        options={},
+        prompt_format="plain",
+        n_items=0,
+        primary_metric="f1",
+        metrics=metrics or {},
+        weights_mb=0.0,
+        throughput={},
+    )
 
 
 def test_pairs_follow_the_declaration_either_way():
     from offline_eval.consistency import twin_pairs
 
-    runs = [_entry("g.llamacpp.f16.ctx1", "g", "f16"), _entry("g.llamacpp.q4.ctx1", "g", "q4"),
-            _entry("h.transformers.bf16.ctx1", "h", "bf16"), _entry("x.vllm.default.ctx1", "x", "default")]
+    runs = [
+        _entry("g.llamacpp.f16.ctx1", "g", "f16"),
+        _entry("g.llamacpp.q4.ctx1", "g", "q4"),
+        _entry("h.transformers.bf16.ctx1", "h", "bf16"),
+        _entry("x.vllm.default.ctx1", "x", "default"),
+    ]
     declared = {("g", "f16"): "h", ("x", "default"): "h"}
     assert twin_pairs(runs, lambda m, v: declared.get((m, v))) == [
-        ("g.llamacpp.f16.ctx1", "h.transformers.bf16.ctx1"), ("h.transformers.bf16.ctx1", "x.vllm.default.ctx1")]
+        ("g.llamacpp.f16.ctx1", "h.transformers.bf16.ctx1"),
+        ("h.transformers.bf16.ctx1", "x.vllm.default.ctx1"),
+    ]
 
 
 def test_mcnemar_exact_by_hand():
@@ -56,10 +81,18 @@ def test_a_row_by_hand():
     from offline_eval.consistency import compare
 
     task = _jbeqa()
-    a = [_rec(0, 1, 1, math.log(0.9)), _rec(1, 0, 0, math.log(0.2)), _rec(2, 1, 0, math.log(0.6)),
-         _rec(3, None, 1, math.log(0.5))]
-    b = [_rec(0, 1, 1, math.log(0.8)), _rec(1, 1, 0, math.log(0.7)), _rec(2, 1, 0, math.log(0.6)),
-         _rec(9, 1, 1, math.log(0.5))]
+    a = [
+        _rec(0, 1, 1, math.log(0.9)),
+        _rec(1, 0, 0, math.log(0.2)),
+        _rec(2, 1, 0, math.log(0.6)),
+        _rec(3, None, 1, math.log(0.5)),
+    ]
+    b = [
+        _rec(0, 1, 1, math.log(0.8)),
+        _rec(1, 1, 0, math.log(0.7)),
+        _rec(2, 1, 0, math.log(0.6)),
+        _rec(9, 1, 1, math.log(0.5)),
+    ]
     ea, eb = _entry("a", metrics={"f1": 0.5}), _entry("b", metrics={"f1": 0.4})
     row = compare(task, ea, eb, a, b)
     assert row["n_items"] == 3  # q3 only in a, q9 only in b
@@ -73,8 +106,14 @@ def test_a_row_by_hand():
 
 def test_same_weights_as_must_name_another_model(tmp_path):
     cfg = tmp_path / "m.yaml"
-    cfg.write_text(yaml.safe_dump({"models": [{"name": "g", "backend": "llamacpp", "path": "x.gguf",
-                                               "same_weights_as": "nope"}], "tasks": {"jbeqa": {"data": "d"}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "models": [{"name": "g", "backend": "llamacpp", "path": "x.gguf", "same_weights_as": "nope"}],
+                "tasks": {"jbeqa": {"data": "d"}},
+            }
+        )
+    )
     proc = run_cli("models", "check", str(cfg))
     assert proc.returncode == 2 and "same_weights_as 'nope'" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -84,19 +123,40 @@ def test_tiny_f16_gguf_and_hf_folder_agree_across_engines(tmp_path, tiny):
     """Measured: 26/26 identical constrained answers at 0 and 4 shots (llama.cpp F16 vs transformers bf16);
     logprob P(true) within 0.02 on average (bf16 rounding moves near-ties)."""
     cfg = tmp_path / "m.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "output_dir": str(tmp_path / "out"),
-        "models": [{"name": "g", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-f16.gguf"),
-                    "max_model_len": 4096, "same_weights_as": "h"},
-                   {"name": "h", "backend": "transformers", "path": str(TINY / "hf"), "max_model_len": 4096,
-                    "variants": {"bf16": {"dtype": "bfloat16"}}}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "logprob"]}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp_path / "out"),
+                "models": [
+                    {
+                        "name": "g",
+                        "backend": "llamacpp",
+                        "path": str(TINY / "gguf" / "tiny-f16.gguf"),
+                        "max_model_len": 4096,
+                        "same_weights_as": "h",
+                    },
+                    {
+                        "name": "h",
+                        "backend": "transformers",
+                        "path": str(TINY / "hf"),
+                        "max_model_len": 4096,
+                        "variants": {"bf16": {"dtype": "bfloat16"}},
+                    },
+                ],
+                "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "logprob"]}},
+            }
+        )
+    )
     proc = run_cli("sweep", str(cfg))
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     rows = {c["setting"]: c for c in summary["consistency"]}
-    assert set(rows) == {"jbeqa.0shot.constrained", "jbeqa.4shot.constrained", "jbeqa.0shot.logprob",
-                         "jbeqa.4shot.logprob"}
+    assert set(rows) == {
+        "jbeqa.0shot.constrained",
+        "jbeqa.4shot.constrained",
+        "jbeqa.0shot.logprob",
+        "jbeqa.4shot.logprob",
+    }
     for s in ("jbeqa.0shot.constrained", "jbeqa.4shot.constrained"):
         assert rows[s]["n_items"] == 26 and rows[s]["identical"] >= 0.95, rows[s]
         assert rows[s]["run_a"] == "g.llamacpp.default.ctx4096" and rows[s]["run_b"] == "h.transformers.bf16.ctx4096"

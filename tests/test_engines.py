@@ -26,9 +26,17 @@ SCHEMA = {
 
 
 def prompts(n: int, sampling: Sampling, constraint=None) -> list[Request]:  # type: ignore[no-untyped-def]
-    return [Request.chat([{"role": "system", "content": "正しければ1、誤りなら0とだけ答えてください。"},
-                          {"role": "user", "content": f"記述{i}：民法第{i + 1}条の規定によれば、契約は{i}日で効力を生ずる。"}],
-                         sampling, constraint) for i in range(n)]
+    return [
+        Request.chat(
+            [
+                {"role": "system", "content": "正しければ1、誤りなら0とだけ答えてください。"},
+                {"role": "user", "content": f"記述{i}：民法第{i + 1}条の規定によれば、契約は{i}日で効力を生ずる。"},
+            ],
+            sampling,
+            constraint,
+        )
+        for i in range(n)
+    ]
 
 
 def test_choice_constraint_gives_only_labels(engine):  # type: ignore[no-untyped-def]
@@ -100,8 +108,9 @@ def test_gguf_quantizations_load_and_constrain(tiny, backend):  # type: ignore[n
     from offline_eval.backends.base import LoadSpec, load_backend
 
     for q in ("f16", "q4_0"):
-        b = load_backend(LoadSpec(name="t", backend=backend, path=str(tiny / "gguf" / f"tiny-{q}.gguf"),
-                                  max_model_len=1024))
+        b = load_backend(
+            LoadSpec(name="t", backend=backend, path=str(tiny / "gguf" / f"tiny-{q}.gguf"), max_model_len=1024)
+        )
         try:
             out = b.generate(prompts(5, Sampling(max_tokens=4), Choice(["0", "1"])))
             assert {r.text for r in out} <= {"0", "1"}
@@ -113,8 +122,9 @@ def test_gguf_quantizations_load_and_constrain(tiny, backend):  # type: ignore[n
 def test_transformers_weight_only_quantization(tiny, quant):  # type: ignore[no-untyped-def]
     from offline_eval.backends.base import LoadSpec, load_backend
 
-    b = load_backend(LoadSpec(name="t", backend="transformers", path=str(tiny / "hf"), quantization=quant,
-                              dtype="float32"))
+    b = load_backend(
+        LoadSpec(name="t", backend="transformers", path=str(tiny / "hf"), quantization=quant, dtype="float32")
+    )
     out = b.generate(prompts(8, Sampling(max_tokens=4), Choice(["0", "1"])))
     assert {r.text for r in out} <= {"0", "1"}
     w = b.model.model.layers[0].mlp.up_proj.weight

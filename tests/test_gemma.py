@@ -37,8 +37,14 @@ def gemma() -> Path:
 @pytest.fixture(scope="module")
 def engines(gemma):  # type: ignore[no-untyped-def]
     specs = {"llamacpp": str(GGUF), "transformers": str(HF), "vllm": str(HF)}
-    loaded = {b: load_backend(LoadSpec(name=f"gemma-{b}", backend=b, path=p, max_model_len=2048, dtype="bfloat16"
-                                       if b != "llamacpp" else None)) for b, p in specs.items()}
+    loaded = {
+        b: load_backend(
+            LoadSpec(
+                name=f"gemma-{b}", backend=b, path=p, max_model_len=2048, dtype="bfloat16" if b != "llamacpp" else None
+            )
+        )
+        for b, p in specs.items()
+    }
     yield loaded
     for b in loaded.values():
         b.close()

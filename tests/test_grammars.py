@@ -13,10 +13,17 @@ pytestmark = pytest.mark.engine
 from offline_eval.backends.grammars import choice_grammar, gbnf, xgrammar_ebnf
 from offline_eval.constraints import Choice, JsonSchema, Regex
 
-BOUNDED = JsonSchema({"type": "object", "properties": {"r": {"type": "string", "maxLength": 8}},
-                      "required": ["r"], "additionalProperties": False})
-FREE = JsonSchema({"type": "object", "properties": {"r": {"type": "string"}}, "required": ["r"],
-                   "additionalProperties": False})
+BOUNDED = JsonSchema(
+    {
+        "type": "object",
+        "properties": {"r": {"type": "string", "maxLength": 8}},
+        "required": ["r"],
+        "additionalProperties": False,
+    }
+)
+FREE = JsonSchema(
+    {"type": "object", "properties": {"r": {"type": "string"}}, "required": ["r"], "additionalProperties": False}
+)
 
 
 @pytest.mark.parametrize("schema", [BOUNDED, FREE], ids=["maxLength", "unbounded"])
@@ -48,6 +55,9 @@ def test_gbnf_json_rules_are_tightened():
     char = [line for line in text.splitlines() if line.startswith("char ::=")]
     assert char and "\\x00-\\x1F" in char[0] and "\\uD800-\\uDFFF" in char[0]
     assert 'space ::= ""' in text
-    small = gbnf(JsonSchema({"type": "object", "properties": {"s": {"type": "integer", "minimum": 1,
-                                                                    "maximum": 3}}, "required": ["s"]}))
+    small = gbnf(
+        JsonSchema(
+            {"type": "object", "properties": {"s": {"type": "integer", "minimum": 1, "maximum": 3}}, "required": ["s"]}
+        )
+    )
     assert '"1"' in small and '"3"' in small  # llama-cpp-python ignores min/max: the range became an enum

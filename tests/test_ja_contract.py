@@ -41,22 +41,29 @@ def test_exact_tree_of_a_hand_made_contract():
     assert d.preamble.startswith("# 委託契約書") and d.preamble.endswith("契約する。\n\n")
     assert d.signature == "以上\n"
     assert [(a.label, a.title, a.style) for a in d.articles] == [
-        ("1", "目的", "md2-arabic-full"), ("2", "業務", "md2-arabic-full"), ("3", "仕様", "plain-arabic-full"),
-        ("4", "Term", "plain-english")]
+        ("1", "目的", "md2-arabic-full"),
+        ("2", "業務", "md2-arabic-full"),
+        ("3", "仕様", "plain-arabic-full"),
+        ("4", "Term", "plain-english"),
+    ]
     a2 = d.articles[1]
     assert [(p.number, p.explicit, p.marker, p.text) for p in a2.paragraphs] == [
-        (1, True, "1.", "甲は、次の各号に掲げる業務を乙に委託する。"), (2, True, "2.", "前項の業務の詳細は、第3条に定める。")]
+        (1, True, "1.", "甲は、次の各号に掲げる業務を乙に委託する。"),
+        (2, True, "2.", "前項の業務の詳細は、第3条に定める。"),
+    ]
     assert [(i.number, i.marker, i.text) for i in a2.paragraphs[0].items] == [(1, "(1)", "保守"), (2, "(2)", "運用")]
     a3 = d.articles[2]
     assert [(p.number, p.explicit, p.text) for p in a3.paragraphs] == [
-        (1, False, "仕様は別紙による。"), (2, False, "乙は、前条第1項第2号の業務について報告する。")]
+        (1, False, "仕様は別紙による。"),
+        (2, False, "乙は、前条第1項第2号の業務について報告する。"),
+    ]
     # Spans point into the source.
     for a in d.articles:
-        assert HAND[a.start:a.end] == a.raw
+        assert HAND[a.start : a.end] == a.raw
         for p in a.paragraphs:
-            assert HAND[p.start:p.end] == p.raw
+            assert HAND[p.start : p.end] == p.raw
             for it in p.items:
-                assert HAND[it.start:it.end].startswith(it.marker)
+                assert HAND[it.start : it.end].startswith(it.marker)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
@@ -94,8 +101,17 @@ def test_styles_of_the_sample_contracts():
 
 def test_references_extracted_and_resolved():
     d = parse(HAND)
-    got = [(r.text, r.kind, r.source_article, r.source_paragraph,
-            [(t.article, t.paragraph, t.item) for t in r.targets], r.resolved) for r in extract(d)]
+    got = [
+        (
+            r.text,
+            r.kind,
+            r.source_article,
+            r.source_paragraph,
+            [(t.article, t.paragraph, t.item) for t in r.targets],
+            r.resolved,
+        )
+        for r in extract(d)
+    ]
     assert got == [
         ("前項", "relative", "2", 2, [("2", 1, None)], True),
         ("第3条", "absolute", "2", 2, [("3", None, None)], True),

@@ -43,8 +43,15 @@ def test_hand_counted_diffs():
     assert s.diff_chars == 0 and s.diff_morphemes == 0
 
 
-@pytest.mark.parametrize("a,b", [("契約の解除は書面で行う。", "本契約の解除は、書面により行うものとする。"),
-                                 ("abcdef", "azcdxf"), ("", "新しい条項"), ("削除される文", "")])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ("契約の解除は書面で行う。", "本契約の解除は、書面により行うものとする。"),
+        ("abcdef", "azcdxf"),
+        ("", "新しい条項"),
+        ("削除される文", ""),
+    ],
+)
 def test_single_line_edit_counts_match_an_independent_edit_distance(a, b):
     s = diff_texts(a, b).stats
     assert s.replaced_chars_from == s.replaced_chars_to
@@ -55,15 +62,27 @@ def test_ops_rebuild_both_texts():
     a = (C / "service_agreement.md").read_text(encoding="utf-8")
     b = (C / "service_agreement.revised_insert.md").read_text(encoding="utf-8")
     d = diff_texts(a, b)
-    assert "".join(a[o[1]:o[2]] for o in d.ops) == a
-    assert "".join(b[o[3]:o[4]] for o in d.ops) == b
+    assert "".join(a[o[1] : o[2]] for o in d.ops) == a
+    assert "".join(b[o[3] : o[4]] for o in d.ops) == b
 
 
 def test_alignment_survives_renumbering():
     src, ins = load("service_agreement.md"), load("service_agreement.revised_insert.md")
     pairs = [(p.a, p.b) for p in align(src, ins)]
-    assert pairs == [(0, 0), (1, 1), (2, 2), (3, 3), (None, 4), (4, 5), (5, 6), (6, 7), (7, 8), (8, 9), (9, 10),
-                     (10, 11)]
+    assert pairs == [
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (3, 3),
+        (None, 4),
+        (4, 5),
+        (5, 6),
+        (6, 7),
+        (7, 8),
+        (8, 9),
+        (9, 10),
+        (10, 11),
+    ]
     kinds = [(c.kind, c.a_label, c.b_label) for c in changes(src, ins)]
     assert ("inserted", None, "5") in kinds and ("renumbered", "5", "6") in kinds
     assert ("changed", "9", "10") in kinds  # its reference 第7条 became 第8条
@@ -79,8 +98,9 @@ def test_change_precision_hand_made():
     # The model changed 第4条 as asked, and also 第10条, which nobody asked for.
     text = (C / "service_agreement.revised_clean.md").read_text(encoding="utf-8")
     extra = parse(text.replace("甲乙誠実に協議の上", "甲乙誠実に協議し"))
-    gold_only4 = parse((C / "service_agreement.md").read_text(encoding="utf-8")
-                       .replace("月額金五十万円", "月額金六十万円"))
+    gold_only4 = parse(
+        (C / "service_agreement.md").read_text(encoding="utf-8").replace("月額金五十万円", "月額金六十万円")
+    )
     r = change_precision(src, extra, gold_only4)
     assert (r["n_changed_model"], r["n_changed_gold"]) == (3, 1)
     assert r["changed_precision"] == pytest.approx(1 / 3) and r["changed_recall"] == 1.0
@@ -99,8 +119,17 @@ def test_planted_defects_are_found_exactly():
     ]
 
 
-@pytest.mark.parametrize("name", ["service_agreement.md", "nda.md", "sales_master.md", "data_processing.md",
-                                  "service_agreement.revised_clean.md", "service_agreement.revised_insert.md"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "service_agreement.md",
+        "nda.md",
+        "sales_master.md",
+        "data_processing.md",
+        "service_agreement.revised_clean.md",
+        "service_agreement.revised_insert.md",
+    ],
+)
 def test_clean_samples_have_no_findings(name):
     assert check(load(name)) == []
 
@@ -110,20 +139,27 @@ def test_introduced_defects_only():
     assert introduced_defects(src, load("service_agreement.revised_clean.md")) == []
     assert introduced_defects(src, load("service_agreement.revised_insert.md")) == []
     assert len(introduced_defects(src, load("service_agreement.revised_defects.md"))) == 3
-    stale = (C / "service_agreement.revised_insert.md").read_text(encoding="utf-8").replace(
-        "第8条に基づく損害賠償", "第7条に基づく損害賠償")
+    stale = (
+        (C / "service_agreement.revised_insert.md")
+        .read_text(encoding="utf-8")
+        .replace("第8条に基づく損害賠償", "第7条に基づく損害賠償")
+    )
     [f] = introduced_defects(src, parse(stale))
     assert (f.kind, f.location) == ("moved_reference", "第10条第2項")
     assert f.message == "第7条 still points at article 7, which is now article 8"
     # A defect already in the input is not the output's fault.
-    assert introduced_defects(load("service_agreement.revised_defects.md"),
-                              load("service_agreement.revised_defects.md")) == []
+    assert (
+        introduced_defects(load("service_agreement.revised_defects.md"), load("service_agreement.revised_defects.md"))
+        == []
+    )
 
 
 def test_other_findings_hand_made():
-    t = ("# 契約書\n\n乙は甲に報告する。A社（以下「甲」という。）とB社（以下「乙」という。）は契約する。\n\n"
-         "## 第1条（目的）\n1. 甲は委託する。\n3. 乙は受託する。\n\n第2条（業務）\n(1) 保守\n\n"
-         "## 第2条（期間）\n一年とする。\n")
+    t = (
+        "# 契約書\n\n乙は甲に報告する。A社（以下「甲」という。）とB社（以下「乙」という。）は契約する。\n\n"
+        "## 第1条（目的）\n1. 甲は委託する。\n3. 乙は受託する。\n\n第2条（業務）\n(1) 保守\n\n"
+        "## 第2条（期間）\n一年とする。\n"
+    )
     got = sorted((f.kind, f.location, f.message) for f in check(parse(t)))
     assert ("numbering_duplicate", "document", "article 2 appears more than once") in got
     assert ("numbering_gap", "第1条", "paragraph 2 missing between 1 and 3") in got

@@ -108,14 +108,16 @@ def test_diff_of_two_long_single_lines_matches_sentences_first():
     assert time.perf_counter() - t0 < 30  # a character diff of the whole line took minutes
     st = d.stats
     assert (st.replaced_chars_from, st.replaced_chars_to, st.inserted_chars, st.deleted_chars) == (8, 8, 12, 0)
-    assert "".join(a[o[1]:o[2]] for o in d.ops) == a and "".join(b[o[3]:o[4]] for o in d.ops) == b
+    assert "".join(a[o[1] : o[2]] for o in d.ops) == a and "".join(b[o[3] : o[4]] for o in d.ops) == b
 
 
 def test_one_huge_article_scales_too():
     def article(n: int):  # type: ignore[no-untyped-def]
-        return parse("第一条　次に掲げる事項\n" + "".join(f"{'一二三四五六七八九'[i % 9]}　前号及び第一条第一項の事項\n"
-                                                    for i in range(n)) +
-                     "".join(f"{i}　前項の規定を準用する。\n" for i in range(2, n)))
+        return parse(
+            "第一条　次に掲げる事項\n"
+            + "".join(f"{'一二三四五六七八九'[i % 9]}　前号及び第一条第一項の事項\n" for i in range(n))
+            + "".join(f"{i}　前項の規定を準用する。\n" for i in range(2, n))
+        )
 
     small, large = article(3_000), article(12_000)
     assert len(large.articles) == 1 and len(large.articles[0].paragraphs) == 11_999

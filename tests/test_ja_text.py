@@ -9,10 +9,19 @@ from offline_eval.ja.numerals import article_label, format_article, int_to_kanji
 from offline_eval.ja.tokenize import model_token_count, morpheme_count, morpheme_spans, morphemes, tagger
 
 
-@pytest.mark.parametrize("text,want", [
-    ("第百九条", (109, None)), ("第二十三条の二", (23, 2)), ("第一千条", (1000, None)), ("第千条", (1000, None)),
-    ("第23条の2", (23, 2)), ("第２３条の２", (23, 2)), ("第十条", (10, None)), ("第三百五十一条の十二", (351, 12)),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("第百九条", (109, None)),
+        ("第二十三条の二", (23, 2)),
+        ("第一千条", (1000, None)),
+        ("第千条", (1000, None)),
+        ("第23条の2", (23, 2)),
+        ("第２３条の２", (23, 2)),
+        ("第十条", (10, None)),
+        ("第三百五十一条の十二", (351, 12)),
+    ],
+)
 def test_article_numbers(text, want):
     assert parse_article_number(text) == want
 
@@ -26,8 +35,17 @@ def test_labels_and_formatting():
 def test_kanji_round_trip_both_ways():
     for n in range(0, 3001):
         assert kanji_to_int(int_to_kanji(n)) == n
-    assert [int_to_kanji(n) for n in (1, 10, 11, 20, 100, 109, 110, 1000, 1001)] == \
-        ["一", "十", "十一", "二十", "百", "百九", "百十", "千", "千一"]
+    assert [int_to_kanji(n) for n in (1, 10, 11, 20, 100, 109, 110, 1000, 1001)] == [
+        "一",
+        "十",
+        "十一",
+        "二十",
+        "百",
+        "百九",
+        "百十",
+        "千",
+        "千一",
+    ]
     with pytest.raises(ValueError):
         kanji_to_int("第")
 

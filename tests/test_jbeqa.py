@@ -29,9 +29,20 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 def release_record(**over: object) -> dict:
     """One record exactly as the public release writes it."""
-    r = {"id": "令和５年-民法-１８-１", "year": "令和５年", "subject": "Civil Law", "subject_jp": "民法",
-         "theme": "None", "question_type": "TFQ", "instruction": "次の記述の正誤を判断しなさい。", "remark": "",
-         "label": "Y", "lead_in": "", "question": "保証契約は、書面でしなければ、その効力を生じない。", "answer": True}
+    r = {
+        "id": "令和５年-民法-１８-１",
+        "year": "令和５年",
+        "subject": "Civil Law",
+        "subject_jp": "民法",
+        "theme": "None",
+        "question_type": "TFQ",
+        "instruction": "次の記述の正誤を判断しなさい。",
+        "remark": "",
+        "label": "Y",
+        "lead_in": "",
+        "question": "保証契約は、書面でしなければ、その効力を生じない。",
+        "answer": True,
+    }
     return {**r, **over}
 
 
@@ -56,27 +67,56 @@ def test_sample_data_is_in_the_release_form():
     assert any(r["remark"] for r in test)
 
 
-@pytest.mark.parametrize("year,want", [
-    ("平成27年", 2015), ("平成２７年", 2015), ("平成３０年", 2018), ("平成31年", 2019), ("令和元年", 2019),
-    ("令和５年", 2023), ("令和６年", 2024), ("令和6年", 2024), ("平成元年", 1989), ("昭和64年", 1989),
-    ("昭和元年", 1926), ("昭和６３年", 1988), ("平成二十七年", 2015), ("㍻27年", 2015), ("令和５年度", 2023),
-    (2015, 2015), ("2024", 2024), ("２０２４年", 2024)])
+@pytest.mark.parametrize(
+    "year,want",
+    [
+        ("平成27年", 2015),
+        ("平成２７年", 2015),
+        ("平成３０年", 2018),
+        ("平成31年", 2019),
+        ("令和元年", 2019),
+        ("令和５年", 2023),
+        ("令和６年", 2024),
+        ("令和6年", 2024),
+        ("平成元年", 1989),
+        ("昭和64年", 1989),
+        ("昭和元年", 1926),
+        ("昭和６３年", 1988),
+        ("平成二十七年", 2015),
+        ("㍻27年", 2015),
+        ("令和５年度", 2023),
+        (2015, 2015),
+        ("2024", 2024),
+        ("２０２４年", 2024),
+    ],
+)
 def test_gregorian_year(year, want):
     assert gregorian_year(year) == want
 
 
-@pytest.mark.parametrize("year", ["平成32年", "令和0年", "昭和65年", "H27", "27", "", "令和", "平成27", 27, 3000,
-                                  True, 2015.0, None])
+@pytest.mark.parametrize(
+    "year", ["平成32年", "令和0年", "昭和65年", "H27", "27", "", "令和", "平成27", 27, 3000, True, 2015.0, None]
+)
 def test_gregorian_year_refuses(year):
     with pytest.raises(ValueError):
         gregorian_year(year)
 
 
 def test_release_records_load_as_they_are_and_with_integer_years(tmp_path: Path):
-    recs = [release_record(),
-            release_record(id="平成２７年-刑法-５-２", year="平成27年", subject="Criminal Law", subject_jp="刑法",
-                           label="N", answer=False, theme="放火罪", question_type="CSQ"),
-            release_record(id="令和元年-憲法-3-1", year="令和元年", subject="Constitutional Law", subject_jp="憲法")]
+    recs = [
+        release_record(),
+        release_record(
+            id="平成２７年-刑法-５-２",
+            year="平成27年",
+            subject="Criminal Law",
+            subject_jp="刑法",
+            label="N",
+            answer=False,
+            theme="放火罪",
+            question_type="CSQ",
+        ),
+        release_record(id="令和元年-憲法-3-1", year="令和元年", subject="Constitutional Law", subject_jp="憲法"),
+    ]
     items = load_items(str(write_jsonl(tmp_path / "test.jsonl", recs)), "test")
     assert [it["year"] for it in items] == ["令和５年", "平成27年", "令和元年"]  # kept exactly as given
     assert [it["year_ad"] for it in items] == [2023, 2015, 2019]
@@ -89,10 +129,18 @@ def test_release_records_load_as_they_are_and_with_integer_years(tmp_path: Path)
 
 
 def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subject_jp(tmp_path: Path):
-    recs = [release_record(id=f"{y}-{s}-１-{i}", year=y, subject_jp=s, label=lab, answer=lab == "Y")
-            for i, (y, s, lab) in enumerate([("令和元年", "民法", "Y"), ("平成３０年", "刑法", "N"),
-                                              ("令和６年", "憲法", "Y"), ("平成27年", "民法", "N"),
-                                              ("令和元年", "刑法", "N")])]
+    recs = [
+        release_record(id=f"{y}-{s}-１-{i}", year=y, subject_jp=s, label=lab, answer=lab == "Y")
+        for i, (y, s, lab) in enumerate(
+            [
+                ("令和元年", "民法", "Y"),
+                ("平成３０年", "刑法", "N"),
+                ("令和６年", "憲法", "Y"),
+                ("平成27年", "民法", "N"),
+                ("令和元年", "刑法", "N"),
+            ]
+        )
+    ]
     write_jsonl(tmp_path / "test.jsonl", recs)
     task = make_task("jbeqa", {"data": str(tmp_path), "mode": ["free"], "bootstrap": 0})
     items = task.load()
@@ -107,8 +155,10 @@ def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subje
 
 
 def test_unparseable_year_is_a_one_line_error_naming_file_record_field(tmp_path: Path):
-    f = write_jsonl(tmp_path / "test.jsonl", [release_record(), release_record(id="平成32年-民法-1-1", year="平成32年"),
-                                              release_record(id="x", year="H27")])
+    f = write_jsonl(
+        tmp_path / "test.jsonl",
+        [release_record(), release_record(id="平成32年-民法-1-1", year="平成32年"), release_record(id="x", year="H27")],
+    )
     proc = run_cli("data", "validate", "jbeqa", str(f))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -122,7 +172,9 @@ def test_unparseable_year_is_a_one_line_error_naming_file_record_field(tmp_path:
 
 
 def test_label_and_answer_that_disagree_are_a_data_error_naming_line_and_both_fields(tmp_path: Path):
-    f = write_jsonl(tmp_path / "test.jsonl", [release_record(), release_record(id="令和５年-民法-１８-２", answer=False)])
+    f = write_jsonl(
+        tmp_path / "test.jsonl", [release_record(), release_record(id="令和５年-民法-１８-２", answer=False)]
+    )
     proc = run_cli("data", "validate", "jbeqa", str(f))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     err = proc.stderr
@@ -139,14 +191,30 @@ def test_validate_the_sample_data():
 @pytest.mark.engine
 def test_summary_keys_years_by_the_gregorian_year(tmp_path: Path):
     out = tmp_path / "out"
-    proc = run_cli("run", "--backend", "llamacpp", "--model", str(TINY / "gguf" / "tiny-q8_0.gguf"), "--task",
-                   "jbeqa", "--data", str(DATA), "--mode", "logprob", "--max-model-len", "1024", "--out", str(out))
+    proc = run_cli(
+        "run",
+        "--backend",
+        "llamacpp",
+        "--model",
+        str(TINY / "gguf" / "tiny-q8_0.gguf"),
+        "--task",
+        "jbeqa",
+        "--data",
+        str(DATA),
+        "--mode",
+        "logprob",
+        "--max-model-len",
+        "1024",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     (run,) = json.loads((out / "summary.json").read_text(encoding="utf-8"))["runs"]
     years = [k.split(".")[1] for k in run["metrics"] if k.startswith("year.")]
     assert years == [str(y) for y in range(2015, 2025)]
-    assert sorted(k.split(".")[1] for k in run["metrics"] if k.startswith("subject.") and k.endswith(".n")) == \
-        sorted(["民法", "刑法", "憲法"])
+    assert sorted(k.split(".")[1] for k in run["metrics"] if k.startswith("subject.") and k.endswith(".n")) == sorted(
+        ["民法", "刑法", "憲法"]
+    )
     recs = [json.loads(x) for x in (out / "results" / run["run"] / f"{run['setting']}.jsonl").read_text().splitlines()]
     assert {r["year"] for r in recs} == set(range(2015, 2025))
 
@@ -198,8 +266,9 @@ def test_fewshot_exemplars_are_balanced_and_never_scored(tmp_path: Path):
 
 
 def test_exemplar_ids_option_and_missing_ids():
-    task = make_task("jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": [rows("train")[0]["id"],
-                                                                                  rows("train")[1]["id"]]})
+    task = make_task(
+        "jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": [rows("train")[0]["id"], rows("train")[1]["id"]]}
+    )
     task.load()
     assert [e["id"] for e in task._exemplars] == [rows("train")[0]["id"], rows("train")[1]["id"]]
     bad = make_task("jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": ["nope", "nada"]})
@@ -207,8 +276,7 @@ def test_exemplar_ids_option_and_missing_ids():
         bad.load()
 
 
-@pytest.mark.parametrize("text,want", [("1", 1), (" 0\n", 0), ("1です", None), ("", None), ("10", None),
-                                       ("１", None)])
+@pytest.mark.parametrize("text,want", [("1", 1), (" 0\n", 0), ("1です", None), ("", None), ("10", None), ("１", None)])
 def test_parse_answer(text, want):
     assert parse_answer(text) == want
 

@@ -33,12 +33,16 @@ def fixed_bert(tmp_path_factory) -> Path:
     """A tiny BERT whose vocabulary comes from this file's examples, not from data/: the training test must
     not change when somebody adds sample data."""
     d = tmp_path_factory.mktemp("bert-corpus")
-    (d / "corpus.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in _examples(80)),
-                                    encoding="utf-8")
+    (d / "corpus.jsonl").write_text(
+        "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in _examples(80)), encoding="utf-8"
+    )
     out = d / "bert"
     # 6 layers: training also runs the layer-group rule for encoders other than the authors' 12 layers.
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_bert.py"), str(out), "--data", str(d),
-                    "--layers", "6"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "make_tiny_bert.py"), str(out), "--data", str(d), "--layers", "6"],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -55,23 +59,34 @@ def test_adj_score_hand_values():
 def test_sample_data_shape():
     queries = json.loads((DATA / "queries.json").read_text(encoding="utf-8"))
     assert len(queries) >= 15 and {"query", "resource", "datasets_id"} <= set(queries[0])
-    assert sum(1 for q in queries if any("\u4e00" <= c <= "\u9fff" for c in q["query"]) and
-               not any("\u3040" <= c <= "\u30ff" for c in q["query"])) >= 2  # a few in Chinese
+    assert (
+        sum(
+            1
+            for q in queries
+            if any("\u4e00" <= c <= "\u9fff" for c in q["query"])
+            and not any("\u3040" <= c <= "\u30ff" for c in q["query"])
+        )
+        >= 2
+    )  # a few in Chinese
     rows = [json.loads(x) for x in (DATA / "train.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) >= 80 and all(0 <= r["score"] <= 100 and r["conclusion"] in GRADES for r in rows)
 
 
-@pytest.mark.parametrize("text", [
-    "<reasoning>内容は正確。</reasoning><ans>良好</ans>",
-    "<reasoning:>内容は正確。</reasoning>\n<ans:> 良好 </ans>",
-    "<reasoning>: 内容は正確。</reasoning> <ans>: 良好。</ans>",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<reasoning>内容は正確。</reasoning><ans>良好</ans>",
+        "<reasoning:>内容は正確。</reasoning>\n<ans:> 良好 </ans>",
+        "<reasoning>: 内容は正確。</reasoning> <ans>: 良好。</ans>",
+    ],
+)
 def test_tags_with_and_without_colon(text):
     assert parse_tags(text) == ("内容は正確。", "良好")
 
 
-@pytest.mark.parametrize("text", ["<reasoning>x</reasoning>", "<ans>良好</ans>", "<reasoning>x</reasoning><ans>最高</ans>",
-                                  ""])
+@pytest.mark.parametrize(
+    "text", ["<reasoning>x</reasoning>", "<ans>良好</ans>", "<reasoning>x</reasoning><ans>最高</ans>", ""]
+)
 def test_tags_missing_or_unknown_grade_is_a_parse_failure(text):
     assert parse_tags(text) is None
 
@@ -87,9 +102,15 @@ def _examples(n: int, seed: int = 0) -> list[dict]:
     out = []
     for i in range(n):
         good = rng.random() < 0.5
-        out.append({"query": f"質問{i % 7}：契約の解除について", "answer": f"回答{rng.randrange(100)}です。",
-                    "comment": rng.choice(["内容の質は普通。", "構成は明確。", "表現は適切。"]),
-                    "conclusion": "良好" if good else "不十分", "score": 90.0 if good else 20.0})
+        out.append(
+            {
+                "query": f"質問{i % 7}：契約の解除について",
+                "answer": f"回答{rng.randrange(100)}です。",
+                "comment": rng.choice(["内容の質は普通。", "構成は明確。", "表現は適切。"]),
+                "conclusion": "良好" if good else "不十分",
+                "score": 90.0 if good else 20.0,
+            }
+        )
     return out
 
 
@@ -104,16 +125,33 @@ def test_shapes_and_gradient_flow(bert):
         if "pooler" in name:
             continue  # BERT's pooler is not used: the CLS vectors of the hidden layers are
         assert p.grad is not None and bool(p.grad.isfinite().all()), name
-    for part in ("extractor.weights_low", "extractor.weights_high", "extractor.gate.0.weight",
-                 "fusion.gate.0.weight", "fusion.projection.0.weight", "regressor.0.weight",
-                 "regressor.3.linear.4.weight", "regressor.8.weight",
-                 "bert_ans.encoder.layer.0.attention.self.query.weight"):
+    for part in (
+        "extractor.weights_low",
+        "extractor.weights_high",
+        "extractor.gate.0.weight",
+        "fusion.gate.0.weight",
+        "fusion.projection.0.weight",
+        "regressor.0.weight",
+        "regressor.3.linear.4.weight",
+        "regressor.8.weight",
+        "bert_ans.encoder.layer.0.attention.self.query.weight",
+    ):
         assert dict(s.model.named_parameters())[part].grad.abs().sum() > 0, part
 
 
 def test_training_learns_a_planted_feature_and_predicts_deterministically(fixed_bert, tmp_path):
-    rep = train(_examples(80), str(fixed_bert), tmp_path / "sc", epochs=15, lr=1e-3, batch_size=16, patience=15,
-                seed=1, max_length=64, progress=False)
+    rep = train(
+        _examples(80),
+        str(fixed_bert),
+        tmp_path / "sc",
+        epochs=15,
+        lr=1e-3,
+        batch_size=16,
+        patience=15,
+        seed=1,
+        max_length=64,
+        progress=False,
+    )
     assert rep["best_val_loss"] < 0.25 * rep["mean_predictor_val_loss"], rep
     s = Scorer.load(tmp_path / "sc")
     ex = _examples(6, seed=9)
@@ -121,13 +159,14 @@ def test_training_learns_a_planted_feature_and_predicts_deterministically(fixed_
     assert first == second  # eval mode: dropout stays off on every call
     assert all((p > 55) == (e["conclusion"] == "良好") for p, e in zip(first, ex))
     assert (tmp_path / "sc" / "scorer.safetensors").exists() and json.loads(
-        (tmp_path / "sc" / "training.json").read_text())["history"]
+        (tmp_path / "sc" / "training.json").read_text()
+    )["history"]
 
 
 def test_error_inputs_swap_answers_with_score_zero():
     ex = _examples(10)
     out = with_error_inputs(ex, seed=0)
-    neg = out[len(ex):]
+    neg = out[len(ex) :]
     assert len(neg) == len(ex) and all(n["score"] == 0.0 for n in neg)
     assert all(n["answer"] in {e["answer"] for e in ex if e["query"] != n["query"]} for n in neg)
 
@@ -151,12 +190,33 @@ def test_authors_checkpoint_is_read_with_weights_only(bert, tmp_path):
 
 def test_cli_train_predict_and_bad_input(bert, tmp_path):
     out = tmp_path / "sc"
-    tr = run_cli("legaleval-q", "train", "--data", str(DATA / "train.jsonl"), "--encoder", str(bert), "--out",
-                 str(out), "--epochs", "2", "--max-length", "64", "--error-input")
+    tr = run_cli(
+        "legaleval-q",
+        "train",
+        "--data",
+        str(DATA / "train.jsonl"),
+        "--encoder",
+        str(bert),
+        "--out",
+        str(out),
+        "--epochs",
+        "2",
+        "--max-length",
+        "64",
+        "--error-input",
+    )
     assert tr.returncode == 0, tr.stderr
     assert "epoch 1: train loss" in tr.stderr and "validation loss" in tr.stderr
-    pr = run_cli("legaleval-q", "predict", "--data", str(DATA / "train.jsonl"), "--scorer", str(out), "--out",
-                 str(tmp_path / "pred.jsonl"))
+    pr = run_cli(
+        "legaleval-q",
+        "predict",
+        "--data",
+        str(DATA / "train.jsonl"),
+        "--scorer",
+        str(out),
+        "--out",
+        str(tmp_path / "pred.jsonl"),
+    )
     assert pr.returncode == 0, pr.stderr
     summary = json.loads(pr.stdout.strip().splitlines()[-1])
     assert {"mean", "std", "median", "adj_score", "tier"} <= set(summary)
@@ -178,17 +238,38 @@ def _sweep_config(tmp: Path, mode: str) -> Path:
     import yaml
     from conftest import TINY
 
-    cfg = {"output_dir": str(tmp / "out"),
-           "models": [{"name": "cand", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
-                       "max_model_len": 1024, "variants": {
-                           "q8_0": {"file": str(TINY / "gguf" / "tiny-q8_0.gguf")},
-                           "q4_0": {"file": str(TINY / "gguf" / "tiny-q4_0.gguf")}}}],
-           "tasks": {"legalevalq": {
-               "data": str(DATA / "queries.json"), "validation_data": str(DATA / "validation_queries.json"),
-               "max_tokens": 48, "scorer": str(ROOT / "models" / "tiny-scorer"),
-               "evaluator": {"name": "judge", "backend": "transformers", "path": str(TINY / "hf"),
-                             "max_model_len": 1024},
-               "evaluator_mode": mode, "evaluator_max_tokens": 96, "comment_max_chars": 40}}}
+    cfg = {
+        "output_dir": str(tmp / "out"),
+        "models": [
+            {
+                "name": "cand",
+                "backend": "llamacpp",
+                "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                "max_model_len": 1024,
+                "variants": {
+                    "q8_0": {"file": str(TINY / "gguf" / "tiny-q8_0.gguf")},
+                    "q4_0": {"file": str(TINY / "gguf" / "tiny-q4_0.gguf")},
+                },
+            }
+        ],
+        "tasks": {
+            "legalevalq": {
+                "data": str(DATA / "queries.json"),
+                "validation_data": str(DATA / "validation_queries.json"),
+                "max_tokens": 48,
+                "scorer": str(ROOT / "models" / "tiny-scorer"),
+                "evaluator": {
+                    "name": "judge",
+                    "backend": "transformers",
+                    "path": str(TINY / "hf"),
+                    "max_model_len": 1024,
+                },
+                "evaluator_mode": mode,
+                "evaluator_max_tokens": 96,
+                "comment_max_chars": 40,
+            }
+        },
+    }
     p = tmp / "m.yaml"
     p.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     return p
@@ -203,8 +284,10 @@ def test_end_to_end_sweep_with_tiny_candidate_evaluator_and_encoder(tmp_path, ti
     assert [r["run"] for r in s["runs"]] == ["cand.llamacpp.q4_0.ctx1024", "cand.llamacpp.q8_0.ctx1024"]
     for r in s["runs"]:
         m = r["metrics"]
-        recs = [json.loads(x) for x in (tmp_path / "out" / "results" / r["run"] / "legalevalq.jsonl")
-                .read_text().splitlines()]
+        recs = [
+            json.loads(x)
+            for x in (tmp_path / "out" / "results" / r["run"] / "legalevalq.jsonl").read_text().splitlines()
+        ]
         assert len(recs) == 22 and m["n_answers"] == 22
         tr = np.array([x["scores"]["quality"] for x in recs if x["scores"] and x["split"] == "train"])
         va = np.array([x["scores"]["quality"] for x in recs if x["scores"] and x["split"] == "validation"])

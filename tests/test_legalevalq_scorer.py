@@ -24,14 +24,34 @@ from offline_eval.tasks.legalevalq.scorer import Scorer, ScorerConfig
 
 HIDDEN, HEADS = 32, 2
 ROWS = [
-    {"query": "賃貸借契約の解除はできますか。", "answer": "民法第541条によれば、催告の後に解除できる。",
-     "comment": "内容の質：十分。構成と整理：明確。", "conclusion": "妥当", "score": 70.0},
-    {"query": "未成年者の契約は取り消せますか。", "answer": "できない。", "comment": "根拠条文の引用がない。",
-     "conclusion": "不十分", "score": 20.0},
-    {"query": "時効の援用とは何ですか。", "answer": "時効の利益を受ける意思表示である。" * 40,  # over 512 tokens
-     "comment": "表現は適切。" * 100, "conclusion": "良好", "score": 85.0},
-    {"query": "正当防衛の要件は？", "answer": "急迫不正の侵害に対し、自己又は他人の権利を防衛するため。",
-     "comment": "構成は明確だが、やむを得ずにした行為であることの説明がない。", "conclusion": "概ね妥当", "score": 60.0},
+    {
+        "query": "賃貸借契約の解除はできますか。",
+        "answer": "民法第541条によれば、催告の後に解除できる。",
+        "comment": "内容の質：十分。構成と整理：明確。",
+        "conclusion": "妥当",
+        "score": 70.0,
+    },
+    {
+        "query": "未成年者の契約は取り消せますか。",
+        "answer": "できない。",
+        "comment": "根拠条文の引用がない。",
+        "conclusion": "不十分",
+        "score": 20.0,
+    },
+    {
+        "query": "時効の援用とは何ですか。",
+        "answer": "時効の利益を受ける意思表示である。" * 40,  # over 512 tokens
+        "comment": "表現は適切。" * 100,
+        "conclusion": "良好",
+        "score": 85.0,
+    },
+    {
+        "query": "正当防衛の要件は？",
+        "answer": "急迫不正の侵害に対し、自己又は他人の権利を防衛するため。",
+        "comment": "構成は明確だが、やむを得ずにした行為であることの説明がない。",
+        "conclusion": "概ね妥当",
+        "score": 60.0,
+    },
     {"query": "契約とは", "answer": "", "comment": "回答がない。", "conclusion": "使用不能", "score": 0.0},
 ]
 
@@ -41,10 +61,24 @@ def bert12(tmp_path_factory) -> Path:
     """A tiny 12-layer BERT (the authors' depth) whose vocabulary comes from this file's rows."""
     d = tmp_path_factory.mktemp("bert12")
     texts = [{"t": f"<query>:{r['query']}</query>\n\n<content>:{r['answer']}</content>"} for r in ROWS]
-    (d / "corpus.jsonl").write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in ROWS + texts),
-                                    encoding="utf-8")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_bert.py"), str(d / "bert"), "--data", str(d),
-                    "--layers", "12", "--hidden", str(HIDDEN)], check=True, capture_output=True)
+    (d / "corpus.jsonl").write_text(
+        "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in ROWS + texts), encoding="utf-8"
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "make_tiny_bert.py"),
+            str(d / "bert"),
+            "--data",
+            str(d),
+            "--layers",
+            "12",
+            "--hidden",
+            str(HIDDEN),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return d / "bert"
 
 
@@ -89,6 +123,7 @@ def _authors_state(bert: Path, seed: int = 7) -> dict[str, torch.Tensor]:
 
 # ---- the oracle: the authors' forward pass in eval mode, from the state dict and torch functions only ----
 
+
 def _lin(sd: dict, p: str, x: torch.Tensor) -> torch.Tensor:
     return x @ sd[p + ".weight"].T + sd[p + ".bias"]
 
@@ -101,15 +136,20 @@ def _bert_hidden_states(sd: dict, enc: str, tok: dict) -> list[torch.Tensor]:
     ids, types, mask = tok["input_ids"], tok["token_type_ids"], tok["attention_mask"]
     n = ids.shape[1]
     e = f"{enc}.embeddings"
-    x = sd[f"{e}.word_embeddings.weight"][ids] + sd[f"{e}.position_embeddings.weight"][:n] \
+    x = (
+        sd[f"{e}.word_embeddings.weight"][ids]
+        + sd[f"{e}.position_embeddings.weight"][:n]
         + sd[f"{e}.token_type_embeddings.weight"][types]
+    )
     x = _ln(sd, f"{e}.LayerNorm", x, 1e-12)
     states, masked = [x], (1.0 - mask[:, None, None, :].float()) * -1e9
     for i in range(12):
         p = f"{enc}.encoder.layer.{i}"
         b, d = x.shape[0], HIDDEN // HEADS
-        q, k, v = (_lin(sd, f"{p}.attention.self.{w}", x).view(b, n, HEADS, d).transpose(1, 2)
-                   for w in ("query", "key", "value"))
+        q, k, v = (
+            _lin(sd, f"{p}.attention.self.{w}", x).view(b, n, HEADS, d).transpose(1, 2)
+            for w in ("query", "key", "value")
+        )
         att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + masked, dim=-1) @ v
         att = att.transpose(1, 2).reshape(b, n, HIDDEN)
         x = _ln(sd, f"{p}.attention.output.LayerNorm", _lin(sd, f"{p}.attention.output.dense", att) + x, 1e-12)
@@ -144,12 +184,20 @@ def oracle(sd: dict, bert: Path, rows: list[dict]) -> list[float]:
     with torch.no_grad():
         r = _extract(sd, _bert_hidden_states(sd, "bert_reasoning", enc([x["comment"] for x in rows])))
         a = _extract(sd, _bert_hidden_states(sd, "bert_ans", enc([x["conclusion"] for x in rows])))
-        c = _extract(sd, _bert_hidden_states(sd, "bert_content", enc(
-            [f"<query>:{x['query']}</query>\n\n<content>:{x['answer']}</content>" for x in rows])))
+        c = _extract(
+            sd,
+            _bert_hidden_states(
+                sd,
+                "bert_content",
+                enc([f"<query>:{x['query']}</query>\n\n<content>:{x['answer']}</content>" for x in rows]),
+            ),
+        )
         cat = torch.cat([r, a, c], dim=-1)
         gates = torch.sigmoid(_lin(sd, "fusion.gate.0", cat))
-        fused = gates[:, :HIDDEN] * _ln(sd, "fusion.projection.1", _lin(sd, "fusion.projection.0", cat)) \
+        fused = (
+            gates[:, :HIDDEN] * _ln(sd, "fusion.projection.1", _lin(sd, "fusion.projection.0", cat))
             + gates[:, HIDDEN:] * r
+        )
         x = _residual(sd, "regressor.3", F.gelu(_ln(sd, "regressor.1", _lin(sd, "regressor.0", fused))))
         x = _residual(sd, "regressor.7", F.gelu(_ln(sd, "regressor.5", _lin(sd, "regressor.4", x))))
         return (torch.sigmoid(_lin(sd, "regressor.8", x))[:, 0] * 100).tolist()
@@ -163,9 +211,18 @@ def _write_rows(path: Path, rows: list[dict]) -> Path:
 def test_authors_checkpoint_scores_as_their_forward_pass(bert12, tmp_path):
     sd = _authors_state(bert12)
     torch.save({"state_dict": sd}, tmp_path / "best_regression_bert_tri_inputs.pth")
-    p = run_cli("legaleval-q", "predict", "--data", str(_write_rows(tmp_path / "rows.jsonl", ROWS)),
-                "--from-pth", str(tmp_path / "best_regression_bert_tri_inputs.pth"), "--encoder", str(bert12),
-                "--out", str(tmp_path / "pred.jsonl"))
+    p = run_cli(
+        "legaleval-q",
+        "predict",
+        "--data",
+        str(_write_rows(tmp_path / "rows.jsonl", ROWS)),
+        "--from-pth",
+        str(tmp_path / "best_regression_bert_tri_inputs.pth"),
+        "--encoder",
+        str(bert12),
+        "--out",
+        str(tmp_path / "pred.jsonl"),
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     ours = [json.loads(x)["predicted"] for x in (tmp_path / "pred.jsonl").read_text().splitlines()]
     theirs = oracle(sd, bert12, ROWS)
@@ -207,8 +264,16 @@ def test_incompatible_checkpoint_is_one_line_naming_the_keys(bert12, tmp_path):
     sd["fusion.proj.0.weight"] = sd.pop("fusion.projection.0.weight")
     del sd["extractor.weights_mid"]
     torch.save({"state_dict": sd}, tmp_path / "renamed.pth")
-    p = run_cli("legaleval-q", "predict", "--data", str(rows), "--from-pth", str(tmp_path / "renamed.pth"),
-                "--encoder", str(bert12))
+    p = run_cli(
+        "legaleval-q",
+        "predict",
+        "--data",
+        str(rows),
+        "--from-pth",
+        str(tmp_path / "renamed.pth"),
+        "--encoder",
+        str(bert12),
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr and "RuntimeError" not in p.stderr, p.stderr
     line = p.stderr.strip().splitlines()[-1]  # earlier lines, if any, are library warnings on import
     assert line.startswith("offline-eval: error: ") and str(tmp_path / "renamed.pth") in line, p.stderr
@@ -220,15 +285,22 @@ def test_incompatible_checkpoint_is_one_line_naming_the_keys(bert12, tmp_path):
     sd = _authors_state(bert12)
     sd["extractor.weights_low"] = torch.zeros(3)
     torch.save({"state_dict": sd}, tmp_path / "shape.pth")
-    with pytest.raises(InputError, match=r"1 of another shape \(extractor.weights_low \(3,\) in the file, "
-                                         r"\(4,\) here\)"):
+    with pytest.raises(
+        InputError,
+        match=r"1 of another shape \(extractor.weights_low \(3,\) in the file, "
+        r"\(4,\) here\)",
+    ):
         Scorer.from_author_checkpoint(tmp_path / "shape.pth", str(bert12))
     torch.save([1, 2], tmp_path / "list.pth")
     (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")
-    for bad, needle in (("list.pth", "expected a dict with 'state_dict'"), ("junk.pth", "not a torch checkpoint"),
-                        ("absent.pth", "no such checkpoint file")):
-        p = run_cli("legaleval-q", "predict", "--data", str(rows), "--from-pth", str(tmp_path / bad),
-                    "--encoder", str(bert12))
+    for bad, needle in (
+        ("list.pth", "expected a dict with 'state_dict'"),
+        ("junk.pth", "not a torch checkpoint"),
+        ("absent.pth", "no such checkpoint file"),
+    ):
+        p = run_cli(
+            "legaleval-q", "predict", "--data", str(rows), "--from-pth", str(tmp_path / bad), "--encoder", str(bert12)
+        )
         assert p.returncode == 2 and "Traceback" not in p.stderr and needle in p.stderr, p.stderr
 
 
@@ -238,8 +310,10 @@ def test_a_model_we_train_has_the_authors_layout(bert12, tmp_path):
     assert {k: tuple(v.shape) for k, v in ours.items()} == {k: tuple(v.shape) for k, v in theirs.items()}
 
 
-@pytest.mark.parametrize("n, sizes", [(12, [4, 4, 4]), (6, [2, 2, 2]), (7, [3, 2, 2]), (8, [3, 3, 2]),
-                                      (13, [5, 4, 4]), (24, [8, 8, 8]), (3, [1, 1, 1])])
+@pytest.mark.parametrize(
+    "n, sizes",
+    [(12, [4, 4, 4]), (6, [2, 2, 2]), (7, [3, 2, 2]), (8, [3, 3, 2]), (13, [5, 4, 4]), (24, [8, 8, 8]), (3, [1, 1, 1])],
+)
 def test_layer_groups_for_other_depths(n, sizes):
     assert layer_groups(n) == sizes
     ex = HierarchicalExtractor(4, n)

@@ -35,8 +35,10 @@ def test_sample_properties_the_issue_asks_for():
 
 def test_field_map_loads_a_renamed_copy(tmp_path):
     rows = [json.loads(x) for x in (D / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()]
-    renamed = [{"uid": r["id"], "input_contract": r["contract"], "requests": r["instructions"],
-                "answer": r["gold"]} for r in rows]
+    renamed = [
+        {"uid": r["id"], "input_contract": r["contract"], "requests": r["instructions"], "answer": r["gold"]}
+        for r in rows
+    ]
     f = tmp_path / "theirs.jsonl"
     f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in renamed), encoding="utf-8")
     fmap = {"id": "uid", "contract": "input_contract", "instructions": "requests", "gold": "answer"}
@@ -47,12 +49,18 @@ def test_field_map_loads_a_renamed_copy(tmp_path):
         load_items("reqrev", str(f))  # without the map the copy's names are not ours
 
 
-@pytest.mark.parametrize("mutate,needle", [
-    (lambda r: r.pop("gold"), "field 'gold': missing"),
-    (lambda r: r.update(instructions=[]), "field 'instructions'"),
-    (lambda r: r.update(instructions=["  "]), "an instruction is empty"),
-    (lambda r: r.update(contract="これは契約書ではない文章です。"), "field 'contract': the contract does not parse"),
-])
+@pytest.mark.parametrize(
+    "mutate,needle",
+    [
+        (lambda r: r.pop("gold"), "field 'gold': missing"),
+        (lambda r: r.update(instructions=[]), "field 'instructions'"),
+        (lambda r: r.update(instructions=["  "]), "an instruction is empty"),
+        (
+            lambda r: r.update(contract="これは契約書ではない文章です。"),
+            "field 'contract': the contract does not parse",
+        ),
+    ],
+)
 def test_bad_input_is_named(tmp_path, mutate, needle):
     row = json.loads((D / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()[1])
     mutate(row)

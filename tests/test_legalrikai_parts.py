@@ -22,22 +22,39 @@ from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes
 from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back
 from offline_eval.tasks.legalrikai.task import LegalRikaiTask, aggregate, average_scores
 
-CONTRACT = ("# 業務委託契約書\n\n甲と乙は、次のとおり契約を締結する。\n\n"
-            "## 第1条（目的）\n本契約は、業務の委託について定める。\n\n"
-            "## 第2条（委託業務）\n甲は、乙に対し、システムの保守を委託する。\n\n"
-            "## 第3条（報酬）\n甲は、乙に対し、月額10万円を支払う。\n\n"
-            "## 第4条（秘密保持）\n乙は、業務上知り得た秘密を第三者に開示してはならない。\n\n"
-            "以上\n")
+CONTRACT = (
+    "# 業務委託契約書\n\n甲と乙は、次のとおり契約を締結する。\n\n"
+    "## 第1条（目的）\n本契約は、業務の委託について定める。\n\n"
+    "## 第2条（委託業務）\n甲は、乙に対し、システムの保守を委託する。\n\n"
+    "## 第3条（報酬）\n甲は、乙に対し、月額10万円を支払う。\n\n"
+    "## 第4条（秘密保持）\n乙は、業務上知り得た秘密を第三者に開示してはならない。\n\n"
+    "以上\n"
+)
 
 
 # ---- StatRev merge-back, by hand
 
+
 def _entry(run: str, subtask: str = "statrev"):  # type: ignore[no-untyped-def]
     from offline_eval.results import RunEntry
 
-    return RunEntry(model="m", variant="v", backend="fake", run=run, max_model_len=1, task="legalrikai",
-                    setting=f"legalrikai.{subtask}", options={"subtask": subtask}, prompt_format="plain", n_items=0,
-                    primary_metric="score", metrics={}, weights_mb=0.0, throughput={})
+    return RunEntry(
+        model="m",
+        variant="v",
+        backend="fake",
+        run=run,
+        max_model_len=1,
+        task="legalrikai",
+        setting=f"legalrikai.{subtask}",
+        options={"subtask": subtask},
+        prompt_format="plain",
+        n_items=0,
+        primary_metric="score",
+        metrics={},
+        weights_mb=0.0,
+        throughput={},
+    )
+
 
 def test_merge_replaces_the_revised_article_and_keeps_the_rest_byte_for_byte():
     out = "第3条（報酬）\n甲は、乙に対し、月額12万円（消費税別）を支払う。\n"
@@ -47,7 +64,7 @@ def test_merge_replaces_the_revised_article_and_keeps_the_rest_byte_for_byte():
 
 
 def test_merge_adopts_the_contracts_markdown_heading_and_ignores_chatter_and_fences():
-    out = ("以下のとおり修正します。\n\n```markdown\n### 第2条（委託業務）\n甲は、乙に対し、システムの保守及び運用を委託する。\n```\n")
+    out = "以下のとおり修正します。\n\n```markdown\n### 第2条（委託業務）\n甲は、乙に対し、システムの保守及び運用を委託する。\n```\n"
     m = merge_back(CONTRACT, out)
     assert m.replaced == ["2"]
     assert "## 第2条（委託業務）\n甲は、乙に対し、システムの保守及び運用を委託する。\n\n## 第3条" in m.text
@@ -55,9 +72,11 @@ def test_merge_adopts_the_contracts_markdown_heading_and_ignores_chatter_and_fen
 
 
 def test_merge_inserts_new_articles_in_order_kanji_numbers_match():
-    out = ("第四条の二（個人情報）\n乙は、個人情報を適切に管理する。\n\n"
-           "第二条の二（再委託）\n乙は、甲の書面による承諾なく再委託してはならない。\n\n"
-           "第五条（有効期間）\n本契約の有効期間は一年とする。\n")
+    out = (
+        "第四条の二（個人情報）\n乙は、個人情報を適切に管理する。\n\n"
+        "第二条の二（再委託）\n乙は、甲の書面による承諾なく再委託してはならない。\n\n"
+        "第五条（有効期間）\n本契約の有効期間は一年とする。\n"
+    )
     m = merge_back(CONTRACT, out)
     assert m.replaced == [] and m.inserted == ["2-2", "4-2", "5"]
     labels = parse(m.text).labels()
@@ -108,8 +127,9 @@ def test_rubrics_are_the_papers():
     assert rev == {"IF": (1, 3), "SC": (1, 2), "CP": (1, 2), "TA": (1, 3), "WA": (1, 3)}
     for s in ("reqrev", "riskrev"):
         assert [c.code for c in rubric.criteria(s)] == ["IF", "SC", "CP", "TA", "WA"]
-    assert {c.code: (c.lo, c.hi) for c in rubric.criteria("amendexp")} == {k: (1, 3) for k in
-                                                                          ["CA", "AA", "RA", "CI", "AI", "RI"]}
+    assert {c.code: (c.lo, c.hi) for c in rubric.criteria("amendexp")} == {
+        k: (1, 3) for k in ["CA", "AA", "RA", "CI", "AI", "RI"]
+    }
     for s in rubric.SUBTASKS:
         for c in rubric.criteria(s):
             assert c.definition and all(any("\u3040" <= ch <= "\u30ff" for ch in d) for _, d in c.scale)
@@ -119,10 +139,15 @@ def test_judge_schema_and_parse():
     sch = rubric.judge_schema("statrev", 20)
     good = {c: {"rationale": "根拠", "score": 1} for c in ["IF", "SC", "CP", "TA", "WA"]}
     jsonschema.validate(good, sch)
-    assert judges.parse_answer(rubric.criteria("statrev"), json.dumps(good)) == ({c: 1 for c in good}, {c: "根拠" for c in good})
-    for bad in ({**good, "SC": {"rationale": "x", "score": 3}},  # SC is 2-point
-                {**good, "IF": {"rationale": "x", "score": True}},
-                {k: v for k, v in good.items() if k != "WA"}):
+    assert judges.parse_answer(rubric.criteria("statrev"), json.dumps(good)) == (
+        {c: 1 for c in good},
+        {c: "根拠" for c in good},
+    )
+    for bad in (
+        {**good, "SC": {"rationale": "x", "score": 3}},  # SC is 2-point
+        {**good, "IF": {"rationale": "x", "score": True}},
+        {k: v for k, v in good.items() if k != "WA"},
+    ):
         assert judges.parse_answer(rubric.criteria("statrev"), json.dumps(bad)) is None
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, sch)
@@ -139,24 +164,45 @@ def test_normalise_and_average_over_judges_by_hand():
     # IF: (1 + 0.5)/2; SC: (0 + 1)/2; CP: (1 + 1)/2; TA: (0.5 + 0)/2; WA: 0.
     assert average_scores("statrev", j) == {"IF": 0.75, "SC": 0.5, "CP": 1.0, "TA": 0.25, "WA": 0.0}
     # A judge that failed does not count: the other's scores stand alone.
-    assert average_scores("statrev", _judged({"IF": 2, "SC": 2, "CP": 1, "TA": 3, "WA": 3}, None)) == \
-        {"IF": 0.5, "SC": 1.0, "CP": 0.0, "TA": 1.0, "WA": 1.0}
+    assert average_scores("statrev", _judged({"IF": 2, "SC": 2, "CP": 1, "TA": 3, "WA": 3}, None)) == {
+        "IF": 0.5,
+        "SC": 1.0,
+        "CP": 0.0,
+        "TA": 1.0,
+        "WA": 1.0,
+    }
     assert average_scores("statrev", _judged(None, None)) == {}
 
 
 def _rec(i: str, inp: str, judges: dict) -> dict:
-    return {"id": i, "subtask": "statrev", "input": inp, "finish_reason": "stop", "parsed": {}, "judges": judges,
-            "scores": average_scores("statrev", judges) if inp != "skipped" else {},
-            "checks": {"diff_chars": 10, "changed_precision": 1.0, "changed_recall": 0.5, "changed_f1": 2 / 3,
-                       "introduced_defects": 1} if inp != "skipped" else None}
+    return {
+        "id": i,
+        "subtask": "statrev",
+        "input": inp,
+        "finish_reason": "stop",
+        "parsed": {},
+        "judges": judges,
+        "scores": average_scores("statrev", judges) if inp != "skipped" else {},
+        "checks": {
+            "diff_chars": 10,
+            "changed_precision": 1.0,
+            "changed_recall": 0.5,
+            "changed_f1": 2 / 3,
+            "introduced_defects": 1,
+        }
+        if inp != "skipped"
+        else None,
+    }
 
 
 def test_aggregate_by_hand():
     full = {"IF": 3, "SC": 2, "CP": 2, "TA": 3, "WA": 3}
     low = {"IF": 1, "SC": 1, "CP": 1, "TA": 1, "WA": 1}
-    recs = [_rec("1", "full", _judged(full, low)),      # Avg 0.5 everywhere
-            _rec("2", "focused", _judged(full, None)),  # judge b failed: Avg 1.0 everywhere
-            _rec("3", "skipped", {})]
+    recs = [
+        _rec("1", "full", _judged(full, low)),  # Avg 0.5 everywhere
+        _rec("2", "focused", _judged(full, None)),  # judge b failed: Avg 1.0 everywhere
+        _rec("3", "skipped", {}),
+    ]
     m = aggregate("statrev", recs)
     assert (m["n_items"], m["n_full"], m["n_focused"], m["n_skipped"], m["n_judged"]) == (3, 1, 1, 1, 2)
     assert m["judge_failures@a"] == 0 and m["judge_failures@b"] == 1
@@ -171,8 +217,10 @@ def test_aggregate_by_hand():
 # ---- human scores and agreement against scipy / sklearn
 def _human_csv(tmp_path, rows: list[list]) -> str:
     p = tmp_path / "human.csv"
-    p.write_text("task,item_id,model,criterion,score,annotator\n" + "".join(",".join(map(str, r)) + "\n" for r in rows),
-                 encoding="utf-8")
+    p.write_text(
+        "task,item_id,model,criterion,score,annotator\n" + "".join(",".join(map(str, r)) + "\n" for r in rows),
+        encoding="utf-8",
+    )
     return str(p)
 
 
@@ -184,15 +232,25 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
     hi = {"IF": 3, "SC": 2, "CP": 2, "TA": 3, "WA": 3}
     judge = {i: {c: int(rng.integers(1, hi[c] + 1)) for c in crits} for i in ids}
     ann_a = {i: {c: int(rng.integers(1, hi[c] + 1)) for c in crits} for i in ids}
-    ann_b = {i: {c: (ann_a[i][c] if rng.random() < 0.6 else int(rng.integers(1, hi[c] + 1))) for c in crits}
-             for i in ids}
+    ann_b = {
+        i: {c: (ann_a[i][c] if rng.random() < 0.6 else int(rng.integers(1, hi[c] + 1))) for c in crits} for i in ids
+    }
     for i in ids:  # TA: every human label the same -> kappa and rho are nan
         ann_a[i]["TA"] = ann_b[i]["TA"] = 3
-    rows = [["statrev", i, "m", c, a[i][c], name] for i in ids for c in crits
-            for a, name in ((ann_a, "A"), (ann_b, "B"))]
+    rows = [
+        ["statrev", i, "m", c, a[i][c], name] for i in ids for c in crits for a, name in ((ann_a, "A"), (ann_b, "B"))
+    ]
     human = read_human_scores(_human_csv(tmp_path, rows))
-    recs = [{"id": i, "subtask": "statrev", "input": "full", "judges": {"J": {"scores": judge[i]}},
-             "scores": average_scores("statrev", {"J": {"scores": judge[i]}})} for i in ids]
+    recs = [
+        {
+            "id": i,
+            "subtask": "statrev",
+            "input": "full",
+            "judges": {"J": {"scores": judge[i]}},
+            "scores": average_scores("statrev", {"J": {"scores": judge[i]}}),
+        }
+        for i in ids
+    ]
     runs = [_entry("m.llamacpp.x.ctx1")]
     res = agreement(human, runs, {RunKey("m.llamacpp.x.ctx1", "legalrikai.statrev"): recs}, ["J"], "human.csv")
     assert res["matched_outputs"] == n and not res["unmatched"]
@@ -205,8 +263,9 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
         if c == "TA":
             assert k["kappa"] is None and k["n"] == n and rho["rho"] is None
             continue
-        assert k["kappa"] == pytest.approx(cohen_kappa_score([ann_a[i][c] for i in ids], [ann_b[i][c] for i in ids]),
-                                           abs=1e-4)
+        assert k["kappa"] == pytest.approx(
+            cohen_kappa_score([ann_a[i][c] for i in ids], [ann_b[i][c] for i in ids]), abs=1e-4
+        )
         ref = stats.spearmanr(j, h)
         assert rho["rho"] == pytest.approx(ref.statistic, abs=1e-4) and rho["p"] == pytest.approx(ref.pvalue, abs=1e-4)
         assert res["spearman"]["statrev"]["Avg"][c] == rho  # one judge: Avg is that judge
@@ -215,8 +274,9 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
 
 
 def test_human_rows_that_match_nothing_are_counted_not_fatal(tmp_path):
-    human = read_human_scores(_human_csv(tmp_path, [["statrev", "nope", "m", "IF", 2, "A"],
-                                                    ["statrev", "s1", "other", "IF", 2, "A"]]))
+    human = read_human_scores(
+        _human_csv(tmp_path, [["statrev", "nope", "m", "IF", 2, "A"], ["statrev", "s1", "other", "IF", 2, "A"]])
+    )
     recs = [{"id": "s1", "subtask": "statrev", "input": "full", "judges": {}, "scores": {}}]
     runs = [_entry("m.a.b.ctx1"), _entry("m.a.c.ctx1")]
     res = agreement(human, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs}, [], "h.csv")
@@ -228,13 +288,16 @@ def test_human_rows_that_match_nothing_are_counted_not_fatal(tmp_path):
     assert "matches 2 runs; give the run name" in res["unmatched"][0]
 
 
-@pytest.mark.parametrize("row, field, needle", [
-    (["statrev", "s1", "m", "IF", 4, "A"], "score", "not an integer from 1 to 3"),
-    (["statrev", "s1", "m", "SC", 3, "A"], "score", "not an integer from 1 to 2"),
-    (["statrev", "s1", "m", "XX", 1, "A"], "criterion", "unknown criterion"),
-    (["statrev", "s1", "m", "IF", 2, ""], "annotator", "missing"),
-    (["nosuch", "s1", "m", "IF", 2, "A"], "task", "unknown task"),
-])
+@pytest.mark.parametrize(
+    "row, field, needle",
+    [
+        (["statrev", "s1", "m", "IF", 4, "A"], "score", "not an integer from 1 to 3"),
+        (["statrev", "s1", "m", "SC", 3, "A"], "score", "not an integer from 1 to 2"),
+        (["statrev", "s1", "m", "XX", 1, "A"], "criterion", "unknown criterion"),
+        (["statrev", "s1", "m", "IF", 2, ""], "annotator", "missing"),
+        (["nosuch", "s1", "m", "IF", 2, "A"], "task", "unknown task"),
+    ],
+)
 def test_bad_human_scores_name_file_row_and_field(tmp_path, row, field, needle):
     path = _human_csv(tmp_path, [["statrev", "s0", "m", "IF", 1, "A"], row])
     with pytest.raises(InputError) as e:
@@ -252,17 +315,25 @@ def test_sample_human_scores_read_and_have_a_constant_column():
 # ---- options and data
 def test_field_map_per_subtask_and_data_paths(tmp_path):
     src = ROOT / "data" / "legalrikai" / "reqrev.jsonl"
-    renamed = [{("input_contract" if k == "contract" else "answer" if k == "gold" else k): v
-                for k, v in json.loads(x).items()} for x in src.read_text(encoding="utf-8").splitlines()]
-    (tmp_path / "reqrev.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in renamed),
-                                           encoding="utf-8")
-    t = LegalRikaiTask.from_options({"data": str(tmp_path),
-                                     "field_map": {"reqrev": {"contract": "input_contract", "gold": "answer"}}})
+    renamed = [
+        {("input_contract" if k == "contract" else "answer" if k == "gold" else k): v for k, v in json.loads(x).items()}
+        for x in src.read_text(encoding="utf-8").splitlines()
+    ]
+    (tmp_path / "reqrev.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in renamed), encoding="utf-8"
+    )
+    t = LegalRikaiTask.from_options(
+        {"data": str(tmp_path), "field_map": {"reqrev": {"contract": "input_contract", "gold": "answer"}}}
+    )
     items = t.load()
     assert [s["subtask"] for s in t.settings()] == ["reqrev"] and len(items) == 3
     assert items[0]["contract"].startswith("# 業務委託契約書")
-    flat = LegalRikaiTask.from_options({"data": {"reqrev": str(tmp_path / "reqrev.jsonl")},
-                                        "field_map": {"contract": "input_contract", "gold": "answer"}})
+    flat = LegalRikaiTask.from_options(
+        {
+            "data": {"reqrev": str(tmp_path / "reqrev.jsonl")},
+            "field_map": {"contract": "input_contract", "gold": "answer"},
+        }
+    )
     assert len(flat.load()) == 3
     with pytest.raises(InputError, match="gold.*missing|missing"):
         LegalRikaiTask.from_options({"data": str(tmp_path)}).load()
@@ -308,12 +379,13 @@ def test_validate_data_cli_for_the_whole_folder():
     assert "3 amendexp, 3 statrev, 3 reqrev, 3 riskrev" in p.stdout
 
 
-
 def test_validate_cli_field_map_errors_are_one_line():
     from conftest import run_cli
 
-    for task, path in (("legalrikai", ROOT / "data" / "legalrikai"), ("statrev", ROOT / "data" / "legalrikai" /
-                                                                      "statrev.jsonl")):
+    for task, path in (
+        ("legalrikai", ROOT / "data" / "legalrikai"),
+        ("statrev", ROOT / "data" / "legalrikai" / "statrev.jsonl"),
+    ):
         p = run_cli("data", "validate", task, str(path), "--field-map", "{bad")
         assert p.returncode == 2 and "Traceback" not in p.stderr
         assert "field '--field-map': not valid JSON" in p.stderr

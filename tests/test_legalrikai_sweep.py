@@ -36,29 +36,52 @@ def _human_scores(path: Path) -> None:
                     for c in rubric.criteria(sub):
                         a = rng.randint(c.lo, c.hi)
                         w.writerow([sub, item, model, c.code, a, "A"])
-                        w.writerow([sub, item, model, c.code, a if rng.random() < 0.7 else rng.randint(c.lo, c.hi), "B"])
+                        w.writerow(
+                            [sub, item, model, c.code, a if rng.random() < 0.7 else rng.randint(c.lo, c.hi), "B"]
+                        )
 
 
 def _config(tmp: Path) -> Path:
     _human_scores(tmp / "human.csv")
-    cfg = {"output_dir": str(tmp / "out"),
-           "models": [{"name": "cand-gguf", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
-                       "max_model_len": 4096},
-                      {"name": "cand-hf", "backend": "transformers", "path": str(TINY / "hf"), "max_model_len": 4096}],
-           "tasks": {"legalrikai": {
-               "data": str(DATA), "max_tokens": 48, "judge_max_tokens": 400, "rationale_max_chars": 30,
-               "human_scores": str(tmp / "human.csv"),
-               "judges": [{"name": "judge-gguf", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-f16.gguf"),
-                           "max_model_len": 8192},
-                          {"name": "judge-hf", "backend": "transformers", "path": str(TINY / "hf"),
-                           "max_model_len": 8192}]}}}
+    cfg = {
+        "output_dir": str(tmp / "out"),
+        "models": [
+            {
+                "name": "cand-gguf",
+                "backend": "llamacpp",
+                "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                "max_model_len": 4096,
+            },
+            {"name": "cand-hf", "backend": "transformers", "path": str(TINY / "hf"), "max_model_len": 4096},
+        ],
+        "tasks": {
+            "legalrikai": {
+                "data": str(DATA),
+                "max_tokens": 48,
+                "judge_max_tokens": 400,
+                "rationale_max_chars": 30,
+                "human_scores": str(tmp / "human.csv"),
+                "judges": [
+                    {
+                        "name": "judge-gguf",
+                        "backend": "llamacpp",
+                        "path": str(TINY / "gguf" / "tiny-f16.gguf"),
+                        "max_model_len": 8192,
+                    },
+                    {"name": "judge-hf", "backend": "transformers", "path": str(TINY / "hf"), "max_model_len": 8192},
+                ],
+            }
+        },
+    }
     p = tmp / "m.yaml"
     p.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return p
 
 
 def _records(out: Path, run: str, setting: str) -> list[dict]:
-    return [json.loads(x) for x in (out / "results" / run / f"{setting}.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [
+        json.loads(x) for x in (out / "results" / run / f"{setting}.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path, tiny):
@@ -101,7 +124,8 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
             assert m[c.code] == pytest.approx(np.mean([r["scores"][c.code] for r in recs]), abs=1e-4)
             for j in (GGUF_JUDGE, HF_JUDGE):
                 assert m[f"{c.code}@{j}"] == pytest.approx(
-                    np.mean([(r["judges"][j]["scores"][c.code] - c.lo) / (c.hi - c.lo) for r in recs]), abs=1e-4)
+                    np.mean([(r["judges"][j]["scores"][c.code] - c.lo) / (c.hi - c.lo) for r in recs]), abs=1e-4
+                )
         assert m["judge_failures@" + GGUF_JUDGE] == 0 and m["n_judged"] == 3
         assert entry["evaluator"]["runs"] == [GGUF_JUDGE, HF_JUDGE]
     assert n_judged == 2 * 12 * 2
@@ -115,8 +139,10 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
             if row["task"] == "statrev" and row["criterion"] == "IF":
                 human.setdefault((row["model"], row["item_id"]), []).append((int(row["score"]) - 1) / 2)
     pairs = []
-    for model, run in (("cand-gguf", "cand-gguf.llamacpp.default.ctx4096"),
-                       ("cand-hf", "cand-hf.transformers.default.ctx4096")):
+    for model, run in (
+        ("cand-gguf", "cand-gguf.llamacpp.default.ctx4096"),
+        ("cand-hf", "cand-hf.transformers.default.ctx4096"),
+    ):
         for r in _records(out, run, "legalrikai.statrev"):
             pairs.append((r["scores"]["IF"], np.mean(human[(model, r["id"])])))
     a, b = zip(*pairs)
@@ -128,9 +154,14 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
         assert got["rho"] == pytest.approx(ref.statistic, abs=1e-4) and got["p"] == pytest.approx(ref.pvalue, abs=1e-4)
     assert h["mae"]["statrev"]["Avg"]["IF"]["mae"] == pytest.approx(np.mean(np.abs(np.array(a) - b)), abs=1e-4)
     report = (out / "report.md").read_text(encoding="utf-8")
-    for title in ("judge scores (Avg of 2 judge(s), Table 6 layout)", "human scores (Table 6)",
-                  "Cohen's kappa between annotators (Table 5)", "Spearman's rho, judges vs humans (Table 7)",
-                  "mean absolute error, judges vs humans (Table 8)", "inputs under the overflow policy"):
+    for title in (
+        "judge scores (Avg of 2 judge(s), Table 6 layout)",
+        "human scores (Table 6)",
+        "Cohen's kappa between annotators (Table 5)",
+        "Spearman's rho, judges vs humans (Table 7)",
+        "mean absolute error, judges vs humans (Table 8)",
+        "inputs under the overflow policy",
+    ):
         assert title in report
     # Re-run: candidates and judges come from the store; no engine starts; the results are identical.
     before = {p: p.read_bytes() for p in (out / "results").rglob("*.jsonl")}
@@ -141,24 +172,50 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
 
 # ---- overflow: a 60-article statute with one amended article (~6.5k tokens in full, ~1.7k focused)
 def _long_statute(n: int, changed: dict[int, str]) -> str:
-    return statute(n, changed, "電子取引推進法（架空）", "事業者は、電子取引に関する第{i}号の事項を遵守しなければならない。")
+    return statute(
+        n, changed, "電子取引推進法（架空）", "事業者は、電子取引に関する第{i}号の事項を遵守しなければならない。"
+    )
 
 
 def _overflow_config(tmp: Path, policy: str) -> Path:
     data = tmp / "data"
     data.mkdir(exist_ok=True)
     src = json.loads((DATA / "statrev.jsonl").read_text(encoding="utf-8").splitlines()[0])
-    item = {**src, "id": "long-1", "statute_pre": _long_statute(60, {}),
-            "statute_post": _long_statute(60, {30: "事業者は、電子取引に関する記録を七年間保存しなければならない。"})}
+    item = {
+        **src,
+        "id": "long-1",
+        "statute_pre": _long_statute(60, {}),
+        "statute_post": _long_statute(60, {30: "事業者は、電子取引に関する記録を七年間保存しなければならない。"}),
+    }
     (data / "statrev.jsonl").write_text(json.dumps(item, ensure_ascii=False) + "\n", encoding="utf-8")
-    cfg = {"output_dir": str(tmp / f"out-{policy}"),
-           "models": [{"name": "cand", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
-                       "max_model_len": [2048, 8192]}],
-           "tasks": {"legalrikai": {
-               "data": str(data), "overflow": policy, "max_tokens": 48, "judge_max_tokens": 400,
-               "rationale_max_chars": 30,
-               "judges": [{"name": "judge", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-f16.gguf"),
-                           "max_model_len": 4096}]}}}
+    cfg = {
+        "output_dir": str(tmp / f"out-{policy}"),
+        "models": [
+            {
+                "name": "cand",
+                "backend": "llamacpp",
+                "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                "max_model_len": [2048, 8192],
+            }
+        ],
+        "tasks": {
+            "legalrikai": {
+                "data": str(data),
+                "overflow": policy,
+                "max_tokens": 48,
+                "judge_max_tokens": 400,
+                "rationale_max_chars": 30,
+                "judges": [
+                    {
+                        "name": "judge",
+                        "backend": "llamacpp",
+                        "path": str(TINY / "gguf" / "tiny-f16.gguf"),
+                        "max_model_len": 4096,
+                    }
+                ],
+            }
+        },
+    }
     p = tmp / f"{policy}.yaml"
     p.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return p
@@ -218,8 +275,9 @@ def test_bad_legalrikai_input_stops_before_any_engine(tmp_path, tiny):
     assert p.returncode == 2 and "Traceback" not in p.stderr and "loading" not in p.stderr
     assert f"{bad / 'reqrev.jsonl'}" in p.stderr and "line 2" in p.stderr and "'instructions'" in p.stderr
     raw["tasks"]["legalrikai"]["data"] = str(DATA)
-    (tmp_path / "human.csv").write_text("item_id,model,criterion,score,annotator\nreqrev-001,cand-hf,SC,3,A\n",
-                                        encoding="utf-8")
+    (tmp_path / "human.csv").write_text(
+        "item_id,model,criterion,score,annotator\nreqrev-001,cand-hf,SC,3,A\n", encoding="utf-8"
+    )
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     p = run_cli("sweep", str(cfg))
     assert p.returncode == 2 and "Traceback" not in p.stderr and "loading" not in p.stderr

@@ -64,8 +64,15 @@ def test_bootstrap_agrees_with_scipy_percentile_interval():
     gold = rng.random(400) < 0.5
     pred = np.where(rng.random(400) < 0.7, gold, ~gold)
     lo, hi = bootstrap_ci(accuracy, gold, pred, n_resamples=4000, seed=0)
-    ref = stats.bootstrap((gold, pred), lambda g, p: np.mean(g == p), paired=True, vectorized=False,
-                          n_resamples=4000, method="percentile", random_state=1).confidence_interval
+    ref = stats.bootstrap(
+        (gold, pred),
+        lambda g, p: np.mean(g == p),
+        paired=True,
+        vectorized=False,
+        n_resamples=4000,
+        method="percentile",
+        random_state=1,
+    ).confidence_interval
     assert lo == pytest.approx(ref.low, abs=0.01)
     assert hi == pytest.approx(ref.high, abs=0.01)
     assert lo < accuracy(gold, pred) < hi

@@ -15,14 +15,17 @@ def _write(tmp_path, model: dict) -> str:  # type: ignore[no-untyped-def]
     return str(p)
 
 
-@pytest.mark.parametrize("extra, field, words", [
-    ({}, "models.0.base_url", "Field required"),
-    ({"base_url": "ftp://x/v1"}, "models.0.base_url", "http://host:port/v1"),
-    ({"base_url": "http://u:secret@h:1/v1"}, "models.0.base_url", "api_key_env"),
-    ({"base_url": "http://h:1/v1", "path": "m"}, "models.0.path", "takes no `path`"),
-    ({"base_url": "http://h:1/v1", "server": "tgi"}, "models.0.server", "'auto', 'vllm' or 'llamacpp'"),
-    ({"base_url": "http://h:1/v1", "tokenizer": "https://hub/x"}, "models.0.tokenizer", "URLs are refused"),
-])
+@pytest.mark.parametrize(
+    "extra, field, words",
+    [
+        ({}, "models.0.base_url", "Field required"),
+        ({"base_url": "ftp://x/v1"}, "models.0.base_url", "http://host:port/v1"),
+        ({"base_url": "http://u:secret@h:1/v1"}, "models.0.base_url", "api_key_env"),
+        ({"base_url": "http://h:1/v1", "path": "m"}, "models.0.path", "takes no `path`"),
+        ({"base_url": "http://h:1/v1", "server": "tgi"}, "models.0.server", "'auto', 'vllm' or 'llamacpp'"),
+        ({"base_url": "http://h:1/v1", "tokenizer": "https://hub/x"}, "models.0.tokenizer", "URLs are refused"),
+    ],
+)
 def test_openai_keys_are_checked_and_named(tmp_path, extra, field, words):  # type: ignore[no-untyped-def]
     model = {"name": "s", "backend": "openai", "model": "tiny", **extra}
     with pytest.raises(InputError) as e:
@@ -38,8 +41,18 @@ def test_server_keys_belong_to_their_engine(tmp_path):  # type: ignore[no-untype
 
 def test_served_model_spec(tmp_path):  # type: ignore[no-untyped-def]
     (tmp_path / "tok").mkdir()
-    cfg = load_config(_write(tmp_path, {"name": "s", "backend": "openai", "base_url": "http://10.0.0.5:8000/v1/",
-                                        "model": "m", "tokenizer": "tok"}))
+    cfg = load_config(
+        _write(
+            tmp_path,
+            {
+                "name": "s",
+                "backend": "openai",
+                "base_url": "http://10.0.0.5:8000/v1/",
+                "model": "m",
+                "tokenizer": "tok",
+            },
+        )
+    )
     m = cfg.models[0]
     spec = m.load_spec("default")
     assert m.run_name("default", 0) == "s.openai.default.ctxserver" and spec.max_model_len == 0

@@ -39,14 +39,46 @@ class Server:
     def start(self) -> None:
         py = sys.executable
         if self.kind == "vllm":
-            cmd = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.tiny / "hf"),
-                   "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--max-model-len", "2048", "--enforce-eager", "--gpu-memory-utilization", "0.1", "--seed", "0",
-                   "--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}']
+            cmd = [
+                py,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                str(self.tiny / "hf"),
+                "--served-model-name",
+                "tiny",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--max-model-len",
+                "2048",
+                "--enforce-eager",
+                "--gpu-memory-utilization",
+                "0.1",
+                "--seed",
+                "0",
+                "--structured-outputs-config",
+                '{"backend":"xgrammar","disable_any_whitespace":true}',
+            ]
         else:
-            cmd = [py, "-m", "llama_cpp.server", "--model", str(self.tiny / "gguf" / "tiny-q8_0.gguf"),
-                   "--model_alias", "tiny", "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
-                   "--seed", "0"]
+            cmd = [
+                py,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(self.tiny / "gguf" / "tiny-q8_0.gguf"),
+                "--model_alias",
+                "tiny",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--n_ctx",
+                "2048",
+                "--seed",
+                "0",
+            ]
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_USE_V2_MODEL_RUNNER": "0", "HF_HUB_OFFLINE": "1"}
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         import httpx
@@ -91,8 +123,11 @@ def served(name: str, server: Server, **kw: object) -> dict:
 
 
 def _config(tmp_path: Path, models: list[dict], modes: list[str]) -> Path:
-    cfg = {"output_dir": str(tmp_path / "out"), "models": models,
-           "tasks": {"jbeqa": {"data": str(ROOT / "data" / "jbeqa"), "shots": [0], "mode": modes, "bootstrap": 0}}}
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": models,
+        "tasks": {"jbeqa": {"data": str(ROOT / "data" / "jbeqa"), "shots": [0], "mode": modes, "bootstrap": 0}},
+    }
     p = tmp_path / "models.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
     return p
@@ -107,8 +142,12 @@ def _answers(out: Path, run_prefix: str, setting: str) -> dict[str, object]:
 @pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
 def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_path, request):  # type: ignore[no-untyped-def]
     server = request.getfixturevalue(f"{kind}_server")
-    local = {"name": "local", "backend": kind, "max_model_len": 2048,
-             "path": str(tiny / "hf") if kind == "vllm" else str(tiny / "gguf" / "tiny-q8_0.gguf")}
+    local = {
+        "name": "local",
+        "backend": kind,
+        "max_model_len": 2048,
+        "path": str(tiny / "hf") if kind == "vllm" else str(tiny / "gguf" / "tiny-q8_0.gguf"),
+    }
     modes = ["constrained", "logprob"] if kind == "vllm" else ["constrained"]
     cfg = load_config(_config(tmp_path, [served("served", server), local], modes))
     summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None)
@@ -125,9 +164,12 @@ def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_
     assert "served.openai.default.ctx2048" in report and "local." in report and "constraint violations" in report
 
 
-JUDGE = {"type": "object", "properties": {"score": {"type": "integer", "enum": [0, 1, 2]},
-                                          "reason": {"type": "string", "maxLength": 12}},
-         "required": ["score", "reason"], "additionalProperties": False}
+JUDGE = {
+    "type": "object",
+    "properties": {"score": {"type": "integer", "enum": [0, 1, 2]}, "reason": {"type": "string", "maxLength": 12}},
+    "required": ["score", "reason"],
+    "additionalProperties": False,
+}
 
 
 def _runner(server: Server, tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
@@ -148,8 +190,14 @@ def test_fifty_json_judge_answers_parse_and_validate(kind, tmp_path, request):  
     server = request.getfixturevalue(f"{kind}_server")
     # llama-cpp-python's server runs one request at a time, and stalled with 16 of these in flight
     runner, engine = _runner(server, tmp_path, timeout_s=120, **({"max_concurrency": 1} if kind == "llamacpp" else {}))
-    reqs = [Request.chat([{"role": "user", "content": f"第{i}条の評価をJSONで返してください。"}],
-                         Sampling(max_tokens=128), JsonSchema(JUDGE)) for i in range(50)]
+    reqs = [
+        Request.chat(
+            [{"role": "user", "content": f"第{i}条の評価をJSONで返してください。"}],
+            Sampling(max_tokens=128),
+            JsonSchema(JUDGE),
+        )
+        for i in range(50)
+    ]
     results, stats = runner.run(Phase("judge", reqs, [str(i) for i in range(50)]))
     engine.close()
     assert stats.n_generated == 50
@@ -175,8 +223,10 @@ def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_
     honest = backend.constraint_fields(Choice(["0", "1"]))
     assert honest == {"grammar": 'root ::= "0" | "1"'}
     backend.constraint_fields = lambda c: {}  # type: ignore[method-assign]
-    reqs = [Request.chat([{"role": "user", "content": f"記述{i}は正しいか。"}], Sampling(max_tokens=4),
-                         Choice(["0", "1"])) for i in range(10)]
+    reqs = [
+        Request.chat([{"role": "user", "content": f"記述{i}は正しいか。"}], Sampling(max_tokens=4), Choice(["0", "1"]))
+        for i in range(10)
+    ]
     results, stats = runner.run(Phase("c", reqs, [str(i) for i in range(10)]))
     engine.close()
     off = [r for r in results if r.text not in ("0", "1")]
@@ -241,7 +291,12 @@ for host in ("127.0.0.2", "10.255.255.1"):
     except ConnectionNotAllowed as e:
         print("refused", host)
 """
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split("\n")[:2] == ["refused 127.0.0.2", "refused 10.255.255.1"]

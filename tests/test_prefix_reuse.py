@@ -27,7 +27,7 @@ def test_judge_prompt_puts_the_response_last():
     a = prompts.judge_prompt(item, original, "回答その一", gold, 30)
     b = prompts.judge_prompt(item, original, "別の回答", gold, 30)
     assert a.endswith("回答その一") and b.endswith("別の回答")
-    shared = a[:_shared(a, b)]
+    shared = a[: _shared(a, b)]
     # Everything the candidates have in common comes before the first character that differs.
     for part in ("# 評価基準", "# 出力形式", original, gold, prompts.instruction(item)):
         assert part in shared, part[:40]
@@ -39,15 +39,20 @@ def test_evaluator_message_puts_the_answer_last():
 
     a, b = ev.user_message("質問文", "答えA", "参考資料"), ev.user_message("質問文", "別の答え", "参考資料")
     assert a.endswith("答えA") and b.endswith("別の答え")
-    assert "JSON" in a[:_shared(a, b)] and "参考資料" in a[:_shared(a, b)]
+    assert "JSON" in a[: _shared(a, b)] and "参考資料" in a[: _shared(a, b)]
 
 
 def test_engines_count_the_prompt_tokens_they_compute(engine):  # type: ignore[no-untyped-def]
     """llama.cpp re-evaluates only what follows the prefix shared with the previous prompt, vLLM's prefix cache
     serves whole blocks of it, transformers computes every token."""
     system = "次の記述が民法の規定に照らして正しいかを判断してください。" * 12
-    reqs = [Request.chat([{"role": "system", "content": system}, {"role": "user", "content": f"記述{i}：契約は成立する。"}],
-                         Sampling(max_tokens=2)) for i in (1, 2)]
+    reqs = [
+        Request.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": f"記述{i}：契約は成立する。"}],
+            Sampling(max_tokens=2),
+        )
+        for i in (1, 2)
+    ]
     a, b = engine.encode(reqs)
     shared = len(os.path.commonprefix([a, b]))
     assert 0 < shared < len(b)
@@ -77,11 +82,18 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
     weights.write_text("fake weights")
     fake = {"backend": "fake", "path": str(weights), "max_model_len": 65536}
     cfg = tmp_path / "m.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "output_dir": str(tmp_path / "out"),
-        "models": [{"name": "yes", **fake, "engine_args": {"default": "はい"}},
-                   {"name": "no", **fake, "engine_args": {"default": "いいえ"}}],
-        "tasks": {"legalrikai": {"data": str(RIKAI), "limit": 1, "judges": [{"name": "judge", **fake}]}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp_path / "out"),
+                "models": [
+                    {"name": "yes", **fake, "engine_args": {"default": "はい"}},
+                    {"name": "no", **fake, "engine_args": {"default": "いいえ"}},
+                ],
+                "tasks": {"legalrikai": {"data": str(RIKAI), "limit": 1, "judges": [{"name": "judge", **fake}]}},
+            }
+        )
+    )
     summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lambda _: None)
     t = summary["timings"]
     kinds = [s["stage"] for s in t["stages"]]
@@ -91,8 +103,10 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
     assert abs(t["fixed_s"] - (t["total_s"] - engine)) < 0.01 and sum(s["s"] for s in t["stages"]) <= t["total_s"]
     judged = t["prefix_reuse"]["evaluators"]
     (evaluation,) = [s for s in t["stages"] if s["stage"] == "evaluation"]
-    assert evaluation["prefix_reuse"] == judged and judged["submitted"] == summary["runs"][0]["throughput"][
-        "evaluator"]["prefix_reuse"]["submitted"]
+    assert (
+        evaluation["prefix_reuse"] == judged
+        and judged["submitted"] == summary["runs"][0]["throughput"]["evaluator"]["prefix_reuse"]["submitted"]
+    )
     assert 1.9 < judged["ratio"] < 2.5, judged  # (the four items share only the system prompt and the header)
     on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert on_disk["timings"]["by_stage"]["report"] == t["by_stage"]["report"] > 0

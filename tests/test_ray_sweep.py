@@ -20,14 +20,32 @@ QUANTS = ("f16", "q8_0", "q4_0")
 SETTINGS = ("jbeqa.0shot.constrained", "jbeqa.0shot.free")
 
 
-def _config(tmp: Path, name: str, *, dp: int = 1, runner: dict | None = None, resources: dict | None = None,
-            quants: tuple[str, ...] = QUANTS) -> Path:
-    model = {"name": "tg", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-f16.gguf"), "max_model_len": 1024,
-             "variants": {q: {"file": str(TINY / "gguf" / f"tiny-{q}.gguf")} for q in quants},
-             "data_parallel_size": dp, **({"resources": resources} if resources else {})}
-    cfg = {"output_dir": str(tmp / name), "runner": {"chunk_size": 4, **(runner or {})}, "models": [model],
-           "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained", "free"], "limit": LIMIT,
-                               "max_tokens": 8}}}
+def _config(
+    tmp: Path,
+    name: str,
+    *,
+    dp: int = 1,
+    runner: dict | None = None,
+    resources: dict | None = None,
+    quants: tuple[str, ...] = QUANTS,
+) -> Path:
+    model = {
+        "name": "tg",
+        "backend": "llamacpp",
+        "path": str(TINY / "gguf" / "tiny-f16.gguf"),
+        "max_model_len": 1024,
+        "variants": {q: {"file": str(TINY / "gguf" / f"tiny-{q}.gguf")} for q in quants},
+        "data_parallel_size": dp,
+        **({"resources": resources} if resources else {}),
+    }
+    cfg = {
+        "output_dir": str(tmp / name),
+        "runner": {"chunk_size": 4, **(runner or {})},
+        "models": [model],
+        "tasks": {
+            "jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained", "free"], "limit": LIMIT, "max_tokens": 8}
+        },
+    }
     p = tmp / f"{name}.yaml"
     p.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return p
@@ -62,8 +80,13 @@ def _summary(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def cluster():  # type: ignore[no-untyped-def]
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, _node_ip_address="127.0.0.1",
-             logging_level="WARNING")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 2**20,
+        _node_ip_address="127.0.0.1",
+        logging_level="WARNING",
+    )
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -110,8 +133,9 @@ def test_killed_worker_fails_only_its_unit_and_a_rerun_completes_it(tmp_path, cl
     assert done.returncode == 0, done.stderr[-2000:]
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     generated = {(r["run"], r["setting"]): r["throughput"]["generated"] for r in s["runs"]}
-    assert generated == {(f"tg.llamacpp.{q}.ctx1024", st): (LIMIT if q == "q8_0" else 0)
-                         for q in QUANTS for st in SETTINGS}
+    assert generated == {
+        (f"tg.llamacpp.{q}.ctx1024", st): (LIMIT if q == "q8_0" else 0) for q in QUANTS for st in SETTINGS
+    }
     assert "1 replica(s)" in done.stderr and f"[{victim}] on Ray" in done.stderr
     assert _results(tmp_path / "out") == _results(serial)
     assert _summary(tmp_path / "out") == _summary(serial)
@@ -151,8 +175,13 @@ def _rows(db: Path) -> int:
 
 def test_sigkill_of_the_driver_then_resume_equals_an_uninterrupted_run(tmp_path, cluster, serial):
     cfg = _config(tmp_path, "out", runner={"executor": "ray", "address": cluster})
-    proc = subprocess.Popen([*CLI, "sweep", str(cfg)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*CLI, "sweep", str(cfg)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     db = tmp_path / "out" / "store.sqlite"
     total = len(QUANTS) * len(SETTINGS) * LIMIT
     deadline = time.time() + 300
@@ -172,10 +201,13 @@ def test_sigkill_of_the_driver_then_resume_equals_an_uninterrupted_run(tmp_path,
 
 def test_without_ray_installed_the_flag_names_the_extra(tmp_path):
     cfg = _config(tmp_path, "out", quants=("q4_0",))
-    code = ("import sys; sys.modules['ray'] = None; from offline_eval.cli import main; "
-            f"sys.argv = ['offline-eval', 'sweep', {str(cfg)!r}, '--ray', 'auto']; raise SystemExit(main())")
+    code = (
+        "import sys; sys.modules['ray'] = None; from offline_eval.cli import main; "
+        f"sys.argv = ['offline-eval', 'sweep', {str(cfg)!r}, '--ray', 'auto']; raise SystemExit(main())"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "offline-eval: error: the 'ray' executor is not installed: pip install 'offline-eval[ray]'"]
+        "offline-eval: error: the 'ray' executor is not installed: pip install 'offline-eval[ray]'"
+    ]
     assert not (tmp_path / "out" / "results").exists()

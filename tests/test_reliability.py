@@ -20,6 +20,7 @@ from test_bad_input import assert_one_line_error, write_config
 
 def strict_json(path: Path) -> object:
     """json.loads that refuses NaN/Infinity, as strict parsers (and the JSON spec) do."""
+
     def refuse(name: str) -> None:
         raise ValueError(f"{path}: bare {name} is not JSON")
 
@@ -33,6 +34,7 @@ def _edit(cfg: Path, fn) -> None:  # type: ignore[no-untyped-def]
 
 
 # ---- 2. the store key identifies the weights, whole
+
 
 def test_fingerprint_reads_the_whole_file_and_caches_the_digest(tmp_path):
     from offline_eval.backends import fingerprint as fp
@@ -96,11 +98,21 @@ def test_changed_weights_are_not_served_from_the_store(tmp_path, tiny):
 
 # ---- 3. zero scored items: no score, ranked last, valid JSON
 
+
 @pytest.mark.engine
 def test_a_run_with_no_scored_items_has_no_score_and_ranks_last(tmp_path, tiny):
     cfg = write_config(tmp_path, str(DATA), task_extra={"limit": 4, "shots": [0]})
-    _edit(cfg, lambda r: r["models"].append({"name": "tiny-short", "backend": "llamacpp",
-                                             "path": str(TINY / "gguf" / "tiny-q8_0.gguf"), "max_model_len": 16}))
+    _edit(
+        cfg,
+        lambda r: r["models"].append(
+            {
+                "name": "tiny-short",
+                "backend": "llamacpp",
+                "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                "max_model_len": 16,
+            }
+        ),
+    )
     proc = run_cli("sweep", str(cfg))
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
@@ -117,11 +129,12 @@ def test_a_run_with_no_scored_items_has_no_score_and_ranks_last(tmp_path, tiny):
     assert board[0]["value"] is not None
     md = (out / "report.md").read_text(encoding="utf-8")
     # The leaderboard matrix lists it last in its setting's column; the detailed table gives it no rank.
-    matrix = md[md.index("## Leaderboard: jbeqa"):md.index("## Details")]
+    matrix = md[md.index("## Leaderboard: jbeqa") : md.index("## Details")]
     rows = [line for line in matrix.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert rows[-1].startswith(f"| {short['run']} |") and "no items" in rows[-1] and "no items" not in rows[0]
-    row = next(line for line in md.splitlines() if short["run"] in line and "no items" in line
-               and line.startswith("| –"))
+    row = next(
+        line for line in md.splitlines() if short["run"] in line and "no items" in line and line.startswith("| –")
+    )
     assert "jbeqa.0shot.constrained" in row
 
 
@@ -135,6 +148,7 @@ def test_summary_never_holds_bare_nan(tmp_path):
 
 
 # ---- 4. one current state per run
+
 
 @pytest.mark.engine
 def test_a_failed_rerun_takes_the_run_off_the_leaderboard(tmp_path, tiny):
@@ -155,9 +169,15 @@ def test_a_failed_rerun_takes_the_run_off_the_leaderboard(tmp_path, tiny):
 
 # ---- 5. length-bounded strings compile on every engine
 
-LONG_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["comment", "conclusion"],
-               "properties": {"comment": {"type": "string", "maxLength": 10_000},
-                              "conclusion": {"type": "string", "minLength": 3, "maxLength": 1200}}}
+LONG_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["comment", "conclusion"],
+    "properties": {
+        "comment": {"type": "string", "maxLength": 10_000},
+        "conclusion": {"type": "string", "minLength": 3, "maxLength": 1200},
+    },
+}
 
 
 @pytest.mark.engine
@@ -168,8 +188,12 @@ def test_bounded_strings_compile_and_constrain_on_every_engine(engine, max_chars
     from offline_eval.tasks.legalevalq.evaluator import schema as json_schema
 
     schema = json_schema(max_chars)
-    reqs = [Request.chat([{"role": "user", "content": f"評価してください {i}"}], Sampling(max_tokens=48),
-                         JsonSchema(schema)) for i in range(2)]
+    reqs = [
+        Request.chat(
+            [{"role": "user", "content": f"評価してください {i}"}], Sampling(max_tokens=48), JsonSchema(schema)
+        )
+        for i in range(2)
+    ]
     reqs.append(Request.chat([{"role": "user", "content": "評価"}], Sampling(max_tokens=24), JsonSchema(LONG_SCHEMA)))
     for res in engine.generate(reqs):
         assert res.finish_reason in ("stop", "length")
@@ -200,8 +224,10 @@ def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
     b = load_backend(spec_for("llamacpp", tiny))
     try:
         with pytest.raises(EngineError, match="llama.cpp refused the grammar"):
-            b._check_grammar('root ::= "a" undefined-rule', Request.chat([{"role": "user", "content": "x"}],
-                                                                         Sampling(), Choice(["a"])))
+            b._check_grammar(
+                'root ::= "a" undefined-rule',
+                Request.chat([{"role": "user", "content": "x"}], Sampling(), Choice(["a"])),
+            )
     finally:
         b.close()
 
@@ -220,8 +246,15 @@ def test_default_legalevalq_evaluator_on_llamacpp_does_not_crash(tmp_path, tiny)
     assert default == 1200
     b = load_backend(spec_for("llamacpp", tiny))
     try:
-        (res,) = b.generate([Request.chat([{"role": "user", "content": "回答を評価"}], Sampling(max_tokens=32),
-                                          JsonSchema(json_schema(default)))])
+        (res,) = b.generate(
+            [
+                Request.chat(
+                    [{"role": "user", "content": "回答を評価"}],
+                    Sampling(max_tokens=32),
+                    JsonSchema(json_schema(default)),
+                )
+            ]
+        )
         assert res.output_tokens > 0
     finally:
         b.close()
@@ -229,14 +262,24 @@ def test_default_legalevalq_evaluator_on_llamacpp_does_not_crash(tmp_path, tiny)
 
 # ---- 6. two sweeps into one folder
 
+
 def test_a_second_sweep_on_a_busy_folder_is_refused(tmp_path, tiny):
     cfg = write_config(tmp_path, str(DATA), task_extra={"limit": 2})
     out = tmp_path / "out"
     out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from offline_eval.lock import OutputLock\n"
-        f"with OutputLock({str(out)!r}):\n    print('held', flush=True); time.sleep(60)")],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from offline_eval.lock import OutputLock\n"
+                f"with OutputLock({str(out)!r}):\n    print('held', flush=True); time.sleep(60)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         last = assert_one_line_error(run_cli("sweep", str(cfg)), "another sweep is writing", f"PID {holder.pid}")
@@ -256,9 +299,16 @@ def test_concurrent_sweeps_never_lose_a_run(tmp_path, tiny):
     _edit(cfg, lambda r: r["models"].append({**r["models"][0], "name": "tiny-b"}))
     for trial in range(6):
         out = tmp_path / f"out{trial}"
-        procs = {name: subprocess.Popen([*CLI, "sweep", str(cfg), "--only", name, "--out", str(out)],
-                                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for name in ("tiny-gguf", "tiny-b")}
+        procs = {
+            name: subprocess.Popen(
+                [*CLI, "sweep", str(cfg), "--only", name, "--out", str(out)],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in ("tiny-gguf", "tiny-b")
+        }
         finished = []
         for name, p in procs.items():
             _, err = p.communicate(timeout=300)
@@ -272,6 +322,7 @@ def test_concurrent_sweeps_never_lose_a_run(tmp_path, tiny):
 
 
 # ---- 7. creating one store from many processes at once
+
 
 def _open_store(path: str, barrier) -> str:  # type: ignore[no-untyped-def]
     from offline_eval.store import Store
@@ -316,22 +367,29 @@ def test_a_corrupt_store_is_named_and_fresh_moves_it_aside(tmp_path, tiny):
 
 # ---- 10-14. bad input accepted, or badly explained
 
+
 def test_duplicate_keys_in_models_yaml_name_both_lines(tmp_path):
     cfg = tmp_path / "models.yaml"
-    cfg.write_text("models:\n  - name: a\n    backend: llamacpp\n    path: x.gguf\n    variants:\n"
-                   "      q8: {file: a.gguf}\n      q4: {file: b.gguf}\n      q8: {file: c.gguf}\n"
-                   "tasks:\n  jbeqa: {data: d}\n", encoding="utf-8")
+    cfg.write_text(
+        "models:\n  - name: a\n    backend: llamacpp\n    path: x.gguf\n    variants:\n"
+        "      q8: {file: a.gguf}\n      q4: {file: b.gguf}\n      q8: {file: c.gguf}\n"
+        "tasks:\n  jbeqa: {data: d}\n",
+        encoding="utf-8",
+    )
     assert_one_line_error(run_cli("models", "check", str(cfg)), str(cfg), "duplicate key 'q8'", "lines 6 and 8")
 
 
-@pytest.mark.parametrize("change, needle", [
-    (lambda r: r["models"][0].update(max_model_len=True), "models.0.max_model_len"),
-    (lambda r: r["models"][0].update(max_model_len=[2048, True]), "models.0.max_model_len"),
-    (lambda r: r["tasks"]["jbeqa"].update(mode=[]), "tasks.jbeqa.mode"),
-    (lambda r: r["tasks"]["jbeqa"].update(shots=[]), "tasks.jbeqa.shots"),
-    (lambda r: r["tasks"]["jbeqa"].update(bootstrap=100_000_000), "tasks.jbeqa.bootstrap"),
-    (lambda r: r["models"][0].update(trust_remote_code="yes"), "models.0.trust_remote_code"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (lambda r: r["models"][0].update(max_model_len=True), "models.0.max_model_len"),
+        (lambda r: r["models"][0].update(max_model_len=[2048, True]), "models.0.max_model_len"),
+        (lambda r: r["tasks"]["jbeqa"].update(mode=[]), "tasks.jbeqa.mode"),
+        (lambda r: r["tasks"]["jbeqa"].update(shots=[]), "tasks.jbeqa.shots"),
+        (lambda r: r["tasks"]["jbeqa"].update(bootstrap=100_000_000), "tasks.jbeqa.bootstrap"),
+        (lambda r: r["models"][0].update(trust_remote_code="yes"), "models.0.trust_remote_code"),
+    ],
+)
 def test_meaningless_config_values_are_refused(tmp_path, change, needle):
     cfg = write_config(tmp_path, str(DATA))
     _edit(cfg, change)
@@ -339,8 +397,7 @@ def test_meaningless_config_values_are_refused(tmp_path, change, needle):
         assert_one_line_error(run_cli(*cmd), str(cfg), needle)
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--only", ""], "--only"), (["--tasks", ","], "--tasks")])
+@pytest.mark.parametrize("args, needle", [(["--only", ""], "--only"), (["--tasks", ","], "--tasks")])
 def test_empty_name_lists_are_refused(tmp_path, args, needle):
     cfg = write_config(tmp_path, str(DATA))
     assert_one_line_error(run_cli("sweep", str(cfg), *args), needle, "empty list")
@@ -353,8 +410,15 @@ def test_quantize_to_nothing_is_refused(tmp_path):
 @pytest.mark.engine
 def test_engine_args_that_clash_or_do_not_exist_fail_that_variant_only(tmp_path, tiny):
     cfg = write_config(tmp_path, str(DATA), task_extra={"limit": 2})
-    _edit(cfg, lambda r: r["models"].extend([{**r["models"][0], "name": "clash", "engine_args": {"n_ctx": 64}},
-                                             {**r["models"][0], "name": "typo", "engine_args": {"n_batchh": 8}}]))
+    _edit(
+        cfg,
+        lambda r: r["models"].extend(
+            [
+                {**r["models"][0], "name": "clash", "engine_args": {"n_ctx": 64}},
+                {**r["models"][0], "name": "typo", "engine_args": {"n_batchh": 8}},
+            ]
+        ),
+    )
     proc = run_cli("sweep", str(cfg))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     summary = strict_json(tmp_path / "out" / "summary.json")
@@ -365,13 +429,18 @@ def test_engine_args_that_clash_or_do_not_exist_fail_that_variant_only(tmp_path,
 
 
 def test_field_map_only_where_a_task_has_one_and_only_known_fields(tmp_path):
-    assert_one_line_error(run_cli("data", "validate", "jbeqa", str(DATA), "--field-map", '{"id": "x"}'),
-                          "--field-map", "no field map")
+    assert_one_line_error(
+        run_cli("data", "validate", "jbeqa", str(DATA), "--field-map", '{"id": "x"}'), "--field-map", "no field map"
+    )
     lr = ROOT / "data" / "legalrikai"
-    assert_one_line_error(run_cli("data", "validate", "statrev", str(lr / "statrev.jsonl"),
-                                  "--field-map", '{"contrakt": "c"}'), "field_map", "contrakt")
-    assert_one_line_error(run_cli("data", "validate", "legalrikai", str(lr), "--field-map", '{"contrakt": "c"}'),
-                          "field_map", "contrakt")
+    assert_one_line_error(
+        run_cli("data", "validate", "statrev", str(lr / "statrev.jsonl"), "--field-map", '{"contrakt": "c"}'),
+        "field_map",
+        "contrakt",
+    )
+    assert_one_line_error(
+        run_cli("data", "validate", "legalrikai", str(lr), "--field-map", '{"contrakt": "c"}'), "field_map", "contrakt"
+    )
 
 
 def test_data_validate_runs_the_sweeps_checks(tmp_path):
@@ -383,13 +452,15 @@ def test_data_validate_runs_the_sweeps_checks(tmp_path):
     queries[2]["datasets_id"] = queries[0]["datasets_id"]
     q = tmp_path / "queries.json"
     q.write_text(json.dumps(queries, ensure_ascii=False), encoding="utf-8")
-    assert_one_line_error(run_cli("data", "validate", "legalevalq", str(q)), str(q), "record 3",
-                          "duplicate datasets_id")
+    assert_one_line_error(
+        run_cli("data", "validate", "legalevalq", str(q)), str(q), "record 3", "duplicate datasets_id"
+    )
 
 
 def test_report_on_a_damaged_summary_names_the_field(tmp_path):
-    (tmp_path / "summary.json").write_text(json.dumps({"runs": [{"run": "a", "setting": "s", "task": "jbeqa",
-                                                                 "model": "m", "throughput": {}}]}))
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"runs": [{"run": "a", "setting": "s", "task": "jbeqa", "model": "m", "throughput": {}}]})
+    )
     assert_one_line_error(run_cli("report", str(tmp_path)), "summary.json", "runs.0.metrics", "missing")
     (tmp_path / "summary.json").write_text(json.dumps([1, 2]))
     assert_one_line_error(run_cli("report", str(tmp_path)), "summary.json", "runs")
@@ -397,11 +468,13 @@ def test_report_on_a_damaged_summary_names_the_field(tmp_path):
 
 # ---- 15. file modes follow the umask
 
+
 @pytest.mark.engine
 def test_outputs_respect_the_umask(tmp_path, tiny):
     cfg = write_config(tmp_path, str(DATA), task_extra={"limit": 2})
-    proc = subprocess.run(["sh", "-c", 'umask 022 && exec "$@"', "sh", *CLI, "sweep", str(cfg)], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["sh", "-c", 'umask 022 && exec "$@"', "sh", *CLI, "sweep", str(cfg)], cwd=ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
     for f in [out / "summary.json", out / "report.md", out / "report.html", *(out / "results").rglob("*.jsonl")]:

@@ -31,7 +31,7 @@ def test_first_screen_of_the_markdown_report(tmp_path):
     md = (_sweep(tmp_path) / "report.md").read_text(encoding="utf-8")
     first, details = md.split("\n## Details\n")
     assert first.index("## Verdicts: m (fake)") < first.index("## Leaderboard: jbeqa") < first.index("pareto.png")
-    verdicts = first[first.index("## Verdicts"):first.index("## Leaderboard")]
+    verdicts = first[first.index("## Verdicts") : first.index("## Leaderboard")]
     broken = next(line for line in verdicts.splitlines() if line.startswith("| broken ctx2048"))
     assert broken.count(" inferior") == 2 and "| reference: accuracy 1.000 |" in verdicts
     assert "- Against each model's reference run: 6 non-inferior, 4 inferior (10 run x setting comparisons" in first
@@ -47,9 +47,18 @@ def test_report_in_headless_chromium(tmp_path):
     report = _sweep(tmp_path) / "report.html"
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -129,12 +138,26 @@ def _revision_sweep(tmp: Path) -> Path:
     contract = json.loads((data / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()[0])["contract"]
     (tmp / "w.bin").write_text("fake weights")
     cfg = tmp / "m.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "output_dir": str(tmp / "out"),
-        "models": [{"name": "m", "backend": "fake", "path": str(tmp / "w.bin"), "max_model_len": 32768,
-                    "variants": {"f16": {"options": {"default": contract.rstrip("\n") + "\n" + _INSERTED}}}}],
-        "tasks": {"legalrikai": {"data": {"reqrev": str(data / "reqrev.jsonl")}, "limit": 1, "max_tokens": 6000}}},
-        allow_unicode=True))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp / "out"),
+                "models": [
+                    {
+                        "name": "m",
+                        "backend": "fake",
+                        "path": str(tmp / "w.bin"),
+                        "max_model_len": 32768,
+                        "variants": {"f16": {"options": {"default": contract.rstrip("\n") + "\n" + _INSERTED}}},
+                    }
+                ],
+                "tasks": {
+                    "legalrikai": {"data": {"reqrev": str(data / "reqrev.jsonl")}, "limit": 1, "max_tokens": 6000}
+                },
+            },
+            allow_unicode=True,
+        )
+    )
     run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
     return tmp / "out"
 
@@ -144,18 +167,37 @@ def test_prompts_are_kept_once_per_line():
     from offline_eval.requests import Phase, Request
 
     system, shot, answer = "あなたは法律の専門家です。", "例題：民法第1条は…\n\n正誤を答えよ。", "1"
+
     def chat(q: str) -> Request:
-        return Request.chat([{"role": "system", "content": system}, {"role": "user", "content": shot},
-                             {"role": "assistant", "content": answer}, {"role": "user", "content": q}])
+        return Request.chat(
+            [
+                {"role": "system", "content": system},
+                {"role": "user", "content": shot},
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": q},
+            ]
+        )
+
     qs = ["問1：契約は口頭でも成立する。\n\n正誤を答えよ。", "問2：未成年者の法律行為は常に無効である。"]
     inputs = ItemInputs()
-    inputs.add_phase("s.4shot", ["a", "b"], Phase("s", [chat(q) for q in qs], ["a", "b"],
-                                                  fallbacks=[Request.chat([{"role": "user", "content": qs[0]}]),
-                                                             None]))
+    inputs.add_phase(
+        "s.4shot",
+        ["a", "b"],
+        Phase(
+            "s", [chat(q) for q in qs], ["a", "b"], fallbacks=[Request.chat([{"role": "user", "content": qs[0]}]), None]
+        ),
+    )
     inputs.add_phase("s.0shot", ["a"], Phase("s", [Request(prompt=qs[0])], ["a"]))
     # each distinct line once: the shot's last line is also the first question's; "" is the blank line
-    assert inputs.texts == [system, "例題：民法第1条は…", "", "正誤を答えよ。", answer, "問1：契約は口頭でも成立する。",
-                            "問2：未成年者の法律行為は常に無効である。"]
+    assert inputs.texts == [
+        system,
+        "例題：民法第1条は…",
+        "",
+        "正誤を答えよ。",
+        answer,
+        "問1：契約は口頭でも成立する。",
+        "問2：未成年者の法律行為は常に無効である。",
+    ]
     a, focused = inputs.prompts["s.4shot"]["a"]
     assert inputs.decode(a) == [("system", system), ("user", shot), ("assistant", answer), ("user", qs[0])]
     assert inputs.decode(focused) == [("user", qs[0])] and inputs.prompts["s.4shot"]["b"][1] is None

@@ -10,15 +10,29 @@ def _run(run: str, setting: str, f1: float | None, true_share: float | None = No
     m = {"f1": f1, "n_skipped": skipped}
     if true_share is not None:
         m["answered_true"] = true_share
-    return {"run": run, "model": run.split(".")[0], "backend": "llamacpp", "setting": setting, "task": "jbeqa",
-            "primary_metric": "f1", "metrics": m}
+    return {
+        "run": run,
+        "model": run.split(".")[0],
+        "backend": "llamacpp",
+        "setting": setting,
+        "task": "jbeqa",
+        "primary_metric": "f1",
+        "metrics": m,
+    }
 
 
 def test_glance_names_best_worst_constant_answers_and_failures():
-    summary = {"runs": [_run("a.x", "s0", 0.6, 0.5), _run("b.x", "s0", 0.4, 1.0, skipped=2),
-                        _run("c.x", "s0", None), _run("a.x", "s1", 0.5), _run("b.x", "s1", 0.5)],
-               "consistency": [{"identical": 0.9}, {"identical": 1.0}],
-               "failures": [{"run": "d.x", "reason": "boom"}]}
+    summary = {
+        "runs": [
+            _run("a.x", "s0", 0.6, 0.5),
+            _run("b.x", "s0", 0.4, 1.0, skipped=2),
+            _run("c.x", "s0", None),
+            _run("a.x", "s1", 0.5),
+            _run("b.x", "s1", 0.5),
+        ],
+        "consistency": [{"identical": 0.9}, {"identical": 1.0}],
+        "failures": [{"run": "d.x", "reason": "boom"}],
+    }
     lines = glance(summary)
     assert lines[0] == "3 runs of 3 models on llamacpp, 2 task settings."
     assert lines[1].startswith("s0: best a.x (f1 0.600), worst b.x (0.400); 1 of 2 runs gave the same answer")

@@ -31,11 +31,19 @@ def _dataset(tmp: Path) -> Path:
 
 
 def _config(tmp: Path, data: Path, out: Path) -> Path:
-    cfg = {"output_dir": str(out), "runner": {"chunk_size": 8},
-           "models": [{"name": "tiny-gguf", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
-                       "max_model_len": 2048}],
-           "tasks": {"jbeqa": {"data": str(data), "shots": [0, 4], "mode": ["free", "constrained"],
-                               "max_tokens": 48}}}
+    cfg = {
+        "output_dir": str(out),
+        "runner": {"chunk_size": 8},
+        "models": [
+            {
+                "name": "tiny-gguf",
+                "backend": "llamacpp",
+                "path": str(TINY / "gguf" / "tiny-q8_0.gguf"),
+                "max_model_len": 2048,
+            }
+        ],
+        "tasks": {"jbeqa": {"data": str(data), "shots": [0, 4], "mode": ["free", "constrained"], "max_tokens": 48}},
+    }
     p = tmp / f"{out.name}.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
     return p
@@ -67,8 +75,13 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, tiny):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     cfg_k = _config(tmp_path, data, killed)
 
-    proc = subprocess.Popen([*CLI, "sweep", str(cfg_k)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*CLI, "sweep", str(cfg_k)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + 300
     while _rows(killed / "store.sqlite") < 24 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.005)

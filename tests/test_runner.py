@@ -17,23 +17,35 @@ def _phase(n: int, dup: int = 0, overflow: str = "skip", long_every: int = 0) ->
     reqs = []
     for i in range(n):
         body = "長い記述。" * 400 if long_every and i % long_every == 0 else f"記述{i % (n - dup) if dup else i}"
-        reqs.append(Request.chat([{"role": "system", "content": "1か0で答えてください。"},
-                                  {"role": "user", "content": body}], Sampling(max_tokens=4), Choice(["0", "1"])))
+        reqs.append(
+            Request.chat(
+                [{"role": "system", "content": "1か0で答えてください。"}, {"role": "user", "content": body}],
+                Sampling(max_tokens=4),
+                Choice(["0", "1"]),
+            )
+        )
     return Phase(name="t", requests=reqs, item_ids=[f"i{i}" for i in range(n)], overflow=overflow)  # type: ignore[arg-type]
 
 
 @pytest.fixture()
 def lazy(tiny):  # type: ignore[no-untyped-def]
-    eng = LazyBackend(LoadSpec(name="t", backend="llamacpp", path=str(TINY / "gguf" / "tiny-q8_0.gguf"),
-                               max_model_len=512))
+    eng = LazyBackend(
+        LoadSpec(name="t", backend="llamacpp", path=str(TINY / "gguf" / "tiny-q8_0.gguf"), max_model_len=512)
+    )
     yield eng
     eng.close()
 
 
 def test_store_round_trip(tmp_path):
     s = Store(tmp_path / "s.sqlite")
-    r = Result(text="1", finish_reason="stop", prompt_tokens=5, output_tokens=2, latency_s=0.01,
-               logprobs={"0": -2.0, "1": -0.1})
+    r = Result(
+        text="1",
+        finish_reason="stop",
+        prompt_tokens=5,
+        output_tokens=2,
+        latency_s=0.01,
+        logprobs={"0": -2.0, "1": -0.1},
+    )
     s.put_many([("k", "fp", "v", "{}", r)])
     assert s.get_many(["k", "missing"]) == {"k": r}
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -86,10 +98,14 @@ def test_overflow_skip_and_fail(tmp_path, lazy):
 def test_overflow_focus_runs_the_fallback_and_remembers_it(tmp_path, lazy):
     store = Store(tmp_path / "s.sqlite")
     phase = _phase(4, long_every=2)  # items 0 and 2 are too long for 512 tokens (made distinct here)
-    phase.requests[2] = Request.chat([{"role": "user", "content": "別の長い記述。" * 300}], Sampling(max_tokens=4),
-                                     Choice(["0", "1"]))
-    short = Request.chat([{"role": "system", "content": "1か0で答えてください。"}, {"role": "user", "content": "要約"}],
-                         Sampling(max_tokens=4), Choice(["0", "1"]))
+    phase.requests[2] = Request.chat(
+        [{"role": "user", "content": "別の長い記述。" * 300}], Sampling(max_tokens=4), Choice(["0", "1"])
+    )
+    short = Request.chat(
+        [{"role": "system", "content": "1か0で答えてください。"}, {"role": "user", "content": "要約"}],
+        Sampling(max_tokens=4),
+        Choice(["0", "1"]),
+    )
     still_long = _phase(1, long_every=1).requests[0]
     phase.overflow, phase.fallbacks = "focus", [short, None, still_long, short]
     res, st = Runner(lazy, store, "v", progress=False).run(phase)
@@ -99,8 +115,9 @@ def test_overflow_focus_runs_the_fallback_and_remembers_it(tmp_path, lazy):
     assert direct[0].text == res[0].text and not direct[0].focused  # the fallback's own entry
     again = LazyBackend(lazy.spec)
     res2, st2 = Runner(again, store, "v", progress=False).run(phase)
-    assert not again.loaded and [(r.text, r.finish_reason, r.focused) for r in res2] == \
-        [(r.text, r.finish_reason, r.focused) for r in res]
+    assert not again.loaded and [(r.text, r.finish_reason, r.focused) for r in res2] == [
+        (r.text, r.finish_reason, r.focused) for r in res
+    ]
     phase.overflow = "skip"  # the same fallbacks under 'skip' are never used
     res3, _ = Runner(lazy, store, "w", progress=False).run(phase)
     assert [r.finish_reason for r in res3] == ["overflow", "stop", "overflow", "stop"]

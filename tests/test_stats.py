@@ -68,7 +68,9 @@ def test_hodges_lehmann_on_few_levels_equals_the_pairwise_definition(n):
     import numpy as np
 
     def walsh(d):
-        return float(np.median([(d[i] + d[j]) / 2 for i, j in itertools.combinations_with_replacement(range(len(d)), 2)]))
+        return float(
+            np.median([(d[i] + d[j]) / 2 for i, j in itertools.combinations_with_replacement(range(len(d)), 2)])
+        )
 
     rng = np.random.default_rng(n)
     x, y = rng.integers(0, 2, n).astype(float), rng.choice([0.0, 0.5, 1.0], n)
@@ -90,8 +92,9 @@ def test_paired_test_matches_scipy():
     assert r.t_p == pytest.approx(stats.ttest_rel(x, y).pvalue)
     assert r.shapiro_p == pytest.approx(stats.shapiro(x - y).pvalue)
     assert r.cohens_d == pytest.approx(stats.ttest_rel(x, y).statistic / np.sqrt(60))  # d_z = t / sqrt(n)
-    assert r.hl_low < r.hl < r.hl_high and r.hl == pytest.approx(np.median(
-        [(a + b) / 2 for i, a in enumerate(x - y) for b in (x - y)[i:]]))
+    assert r.hl_low < r.hl < r.hl_high and r.hl == pytest.approx(
+        np.median([(a + b) / 2 for i, a in enumerate(x - y) for b in (x - y)[i:]])
+    )
 
 
 def test_degenerate_pairs_do_not_crash():

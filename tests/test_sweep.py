@@ -14,8 +14,13 @@ def _results(out: Path) -> dict[str, bytes]:
 
 def _candidate_view(results: dict[str, bytes]) -> dict[str, list[dict]]:
     drop = ("judges", "scores")
-    return {k: [{f: x for f, x in json.loads(line).items() if "legalrikai" not in k or f not in drop}
-                for line in v.decode().splitlines()] for k, v in results.items()}
+    return {
+        k: [
+            {f: x for f, x in json.loads(line).items() if "legalrikai" not in k or f not in drop}
+            for line in v.decode().splitlines()
+        ]
+        for k, v in results.items()
+    }
 
 
 def _without_throughput(summary: dict) -> dict:
@@ -34,12 +39,17 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     quality = [r for r in summary["runs"] if r["task"] == "legalevalq"]
     runs = [r for r in summary["runs"] if r["task"] == "jbeqa"]
     assert len(quality) == 1 + 3 * 2 + 1  # every model load answered the LegalEval-Q questions
-    assert all(r["metrics"]["n_evaluated"] == 18 and r["evaluator"]["run"] == "tiny-evaluator.llamacpp.default.ctx2048"
-               for r in quality)
+    assert all(
+        r["metrics"]["n_evaluated"] == 18 and r["evaluator"]["run"] == "tiny-evaluator.llamacpp.default.ctx2048"
+        for r in quality
+    )
     rikai = [r for r in summary["runs"] if r["task"] == "legalrikai"]
-    assert len(rikai) == (1 + 3 * 2 + 1) * 4 and all(r["evaluator"]["runs"] == [
-        "tiny-judge-gguf.llamacpp.default.ctx8192", "tiny-judge-hf.transformers.default.ctx8192"]
-        for r in rikai if r["metrics"]["n_skipped"] < 3)
+    assert len(rikai) == (1 + 3 * 2 + 1) * 4 and all(
+        r["evaluator"]["runs"]
+        == ["tiny-judge-gguf.llamacpp.default.ctx8192", "tiny-judge-hf.transformers.default.ctx8192"]
+        for r in rikai
+        if r["metrics"]["n_skipped"] < 3
+    )
     assert "human" in summary["task_reports"]["legalrikai"]
     backends = {r["backend"] for r in runs}
     assert backends == {"vllm", "llamacpp", "transformers"}

@@ -16,21 +16,31 @@ pytestmark = pytest.mark.engine
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_build_is_deterministic_and_complete(tmp_path):
     outs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)], check=True, capture_output=True
+        )
         outs.append(_digest(out))
     assert outs[0] == outs[1]
     files = set(outs[0])
-    assert {"hf/config.json", "hf/model.safetensors", "hf/tokenizer.model", "gguf/tiny-f16.gguf",
-            "gguf/tiny-q8_0.gguf", "gguf/tiny-q4_0.gguf"} <= files
+    assert {
+        "hf/config.json",
+        "hf/model.safetensors",
+        "hf/tokenizer.model",
+        "gguf/tiny-f16.gguf",
+        "gguf/tiny-q8_0.gguf",
+        "gguf/tiny-q4_0.gguf",
+    } <= files
     cfg = json.loads((tmp_path / "a" / "hf" / "config.json").read_text())
     assert cfg["hidden_size"] // cfg["num_attention_heads"] == 64
     assert cfg["dtype" if "dtype" in cfg else "torch_dtype"] == "bfloat16"
@@ -68,8 +78,15 @@ def test_gguf_f16_computes_what_the_hf_model_computes(tiny):
     reqs = [Request.chat([{"role": "user", "content": f"第{i}条の記述は正しいか。"}]) for i in range(20)]
     out = {}
     for backend, path in (("transformers", tiny / "hf"), ("llamacpp", tiny / "gguf" / "tiny-f16.gguf")):
-        b = load_backend(LoadSpec(name="t", backend=backend, path=str(path), max_model_len=512,
-                                  dtype="float32" if backend == "transformers" else None))
+        b = load_backend(
+            LoadSpec(
+                name="t",
+                backend=backend,
+                path=str(path),
+                max_model_len=512,
+                dtype="float32" if backend == "transformers" else None,
+            )
+        )
         out[backend] = b.choice_logprobs(reqs, ["0", "1"])
         b.close()
     for a, b in zip(out["transformers"], out["llamacpp"]):

@@ -20,12 +20,29 @@ def _config(tmp: Path, **extra: object) -> Path:
     weights.write_text("fake weights")
     right = {"answers": _golds(), "default": "1"}
     cfg = tmp / "m.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "output_dir": str(tmp / "out"),
-        "models": [{"name": "m", "backend": "fake", "path": str(weights), "max_model_len": 4096,
-                    "variants": {"bf16": {"options": right}, "same": {"options": right},
-                                 "broken": {"options": {"default": "0"}}}, **extra}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"]}}}, allow_unicode=True))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp / "out"),
+                "models": [
+                    {
+                        "name": "m",
+                        "backend": "fake",
+                        "path": str(weights),
+                        "max_model_len": 4096,
+                        "variants": {
+                            "bf16": {"options": right},
+                            "same": {"options": right},
+                            "broken": {"options": {"default": "0"}},
+                        },
+                        **extra,
+                    }
+                ],
+                "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"]}},
+            },
+            allow_unicode=True,
+        )
+    )
     return cfg
 
 
@@ -62,7 +79,9 @@ def test_reference_and_margin_come_from_models_yaml(tmp_path):
     (model,) = summary["noninferiority"]
     assert model["reference"] == "m.fake.broken.ctx4096"
     assert {c["variant"]: (c["margin"], c["verdict"]) for c in model["comparisons"]} == {
-        "bf16": (0.9, "non-inferior"), "same": (0.9, "non-inferior")}
+        "bf16": (0.9, "non-inferior"),
+        "same": (0.9, "non-inferior"),
+    }
 
 
 def test_bad_reference_or_margin_is_one_line_naming_the_field(tmp_path):
@@ -81,7 +100,8 @@ def test_bad_reference_or_margin_is_one_line_naming_the_field(tmp_path):
 def test_report_on_damaged_verdicts_names_the_field(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "summary.json").write_text(json.dumps({"runs": [], "noninferiority": [{"model": "m", "reference": "r",
-                                                                                   "comparisons": [{"run": "x"}]}]}))
+    (out / "summary.json").write_text(
+        json.dumps({"runs": [], "noninferiority": [{"model": "m", "reference": "r", "comparisons": [{"run": "x"}]}]})
+    )
     proc = run_cli("report", str(out))
     assert proc.returncode == 2 and "noninferiority.0" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -16,6 +16,7 @@ from .registry import load_backend
 
 Progress = Callable[[int], None] | None
 
+
 @dataclass
 class LoadSpec:
     """Everything an engine needs to load one model variant."""
@@ -91,13 +92,18 @@ class Backend(ABC):
         return spec_fingerprint(self.spec)
 
     @abstractmethod
-    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
-                 progress: Progress = None) -> list[Result]:
-        ...
+    def generate(
+        self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
+    ) -> list[Result]: ...
 
     @abstractmethod
-    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
-                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+    def choice_logprobs(
+        self,
+        requests: Sequence[Request],
+        choices: Sequence[str],
+        encoded: Sequence[list[int]] | None = None,
+        progress: Progress = None,
+    ) -> list[Result]:
         """One forward pass per prompt; Result.logprobs maps each choice to the log-probability of its
         first token as the next token, and Result.text is the most likely choice."""
 
@@ -159,11 +165,13 @@ class TokenizingBackend(Backend):
             cache[key] = choice_token_ids(self.encode_text, self.render(request), choices, self.vocab_bytes)
         return cache[key]
 
+
 class LazyBackend:
     """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine."""
 
-    def __init__(self, spec: LoadSpec, hashes: HashCache | None = None,
-                 load: Callable[[LoadSpec], Backend] = load_backend) -> None:
+    def __init__(
+        self, spec: LoadSpec, hashes: HashCache | None = None, load: Callable[[LoadSpec], Backend] = load_backend
+    ) -> None:
         self.spec = spec
         self.fingerprint = spec_fingerprint(spec, hashes)
         self._load = load  # in this process, or an engine on a Ray worker (offline_eval.executors)
@@ -187,8 +195,12 @@ class LazyBackend:
             self._backend = None
 
 
-def choice_token_ids(encode_text: Callable[[str], list[int]], prefix: str, choices: Sequence[str],
-                     vocab_bytes: Callable[[], Sequence[bytes]]) -> list[list[int]]:
+def choice_token_ids(
+    encode_text: Callable[[str], list[int]],
+    prefix: str,
+    choices: Sequence[str],
+    vocab_bytes: Callable[[], Sequence[bytes]],
+) -> list[list[int]]:
     """For each choice, the next-token ids that score it in logprob mode.
 
     A choice that is one token in context is scored by every token whose bytes spell it exactly (byte
@@ -235,12 +247,16 @@ def check_engine_args(spec: LoadSpec, accepted: set[str] | None, reserved: dict[
     for key in spec.engine_args:
         field = f"engine_args.{key}"
         if key in reserved:
-            raise InputError(f"set `{reserved[key]}` in models.yaml instead; offline-eval passes it to the "
-                             f"{spec.backend} engine itself", field=field)
+            raise InputError(
+                f"set `{reserved[key]}` in models.yaml instead; offline-eval passes it to the "
+                f"{spec.backend} engine itself",
+                field=field,
+            )
         if accepted is not None and key not in accepted:
             near = sorted(accepted, key=lambda a: _distance(a, key))[:3]
-            raise InputError(f"the {spec.backend} engine has no argument '{key}' (closest: {', '.join(near)})",
-                             field=field)
+            raise InputError(
+                f"the {spec.backend} engine has no argument '{key}' (closest: {', '.join(near)})", field=field
+            )
 
 
 def _distance(a: str, b: str) -> int:
@@ -252,5 +268,9 @@ def _distance(a: str, b: str) -> int:
 def signature_params(*fns: Callable[..., Any]) -> set[str]:
     import inspect
 
-    return {p.name for fn in fns for p in inspect.signature(fn).parameters.values()
-            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
+    return {
+        p.name
+        for fn in fns
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"
+    }

@@ -58,8 +58,9 @@ def render_plain(messages: Sequence[dict[str, str]]) -> str:
 
 def render_chat(template: str, messages: list[dict[str, str]], bos_token: str = "", eos_token: str = "") -> str:
     """Render a HF-style Jinja chat template with the generation prompt appended."""
-    return _compiled(template).render(messages=messages, add_generation_prompt=True,
-                                      bos_token=bos_token, eos_token=eos_token)
+    return _compiled(template).render(
+        messages=messages, add_generation_prompt=True, bos_token=bos_token, eos_token=eos_token
+    )
 
 
 @lru_cache(maxsize=32)
@@ -92,8 +93,9 @@ def _jinja_env():
         def raise_exception(msg: str) -> None:
             raise InputError(f"chat template refused the messages: {msg}")
 
-        _ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                             extensions=[loopcontrols, GenerationBlock])
+        _ENV = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, GenerationBlock]
+        )
         _ENV.globals["raise_exception"] = raise_exception
         _ENV.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return _ENV
@@ -207,8 +209,9 @@ def hf_render(tokenizer: Any, chat_template: str | None, r: Request) -> str:
         return r.prompt or ""
     if chat_template is None:
         return render_plain(r.message_dicts())
-    return tokenizer.apply_chat_template(r.message_dicts(), tokenize=False, add_generation_prompt=True,
-                                         chat_template=chat_template)
+    return tokenizer.apply_chat_template(
+        r.message_dicts(), tokenize=False, add_generation_prompt=True, chat_template=chat_template
+    )
 
 
 def adds_special_tokens(r: Request, chat_template: str | None) -> bool:
@@ -217,8 +220,12 @@ def adds_special_tokens(r: Request, chat_template: str | None) -> bool:
 
 
 def hf_encode(tokenizer: Any, chat_template: str | None, requests: Sequence[Request]) -> list[list[int]]:
-    return [tokenizer.encode(hf_render(tokenizer, chat_template, r),
-                             add_special_tokens=adds_special_tokens(r, chat_template)) for r in requests]
+    return [
+        tokenizer.encode(
+            hf_render(tokenizer, chat_template, r), add_special_tokens=adds_special_tokens(r, chat_template)
+        )
+        for r in requests
+    ]
 
 
 def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFormat:

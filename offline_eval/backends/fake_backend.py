@@ -67,8 +67,9 @@ class FakeBackend(TokenizingBackend):
     def _answer(self, prompt: str) -> str:
         return next((a for key, a in self.answers.items() if key in prompt), self.default)
 
-    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
-                 progress: Progress = None) -> list[Result]:
+    def generate(
+        self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
+    ) -> list[Result]:
         self.calls.append(len(requests))
         out = []
         for r in requests:
@@ -79,29 +80,45 @@ class FakeBackend(TokenizingBackend):
             finish = "stop"
             if len(ids) > r.sampling.max_tokens:
                 text, finish = ids[: r.sampling.max_tokens].decode("utf-8", errors="ignore"), "length"
-            out.append(Result(text=text, finish_reason=finish, prompt_tokens=len(prompt.encode("utf-8")),
-                              output_tokens=min(len(ids), r.sampling.max_tokens)))
+            out.append(
+                Result(
+                    text=text,
+                    finish_reason=finish,
+                    prompt_tokens=len(prompt.encode("utf-8")),
+                    output_tokens=min(len(ids), r.sampling.max_tokens),
+                )
+            )
             if progress:
                 progress(1)
         return out
 
-    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
-                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+    def choice_logprobs(
+        self,
+        requests: Sequence[Request],
+        choices: Sequence[str],
+        encoded: Sequence[list[int]] | None = None,
+        progress: Progress = None,
+    ) -> list[Result]:
         self.calls.append(len(requests))
         scores = {c: float(self.logprobs.get(c, -math.log(len(choices)))) for c in choices}
         out = []
         for r in requests:
             self._cache(self.render(r).encode("utf-8"))
-            out.append(Result(text=max(choices, key=lambda c: scores[c]),
-                              prompt_tokens=len(self.render(r).encode("utf-8")), logprobs=dict(scores)))
+            out.append(
+                Result(
+                    text=max(choices, key=lambda c: scores[c]),
+                    prompt_tokens=len(self.render(r).encode("utf-8")),
+                    logprobs=dict(scores),
+                )
+            )
             if progress:
                 progress(1)
         return out
 
-
     def _cache(self, prompt: bytes) -> None:
-        shared = next((i for i, (a, b) in enumerate(zip(self._previous, prompt)) if a != b),
-                      min(len(self._previous), len(prompt)))
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(self._previous, prompt)) if a != b), min(len(self._previous), len(prompt))
+        )
         self._count.add(len(prompt), len(prompt) - min(shared, max(len(prompt) - 1, 0)))
         self._previous = prompt
 

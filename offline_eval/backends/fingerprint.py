@@ -70,9 +70,15 @@ def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
     engine, so a fully stored run never starts one."""
     from .registry import get_engine
 
-    opts = {k: v for k, v in spec.describe().items()
-            if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant", "engine_options")}
+    opts = {
+        k: v
+        for k, v in spec.describe().items()
+        if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant", "engine_options")
+    }
     identity = get_engine(spec.backend).declared_class().weights_identity(spec, cache)
-    blob = json.dumps({**identity, "engine": spec.backend,
-                       "engine_version": engine_version(spec.backend), "opts": opts}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {**identity, "engine": spec.backend, "engine_version": engine_version(spec.backend), "opts": opts},
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

@@ -27,8 +27,8 @@ def choice_grammar(c: Choice) -> str:
 
 # xgrammar 0.2.8: strings with minLength/maxLength use [^"\\\r\n], which admits \x00-\x1f; and every string
 # rule admits UTF-8-encoded surrogates (U+D800-U+DFFF), which are not valid UTF-8 and decode to U+FFFD.
-_XGR_STRICT_CHAR = r'[^\0-\x1f\"\\\ud800-\udfff]'
-_XGR_LOOSE_CHARS = (r'[^\"\\\r\n]', r'[^\0-\x1f\"\\\r\n]')
+_XGR_STRICT_CHAR = r"[^\0-\x1f\"\\\ud800-\udfff]"
+_XGR_LOOSE_CHARS = (r"[^\"\\\r\n]", r"[^\0-\x1f\"\\\r\n]")
 
 
 @lru_cache(maxsize=256)
@@ -124,7 +124,7 @@ def _bounded_ints_as_enums(node: object) -> object:
     return out
 
 
-_GBNF_SPACE = re.compile(r'^space ::= .*$', re.M)
+_GBNF_SPACE = re.compile(r"^space ::= .*$", re.M)
 
 
 def _anchor(p: str) -> str:
@@ -132,7 +132,7 @@ def _anchor(p: str) -> str:
 
 
 _GBNF_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F\uD800-\uDFFF] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
-_GBNF_CHAR = re.compile(r'^char ::= .*$', re.M)
+_GBNF_CHAR = re.compile(r"^char ::= .*$", re.M)
 
 
 def _tighten_gbnf_chars(text: str) -> str:

@@ -15,18 +15,35 @@ from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer
 from .registry import Engine
 
-_DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
-           "float32": "float32", "fp32": "float32", "auto": "auto"}
+_DTYPES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "auto": "auto",
+}
 
 
 # from_pretrained passes unknown keywords on to the model config, so only the clashes can be caught here.
-_RESERVED = {"pretrained_model_name_or_path": "path (or a variant's file)", "trust_remote_code": "trust_remote_code",
-             "dtype": "a variant's dtype", "torch_dtype": "a variant's dtype",
-             "quantization_config": "a variant's quantization"}
+_RESERVED = {
+    "pretrained_model_name_or_path": "path (or a variant's file)",
+    "trust_remote_code": "trust_remote_code",
+    "dtype": "a variant's dtype",
+    "torch_dtype": "a variant's dtype",
+    "quantization_config": "a variant's quantization",
+}
 
 
-ENGINE = Engine(name="transformers", backend_class="HFBackend", requires="transformers", extra="hf",
-                dists=("transformers",), weights="hf")
+ENGINE = Engine(
+    name="transformers",
+    backend_class="HFBackend",
+    requires="transformers",
+    extra="hf",
+    dists=("transformers",),
+    weights="hf",
+)
 
 
 class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
@@ -79,7 +96,7 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
         bs = max(1, self.spec.batch_size)
         for (sampling, constraint), idx in groups.items():
             for k in range(0, len(idx), bs):
-                yield sampling, constraint, idx[k:k + bs]
+                yield sampling, constraint, idx[k : k + bs]
 
     def _pad(self, seqs: list[list[int]]) -> tuple[Any, Any]:
         width = max(len(s) for s in seqs)
@@ -99,8 +116,9 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
             self._compiler = xgr.GrammarCompiler(info)
         return [LogitsProcessor([self._compiler.compile_grammar(xgrammar_ebnf(constraint))] * n)]
 
-    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
-                 progress: Progress = None) -> list[Result]:
+    def generate(
+        self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
+    ) -> list[Result]:
         from transformers import LogitsProcessorList
 
         encoded = encoded if encoded is not None else self.encode(requests)
@@ -112,9 +130,12 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
             n = sum(len(encoded[i]) for i in idx)
             self._count.add(n, n)
             t0 = time.perf_counter()
-            kw: dict[str, Any] = dict(max_new_tokens=s.max_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                                      eos_token_id=list(eos_ids),
-                                      logits_processor=LogitsProcessorList(self._processor(constraint, len(idx))))
+            kw: dict[str, Any] = dict(
+                max_new_tokens=s.max_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=list(eos_ids),
+                logits_processor=LogitsProcessorList(self._processor(constraint, len(idx))),
+            )
             if s.temperature > 0:
                 self.torch.manual_seed(s.seed)
                 kw.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
@@ -124,25 +145,34 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
                 gen = self.model.generate(input_ids=ids, attention_mask=mask, **kw)
             per = (time.perf_counter() - t0) / len(idx)
             for row, i in enumerate(idx):
-                new = gen[row, ids.shape[1]:].tolist()
+                new = gen[row, ids.shape[1] :].tolist()
                 n_out = next((k + 1 for k, t in enumerate(new) if t in eos_ids), None)
                 finish = "stop" if n_out is not None else "length"
                 toks = new[: n_out - 1] if n_out is not None else new
-                out[i] = Result(text=str(self.tokenizer.decode(toks, skip_special_tokens=True)), finish_reason=finish,
-                                prompt_tokens=len(encoded[i]), output_tokens=n_out or len(new),
-                                latency_s=round(per, 6))
+                out[i] = Result(
+                    text=str(self.tokenizer.decode(toks, skip_special_tokens=True)),
+                    finish_reason=finish,
+                    prompt_tokens=len(encoded[i]),
+                    output_tokens=n_out or len(new),
+                    latency_s=round(per, 6),
+                )
             if progress:
                 progress(len(idx))
         return [r for r in out if r is not None]
 
-    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
-                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+    def choice_logprobs(
+        self,
+        requests: Sequence[Request],
+        choices: Sequence[str],
+        encoded: Sequence[list[int]] | None = None,
+        progress: Progress = None,
+    ) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
         groups = self.label_token_ids(requests[0], choices)
         out: list[Result] = []
         bs = max(1, self.spec.batch_size)
         for k in range(0, len(encoded), bs):
-            chunk = [list(e) for e in encoded[k:k + bs]]
+            chunk = [list(e) for e in encoded[k : k + bs]]
             ids, mask = self._pad(chunk)
             n = sum(len(e) for e in chunk)
             self._count.add(n, n)
@@ -153,8 +183,14 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
             per = (time.perf_counter() - t0) / len(chunk)
             for row, e in enumerate(chunk):
                 scores = {c: float(self.torch.logsumexp(lp[row, g], dim=0)) for c, g in zip(choices, groups)}
-                out.append(Result(text=max(choices, key=lambda c: scores[c]), prompt_tokens=len(e),
-                                  latency_s=round(per, 6), logprobs=scores))
+                out.append(
+                    Result(
+                        text=max(choices, key=lambda c: scores[c]),
+                        prompt_tokens=len(e),
+                        latency_s=round(per, 6),
+                        logprobs=scores,
+                    )
+                )
             if progress:
                 progress(len(chunk))
         return out
@@ -176,7 +212,10 @@ def _quantization_config(name: str) -> Any:
     if name == "int8":
         return TorchAoConfig(quant_type=Int8WeightOnlyConfig())
     if name == "int4":
-        return TorchAoConfig(quant_type=IntxWeightOnlyConfig(weight_dtype=torch.int4,  # type: ignore[attr-defined]
-                                                                     granularity=PerGroup(32)))
-    raise InputError(f"unknown quantization '{name}' for transformers, expected int8 or int4",
-                     field="quantization")
+        return TorchAoConfig(
+            quant_type=IntxWeightOnlyConfig(
+                weight_dtype=torch.int4,  # type: ignore[attr-defined]
+                granularity=PerGroup(32),
+            )
+        )
+    raise InputError(f"unknown quantization '{name}' for transformers, expected int8 or int4", field="quantization")

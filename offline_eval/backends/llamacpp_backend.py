@@ -29,12 +29,24 @@ from .chat import adds_special_tokens, choose_template, render_chat, render_plai
 from .grammars import gbnf
 from .registry import Engine
 
-_RESERVED = {"model_path": "path (or a variant's file)", "n_ctx": "max_model_len", "seed": "seed",
-             "n_gpu_layers": "n_gpu_layers", "n_threads": "threads", "chat_format": "chat_template"}
+_RESERVED = {
+    "model_path": "path (or a variant's file)",
+    "n_ctx": "max_model_len",
+    "seed": "seed",
+    "n_gpu_layers": "n_gpu_layers",
+    "n_threads": "threads",
+    "chat_format": "chat_template",
+}
 
 
-ENGINE = Engine(name="llamacpp", backend_class="LlamaCppBackend", requires="llama_cpp", extra="llamacpp",
-                dists=("llama-cpp-python",), weights="gguf")
+ENGINE = Engine(
+    name="llamacpp",
+    backend_class="LlamaCppBackend",
+    requires="llama_cpp",
+    extra="llamacpp",
+    dists=("llama-cpp-python",),
+    weights="gguf",
+)
 
 
 class LlamaCppBackend(TokenizingBackend):
@@ -56,9 +68,14 @@ class LlamaCppBackend(TokenizingBackend):
         super().__init__(spec)
         from llama_cpp import Llama
 
-        kwargs: dict[str, Any] = dict(model_path=spec.path, n_ctx=spec.max_model_len, seed=spec.seed,
-                                      n_gpu_layers=spec.n_gpu_layers or 0, verbose=False,
-                                      n_batch=min(512, spec.max_model_len))
+        kwargs: dict[str, Any] = dict(
+            model_path=spec.path,
+            n_ctx=spec.max_model_len,
+            seed=spec.seed,
+            n_gpu_layers=spec.n_gpu_layers or 0,
+            verbose=False,
+            n_batch=min(512, spec.max_model_len),
+        )
         if spec.threads:
             kwargs["n_threads"] = spec.threads
         check_engine_args(spec, signature_params(Llama.__init__), _RESERVED)
@@ -95,8 +112,7 @@ class LlamaCppBackend(TokenizingBackend):
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         # add_bos adds BOS only where the GGUF's tokenizer.ggml.add_bos_token asks for it.
-        return [self.encode_text(self.render(r), add_bos=adds_special_tokens(r, self.chat_template))
-                for r in requests]
+        return [self.encode_text(self.render(r), add_bos=adds_special_tokens(r, self.chat_template)) for r in requests]
 
     def _grammar(self, r: Request) -> Any:
         if r.constraint is None:
@@ -120,33 +136,53 @@ class LlamaCppBackend(TokenizingBackend):
             sampler = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, text.encode("utf-8"), b"root")
         if not sampler:
             kind = type(r.constraint).__name__
-            raise EngineError(f"llama.cpp refused the grammar for a {kind} constraint ({len(text)} characters of "
-                              f"GBNF); run with --debug to see llama.cpp's parse error")
+            raise EngineError(
+                f"llama.cpp refused the grammar for a {kind} constraint ({len(text)} characters of "
+                f"GBNF); run with --debug to see llama.cpp's parse error"
+            )
         llama_cpp.llama_sampler_free(sampler)
 
-    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
-                 progress: Progress = None) -> list[Result]:
+    def generate(
+        self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
+    ) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
         out = []
         for r, ids in zip(requests, encoded):
             s = r.sampling
             t0 = time.perf_counter()
             self._evaluated.clear()
-            resp = self.llm.create_completion(prompt=list(ids), max_tokens=s.max_tokens, temperature=s.temperature,
-                                              top_p=s.top_p, seed=s.seed, grammar=self._grammar(r))
+            resp = self.llm.create_completion(
+                prompt=list(ids),
+                max_tokens=s.max_tokens,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                seed=s.seed,
+                grammar=self._grammar(r),
+            )
             t1 = time.perf_counter()
             ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
             # llama.cpp re-evaluates only what follows the prefix this prompt shares with the previous one
             self._count.add(len(ids), self._evaluated[0] if self._evaluated else len(ids))
-            out.append(Result(text=ch["text"], finish_reason=ch.get("finish_reason") or "stop",
-                              prompt_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-                              latency_s=round(t1 - t0, 6)))
+            out.append(
+                Result(
+                    text=ch["text"],
+                    finish_reason=ch.get("finish_reason") or "stop",
+                    prompt_tokens=usage["prompt_tokens"],
+                    output_tokens=usage["completion_tokens"],
+                    latency_s=round(t1 - t0, 6),
+                )
+            )
             if progress:
                 progress(1)
         return out
 
-    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
-                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+    def choice_logprobs(
+        self,
+        requests: Sequence[Request],
+        choices: Sequence[str],
+        encoded: Sequence[list[int]] | None = None,
+        progress: Progress = None,
+    ) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
         groups = self.label_token_ids(requests[0], choices)
         out = []
@@ -154,10 +190,17 @@ class LlamaCppBackend(TokenizingBackend):
             t0 = time.perf_counter()
             logits = self._last_logits(list(ids_prompt))
             lse = float(np.logaddexp.reduce(logits.astype(np.float64)))
-            scores = {c: float(np.logaddexp.reduce(logits[g].astype(np.float64))) - lse
-                      for c, g in zip(choices, groups)}
-            out.append(Result(text=max(choices, key=lambda c: scores[c]), prompt_tokens=len(ids_prompt),
-                              latency_s=round(time.perf_counter() - t0, 6), logprobs=scores))
+            scores = {
+                c: float(np.logaddexp.reduce(logits[g].astype(np.float64))) - lse for c, g in zip(choices, groups)
+            }
+            out.append(
+                Result(
+                    text=max(choices, key=lambda c: scores[c]),
+                    prompt_tokens=len(ids_prompt),
+                    latency_s=round(time.perf_counter() - t0, 6),
+                    logprobs=scores,
+                )
+            )
             if progress:
                 progress(1)
         return out
@@ -186,7 +229,7 @@ class LlamaCppBackend(TokenizingBackend):
             keep += 1
         llm.n_tokens = min(keep, len(tokens) - 1)  # at least one token must be evaluated to get logits
         self._count.add(len(tokens), len(tokens) - llm.n_tokens)
-        llm.eval(tokens[llm.n_tokens:])
+        llm.eval(tokens[llm.n_tokens :])
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()
 
     def close(self) -> None:

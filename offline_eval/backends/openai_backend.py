@@ -39,8 +39,9 @@ class OpenAIOptions(BaseModel):
     retries: StrictInt = Field(3, ge=0)
     tokenizer: str | None = Field(None, description="a local HF folder or GGUF file to count prompt tokens with")
     server: Literal["auto", "vllm", "llamacpp"] = "auto"
-    weights_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
-                                       description="the sha256 of the served weights, as you know them")
+    weights_sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="the sha256 of the served weights, as you know them"
+    )
     top_logprobs: StrictInt = Field(20, ge=1, description="logprob mode: how many alternatives to ask for")
 
     @field_validator("base_url")
@@ -66,8 +67,14 @@ class OpenAIOptions(BaseModel):
         return [self.base_url]
 
 
-ENGINE = Engine(name="openai", backend_class="OpenAIBackend", requires="httpx", extra="server",
-                weights="remote", options=OpenAIOptions)
+ENGINE = Engine(
+    name="openai",
+    backend_class="OpenAIBackend",
+    requires="httpx",
+    extra="server",
+    weights="remote",
+    options=OpenAIOptions,
+)
 
 
 def _options(spec: LoadSpec) -> OpenAIOptions:
@@ -111,10 +118,17 @@ class OpenAIBackend(Backend):
             client.close()
         reported = {k: entry.get(k) for k in _STABLE if k in entry}
         settings = props.get("default_generation_settings") or {}
-        return {"server": {"base_url": o.base_url, "model": o.model, "reported": reported,
-                           "props": {k: props.get(k) for k in ("model_path", "chat_template") if k in props}
-                           | ({"n_ctx": settings.get("n_ctx")} if "n_ctx" in settings else {}),
-                           "version": version.get("version"), "weights_sha256": o.weights_sha256}}
+        return {
+            "server": {
+                "base_url": o.base_url,
+                "model": o.model,
+                "reported": reported,
+                "props": {k: props.get(k) for k in ("model_path", "chat_template") if k in props}
+                | ({"n_ctx": settings.get("n_ctx")} if "n_ctx" in settings else {}),
+                "version": version.get("version"),
+                "weights_sha256": o.weights_sha256,
+            }
+        }
 
     @classmethod
     def prompt_counter(cls, spec: LoadSpec) -> PromptCounter | None:
@@ -127,8 +141,10 @@ class OpenAIBackend(Backend):
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
         if spec.chat_template is not None:
-            raise InputError("a served model is prompted with the server's own chat template; set it on the "
-                             "server, not here", field="chat_template")
+            raise InputError(
+                "a served model is prompted with the server's own chat template; set it on the server, not here",
+                field="chat_template",
+            )
         self.o = _options(spec)
         self.client = _client(self.o)
         entry = _models_entry(self.client, self.o.model)
@@ -139,8 +155,10 @@ class OpenAIBackend(Backend):
             reported = (props.get("default_generation_settings") or {}).get("n_ctx")
         self.max_model_len = spec.max_model_len or int(reported or 0)
         if not self.max_model_len:
-            raise InputError(f"the server at {self.o.base_url} does not report its context length; set "
-                             f"max_model_len", field="max_model_len")
+            raise InputError(
+                f"the server at {self.o.base_url} does not report its context length; set max_model_len",
+                field="max_model_len",
+            )
         self._local = self._local_counter()
 
     def _detect(self) -> Literal["vllm", "llamacpp"]:
@@ -189,14 +207,19 @@ class OpenAIBackend(Backend):
         return len(got["tokens"])
 
     # ---- generation
-    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
-                 progress: Progress = None) -> list[Result]:
+    def generate(
+        self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
+    ) -> list[Result]:
         return self._map(self._generate_one, requests, progress)
 
     def _body(self, r: Request, max_tokens: int) -> tuple[str, dict[str, Any]]:
         s = r.sampling
-        body: dict[str, Any] = {"model": self.o.model, "max_tokens": max_tokens, "temperature": s.temperature,
-                                "top_p": s.top_p}
+        body: dict[str, Any] = {
+            "model": self.o.model,
+            "max_tokens": max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+        }
         if s.temperature > 0:
             body["seed"] = s.seed
         if r.messages is not None:
@@ -224,8 +247,10 @@ class OpenAIBackend(Backend):
         except ImportError:
             if isinstance(c, JsonSchema):
                 return {"json_schema": c.schema}
-            raise EngineError("a regex constraint on a llama.cpp server needs llama-cpp-python installed here "
-                              "(to write its GBNF): pip install 'offline-eval[llamacpp]'") from None
+            raise EngineError(
+                "a regex constraint on a llama.cpp server needs llama-cpp-python installed here "
+                "(to write its GBNF): pip install 'offline-eval[llamacpp]'"
+            ) from None
 
     def _generate_one(self, r: Request) -> Result:
         path, body = self._body(r, r.sampling.max_tokens)
@@ -234,19 +259,28 @@ class OpenAIBackend(Backend):
         try:
             resp = self.client.post(path, body)
         except Refused as e:  # recorded once, with the server's message; scored as a parse failure
-            return Result(text=f"[server refused: {e}]", finish_reason="error",
-                          latency_s=round(time.perf_counter() - t0, 6))
+            return Result(
+                text=f"[server refused: {e}]", finish_reason="error", latency_s=round(time.perf_counter() - t0, 6)
+            )
         ch = resp["choices"][0]
         text = (ch.get("message") or {}).get("content") if "message" in ch else ch.get("text")
         usage = resp.get("usage") or {}
-        return Result(text=text or "", finish_reason=ch.get("finish_reason") or "stop",
-                      prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                      output_tokens=int(usage.get("completion_tokens") or 0),
-                      latency_s=round(time.perf_counter() - t0, 6))
+        return Result(
+            text=text or "",
+            finish_reason=ch.get("finish_reason") or "stop",
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=round(time.perf_counter() - t0, 6),
+        )
 
     # ---- logprob mode
-    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
-                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+    def choice_logprobs(
+        self,
+        requests: Sequence[Request],
+        choices: Sequence[str],
+        encoded: Sequence[list[int]] | None = None,
+        progress: Progress = None,
+    ) -> list[Result]:
         return self._map(lambda r: self._logprobs_one(r, tuple(choices)), requests, progress)
 
     def _logprobs_one(self, r: Request, choices: tuple[str, ...]) -> Result:
@@ -264,23 +298,32 @@ class OpenAIBackend(Backend):
         try:
             resp = self.client.post(path, body)
         except Refused as e:
-            raise EngineError(f"the {self.kind} server at {self.o.base_url} refused logprobs ({e.message}); "
-                              f"use mode 'constrained' instead") from None
+            raise EngineError(
+                f"the {self.kind} server at {self.o.base_url} refused logprobs ({e.message}); "
+                f"use mode 'constrained' instead"
+            ) from None
         alternatives = _top_alternatives(resp["choices"][0])
         if not alternatives:
-            raise EngineError(f"the {self.kind} server at {self.o.base_url} returned no top logprobs; use mode "
-                              f"'constrained' instead")
+            raise EngineError(
+                f"the {self.kind} server at {self.o.base_url} returned no top logprobs; use mode 'constrained' instead"
+            )
         scores = {}
         for c in choices:
             same = [lp for tok, lp in alternatives if tok == c]
             if not same:
-                raise EngineError(f"the {self.kind} server at {self.o.base_url} did not return '{c}' among its top "
-                                  f"{k} logprobs; use mode 'constrained' instead (or raise top_logprobs)")
+                raise EngineError(
+                    f"the {self.kind} server at {self.o.base_url} did not return '{c}' among its top "
+                    f"{k} logprobs; use mode 'constrained' instead (or raise top_logprobs)"
+                )
             m = max(same)
             scores[c] = m + math.log(sum(math.exp(x - m) for x in same))
         usage = resp.get("usage") or {}
-        return Result(text=max(choices, key=lambda c: scores[c]), prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                      latency_s=round(time.perf_counter() - t0, 6), logprobs=scores)
+        return Result(
+            text=max(choices, key=lambda c: scores[c]),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            latency_s=round(time.perf_counter() - t0, 6),
+            logprobs=scores,
+        )
 
     # ---- concurrency
     def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], progress: Progress) -> list[Any]:

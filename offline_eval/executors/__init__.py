@@ -14,8 +14,9 @@ from .base import Executor
 __all__ = ["Executor", "make_executor"]
 
 
-def make_executor(runner: RunnerSpec, ray: str | None, log: Callable[[str], None],
-                  progress: bool | None = None) -> Executor:
+def make_executor(
+    runner: RunnerSpec, ray: str | None, log: Callable[[str], None], progress: bool | None = None
+) -> Executor:
     """`--ray ADDRESS` wins over models.yaml's `runner: {executor: ray, address: ...}`."""
     if ray is None and runner.executor == "serial":
         from .serial import SerialExecutor

@@ -81,8 +81,7 @@ class RayExecutor:
         if ok:
             return None
         asked = ", ".join(f"{k}={v:g}" for k, v in sorted(want.items()))
-        return (f"needs {asked} per replica, more than any node of the Ray cluster has (set `resources:` in "
-                f"models.yaml)")
+        return f"needs {asked} per replica, more than any node of the Ray cluster has (set `resources:` in models.yaml)"
 
     def _options(self, want: dict[str, float], spread: bool) -> tuple[dict[str, Any], Any]:
         import ray
@@ -92,15 +91,20 @@ class RayExecutor:
         opts: dict[str, Any] = {"max_restarts": 0, "runtime_env": {"env_vars": env}}
         custom = {k: v for k, v in want.items() if k not in ("CPU", "GPU")}
         if not spread:
-            return {**opts, "num_cpus": want.get("CPU", 0), "num_gpus": want.get("GPU", 0),
-                    "resources": custom}, None
+            return {**opts, "num_cpus": want.get("CPU", 0), "num_gpus": want.get("GPU", 0), "resources": custom}, None
         # The engine starts its own GPU workers (vLLM's Ray executor): they go in this placement group.
         bundles = [{"CPU": want.get("CPU", 1), **custom}] + [{"GPU": 1.0}] * int(want.get("GPU", 0))
         pg = ray.util.placement_group(bundles, strategy="PACK")
-        strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0,
-                                                    placement_group_capture_child_tasks=True)
-        return {**opts, "num_cpus": want.get("CPU", 1), "num_gpus": 0, "resources": custom,
-                "scheduling_strategy": strategy}, pg
+        strategy = PlacementGroupSchedulingStrategy(
+            pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
+        )
+        return {
+            **opts,
+            "num_cpus": want.get("CPU", 1),
+            "num_gpus": 0,
+            "resources": custom,
+            "scheduling_strategy": strategy,
+        }, pg
 
     def _count(self, n: int) -> None:
         with self._lock:
@@ -141,6 +145,7 @@ class RayExecutor:
             log(f"[{run}] on Ray: {len(infos)} replica(s): {where}")
             cls = RemoteTokenizingBackend if infos[0]["tokenizing"] else RemoteBackend
             return cls(spec, replicas, infos[0]["max_model_len"], self._count, release)
+
         return load
 
     def run_units(self, units: Sequence[U], work: Callable[[U], T], failed: Callable[[T], bool]) -> Iterator[T]:
@@ -174,9 +179,11 @@ class RayExecutor:
         """One line per finished unit: the live view of the whole sweep, readable in a log file too."""
         done = state["done"]
         eta = elapsed / done * (total - done) if done else 0.0
-        self.log(f"[ray] loads: {done}/{total} done, {state['running']} running, {state['failed']} failed; "
-                 f"{self._requests} requests generated, {self._requests / max(elapsed, 1e-9):.1f}/s; "
-                 f"ETA {eta:.0f} s")
+        self.log(
+            f"[ray] loads: {done}/{total} done, {state['running']} running, {state['failed']} failed; "
+            f"{self._requests} requests generated, {self._requests / max(elapsed, 1e-9):.1f}/s; "
+            f"ETA {eta:.0f} s"
+        )
 
     def close(self) -> None:
         if self._owned:

@@ -47,9 +47,13 @@ class EngineReplica:
             import ray
 
             self.backend = load_backend(self.spec)
-            return {"tokenizing": isinstance(self.backend, TokenizingBackend),
-                    "max_model_len": self.backend.max_model_len, "node": ray.util.get_node_ip_address(),
-                    "pid": os.getpid()}
+            return {
+                "tokenizing": isinstance(self.backend, TokenizingBackend),
+                "max_model_len": self.backend.max_model_len,
+                "node": ray.util.get_node_ip_address(),
+                "pid": os.getpid(),
+            }
+
         return _safely(go)
 
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Reply:
@@ -84,8 +88,14 @@ def get(refs: Any) -> Any:
 class RemoteBackend(Backend):
     name = "ray"
 
-    def __init__(self, spec: LoadSpec, replicas: list[Any], max_model_len: int,
-                 on_done: Callable[[int], None], release: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        spec: LoadSpec,
+        replicas: list[Any],
+        max_model_len: int,
+        on_done: Callable[[int], None],
+        release: Callable[[], None],
+    ) -> None:
         super().__init__(spec)
         self.max_model_len = max_model_len
         self.replicas, self._on_done, self._release = replicas, on_done, release
@@ -93,8 +103,14 @@ class RemoteBackend(Backend):
     def _one(self, method: str, *args: Any) -> Any:
         return unwrap(get(self.replicas[0].call.remote(method, args, {})))
 
-    def _split(self, method: str, requests: Sequence[Request], extra: tuple[Any, ...],
-               encoded: Sequence[list[int]] | None, progress: Progress) -> list[Result]:
+    def _split(
+        self,
+        method: str,
+        requests: Sequence[Request],
+        extra: tuple[Any, ...],
+        encoded: Sequence[list[int]] | None,
+        progress: Progress,
+    ) -> list[Result]:
         import ray
 
         n = min(len(self.replicas), max(1, len(requests)))
@@ -115,12 +131,18 @@ class RemoteBackend(Backend):
                 progress(len(part))
         return [r for ref in refs for r in parts[ref]]
 
-    def generate(self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None,
-                 progress: Progress = None) -> list[Result]:
+    def generate(
+        self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
+    ) -> list[Result]:
         return self._split("generate", requests, (), encoded, progress)
 
-    def choice_logprobs(self, requests: Sequence[Request], choices: Sequence[str],
-                        encoded: Sequence[list[int]] | None = None, progress: Progress = None) -> list[Result]:
+    def choice_logprobs(
+        self,
+        requests: Sequence[Request],
+        choices: Sequence[str],
+        encoded: Sequence[list[int]] | None = None,
+        progress: Progress = None,
+    ) -> list[Result]:
         return self._split("choice_logprobs", requests, (list(choices),), encoded, progress)
 
     def close(self) -> None:

@@ -127,5 +127,11 @@ def change_precision(source: Document, output: Document, gold: Document) -> dict
     gpre = diff_texts(source.preamble, gold.preamble, with_morphemes=False).stats.diff_chars
     gsig = diff_texts(source.signature, gold.signature, with_morphemes=False).stats.diff_chars
     outside += (pre if not gpre else 0) + (sig if not gsig else 0)
-    return {"changed_precision": p, "changed_recall": r, "changed_f1": f, "n_changed_model": len(m),
-            "n_changed_gold": len(g), "chars_changed_outside_gold": outside}
+    return {
+        "changed_precision": p,
+        "changed_recall": r,
+        "changed_f1": f,
+        "n_changed_model": len(m),
+        "n_changed_gold": len(g),
+        "chars_changed_outside_gold": outside,
+    }

@@ -43,23 +43,29 @@ def _loc(article: str | None, paragraph: int | None = None, item: int | None = N
     return s
 
 
-def _sequence(nums: list[int], what: str, where: str, key: str,
-              name: Callable[[int], str] = str) -> list[Finding]:
+def _sequence(nums: list[int], what: str, where: str, key: str, name: Callable[[int], str] = str) -> list[Finding]:
     out = []
     seen: Counter[int] = Counter()
     for k, n in enumerate(nums):
         seen[n] += 1
         if seen[n] == 2:
-            out.append(Finding("numbering_duplicate", where, f"{what} {name(n)} appears more than once",
-                               f"dup:{key}:{n}"))
+            out.append(
+                Finding("numbering_duplicate", where, f"{what} {name(n)} appears more than once", f"dup:{key}:{n}")
+            )
         if k and n > nums[k - 1] + 1:
             missing = ", ".join(name(x) for x in range(nums[k - 1] + 1, n))
-            out.append(Finding("numbering_gap", where,
-                               f"{what} {missing} missing between {name(nums[k - 1])} and {name(n)}",
-                               f"gap:{key}:{missing}"))
+            out.append(
+                Finding(
+                    "numbering_gap",
+                    where,
+                    f"{what} {missing} missing between {name(nums[k - 1])} and {name(n)}",
+                    f"gap:{key}:{missing}",
+                )
+            )
         elif k and n < nums[k - 1] and seen[n] == 1:
-            out.append(Finding("numbering_gap", where, f"{what} {name(n)} comes after {name(nums[k - 1])}",
-                               f"order:{key}:{n}"))
+            out.append(
+                Finding("numbering_gap", where, f"{what} {name(n)} comes after {name(nums[k - 1])}", f"order:{key}:{n}")
+            )
     return out
 
 
@@ -67,13 +73,17 @@ def numbering(doc: Document) -> list[Finding]:
     out = []
     # e-Gov writes articles repealed together as one line, 第十条から第十二条まで　削除: they are not a gap.
     placed = [(a.start, [a.number]) for a in doc.articles if a.suffix is None]
-    placed += [(m.start(), list(range(to_int(m.group("a")), to_int(m.group("b")) + 1)))
-               for m in DELETED.finditer(doc.source)]
+    placed += [
+        (m.start(), list(range(to_int(m.group("a")), to_int(m.group("b")) + 1))) for m in DELETED.finditer(doc.source)
+    ]
     main = [n for _, ns in sorted(placed) for n in ns]
     out += _sequence(main, "article", "document", "article")
     labels = Counter(a.label for a in doc.articles)
-    out += [Finding("numbering_duplicate", _loc(lbl), f"article {lbl} appears {n} times", f"dup:article:{lbl}")
-            for lbl, n in labels.items() if n > 1 and "-" in lbl]
+    out += [
+        Finding("numbering_duplicate", _loc(lbl), f"article {lbl} appears {n} times", f"dup:article:{lbl}")
+        for lbl, n in labels.items()
+        if n > 1 and "-" in lbl
+    ]
     for a in doc.articles:
         explicit = [p.number for p in a.paragraphs if p.explicit]
         if explicit:
@@ -81,8 +91,12 @@ def numbering(doc: Document) -> list[Finding]:
             out += _sequence(nums, "paragraph", _loc(a.label), f"para:{a.title or a.label}")
         for p in a.paragraphs:
             if p.items:
-                out += _sequence([it.number for it in p.items if it.suffix is None], "item", _loc(a.label, p.number),
-                                 f"item:{a.title or a.label}:{p.number}")
+                out += _sequence(
+                    [it.number for it in p.items if it.suffix is None],
+                    "item",
+                    _loc(a.label, p.number),
+                    f"item:{a.title or a.label}:{p.number}",
+                )
             for it in p.items:
                 out += _sub_items(it, _loc(a.label, p.number, it.number), f"sub:{a.title or a.label}:{p.number}")
     return out
@@ -103,10 +117,17 @@ def references(doc: Document, refs: list[Reference] | None = None) -> list[Findi
     """Dangling references only: external ones point into another law and are not ours to check."""
     refs = scan(doc) if refs is None else refs
     lines = _Lines(doc.source)
-    return [Finding("dangling_reference", _loc(r.source_article, r.source_paragraph),
-                    f"{r.text} points nowhere: {r.problem}", f"dangling:{r.text}:{r.problem}",
-                    f"line {lines.line(r.start)}, chars {r.start}-{r.end}: {r.text}")
-            for r in refs if r.status == "dangling"]
+    return [
+        Finding(
+            "dangling_reference",
+            _loc(r.source_article, r.source_paragraph),
+            f"{r.text} points nowhere: {r.problem}",
+            f"dangling:{r.text}:{r.problem}",
+            f"line {lines.line(r.start)}, chars {r.start}-{r.end}: {r.text}",
+        )
+        for r in refs
+        if r.status == "dangling"
+    ]
 
 
 class _Lines:
@@ -131,11 +152,23 @@ def terms(doc: Document) -> list[Finding]:
             by_term.setdefault(d.term, []).append(d)
     for term, found in by_term.items():
         if len(found) > 1:
-            out.append(Finding("term_defined_twice", f"line {lines.line(found[1].start)}",
-                               f"「{term}」 is defined {len(found)} times", f"twice:{term}"))
+            out.append(
+                Finding(
+                    "term_defined_twice",
+                    f"line {lines.line(found[1].start)}",
+                    f"「{term}」 is defined {len(found)} times",
+                    f"twice:{term}",
+                )
+            )
     for term, pos in first_uses(doc, defs, lambda a, b: _word_at(text, a, b)).items():
-        out.append(Finding("term_used_before_definition", f"line {lines.line(pos)}",
-                           f"「{term}」 is used before it is defined", f"early:{term}"))
+        out.append(
+            Finding(
+                "term_used_before_definition",
+                f"line {lines.line(pos)}",
+                f"「{term}」 is used before it is defined",
+                f"early:{term}",
+            )
+        )
     return out
 
 
@@ -158,9 +191,14 @@ def headings(doc: Document) -> list[Finding]:
     main, _ = styles.most_common(1)[0]
     odd = [a for a in doc.articles if a.style != main]
     desc = ", ".join(f"{_loc(a.label)} ({a.heading.strip()[:24]})" for a in odd[:5])
-    return [Finding("inconsistent_heading", _loc(odd[0].label),
-                    f"{len(odd)} heading(s) differ from the usual format '{main}': {desc}",
-                    "headings:" + ",".join(sorted(styles)))]
+    return [
+        Finding(
+            "inconsistent_heading",
+            _loc(odd[0].label),
+            f"{len(odd)} heading(s) differ from the usual format '{main}': {desc}",
+            "headings:" + ",".join(sorted(styles)),
+        )
+    ]
 
 
 def check(doc: Document) -> list[Finding]:
@@ -180,9 +218,14 @@ def moved_references(before: Document, after: Document) -> list[Finding]:
             target = old.targets[0].article
             moved_to = new_label.get(target)
             if new.text == old.text and moved_to is not None and moved_to != target:
-                out.append(Finding("moved_reference", _loc(lb, new.source_paragraph),
-                                   f"{new.text} still points at article {target}, which is now article {moved_to}",
-                                   f"moved:{old.text}:{moved_to}"))
+                out.append(
+                    Finding(
+                        "moved_reference",
+                        _loc(lb, new.source_paragraph),
+                        f"{new.text} still points at article {target}, which is now article {moved_to}",
+                        f"moved:{old.text}:{moved_to}",
+                    )
+                )
     return out
 
 

@@ -94,15 +94,18 @@ def render(doc: Document) -> str:
 
 _JA_HEAD = re.compile(
     rf"^(?P<md>#{{1,6}}{_SP}*)?(?P<num>第(?P<n>{NUM})条(?:の(?P<s>{NUM}))?)"
-    rf"(?:{_SP}*[（(](?P<title>[^）)\n]*)[）)])?(?=$|{_SP}|[（(])(?P<rest>.*)$")
+    rf"(?:{_SP}*[（(](?P<title>[^）)\n]*)[）)])?(?=$|{_SP}|[（(])(?P<rest>.*)$"
+)
 _EN_HEAD = re.compile(
     rf"^(?P<md>#{{1,6}}{_SP}*)?(?P<num>Article{_SP}+(?P<n>\d+)(?:-(?P<s>\d+))?)"
-    rf"(?:{_SP}*\((?P<title>[^)\n]*)\))?(?=$|{_SP})(?P<rest>.*)$")
+    rf"(?:{_SP}*\((?P<title>[^)\n]*)\))?(?=$|{_SP})(?P<rest>.*)$"
+)
 _CAPTION = re.compile(r"^[（(][^）)\n]{1,40}[）)]$")
 _CHAPTER = re.compile(rf"^(?:#{{1,6}}{_SP}*)?第{NUM}[編章節款目](?:の{NUM})?(?:{_SP}|$)")
 _SIGNATURE = re.compile(
     r"^(以上|本契約の成立を証|以上の合意を証|本書[0-9０-９一二三四五]+通|IN WITNESS WHEREOF|"
-    r"(令和|平成|昭和)[0-9０-９一二三四五六七八九十元]+年[0-9０-９一二三四五六七八九十]+月)")
+    r"(令和|平成|昭和)[0-9０-９一二三四五六七八九十元]+年[0-9０-９一二三四五六七八九十]+月)"
+)
 _PARA_DOT = re.compile(rf"^(?P<n>[0-9０-９]+)[.．]{_SP}*")
 _PARA_SP = re.compile(rf"^(?P<n>[0-9０-９]+){_SP}+")
 _PAREN_NUM = re.compile(rf"^[（(](?P<n>[0-9０-９]+)[)）]{_SP}*")
@@ -154,21 +157,26 @@ def parse(text: str) -> Document:
         h = _heading(text[a:b])
         if h:
             m, kind = h
-            caption = (m.group("title") is None and i > 0 and
-                       bool(_CAPTION.match(text[lines[i - 1][0]:lines[i - 1][1]].strip())) and
-                       not _heading(text[lines[i - 1][0]:lines[i - 1][1]]))
+            caption = (
+                m.group("title") is None
+                and i > 0
+                and bool(_CAPTION.match(text[lines[i - 1][0] : lines[i - 1][1]].strip()))
+                and not _heading(text[lines[i - 1][0] : lines[i - 1][1]])
+            )
             start = lines[i - 1][0] if caption else a
             heads.append((i, start, m, kind, caption))
     if not heads:
         return Document(source=text, preamble=text, articles=[], signature="")
-    supplement = next((i for i in range(heads[0][0] + 1, len(lines))
-                       if _SUPPLEMENT.match(text[lines[i][0]:lines[i][1]].strip())), None)
+    supplement = next(
+        (i for i in range(heads[0][0] + 1, len(lines)) if _SUPPLEMENT.match(text[lines[i][0] : lines[i][1]].strip())),
+        None,
+    )
     if supplement is not None:
         heads = [h for h in heads if h[0] < supplement]
 
     # The signature block starts at the first signature-like line after the last article heading.
     sig_start = len(text) if supplement is None else lines[supplement][0]
-    for a, b in lines[heads[-1][0] + 1:supplement]:
+    for a, b in lines[heads[-1][0] + 1 : supplement]:
         if _SIGNATURE.match(text[a:b].strip()):
             sig_start = a
             break
@@ -179,20 +187,38 @@ def parse(text: str) -> Document:
         a, b = lines[i]
         title = m.group("title")
         if caption:
-            cap = text[lines[i - 1][0]:lines[i - 1][1]].strip()
+            cap = text[lines[i - 1][0] : lines[i - 1][1]].strip()
             title = cap[1:-1]
         rest_start = a + m.start("rest")
         # Statute style: the first paragraph follows the number on the same line after a space.
-        body_start = b if not m.group("rest").strip() else rest_start + (len(m.group("rest")) -
-                                                                          len(m.group("rest").lstrip(" \t\u3000")))
+        body_start = (
+            b
+            if not m.group("rest").strip()
+            else rest_start + (len(m.group("rest")) - len(m.group("rest").lstrip(" \t\u3000")))
+        )
         paragraphs = _paragraphs(text, body_start, end)
         number = to_int(m.group("n"))
         suffix = to_int(m.group("s")) if m.group("s") else None
-        articles.append(Article(number=number, suffix=suffix, title=title, heading=text[start:body_start].rstrip("\n"),
-                                style=_style(m, kind), head_raw=text[start:body_start],
-                                paragraphs=paragraphs, start=start, end=end))
-    return Document(source=text, preamble=text[:heads[0][1]], articles=articles, signature=text[sig_start:],
-                    signature_start=sig_start)
+        articles.append(
+            Article(
+                number=number,
+                suffix=suffix,
+                title=title,
+                heading=text[start:body_start].rstrip("\n"),
+                style=_style(m, kind),
+                head_raw=text[start:body_start],
+                paragraphs=paragraphs,
+                start=start,
+                end=end,
+            )
+        )
+    return Document(
+        source=text,
+        preamble=text[: heads[0][1]],
+        articles=articles,
+        signature=text[sig_start:],
+        signature_start=sig_start,
+    )
 
 
 _ROMAN = {"i": 1, "v": 5, "x": 10}
@@ -222,24 +248,47 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
 
     def close(at: int) -> None:
         if cur is not None:
-            paras.append(Paragraph(number=cur["number"], explicit=cur["explicit"], marker=cur["marker"],
-                                   text=cur["text"].rstrip("\n"), items=cur["items"], raw=text[cur["start"]:at],
-                                   start=cur["start"], end=at))
+            paras.append(
+                Paragraph(
+                    number=cur["number"],
+                    explicit=cur["explicit"],
+                    marker=cur["marker"],
+                    text=cur["text"].rstrip("\n"),
+                    items=cur["items"],
+                    raw=text[cur["start"] : at],
+                    start=cur["start"],
+                    end=at,
+                )
+            )
 
     for a, b in spans:
         line = text[a:b]
         content = line.strip()
-        if not content or _CHAPTER.match(content) or DELETED.match(content) or \
-                (_CAPTION.match(content) and cur is not None):
+        if (
+            not content
+            or _CHAPTER.match(content)
+            or DELETED.match(content)
+            or (_CAPTION.match(content) and cur is not None)
+        ):
             if cur is None:
                 cur = dict(number=1, explicit=False, marker="", text="", items=[], start=a)
             continue  # blank lines, chapter headings, repealed ranges and stray captions: in the raw text only
         kind, m, family = _classify(line, explicit_style, cur, levels)
         if kind == "item" and cur is not None and m is not None:
             branch = m.groupdict().get("s")
-            _add_item(levels, cur["items"], Item(number=_num(m.group("n"), family), marker=line[:m.end()].strip(),
-                                                 text=line[m.end():].rstrip("\r\n"), start=a, end=b,
-                                                 family=family, suffix=_num(branch) if branch else None))
+            _add_item(
+                levels,
+                cur["items"],
+                Item(
+                    number=_num(m.group("n"), family),
+                    marker=line[: m.end()].strip(),
+                    text=line[m.end() :].rstrip("\r\n"),
+                    start=a,
+                    end=b,
+                    family=family,
+                    suffix=_num(branch) if branch else None,
+                ),
+            )
             continue
         levels = []
         if cur is not None and (cur["text"] or cur["items"]):
@@ -251,8 +300,7 @@ def _paragraphs(text: str, start: int, end: int) -> list[Paragraph]:
         if cur is None:
             cur = dict(start=a, items=[])
         if kind == "para" and m is not None:
-            cur.update(number=_num(m.group("n")), explicit=True, marker=line[:m.end()].strip(),
-                       text=line[m.end():])
+            cur.update(number=_num(m.group("n")), explicit=True, marker=line[: m.end()].strip(), text=line[m.end() :])
         else:
             cur.update(number=prev + 1, explicit=False, marker="", text=line)
     if cur is not None:
@@ -265,7 +313,7 @@ def _add_item(levels: list[tuple[str, list[Item]]], top: list[Item], it: Item) -
     opens a level under the last item; the first family is the paragraph's items."""
     depth = next((k for k, (fam, _) in enumerate(levels) if fam == it.family), None)
     if depth is not None:
-        del levels[depth + 1:]
+        del levels[depth + 1 :]
     elif not levels:
         levels.append((it.family, top))
     elif levels[-1][1]:
@@ -301,16 +349,16 @@ def _family_of(line: str, levels: list[tuple[str, list[Item]]]) -> tuple[str, re
             if fam in open_ and c in (IROHA if fam == "iroha" else GOJUON):
                 return fam, m
         return ("gojuon" if c == "ア" or c not in IROHA else "iroha"), m
-    for fam, rx in (("kanji", _ITEM_KANJI), ("circled", _ITEM_CIRCLED), ("roman", _ITEM_ROMAN),
-                    ("alpha", _ITEM_ALPHA)):
+    for fam, rx in (("kanji", _ITEM_KANJI), ("circled", _ITEM_CIRCLED), ("roman", _ITEM_ROMAN), ("alpha", _ITEM_ALPHA)):
         m = rx.match(line)
         if m:
             return fam, m
     return None
 
 
-def _classify(line: str, explicit_style: bool, cur: dict | None,
-              levels: list[tuple[str, list[Item]]]) -> tuple[str, re.Match[str] | None, str]:
+def _classify(
+    line: str, explicit_style: bool, cur: dict | None, levels: list[tuple[str, list[Item]]]
+) -> tuple[str, re.Match[str] | None, str]:
     for rx in (_PARA_DOT, _PARA_SP):
         m = rx.match(line)
         if m:

@@ -16,11 +16,16 @@ from dataclasses import dataclass
 from .contract import Document
 from .numerals import NUM
 
-_ABBREV = re.compile(r"以下(?P<scope>[^「『」』。\n]{0,30}?)[「『](?P<t>[^」』\n]{1,30})[」』]と(?:いう|総称する|略称する|略す)")
+_ABBREV = re.compile(
+    r"以下(?P<scope>[^「『」』。\n]{0,30}?)[「『](?P<t>[^」』\n]{1,30})[」』]と(?:いう|総称する|略称する|略す)"
+)
 _MEANS = re.compile(r"[「『](?P<u>[^」』\n]{1,30})[」』]とは")
 _SCOPE = re.compile(rf"(?:この|本|前|次|同|第{NUM})[編章節款条項号](?:[^。「]{{0,30}})において")
-_HEADING_LINE = re.compile(rf"^[ \t\u3000]*(?:#.*|第{NUM}[編章節款目](?:の{NUM})?(?:[ \t\u3000].*)?|附[ \t\u3000]*則.*|"
-                           r"[（(][^）)\n]{1,40}[）)][ \t\u3000]*|Article .*)$", re.MULTILINE)
+_HEADING_LINE = re.compile(
+    rf"^[ \t\u3000]*(?:#.*|第{NUM}[編章節款目](?:の{NUM})?(?:[ \t\u3000].*)?|附[ \t\u3000]*則.*|"
+    r"[（(][^）)\n]{1,40}[）)][ \t\u3000]*|Article .*)$",
+    re.MULTILINE,
+)
 _OPEN, _CLOSE = "（(「『", "）)」』"
 _MARKS = re.compile(r"[（(「『）)」』。\n]")
 _KANJI = re.compile(r"[\u4e00-\u9fff々]")

@@ -37,8 +37,9 @@ class DiffStats:
 
     @property
     def diff_morphemes(self) -> int:
-        return (self.inserted_morphemes + self.deleted_morphemes + self.replaced_morphemes_from
-                + self.replaced_morphemes_to)
+        return (
+            self.inserted_morphemes + self.deleted_morphemes + self.replaced_morphemes_from + self.replaced_morphemes_to
+        )
 
     def add(self, other: DiffStats) -> DiffStats:
         for k, v in asdict(other).items():
@@ -65,8 +66,9 @@ def _sentences(text: str) -> list[str]:
     return _SENTENCE.findall(text)
 
 
-def _line_blocks(a: str, b: str, split: Callable[[str], list[str]] | None = None
-                 ) -> Iterator[tuple[str, int, int, int, int]]:
+def _line_blocks(
+    a: str, b: str, split: Callable[[str], list[str]] | None = None
+) -> Iterator[tuple[str, int, int, int, int]]:
     """Line-level opcodes (or sentence-level, with `split`), in character offsets."""
     split = split or (lambda t: t.splitlines(keepends=True))
     la, lb = split(a), split(b)

@@ -15,8 +15,9 @@ def evaluate(labels_file: str | Path, root: str | Path) -> dict[str, Any]:
     """Run `check` on every labeled document. A finding is true when its (kind, location) is a planted defect
     of that document (each planted defect matches one finding). precision = true findings / all findings,
     recall = planted defects found / planted defects."""
-    labels = {k: v for k, v in json.loads(Path(labels_file).read_text(encoding="utf-8")).items()
-              if not k.startswith("_")}
+    labels = {
+        k: v for k, v in json.loads(Path(labels_file).read_text(encoding="utf-8")).items() if not k.startswith("_")
+    }
     found = true = planted = 0
     false: list[str] = []
     missed: list[str] = []
@@ -32,6 +33,13 @@ def evaluate(labels_file: str | Path, root: str | Path) -> dict[str, Any]:
             else:
                 false.append(f"{rel}: {f.location}: {f.kind}: {f.message}")
         missed += [f"{rel}: {loc}: {k}" for (k, loc), n in left.items() for _ in range(n)]
-    return {"documents": len(labels), "findings": found, "true_findings": true, "planted": planted,
-            "precision": true / found if found else 1.0, "recall": (planted - len(missed)) / planted if planted else 1.0,
-            "false_findings": false, "missed": missed}
+    return {
+        "documents": len(labels),
+        "findings": found,
+        "true_findings": true,
+        "planted": planted,
+        "precision": true / found if found else 1.0,
+        "recall": (planted - len(missed)) / planted if planted else 1.0,
+        "false_findings": false,
+        "missed": missed,
+    }

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from .contract import DELETED, Article, Document, Item, Paragraph
 from .refscan import Path, chains
 
-_EN = re.compile(r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?"
-                 r"(?P<law>\s+of\s+(?:the\s+)?[A-Z][\w ]{0,60}?(?:Act|Code|Law|Agreement|Regulations?|Ordinance))?")
+_EN = re.compile(
+    r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?"
+    r"(?P<law>\s+of\s+(?:the\s+)?[A-Z][\w ]{0,60}?(?:Act|Code|Law|Agreement|Regulations?|Ordinance))?"
+)
 
 
 @dataclass(frozen=True)
@@ -209,8 +211,15 @@ def _scan(doc: Document) -> list[Reference]:
             continue  # the article's own heading
         k, para, _ = ix.locate(m.start())
         ts = [Target(m.group("a"))] + ([Target(m.group("a2"))] if m.group("a2") else [])
-        r = Reference(m.group(0).strip(), "range" if m.group("a2") else "english", m.start(), m.end(),
-                      _label(ix, k), para.number if para else None, ts)
+        r = Reference(
+            m.group(0).strip(),
+            "range" if m.group("a2") else "english",
+            m.start(),
+            m.end(),
+            _label(ix, k),
+            para.number if para else None,
+            ts,
+        )
         if m.group("law"):
             r.law = m.group("law").strip()[3:].strip()
         refs.append(r)
@@ -255,14 +264,25 @@ def _label(ix: _Index, k: int | None) -> str | None:
     return None if k is None else ix.doc.articles[k].label
 
 
-def _element(ix: _Index, here: _Here, path: Path, until: Path | None, law: str | None,
-             prev: tuple[str | None, Target] | None, seen: _Mentions) -> Reference:
+def _element(
+    ix: _Index,
+    here: _Here,
+    path: Path,
+    until: Path | None,
+    law: str | None,
+    prev: tuple[str | None, Target] | None,
+    seen: _Mentions,
+) -> Reference:
     end = ix.doc.source.find("まで", until.end) + 2 if until is not None else path.end
-    text = ix.doc.source[path.start:end]
-    kind = "range" if until else ("relative" if path.anchor else
-                                  "absolute" if path.article else "paragraph" if path.paragraph else "item")
-    r = Reference(text, kind, path.start, end, _label(ix, here.article),
-                  here.paragraph.number if here.paragraph else None)
+    text = ix.doc.source[path.start : end]
+    kind = (
+        "range"
+        if until
+        else ("relative" if path.anchor else "absolute" if path.article else "paragraph" if path.paragraph else "item")
+    )
+    r = Reference(
+        text, kind, path.start, end, _label(ix, here.article), here.paragraph.number if here.paragraph else None
+    )
     first = _targets(ix, here, path, law, prev, seen, r)
     if r.problem or not first:
         return r
@@ -273,8 +293,15 @@ def _element(ix: _Index, here: _Here, path: Path, until: Path | None, law: str |
     return r
 
 
-def _targets(ix: _Index, here: _Here, path: Path, law: str | None, prev: tuple[str | None, Target] | None,
-             seen: _Mentions, r: Reference) -> list[Target]:
+def _targets(
+    ix: _Index,
+    here: _Here,
+    path: Path,
+    law: str | None,
+    prev: tuple[str | None, Target] | None,
+    seen: _Mentions,
+    r: Reference,
+) -> list[Target]:
     """What one path points at; sets r.law for an external one and r.problem when it cannot point anywhere."""
     base: list[Target]
     if path.anchor in ("前", "次", "本", "この"):
@@ -305,9 +332,10 @@ def _targets(ix: _Index, here: _Here, path: Path, law: str | None, prev: tuple[s
             return []
         else:
             # A bare 第N号 is this paragraph's item; in a paragraph without items, the article's list.
-            above = Target(ix.doc.articles[here.article].label,
-                           here.paragraph.number if here.paragraph and (here.paragraph.items or path.paragraph)
-                           else None)
+            above = Target(
+                ix.doc.articles[here.article].label,
+                here.paragraph.number if here.paragraph and (here.paragraph.items or path.paragraph) else None,
+            )
         if path.paragraph is not None:
             return [Target(above.article, path.paragraph, path.item, path.sub, path.branch)]
         return [Target(above.article, above.paragraph, path.item, path.sub, path.branch)]
@@ -325,8 +353,9 @@ def _targets(ix: _Index, here: _Here, path: Path, law: str | None, prev: tuple[s
 
 
 def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]:
-    word = (path.anchor or "") + ("" if path.count in (None, 1) else "各" if path.count == 0 else "N") + \
-        (path.level or "")
+    word = (
+        (path.anchor or "") + ("" if path.count in (None, 1) else "各" if path.count == 0 else "N") + (path.level or "")
+    )
     if here.article is None:
         r.problem = f"{word} outside any article"
         return []
@@ -343,7 +372,9 @@ def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]
             return []
         lo = 0 if n == 0 else k - n
         if k == 0 or lo < 0:
-            r.problem = "前条 of the first article" if path.count == 1 else f"{path.text} with only {k} article(s) before it"
+            r.problem = (
+                "前条 of the first article" if path.count == 1 else f"{path.text} with only {k} article(s) before it"
+            )
             return []
         return [Target(a.label) for a in ix.doc.articles[lo:k]]
     paras = art.paragraphs
@@ -358,8 +389,11 @@ def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]
             return []
         lo = 0 if n == 0 else pi - n
         if pi <= 0 or lo < 0:
-            r.problem = "前項 of the first paragraph" if path.count == 1 else \
-                f"{path.text} with only {max(pi, 0)} paragraph(s) before it"
+            r.problem = (
+                "前項 of the first paragraph"
+                if path.count == 1
+                else f"{path.text} with only {max(pi, 0)} paragraph(s) before it"
+            )
             return []
         return [Target(art.label, p.number) for p in paras[lo:pi]]
     items = here.paragraph.items if here.paragraph else []
@@ -374,7 +408,7 @@ def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]
     # Inside an item 前号 counts back from that item; in a sentence after the items, from the end.
     upto = here.item if here.item is not None else len(items)
     want = upto if n == 0 else n
-    chosen = items[max(0, upto - want):upto]
+    chosen = items[max(0, upto - want) : upto]
     if not chosen or len(chosen) < want:
         r.problem = f"{path.text[:4]} with only {upto} item(s) before it"
     return [_item_target(art, pn, it) for it in chosen]

@@ -21,15 +21,18 @@ from .contract import IROHA
 from .numerals import NUM, NUM_CHARS, article_label, to_int
 
 _NOT_SUFFIX = f"(?![{NUM_CHARS}日月年人回倍分時件個箇か])"
-_ANCHOR = (r"(?:(?P<rel>前|次)(?P<cnt>各|[二三四五六七八九十2-9２-９]+)?(?P<rlvl>[条項号])"
-           r"|(?P<own>本|この|同)(?P<olvl>[条項号]))(?![件例約文目])")
+_ANCHOR = (
+    r"(?:(?P<rel>前|次)(?P<cnt>各|[二三四五六七八九十2-9２-９]+)?(?P<rlvl>[条項号])"
+    r"|(?P<own>本|この|同)(?P<olvl>[条項号]))(?![件例約文目])"
+)
 _PATH = re.compile(
     rf"(?:{_ANCHOR})?"
     rf"(?:第(?P<a>{NUM})条(?P<asub>(?:の{NUM}{_NOT_SUFFIX})*))?"
     rf"(?:第(?P<p>{NUM})項)?"
     rf"(?:第(?P<i>{NUM})号(?:の(?P<ib>{NUM}){_NOT_SUFFIX})?(?!様式|書式|証))?"
     rf"(?P<each>各[項号])?"
-    rf"(?P<sub>[{IROHA}](?![ァ-ヶー]))?")
+    rf"(?P<sub>[{IROHA}](?![ァ-ヶー]))?"
+)
 _START = re.compile(rf"第{NUM}[条項号]|(?:前|次)(?:各|[二三四五六七八九十2-9２-９]+)?[条項号]|(?:本|この|同)[条項号]")
 _JOIN = re.compile(r"及び|並びに|又は|若しくは|、|，|,|・|から")
 _UNTIL = re.compile(r"まで")
@@ -99,16 +102,26 @@ def _path(m: re.Match[str]) -> Path | None:
         article = article_label(to_int(g("a")), subs[0] if subs else None)
         if len(subs) > 1:
             article += "".join(f"-{x}" for x in subs[1:])
-    return Path(m.string[m.start():end], m.start(), end, anchor, level, count, article,
-                to_int(g("p")) if g("p") else None, to_int(g("i")) if g("i") else None,
-                IROHA.index(sub) + 1 if sub else None, to_int(g("ib")) if g("ib") else None)
+    return Path(
+        m.string[m.start() : end],
+        m.start(),
+        end,
+        anchor,
+        level,
+        count,
+        article,
+        to_int(g("p")) if g("p") else None,
+        to_int(g("i")) if g("i") else None,
+        IROHA.index(sub) + 1 if sub else None,
+        to_int(g("ib")) if g("ib") else None,
+    )
 
 
 def _law_before(text: str, start: int) -> str | None:
     """The other law this chain points into (see Chain.law), from the text just before it."""
     if not start or text[start - 1] not in _PREFIX_ENDS:
         return None
-    window = text[max(0, start - _LOOKBACK):start]
+    window = text[max(0, start - _LOOKBACK) : start]
     m = _PREFIX.search(window)
     if m is None:
         return None
@@ -127,10 +140,10 @@ def _trim(name: str) -> str:
     解除及び同法 -> 同法) but keep a conjunction inside a name (出入国管理及び難民認定法)."""
     m = _PARTICLE.match(name)
     if m and m.end() < len(name):
-        name = name[m.end():]
+        name = name[m.end() :]
     for c in reversed(list(_CONJ.finditer(name))):
         if not c.start() or _HIRAGANA.search(name, 0, c.start()):
-            return name[c.end():] if c.end() < len(name) else name
+            return name[c.end() :] if c.end() < len(name) else name
     return name
 
 
@@ -152,8 +165,12 @@ def chains(text: str, skip: list[tuple[int, int]] | None = None, end: int | None
         p = _path(first) if first else None
         if p is None:
             continue
-        if p.anchor is None and p.article is None and p.paragraph is None and \
-                _LAW_NUMBER.search(text, max(0, s - 4), s):
+        if (
+            p.anchor is None
+            and p.article is None
+            and p.paragraph is None
+            and _LAW_NUMBER.search(text, max(0, s - 4), s)
+        ):
             done = p.end  # 法律第八十九号, 様式第一号: a number, not an item
             continue
         law = _law_before(text, s) if p.anchor is None else None

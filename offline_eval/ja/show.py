@@ -29,7 +29,7 @@ def read_text(path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1
         raise InputError("not UTF-8 text", file=path, record=f"line {line}") from None
 
 
@@ -44,19 +44,23 @@ def load_tokenizer(path: str) -> Any:
     try:
         return AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as e:
-        raise InputError(f"cannot load a tokenizer: {str(e).splitlines()[0]}", field="--tokenizer",
-                         file=path) from None
+        raise InputError(f"cannot load a tokenizer: {str(e).splitlines()[0]}", field="--tokenizer", file=path) from None
 
 
 def stats(doc: Document, tokenizer: Any | None = None) -> dict[str, Any]:
     refs = scan(doc)
     n = counts(refs)
     out: dict[str, Any] = {
-        "chars": char_count(doc.source), "morphemes": morpheme_count(doc.source), "lines": doc.source.count("\n") + 1,
-        "articles": len(doc.articles), "paragraphs": sum(len(a.paragraphs) for a in doc.articles),
+        "chars": char_count(doc.source),
+        "morphemes": morpheme_count(doc.source),
+        "lines": doc.source.count("\n") + 1,
+        "articles": len(doc.articles),
+        "paragraphs": sum(len(a.paragraphs) for a in doc.articles),
         "items": sum(len(p.items) for a in doc.articles for p in a.paragraphs),
         "sub_items": sum(_descendants(it) for a in doc.articles for p in a.paragraphs for it in p.items),
-        "references": len(refs), "internal_references": n["internal"], "external_references": n["external"],
+        "references": len(refs),
+        "internal_references": n["internal"],
+        "external_references": n["external"],
         "dangling_references": n["dangling"],
         "external_laws": _laws(refs),
         "article_labels": doc.labels(),
@@ -91,6 +95,7 @@ def use_color(mode: str) -> bool:
 def format_diff(d: TextDiff, color: bool, context: int = 1) -> str:
     """Changed lines with their neighbours; deletions [-like this-] and insertions {+like this+} when there
     is no colour, red and green when there is."""
+
     def dele(s: str) -> str:
         return f"{_RED}{s}{_RESET}" if color else f"[-{s}-]"
 
@@ -98,10 +103,12 @@ def format_diff(d: TextDiff, color: bool, context: int = 1) -> str:
         return f"{_GREEN}{s}{_RESET}" if color else f"{{+{s}+}}"
 
     merged = "".join(
-        d.a[a1:a2] if t == "equal" else
-        (dele(d.a[a1:a2]) if t in ("delete", "replace") else "") + (ins(d.b[b1:b2]) if t in ("insert", "replace")
-                                                                     else "")
-        for t, a1, a2, b1, b2 in merged_ops(d.ops))
+        d.a[a1:a2]
+        if t == "equal"
+        else (dele(d.a[a1:a2]) if t in ("delete", "replace") else "")
+        + (ins(d.b[b1:b2]) if t in ("insert", "replace") else "")
+        for t, a1, a2, b1, b2 in merged_ops(d.ops)
+    )
     lines = merged.split("\n")
     changed = [i for i, line in enumerate(lines) if ("\x1b[" in line) or "[-" in line or "{+" in line]
     keep = sorted({j for i in changed for j in range(max(0, i - context), min(len(lines), i + context + 1))})
@@ -135,5 +142,13 @@ def format_findings(findings: list[Finding]) -> str:
     return "\n".join(f"{f.location}: {f.kind}: {f.message}" + (f" ({f.span})" if f.span else "") for f in findings)
 
 
-__all__ = ["format_changes", "format_diff", "format_findings", "load_tokenizer", "parse", "read_text", "stats",
-           "use_color"]
+__all__ = [
+    "format_changes",
+    "format_diff",
+    "format_findings",
+    "load_tokenizer",
+    "parse",
+    "read_text",
+    "stats",
+    "use_color",
+]

@@ -63,7 +63,7 @@ def morpheme_spans(text: str) -> list[tuple[int, int]]:
         for w in tg(piece):
             pos += len(w.white_space)
             # MeCab skips some spacing characters (e.g. newlines) without reporting them as white_space.
-            while piece[pos:pos + len(w.surface)] != w.surface and pos < len(piece):
+            while piece[pos : pos + len(w.surface)] != w.surface and pos < len(piece):
                 pos += 1
             out.append((base + pos, base + pos + len(w.surface)))
             pos += len(w.surface)

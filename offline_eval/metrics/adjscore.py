@@ -26,5 +26,11 @@ def tier(score: float) -> str:
 def summarize(scores: Sequence[float]) -> dict[str, float | str]:
     a = np.asarray(scores, dtype=float)
     adj = adj_score(a.tolist())
-    return {"mean": float(a.mean()), "std": float(a.std(ddof=0)), "median": float(np.median(a)),
-            "adj_score": adj, "tier": tier(adj), "n": int(a.size)}
+    return {
+        "mean": float(a.mean()),
+        "std": float(a.std(ddof=0)),
+        "median": float(np.median(a)),
+        "adj_score": adj,
+        "tier": tier(adj),
+        "n": int(a.size),
+    }

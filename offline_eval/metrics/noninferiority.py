@@ -75,15 +75,23 @@ def _boot_differences(x: np.ndarray, y: np.ndarray, stat: Statistic, n_resamples
     for start in range(0, n_resamples, 500):  # index matrices in chunks: memory stays bounded
         idx = rng.integers(0, n, size=(min(500, n_resamples - start), n))
         if stat is _mean:
-            out[start:start + len(idx)] = (x[idx] - y[idx]).mean(axis=1)
+            out[start : start + len(idx)] = (x[idx] - y[idx]).mean(axis=1)
         else:
-            out[start:start + len(idx)] = [stat(x[i]) - stat(y[i]) for i in idx]
+            out[start : start + len(idx)] = [stat(x[i]) - stat(y[i]) for i in idx]
     return out
 
 
-def compare(variant: Sequence[float], reference: Sequence[float], margin: float, *,
-            statistic: Statistic | None = None, higher_is_better: bool = True, n_resamples: int = 2000,
-            seed: int = 0, confidence: float = 0.95) -> NonInferiority:
+def compare(
+    variant: Sequence[float],
+    reference: Sequence[float],
+    margin: float,
+    *,
+    statistic: Statistic | None = None,
+    higher_is_better: bool = True,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> NonInferiority:
     """variant[i] and reference[i] score the same item. margin > 0, in the statistic's units."""
     if margin <= 0:
         raise ValueError(f"the margin must be positive, got {margin}")
@@ -101,13 +109,22 @@ def compare(variant: Sequence[float], reference: Sequence[float], margin: float,
     lo, hi = (float(v) for v in np.percentile(boots, [100 * a, 100 * (1 - a)]))
     p_ni = (1 + int(np.sum(boots <= -margin))) / (n_resamples + 1)
     word = verdict(lo, hi, margin)
-    res = NonInferiority(n, margin, float(est), lo, hi, p_ni, word,
-                         items_needed(est, lo, hi, n, margin) if word == INCONCLUSIVE else None)
+    res = NonInferiority(
+        n,
+        margin,
+        float(est),
+        lo,
+        hi,
+        p_ni,
+        word,
+        items_needed(est, lo, hi, n, margin) if word == INCONCLUSIVE else None,
+    )
     _, res.wilcoxon_p, _, res.t_p, _ = paired_pvalues(x.tolist(), y.tolist())
     if stat is _mean and n <= HL_MAX_ITEMS and len(np.unique(x - y)) > 3:
         # A shift estimate fits graded scores; on 0/1 scores the Walsh averages are mostly 0 and say nothing.
-        res.hl, res.hl_low, res.hl_high = hodges_lehmann(x.tolist(), y.tolist(), paired=True, seed=seed,
-                                                            n_resamples=min(n_resamples, 1000))
+        res.hl, res.hl_low, res.hl_high = hodges_lehmann(
+            x.tolist(), y.tolist(), paired=True, seed=seed, n_resamples=min(n_resamples, 1000)
+        )
     return res
 
 

@@ -65,8 +65,15 @@ def _walsh_median_of_counts(values: np.ndarray, counts: np.ndarray) -> float:
     return float((averages[lo] + averages[hi]) / 2.0)
 
 
-def hodges_lehmann(x: Sequence[float], y: Sequence[float], *, paired: bool = True, n_resamples: int = 2000,
-                   confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def hodges_lehmann(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    paired: bool = True,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """Hodges-Lehmann shift of x relative to y, with a percentile bootstrap CI.
 
     paired=True (ablations: the same items under two variants): the one-sample HL estimator of the paired
@@ -85,17 +92,25 @@ def hodges_lehmann(x: Sequence[float], y: Sequence[float], *, paired: bool = Tru
         values, inverse = np.unique(d, return_inverse=True)
         if len(values) <= 64:  # scores on a few levels (correct/incorrect, rubric points): count, don't pair
             est = _walsh_median_of_counts(values, np.bincount(inverse, minlength=len(values)))
-            boots = [_walsh_median_of_counts(values, np.bincount(inverse[rng.integers(0, len(d), len(d))],
-                                                                 minlength=len(values)))
-                     for _ in range(n_resamples)]
+            boots = [
+                _walsh_median_of_counts(
+                    values, np.bincount(inverse[rng.integers(0, len(d), len(d))], minlength=len(values))
+                )
+                for _ in range(n_resamples)
+            ]
         else:
             est = _walsh_median(d)
             boots = [_walsh_median(d[rng.integers(0, len(d), len(d))]) for _ in range(n_resamples)]
     else:
         est = float(np.median(np.subtract.outer(xa, ya)))
-        boots = [float(np.median(np.subtract.outer(xa[rng.integers(0, len(xa), len(xa))],
-                                                   ya[rng.integers(0, len(ya), len(ya))])))
-                 for _ in range(n_resamples)]
+        boots = [
+            float(
+                np.median(
+                    np.subtract.outer(xa[rng.integers(0, len(xa), len(xa))], ya[rng.integers(0, len(ya), len(ya))])
+                )
+            )
+            for _ in range(n_resamples)
+        ]
     a = (1 - confidence) / 2
     lo, hi = np.percentile(boots, [100 * a, 100 * (1 - a)])
     return est, float(lo), float(hi)
@@ -124,8 +139,9 @@ class PairedResult:
         return asdict(self)
 
 
-def paired_pvalues(x: Sequence[float], y: Sequence[float]
-                   ) -> tuple[float | None, float, float | None, float | None, float | None]:
+def paired_pvalues(
+    x: Sequence[float], y: Sequence[float]
+) -> tuple[float | None, float, float | None, float | None, float | None]:
     """Two-sided Wilcoxon signed-rank (zero differences dropped) and paired t-test of x against y:
     (W, its p, t, its p, Cohen's d_z). All-zero differences give W None and p 1; no spread gives no t."""
     from scipy import stats
@@ -144,8 +160,9 @@ def paired_pvalues(x: Sequence[float], y: Sequence[float]
     return w_stat, w_p, None, None, None
 
 
-def paired_test(x: Sequence[float], y: Sequence[float], comparison: str = "", seed: int = 0,
-                n_resamples: int = 2000) -> PairedResult:
+def paired_test(
+    x: Sequence[float], y: Sequence[float], comparison: str = "", seed: int = 0, n_resamples: int = 2000
+) -> PairedResult:
     """Shapiro-Wilk on the differences, Wilcoxon signed-rank (zero differences dropped, as scipy's default
     'wilcox'), paired t-test, Cohen's d_z = mean(d) / sd(d), and the paired HL shift with its CI."""
     from scipy import stats
@@ -156,9 +173,21 @@ def paired_test(x: Sequence[float], y: Sequence[float], comparison: str = "", se
     sw = stats.shapiro(d) if n >= 3 and np.ptp(d) > 0 else None
     w_stat, w_p, t_stat, t_p, dz = paired_pvalues(xa.tolist(), ya.tolist())
     hl, lo, hi = hodges_lehmann(xa.tolist(), ya.tolist(), paired=True, seed=seed, n_resamples=n_resamples)
-    return PairedResult(comparison, n, float(np.mean(d)) if n else 0.0,
-                        float(sw.statistic) if sw else None, float(sw.pvalue) if sw else None,
-                        w_stat, w_p, t_stat, t_p, dz, hl, lo, hi)
+    return PairedResult(
+        comparison,
+        n,
+        float(np.mean(d)) if n else 0.0,
+        float(sw.statistic) if sw else None,
+        float(sw.pvalue) if sw else None,
+        w_stat,
+        w_p,
+        t_stat,
+        t_p,
+        dz,
+        hl,
+        lo,
+        hi,
+    )
 
 
 def adjust_family(results: list[PairedResult]) -> list[PairedResult]:

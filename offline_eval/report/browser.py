@@ -21,8 +21,9 @@ def _text(v: Any) -> str:
     return s if len(s) <= OUTPUT_CHARS else s[:OUTPUT_CHARS] + f"… ({len(s) - OUTPUT_CHARS} more characters)"
 
 
-def browser_data(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | None = None
-                 ) -> dict[str, Any] | None:
+def browser_data(
+    folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | None = None
+) -> dict[str, Any] | None:
     """{"runs", "settings", "texts", "rows": [[id, setting index, group, gold, {run index: [output, parsed,
     correct, extra(, focused, diffs)]}, prompts]]} from the results files of the summary's runs (None: no records);
     prompts ([prompt, focused prompt or null], lines indexing "texts") and diffs come from the sweep's
@@ -45,17 +46,24 @@ def browser_data(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInp
                 prompt = inputs.prompts.get(r["setting"], {}).get(item_id) if inputs else None
                 row = rows[(s, item_id)] = [item_id, s, v.get("group"), _text(rec.get("gold")), {}, prompt]
             ok = v.get("correct")
-            answer: list[Any] = [_text(rec.get("output") or ""), _text(rec.get("parsed")),
-                                 None if ok is None else int(ok),
-                                 {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None}]
+            answer: list[Any] = [
+                _text(rec.get("output") or ""),
+                _text(rec.get("parsed")),
+                None if ok is None else int(ok),
+                {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None},
+            ]
             diffs = inputs.diffs.get(RunKey(r["run"], r["setting"]), {}).get(item_id) if inputs else None
             if v.get("focused") or diffs:
                 answer += [int(bool(v.get("focused"))), diffs or {}]
             row[4][ri] = answer
     if not rows:
         return None
-    return {"runs": runs, "settings": settings, "texts": inputs.texts if inputs else [],
-            "rows": [rows[k] for k in sorted(rows)]}
+    return {
+        "runs": runs,
+        "settings": settings,
+        "texts": inputs.texts if inputs else [],
+        "rows": [rows[k] for k in sorted(rows)],
+    }
 
 
 def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
@@ -72,22 +80,28 @@ def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
 
         write_text_atomic(sidecar, f"window.OFFLINE_EVAL_ITEMS = {payload};\n")
         loader = f'<script src="{SIDECAR}"></script>'
-        where = (f"<p>The item data ({len(payload.encode('utf-8')) / 2**20:.0f} MB) is in {SIDECAR} next to this "
-                 f"report: keep the two files together.</p>")
-    return (f'<details id="browser"><summary>Item browser</summary>{where}'
-            '<p>Filter the items, then click one to see its prompt (collapsed) and every run\'s answer side by '
-            f'side.{"" if data.get("texts") else _NO_PROMPTS}</p><div id="filters">'
-            '<label>run <select id="f-run"></select></label> <label>setting <select id="f-setting"></select>'
-            '</label> <label>group <select id="f-group"></select></label> <label>answer <select id="f-answer">'
-            '<option value="all">all</option><option value="correct">correct</option>'
-            '<option value="incorrect">incorrect</option><option value="differ">runs differ</option></select>'
-            '</label> <span id="f-count"></span></div><table id="items"><thead></thead><tbody>'
-            '</tbody></table><button id="more" type="button">show more</button><div id="item-detail"></div>'
-            f"</details>{loader}<script>{_JS}</script>")
+        where = (
+            f"<p>The item data ({len(payload.encode('utf-8')) / 2**20:.0f} MB) is in {SIDECAR} next to this "
+            f"report: keep the two files together.</p>"
+        )
+    return (
+        f'<details id="browser"><summary>Item browser</summary>{where}'
+        "<p>Filter the items, then click one to see its prompt (collapsed) and every run's answer side by "
+        f'side.{"" if data.get("texts") else _NO_PROMPTS}</p><div id="filters">'
+        '<label>run <select id="f-run"></select></label> <label>setting <select id="f-setting"></select>'
+        '</label> <label>group <select id="f-group"></select></label> <label>answer <select id="f-answer">'
+        '<option value="all">all</option><option value="correct">correct</option>'
+        '<option value="incorrect">incorrect</option><option value="differ">runs differ</option></select>'
+        '</label> <span id="f-count"></span></div><table id="items"><thead></thead><tbody>'
+        '</tbody></table><button id="more" type="button">show more</button><div id="item-detail"></div>'
+        f"</details>{loader}<script>{_JS}</script>"
+    )
 
 
-_NO_PROMPTS = (" This report was rendered from the results files, which keep neither prompts nor the diffs against "
-               "input contracts: the sweep's own report shows them.")
+_NO_PROMPTS = (
+    " This report was rendered from the results files, which keep neither prompts nor the diffs against "
+    "input contracts: the sweep's own report shows them."
+)
 
 _JS = """
 (function () {

@@ -32,8 +32,12 @@ def cost(runs: list[dict[str, Any]]) -> list[str]:
     items = sum(int(r.get("n_items") or 0) for r in runs)
     peak = max((float(x.get("peak_rss_mb") or 0.0) for x in t), default=0.0)
     weights = runs[0].get("weights_mb") if runs else None
-    return ["–" if weights is None else f"{weights:.0f}", f"{peak:.0f}", f"{items / wall:.1f}" if wall > 0 else "–",
-            f"{sum(float(x.get('load_s') or 0.0) for x in t):.1f}"]
+    return [
+        "–" if weights is None else f"{weights:.0f}",
+        f"{peak:.0f}",
+        f"{items / wall:.1f}" if wall > 0 else "–",
+        f"{sum(float(x.get('load_s') or 0.0) for x in t):.1f}",
+    ]
 
 
 COST_HEADER = ["weights MB", "peak memory MB", "items/s", "engine load s"]
@@ -50,13 +54,14 @@ def verdict_tables(summary: dict[str, Any]) -> list[Table]:
         task_of = {c["setting"]: c["task"] for c in comps}
         metrics = {s: task_class(task_of[s]).noninferiority_metric() for s in settings}
         mine = [r for r in runs if r.get("model") == model["model"]]
-        names = [model["reference"]] + sorted({c["run"] for c in comps} - {model["reference"]},
-                                              key=lambda n: next(((c["variant"], c["max_model_len"]) for c in comps
-                                                                  if c["run"] == n), ("", 0)))
+        names = [model["reference"]] + sorted(
+            {c["run"] for c in comps} - {model["reference"]},
+            key=lambda n: next(((c["variant"], c["max_model_len"]) for c in comps if c["run"] == n), ("", 0)),
+        )
         rows, classes = [], []
         for name in names:
             entries = [r for r in mine if r["run"] == name]
-            label = (f"{entries[0]['variant']} ctx{entries[0]['max_model_len']}" if entries else name)
+            label = f"{entries[0]['variant']} ctx{entries[0]['max_model_len']}" if entries else name
             cells, cls = [], []
             for s in settings:
                 m = metrics[s]
@@ -71,18 +76,28 @@ def verdict_tables(summary: dict[str, Any]) -> list[Table]:
                 cls.append(VERDICT_CLASS.get(c["verdict"], "") if c else "")
             rows.append([label, *cells, *cost(entries)])
             classes.append(["", *cls, *[""] * len(COST_HEADER)])
-        margins = "; ".join(sorted({f"{m.label} ±{next(c['margin'] for c in comps if c['setting'] == s)}"
-                                    for s, m in metrics.items()}))
+        margins = "; ".join(
+            sorted({f"{m.label} ±{next(c['margin'] for c in comps if c['setting'] == s)}" for s, m in metrics.items()})
+        )
         missing = model.get("reference_missing") or []
-        note = (f"Each cell: the difference from the reference {model['reference']} on the items both scored "
-                f"(positive = better) [95% paired-bootstrap CI] and the verdict against the margin ({margins}): "
-                "non-inferior when the CI's lower bound is above -margin, inferior when its upper bound is below, "
-                "otherwise inconclusive, with the items a CI of the observed spread would need. Cost: peak "
-                "resident memory over the settings; items/s over every setting, the engine start counted apart.")
+        note = (
+            f"Each cell: the difference from the reference {model['reference']} on the items both scored "
+            f"(positive = better) [95% paired-bootstrap CI] and the verdict against the margin ({margins}): "
+            "non-inferior when the CI's lower bound is above -margin, inferior when its upper bound is below, "
+            "otherwise inconclusive, with the items a CI of the observed spread would need. Cost: peak "
+            "resident memory over the settings; items/s over every setting, the engine start counted apart."
+        )
         if missing:
             note += f" The reference has no results for {', '.join(missing)}: those settings have no verdict."
-        out.append(Table(f"Verdicts: {model['model']} ({model.get('backend', '?')})",
-                         ["run", *settings, *COST_HEADER], rows, note, classes=classes))
+        out.append(
+            Table(
+                f"Verdicts: {model['model']} ({model.get('backend', '?')})",
+                ["run", *settings, *COST_HEADER],
+                rows,
+                note,
+                classes=classes,
+            )
+        )
     return out
 
 
@@ -105,13 +120,17 @@ def _heat(values: list[float | None], higher_is_better: bool) -> list[str]:
 def leaderboard_matrix(task: str, runs: list[dict[str, Any]]) -> Table:
     """Rows = runs (best mean rank first), columns = the task's settings, cells = the primary metric [CI]."""
     cls = task_class(task)
-    primary = (cls.metrics[0] if cls.metrics and cls.metrics[0].name == cls.primary_metric
-               else Metric(runs[0].get("primary_metric") or cls.primary_metric, cls.primary_metric))
+    primary = (
+        cls.metrics[0]
+        if cls.metrics and cls.metrics[0].name == cls.primary_metric
+        else Metric(runs[0].get("primary_metric") or cls.primary_metric, cls.primary_metric)
+    )
     settings = sorted({r["setting"] for r in runs})
     names = sorted({r["run"] for r in runs})
     cell: dict[tuple[str, str], dict[str, Any]] = {(r["run"], r["setting"]): r["metrics"] for r in runs}
-    values = {(n, s): (v if has_score(v := cell.get((n, s), {}).get(primary.name)) else None)
-              for n in names for s in settings}
+    values = {
+        (n, s): (v if has_score(v := cell.get((n, s), {}).get(primary.name)) else None) for n in names for s in settings
+    }
     sign = 1 if primary.higher_is_better else -1
     # Mean rank over the settings a run has: the order a reader scans, each column keeping its own scale.
     rank: dict[str, list[int]] = {n: [] for n in names}
@@ -138,10 +157,15 @@ def leaderboard_matrix(task: str, runs: list[dict[str, Any]]) -> Table:
                 cells.append(f"{v:.{primary.digits}f}")
         rows.append([n, *cells])
         styles.append(["", *[heat[s][i] for s in settings]])
-    return Table(f"Leaderboard: {task}", ["run", *settings], rows,
-                 f"{primary.label} per setting{' [95% CI]' if primary.ci else ''}; the colour compares runs within "
-                 f"a column only (darker = better). Rows by mean rank over the settings. "
-                 f"{cls.leaderboard_note}".strip(), styles=styles)
+    return Table(
+        f"Leaderboard: {task}",
+        ["run", *settings],
+        rows,
+        f"{primary.label} per setting{' [95% CI]' if primary.ci else ''}; the colour compares runs within "
+        f"a column only (darker = better). Rows by mean rank over the settings. "
+        f"{cls.leaderboard_note}".strip(),
+        styles=styles,
+    )
 
 
 def leaderboard_matrices(summary: dict[str, Any]) -> list[Table]:

@@ -18,8 +18,10 @@ def glance(summary: dict[str, Any]) -> list[str]:
     if runs:
         models = {r["model"] for r in runs}
         engines = sorted({r.get("backend", "?") for r in runs})
-        lines.append(f"{len({r['run'] for r in runs})} runs of {len(models)} models on {', '.join(engines)}, "
-                     f"{len({r['setting'] for r in runs})} task settings.")
+        lines.append(
+            f"{len({r['run'] for r in runs})} runs of {len(models)} models on {', '.join(engines)}, "
+            f"{len({r['setting'] for r in runs})} task settings."
+        )
     for setting in sorted({r["setting"] for r in runs}):
         group = [r for r in runs if r["setting"] == setting]
         metric = group[0].get("primary_metric") or "mean"
@@ -40,18 +42,23 @@ def glance(summary: dict[str, Any]) -> list[str]:
     comps = [c for m in summary.get("noninferiority") or [] for c in m.get("comparisons") or []]
     if comps:
         words = [c.get("verdict") for c in comps]
-        counts = ", ".join(f"{words.count(w)} {w}" for w in ("non-inferior", "inferior", "inconclusive")
-                           if words.count(w))
-        lines.append(f"Against each model's reference run: {counts} ({len(comps)} run x setting comparisons; "
-                     f"verdict tables below).")
+        counts = ", ".join(
+            f"{words.count(w)} {w}" for w in ("non-inferior", "inferior", "inconclusive") if words.count(w)
+        )
+        lines.append(
+            f"Against each model's reference run: {counts} ({len(comps)} run x setting comparisons; "
+            f"verdict tables below)."
+        )
     same = summary.get("consistency") or []
     if same:
         shares = [c["identical"] for c in same if c.get("identical") is not None]
         if shares:
             lo, hi = f"{100 * min(shares):.0f}", f"{100 * max(shares):.0f}"
             span = hi if lo == hi else f"{lo}-{hi}"
-            lines.append(f"Same weights on different engines: {span}% identical answers over {len(shares)} "
-                         f"comparisons (table below).")
+            lines.append(
+                f"Same weights on different engines: {span}% identical answers over {len(shares)} "
+                f"comparisons (table below)."
+            )
     skipped = sum(int(r["metrics"].get("n_skipped") or 0) for r in runs)
     if skipped:
         lines.append(f"{skipped} item(s) did not fit a context length and were skipped (counted per run below).")

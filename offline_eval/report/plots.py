@@ -89,10 +89,15 @@ def pareto(runs: list[dict[str, Any]]) -> Plot | None:
         ax.set_ylabel(f"{metric}, mean over settings")
         ax.set_title(task, fontsize=9)
         ax.legend(fontsize=6)
-    return save(plt, fig, "pareto", "Score against memory",
-                "One panel per task, each on its own scale. A point is a run: its primary metric averaged over the "
-                "task's settings against its peak memory. Up and left is better; the dashed line joins the runs no "
-                "other run beats on both.")
+    return save(
+        plt,
+        fig,
+        "pareto",
+        "Score against memory",
+        "One panel per task, each on its own scale. A point is a run: its primary metric averaged over the "
+        "task's settings against its peak memory. Up and left is better; the dashed line joins the runs no "
+        "other run beats on both.",
+    )
 
 
 def primary_score(r: dict[str, Any]) -> float | None:
@@ -109,7 +114,11 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
     plt = fig_module()
     out = []
     for setting, group in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        pts = [(float(r.get("weights_mb") or 0.0), float(s), r["run"]) for r in group if (s := primary_score(r)) is not None]
+        pts = [
+            (float(r.get("weights_mb") or 0.0), float(s), r["run"])
+            for r in group
+            if (s := primary_score(r)) is not None
+        ]
         if len(pts) < 2:
             continue
         fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -125,15 +134,29 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
             if y > best:
                 front.append((x, y))
                 best = y
-        ax.plot([p[0] for p in front], [p[1] for p in front], "s--", color="#cc3311", mfc="none", ms=10,
-                label="Pareto front")
+        ax.plot(
+            [p[0] for p in front],
+            [p[1] for p in front],
+            "s--",
+            color="#cc3311",
+            mfc="none",
+            ms=10,
+            label="Pareto front",
+        )
         ax.set_xlabel("weights on disk (MB)")
         ax.set_ylabel(runs[0].get("primary_metric") or "score")
         ax.set_title(f"Trade-off: {setting}", fontsize=9)
         ax.legend(fontsize=7)
-        out.append(save(plt, fig, f"frontier_{safe_name(setting)}", f"Trade-off frontier, {setting}",
-                        "Score against weights on disk for one setting: up and left is better; the joined "
-                        "squares are the runs no smaller run beats."))
+        out.append(
+            save(
+                plt,
+                fig,
+                f"frontier_{safe_name(setting)}",
+                f"Trade-off frontier, {setting}",
+                "Score against weights on disk for one setting: up and left is better; the joined "
+                "squares are the runs no smaller run beats.",
+            )
+        )
     return out
 
 
@@ -165,9 +188,16 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         ax.set_xticks(ticks, labels, fontsize=6)
         ax.set_ylabel(f"{metric} (95% CI)")
         ax.set_title(f"Quantization: {setting}", fontsize=9)
-        out.append(save(plt, fig, f"quant_{safe_name(setting)}", f"Quantization variants, {setting}",
-                        "Each model's variants side by side at one context length, with 95% CIs where the task "
-                        "has them: overlapping bars are not evidence of a difference (see the verdicts)."))
+        out.append(
+            save(
+                plt,
+                fig,
+                f"quant_{safe_name(setting)}",
+                f"Quantization variants, {setting}",
+                "Each model's variants side by side at one context length, with 95% CIs where the task "
+                "has them: overlapping bars are not evidence of a difference (see the verdicts).",
+            )
+        )
     return out
 
 
@@ -184,16 +214,27 @@ def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
     for metric, lines in sorted(by_metric.items()):
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
         for (model, _backend, variant, setting), g in lines:
-            ax.plot([r["max_model_len"] for r in g], [primary_score(r) or 0.0 for r in g], marker="o",
-                    label=f"{model} {variant} {setting}")
+            ax.plot(
+                [r["max_model_len"] for r in g],
+                [primary_score(r) or 0.0 for r in g],
+                marker="o",
+                label=f"{model} {variant} {setting}",
+            )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel(metric)
         ax.legend(fontsize=5, ncol=2)
         ax.set_title(f"{metric} vs context length", fontsize=9)
-        out.append(save(plt, fig, f"context_{safe_name(metric)}", f"{metric} vs context length",
-                        f"One line per model variant and setting: a rising line means the longer context helps "
-                        f"{metric}; a flat one that it does not (items that did not fit count as skipped)."))
+        out.append(
+            save(
+                plt,
+                fig,
+                f"context_{safe_name(metric)}",
+                f"{metric} vs context length",
+                f"One line per model variant and setting: a rising line means the longer context helps "
+                f"{metric}; a flat one that it does not (items that did not fit count as skipped).",
+            )
+        )
     return out
 
 

@@ -47,8 +47,10 @@ def leaderboard(task: type[Task], runs: list[dict[str, Any]]) -> Table:
     for i, r in enumerate(rank_runs(runs, primary.name, primary.higher_is_better), 1):
         m = r["metrics"]
         scored = has_score(m.get(primary.name))
-        cells = [(_ci(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits)) if scored or not x.ci
-                 else "no items" for x in metrics]
+        cells = [
+            (_ci(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits)) if scored or not x.ci else "no items"
+            for x in metrics
+        ]
         rows.append([str(i) if scored else "–", r["run"], r["setting"], *cells])
     header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
     return Table(f"{task.name}: every metric per run", header, rows, task.leaderboard_note)
@@ -56,8 +58,14 @@ def leaderboard(task: type[Task], runs: list[dict[str, Any]]) -> Table:
 
 def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
     """One column per key found between prefix and suffix in the runs' metrics (per subject, per year...)."""
-    keys = sorted({k[len(prefix):-len(suffix)] for r in runs for k in r["metrics"]
-                   if k.startswith(prefix) and k.endswith(suffix)})
+    keys = sorted(
+        {
+            k[len(prefix) : -len(suffix)]
+            for r in runs
+            for k in r["metrics"]
+            if k.startswith(prefix) and k.endswith(suffix)
+        }
+    )
     if not keys:
         return None
     rows = [[r["run"], r["setting"], *[_f(r["metrics"].get(f"{prefix}{k}{suffix}")) for k in keys]] for r in runs]
@@ -68,16 +76,43 @@ def throughput(runs: list[dict[str, Any]]) -> Table:
     rows = []
     for r in runs:
         t = r["throughput"]
-        rows.append([r["run"], r["setting"], _f(t.get("items_per_s"), 1), _f(t.get("tokens_per_s"), 0),
-                     _f(t.get("peak_rss_mb"), 0), _f(r.get("weights_mb"), 1), _f(t.get("wall_s"), 2),
-                     _f(t.get("load_s"), 2),
-                     _f(t.get("prompt_tokens")), _f(t.get("output_tokens")), _f(t.get("generated")),
-                     _f(t.get("cached"))])
-    return Table("Cost and throughput", ["run", "setting", "items/s", "tokens/s", "peak memory MB", "weights MB",
-                                         "wall s", "engine load s", "prompt tokens", "output tokens", "generated", "from store"], rows,
-                 "Peak memory is the resident memory of offline-eval and its engine processes (CPU RAM; GPU memory "
-                 "is not included). Items served from the store cost no engine time; a re-run's items/s counts "
-                 "them too.")
+        rows.append(
+            [
+                r["run"],
+                r["setting"],
+                _f(t.get("items_per_s"), 1),
+                _f(t.get("tokens_per_s"), 0),
+                _f(t.get("peak_rss_mb"), 0),
+                _f(r.get("weights_mb"), 1),
+                _f(t.get("wall_s"), 2),
+                _f(t.get("load_s"), 2),
+                _f(t.get("prompt_tokens")),
+                _f(t.get("output_tokens")),
+                _f(t.get("generated")),
+                _f(t.get("cached")),
+            ]
+        )
+    return Table(
+        "Cost and throughput",
+        [
+            "run",
+            "setting",
+            "items/s",
+            "tokens/s",
+            "peak memory MB",
+            "weights MB",
+            "wall s",
+            "engine load s",
+            "prompt tokens",
+            "output tokens",
+            "generated",
+            "from store",
+        ],
+        rows,
+        "Peak memory is the resident memory of offline-eval and its engine processes (CPU RAM; GPU memory "
+        "is not included). Items served from the store cost no engine time; a re-run's items/s counts "
+        "them too.",
+    )
 
 
 def _p(v: Any) -> str:
@@ -92,16 +127,34 @@ def ablations(summary: dict[str, Any]) -> list[Table]:
         rows = []
         for c in fam["comparisons"]:
             stat = "–" if c["wilcoxon_stat"] is None else f"W={c['wilcoxon_stat']:.1f}"
-            rows.append([c["comparison"], stat, _p(c["wilcoxon_p"]), _p(c["p_bonf"]), _p(c["p_holm"]),
-                         _p(c["q_bh"]), f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]",
-                         _f(c["cohens_d"]), _p(c["t_p"])])
-        note = (f"{fam['n_items']} items scored by every member. Wilcoxon signed-rank on per-item scores; "
-                "Bonferroni, Holm and Benjamini-Hochberg across this family; Hodges-Lehmann shift of the paired "
-                "differences (first minus second) with a 95% bootstrap CI; Cohen's d_z and the paired t-test p.")
+            rows.append(
+                [
+                    c["comparison"],
+                    stat,
+                    _p(c["wilcoxon_p"]),
+                    _p(c["p_bonf"]),
+                    _p(c["p_holm"]),
+                    _p(c["q_bh"]),
+                    f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]",
+                    _f(c["cohens_d"]),
+                    _p(c["t_p"]),
+                ]
+            )
+        note = (
+            f"{fam['n_items']} items scored by every member. Wilcoxon signed-rank on per-item scores; "
+            "Bonferroni, Holm and Benjamini-Hochberg across this family; Hodges-Lehmann shift of the paired "
+            "differences (first minus second) with a 95% bootstrap CI; Cohen's d_z and the paired t-test p."
+        )
         if not rows:
             note = f"{fam['n_items']} shared items: too few to compare."
-        out.append(Table(f"Ablation: {fam['family']}", ["comparison", "statistic", "raw p", "pBonf", "pHolm", "qBH",
-                                                        "HL [95% CI]", "Cohen's d", "t-test p"], rows, note))
+        out.append(
+            Table(
+                f"Ablation: {fam['family']}",
+                ["comparison", "statistic", "raw p", "pBonf", "pHolm", "qBH", "HL [95% CI]", "Cohen's d", "t-test p"],
+                rows,
+                note,
+            )
+        )
     return out
 
 
@@ -109,18 +162,39 @@ def consistency(summary: dict[str, Any]) -> Table | None:
     rows = []
     for c in summary.get("consistency") or []:
         share = c.get("identical")
-        rows.append([c["setting"], c["run_a"], c["run_b"], _f(c.get("n_items")),
-                     "–" if share is None else f"{100 * share:.1f}%", _f(c.get("kappa")),
-                     "–" if c.get("delta") is None else f"{c['metric']} {c['delta']:+.3f}",
-                     f"{_p(c.get('p'))} ({c.get('paired_test')})", _f(c.get("mean_abs_diff_p_true"), 4)])
+        rows.append(
+            [
+                c["setting"],
+                c["run_a"],
+                c["run_b"],
+                _f(c.get("n_items")),
+                "–" if share is None else f"{100 * share:.1f}%",
+                _f(c.get("kappa")),
+                "–" if c.get("delta") is None else f"{c['metric']} {c['delta']:+.3f}",
+                f"{_p(c.get('p'))} ({c.get('paired_test')})",
+                _f(c.get("mean_abs_diff_p_true"), 4),
+            ]
+        )
     if not rows:
         return None
-    return Table("Same weights, different engines", ["setting", "run A", "run B", "items", "identical answers",
-                                                     "Cohen's kappa", "difference (A - B)", "paired p",
-                                                     "mean |ΔP(true)|"], rows,
-                 "Pairs of runs whose models declare `same_weights_as` each other, on the items both answered. "
-                 "The paired test is McNemar's exact test on per-item correctness (Wilcoxon for graded scores); "
-                 "mean |ΔP(true)| compares the label probabilities of logprob settings.")
+    return Table(
+        "Same weights, different engines",
+        [
+            "setting",
+            "run A",
+            "run B",
+            "items",
+            "identical answers",
+            "Cohen's kappa",
+            "difference (A - B)",
+            "paired p",
+            "mean |ΔP(true)|",
+        ],
+        rows,
+        "Pairs of runs whose models declare `same_weights_as` each other, on the items both answered. "
+        "The paired test is McNemar's exact test on per-item correctness (Wilcoxon for graded scores); "
+        "mean |ΔP(true)| compares the label probabilities of logprob settings.",
+    )
 
 
 def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
@@ -129,8 +203,9 @@ def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
     runs = summary.get("runs", [])
     out: list[tuple[str, list[Table]]] = []
     for name in sorted({r["task"] for r in runs}):
-        out.append((f"{name}: details", task_class(name).report_tables([r for r in runs if r["task"] == name],
-                                                                       summary)))
+        out.append(
+            (f"{name}: details", task_class(name).report_tables([r for r in runs if r["task"] == name], summary))
+        )
     same = consistency(summary)
     if same:
         out.append((same.title, [same]))

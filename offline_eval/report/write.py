@@ -41,29 +41,35 @@ def _html(t: Table, level: str = "h2") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.header)
     body = "".join("<tr>" + "".join(_td(t, i, j, c) for j, c in enumerate(r)) + "</tr>" for i, r in enumerate(t.rows))
     note = f"<p>{html.escape(t.note)}</p>" if t.note else ""
-    return (f"<{level}>{html.escape(t.title)}</{level}><table class=\"sortable\"><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>{note}")
+    return (
+        f'<{level}>{html.escape(t.title)}</{level}><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>{note}"
+    )
 
 
 def _figure(p: Plot) -> str:
     # Embedded, so the single file opens offline anywhere.
-    return (f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,'
-            f'{base64.b64encode(p.png).decode()}"><figcaption><b>{html.escape(p.title)}.</b> '
-            f'{html.escape(p.caption)}</figcaption></figure>')
+    return (
+        f'<figure><img alt="{html.escape(p.title)}" src="data:image/png;base64,'
+        f'{base64.b64encode(p.png).decode()}"><figcaption><b>{html.escape(p.title)}.</b> '
+        f"{html.escape(p.caption)}</figcaption></figure>"
+    )
 
 
 def _md_figure(p: Plot) -> str:
     return f"![{p.title}](plots/{p.name}.png)\n\n*{p.title}.* {p.caption}\n"
 
 
-_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:90em}table{border-collapse:collapse;"
-        "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0;max-width:48em}img{max-width:100%}"
-        "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3;cursor:pointer}"
-        "th.asc::after{content:' \\25B2'}th.desc::after{content:' \\25BC'}"
-        "td.v-ni{background:#d9f2d9}td.v-inf{background:#f8d0cc}td.v-inc{background:#fdf0c2}td.v-ref{color:#555}"
-        "details{margin:.5em 0;border-left:3px solid #ddd;padding-left:1em}summary{font-size:1.2em;cursor:pointer}"
-        ".first{border-bottom:2px solid #888;margin-bottom:1em}details.prompt summary{font-size:1em}"
-        "ins{background:#c8efc8;text-decoration:none}del{background:#f8d0cc}.elided{color:#888}")
+_CSS = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:90em}table{border-collapse:collapse;"
+    "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0;max-width:48em}img{max-width:100%}"
+    "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3;cursor:pointer}"
+    "th.asc::after{content:' \\25B2'}th.desc::after{content:' \\25BC'}"
+    "td.v-ni{background:#d9f2d9}td.v-inf{background:#f8d0cc}td.v-inc{background:#fdf0c2}td.v-ref{color:#555}"
+    "details{margin:.5em 0;border-left:3px solid #ddd;padding-left:1em}summary{font-size:1.2em;cursor:pointer}"
+    ".first{border-bottom:2px solid #888;margin-bottom:1em}details.prompt summary{font-size:1em}"
+    "ins{background:#c8efc8;text-decoration:none}del{background:#f8d0cc}.elided{color:#888}"
+)
 
 # Click a header to sort its table (numbers by value, text otherwise; again to reverse).
 _SORT_JS = """
@@ -89,42 +95,71 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 """
 
 
-_COMPARISON = {"run", "setting", "task", "variant", "max_model_len", "n", "margin", "estimate", "ci_low", "ci_high",
-               "verdict"}
+_COMPARISON = {
+    "run",
+    "setting",
+    "task",
+    "variant",
+    "max_model_len",
+    "n",
+    "margin",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "verdict",
+}
 _RUN_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "run": str, "setting": str, "task": str, "model": str, "metrics": dict, "throughput": dict}
+    "run": str,
+    "setting": str,
+    "task": str,
+    "model": str,
+    "metrics": dict,
+    "throughput": dict,
+}
 
 
 def _check_summary(summary: object, path: Path) -> None:
     """The structure the report reads, checked first, so a damaged file is one line naming the field."""
     if not isinstance(summary, dict) or not isinstance(summary.get("runs"), list):
-        raise InputError("not an offline-eval summary (expected an object with a `runs` list)", file=str(path),
-                         field="runs")
+        raise InputError(
+            "not an offline-eval summary (expected an object with a `runs` list)", file=str(path), field="runs"
+        )
     for i, r in enumerate(summary["runs"]):
         if not isinstance(r, dict):
             raise InputError("expected an object", file=str(path), record=i, field=f"runs.{i}")
         for key, kind in _RUN_FIELDS.items():
             if not isinstance(r.get(key), kind):
                 what = "missing" if key not in r else f"expected {getattr(kind, '__name__', kind)}"
-                raise InputError(f"{what}; re-run the sweep to rewrite summary.json", file=str(path), record=i,
-                                 field=f"runs.{i}.{key}")
+                raise InputError(
+                    f"{what}; re-run the sweep to rewrite summary.json",
+                    file=str(path),
+                    record=i,
+                    field=f"runs.{i}.{key}",
+                )
     for key in ("failures", "ablations", "noninferiority"):
         if not isinstance(summary.get(key, []), list):
             raise InputError("expected a list", file=str(path), field=key)
     for i, m in enumerate(summary.get("noninferiority") or []):
-        if not isinstance(m, dict) or not isinstance(m.get("model"), str) or not isinstance(m.get("reference"), str) \
-                or not isinstance(m.get("comparisons"), list) \
-                or not all(isinstance(c, dict) and _COMPARISON <= c.keys() for c in m["comparisons"]):
-            raise InputError("expected {model, reference, comparisons: [{" + ", ".join(sorted(_COMPARISON)) + "}]}; "
-                             "re-run the sweep to rewrite summary.json", file=str(path), record=i,
-                             field=f"noninferiority.{i}")
+        if (
+            not isinstance(m, dict)
+            or not isinstance(m.get("model"), str)
+            or not isinstance(m.get("reference"), str)
+            or not isinstance(m.get("comparisons"), list)
+            or not all(isinstance(c, dict) and _COMPARISON <= c.keys() for c in m["comparisons"])
+        ):
+            raise InputError(
+                "expected {model, reference, comparisons: [{" + ", ".join(sorted(_COMPARISON)) + "}]}; "
+                "re-run the sweep to rewrite summary.json",
+                file=str(path),
+                record=i,
+                field=f"noninferiority.{i}",
+            )
     for i, f in enumerate(summary.get("failures") or []):
         if not isinstance(f, dict) or not isinstance(f.get("run"), str) or not isinstance(f.get("reason"), str):
             raise InputError("expected {run, reason}", file=str(path), record=i, field=f"failures.{i}")
 
 
-def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None,
-                 inputs: ItemInputs | None = None) -> Path:
+def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None, inputs: ItemInputs | None = None) -> Path:
     """report.md, report.html and plots/ for a sweep's summary (read from OUT/summary.json when not given:
     `offline-eval report DIR`); `inputs`, from the sweep, adds the prompts and diffs to the item browser."""
     folder = ResultsFolder(Path(out_dir))
@@ -178,27 +213,42 @@ def _write(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | 
     if plots:
         md += '\n<a id="plots"></a>\n\n## Plots\n\n' + "\n".join(_md_figure(p) for p in plots)
     if failures:
-        md += ('\n<a id="failed"></a>\n\n## Failed runs\n\n'
-               + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures) + "\n")
+        md += (
+            '\n<a id="failed"></a>\n\n## Failed runs\n\n'
+            + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures)
+            + "\n"
+        )
     write_text_atomic(folder.report_md, md)
 
     body = '<div class="first" id="first">'
     if first:
         body += "<h2>At a glance</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
     body += "".join(_html(t) for t in top) + (_figure(front) if front else "") + "</div>"
-    body += ('<h2>Details</h2><ul id="toc">' + "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>'
-                                                     for a, t in toc) + "</ul>")
+    body += (
+        '<h2>Details</h2><ul id="toc">'
+        + "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>' for a, t in toc)
+        + "</ul>"
+    )
     if items:
         body += browser_html(items, folder)
     for i, (title, tables) in enumerate(sections):
-        body += (f'<details id="{_anchor(i)}"><summary>{html.escape(title)}</summary>'
-                 + "".join(_html(t, "h3") for t in tables) + "</details>")
+        body += (
+            f'<details id="{_anchor(i)}"><summary>{html.escape(title)}</summary>'
+            + "".join(_html(t, "h3") for t in tables)
+            + "</details>"
+        )
     if plots:
         body += '<details id="plots"><summary>Plots</summary>' + "".join(_figure(p) for p in plots) + "</details>"
     if failures:
-        body += ('<h2 id="failed">Failed runs</h2><ul>'
-                 + "".join(f"<li>{html.escape(f['run'] + ': ' + f['reason'])}</li>" for f in failures) + "</ul>")
-    write_text_atomic(folder.report_html, f"<!doctype html><html lang=\"ja\"><head><meta charset=\"utf-8\">"
-                                           f"<title>offline-eval report</title><style>{_CSS}</style></head>"
-                                           f"<body><h1>offline-eval report</h1>{body}"
-                                           f"<script>{_SORT_JS}</script></body></html>\n")
+        body += (
+            '<h2 id="failed">Failed runs</h2><ul>'
+            + "".join(f"<li>{html.escape(f['run'] + ': ' + f['reason'])}</li>" for f in failures)
+            + "</ul>"
+        )
+    write_text_atomic(
+        folder.report_html,
+        f'<!doctype html><html lang="ja"><head><meta charset="utf-8">'
+        f"<title>offline-eval report</title><style>{_CSS}</style></head>"
+        f"<body><h1>offline-eval report</h1>{body}"
+        f"<script>{_SORT_JS}</script></body></html>\n",
+    )

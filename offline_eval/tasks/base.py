@@ -73,16 +73,14 @@ class Task(ABC):
         """Read and schema-check the evaluation items (errors name file, record and field)."""
 
     @abstractmethod
-    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
-        ...
+    def build(self, items: Sequence[Item], setting: Setting) -> Phase: ...
 
     @abstractmethod
     def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
         """One per-item record: at least id, output, parsed, gold, scores."""
 
     @abstractmethod
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
-        ...
+    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]: ...
 
     def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:
         """The items one setting runs on (a task with sub-tasks gives each setting its own)."""
@@ -97,8 +95,7 @@ class Task(ABC):
     def evaluation_phase(self, items: Sequence[Item], records: Records) -> Phase:
         raise NotImplementedError
 
-    def finish_evaluation(self, records: Records, phase: Phase,
-                          results: dict[str, Sequence[Result]]) -> Records:
+    def finish_evaluation(self, records: Records, phase: Phase, results: dict[str, Sequence[Result]]) -> Records:
         """Fold each evaluator's results (keyed by its run name; a failed evaluator is absent) into records."""
         raise NotImplementedError
 

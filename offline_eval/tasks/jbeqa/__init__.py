@@ -4,5 +4,13 @@ sections (report.py)."""
 from .task import SYSTEM_PROMPT, JBEQATask, choose_exemplars, gregorian_year, load_items, parse_answer, user_message
 
 TASK = JBEQATask
-__all__ = ["SYSTEM_PROMPT", "TASK", "JBEQATask", "choose_exemplars", "gregorian_year", "load_items", "parse_answer",
-           "user_message"]
+__all__ = [
+    "SYSTEM_PROMPT",
+    "TASK",
+    "JBEQATask",
+    "choose_exemplars",
+    "gregorian_year",
+    "load_items",
+    "parse_answer",
+    "user_message",
+]

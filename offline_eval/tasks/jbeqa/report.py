@@ -13,8 +13,10 @@ SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Consti
 
 
 def breakdown_tables(runs: list[dict[str, Any]]) -> list[Table]:
-    tables = [breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject"),
-              breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year")]
+    tables = [
+        breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject"),
+        breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year"),
+    ]
     return [t for t in tables if t is not None]
 
 
@@ -22,26 +24,39 @@ def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
     plt = fig_module()
     out = []
     for setting, grouped in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        with_subjects = [r for r in grouped if any(k.startswith("subject.") and k.endswith(".f1")
-                                                   for k in r["metrics"])]
+        with_subjects = [
+            r for r in grouped if any(k.startswith("subject.") and k.endswith(".f1") for k in r["metrics"])
+        ]
         if not with_subjects:
             continue
         group = sorted(with_subjects, key=lambda r: -(primary_score(r) or 0.0))[:limit]
-        subjects = sorted({k[8:-3] for r in group for k in r["metrics"] if k.startswith("subject.") and
-                           k.endswith(".f1")})
+        subjects = sorted(
+            {k[8:-3] for r in group for k in r["metrics"] if k.startswith("subject.") and k.endswith(".f1")}
+        )
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
         width = 0.8 / len(group)
         for i, r in enumerate(group):
-            ax.bar([j + i * width for j in range(len(subjects))],
-                   [r["metrics"].get(f"subject.{s}.f1", 0.0) for s in subjects], width, label=r["run"])
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(subjects))], [s if japanese_font() else SUBJECTS_EN.get(s, s)
-                                                                  for s in subjects])
+            ax.bar(
+                [j + i * width for j in range(len(subjects))],
+                [r["metrics"].get(f"subject.{s}.f1", 0.0) for s in subjects],
+                width,
+                label=r["run"],
+            )
+        ax.set_xticks(
+            [j + 0.4 - width / 2 for j in range(len(subjects))],
+            [s if japanese_font() else SUBJECTS_EN.get(s, s) for s in subjects],
+        )
         ax.set_ylabel("F1")
         ax.legend(fontsize=5)
         ax.set_title(f"F1 per subject: {setting}", fontsize=9)
-        out.append(save(plt, fig, f"subjects_{safe_name(setting)}", f"F1 per subject, {setting}",
-                        f"The best {len(group)} runs of this setting per subject: a run strong overall can still "
-                        "fail one area of law."))
+        out.append(
+            save(
+                plt,
+                fig,
+                f"subjects_{safe_name(setting)}",
+                f"F1 per subject, {setting}",
+                f"The best {len(group)} runs of this setting per subject: a run strong overall can still "
+                "fail one area of law.",
+            )
+        )
     return out
-
-

@@ -40,8 +40,10 @@ if TYPE_CHECKING:
     from ...report.plots import Plot
     from ...report.tables import Table
 
-SYSTEM_PROMPT = ("あなたは日本の司法試験の問題に解答する法律の専門家です。"
-                 "与えられた記述が正しい場合は1、誤っている場合は0とだけ出力してください。説明は不要です。")
+SYSTEM_PROMPT = (
+    "あなたは日本の司法試験の問題に解答する法律の専門家です。"
+    "与えられた記述が正しい場合は1、誤っている場合は0とだけ出力してください。説明は不要です。"
+)
 LABELS = ("0", "1")
 Mode = Literal["constrained", "free", "logprob"]
 
@@ -102,12 +104,15 @@ def gregorian_year(value: int | str) -> int:
                 n = kanji_to_int(num)
             start, last = _ERAS[era]
             if n < 1 or (last is not None and n > last):
-                raise ValueError(f"{value!r} does not exist: {era} runs from 元年 to "
-                                 f"{f'{last}年' if last else 'today'}")
+                raise ValueError(
+                    f"{value!r} does not exist: {era} runs from 元年 to {f'{last}年' if last else 'today'}"
+                )
             return start + n - 1
         if not (m := _AD_YEAR.fullmatch(text)):
-            raise ValueError(f"cannot read the year {value!r}: expected an era year such as '平成27年', '令和元年' "
-                             f"or '令和５年', or a Gregorian year such as 2015")
+            raise ValueError(
+                f"cannot read the year {value!r}: expected an era year such as '平成27年', '令和元年' "
+                f"or '令和５年', or a Gregorian year such as 2015"
+            )
         year = int(m.group(1))
     if not _AD_RANGE[0] <= year <= _AD_RANGE[1]:
         raise ValueError(f"year {value!r} is not a Gregorian year between {_AD_RANGE[0]} and {_AD_RANGE[1]}")
@@ -161,13 +166,22 @@ def load_items(path: str, split: str) -> list[Item]:
             rid = raw.get("id")
             rec = f"{where} (id {rid})" if rid is not None else where
             got = f", got {err['input']!r}" if err["type"] not in ("missing", "value_error") else ""
-            msg = ("missing" if err["type"] == "missing" else
-                   str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"])
+            msg = (
+                "missing"
+                if err["type"] == "missing"
+                else str(err["ctx"]["error"])
+                if err["type"] == "value_error"
+                else err["msg"]
+            )
             raise InputError(f"{msg}{got}"[:300], file=str(path), record=rec, field=field) from None
         if (it.label == "Y") != it.answer:
-            raise InputError(f"label {it.label!r} disagrees with answer {str(it.answer).lower()} (label 'Y' "
-                             f"goes with answer true, 'N' with false)", file=str(path),
-                             record=f"{where} (id {it.id})", field="label/answer")
+            raise InputError(
+                f"label {it.label!r} disagrees with answer {str(it.answer).lower()} (label 'Y' "
+                f"goes with answer true, 'N' with false)",
+                file=str(path),
+                record=f"{where} (id {it.id})",
+                field="label/answer",
+            )
         if it.id in seen:
             raise InputError("duplicate id", file=str(path), record=f"{where} (id {it.id})", field="id")
         seen.add(it.id)
@@ -203,11 +217,18 @@ class JBEQATask(Task):
     Options = JBEQAOptions
     primary_metric = "f1"
     paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
-    metrics = (Metric("f1", "F1", ci=True), Metric("accuracy", "accuracy", ci=True, margin=0.02),
-               Metric("faithfulness", "faithfulness"), Metric("parse_failures", "parse failures", False),
-               Metric("n_skipped", "skipped (overflow)", False), Metric("n_scored", "scored"))
-    leaderboard_note = ("F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the "
-                        "paper. Faithfulness is the share of answers that were a bare 1 or 0.")
+    metrics = (
+        Metric("f1", "F1", ci=True),
+        Metric("accuracy", "accuracy", ci=True, margin=0.02),
+        Metric("faithfulness", "faithfulness"),
+        Metric("parse_failures", "parse failures", False),
+        Metric("n_skipped", "skipped (overflow)", False),
+        Metric("n_scored", "scored"),
+    )
+    leaderboard_note = (
+        "F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the "
+        "paper. Faithfulness is the share of answers that were a bare 1 or 0."
+    )
     options: JBEQAOptions
 
     def settings(self) -> list[Setting]:
@@ -237,21 +258,38 @@ class JBEQATask(Task):
         mode, k = setting["mode"], setting["shots"]
         shots: list[dict[str, str]] = []
         for e in self._exemplars[:k] if k else []:
-            shots += [{"role": "user", "content": user_message(e)},
-                      {"role": "assistant", "content": "1" if e["answer"] else "0"}]
+            shots += [
+                {"role": "user", "content": user_message(e)},
+                {"role": "assistant", "content": "1" if e["answer"] else "0"},
+            ]
         sampling = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self._max_tokens(mode))
         constraint = Choice(list(LABELS)) if mode == "constrained" else None
-        reqs = [Request.chat([{"role": "system", "content": SYSTEM_PROMPT}, *shots,
-                              {"role": "user", "content": user_message(it)}], sampling, constraint)
-                for it in items]
-        return Phase(name=self.setting_name(setting), requests=reqs, item_ids=[it["id"] for it in items],
-                     method="choice_logprobs" if mode == "logprob" else "generate",
-                     choices=LABELS if mode == "logprob" else None, overflow=self.options.overflow)
+        reqs = [
+            Request.chat(
+                [{"role": "system", "content": SYSTEM_PROMPT}, *shots, {"role": "user", "content": user_message(it)}],
+                sampling,
+                constraint,
+            )
+            for it in items
+        ]
+        return Phase(
+            name=self.setting_name(setting),
+            requests=reqs,
+            item_ids=[it["id"] for it in items],
+            method="choice_logprobs" if mode == "logprob" else "generate",
+            choices=LABELS if mode == "logprob" else None,
+            overflow=self.options.overflow,
+        )
 
     def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
-        rec: dict[str, Any] = {"id": item["id"], "subject": item["subject_jp"], "year": item["year_ad"],
-                               "output": result.text, "finish_reason": result.finish_reason,
-                               "gold": int(item["answer"])}
+        rec: dict[str, Any] = {
+            "id": item["id"],
+            "subject": item["subject_jp"],
+            "year": item["year_ad"],
+            "output": result.text,
+            "finish_reason": result.finish_reason,
+            "gold": int(item["answer"]),
+        }
         if result.finish_reason == "overflow":
             return {**rec, "parsed": None, "skipped": True, "scores": {}}
         parsed = parse_answer(result.text) if result.answered else None
@@ -259,8 +297,14 @@ class JBEQATask(Task):
         scores = {"correct": int(pred == item["answer"])}
         if setting["mode"] != "logprob":
             scores["faithful"] = int(parsed is not None)
-        rec.update(parsed=parsed, pred=int(pred), skipped=False, scores=scores,
-                   prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens)
+        rec.update(
+            parsed=parsed,
+            pred=int(pred),
+            skipped=False,
+            scores=scores,
+            prompt_tokens=result.prompt_tokens,
+            output_tokens=result.output_tokens,
+        )
         if result.logprobs is not None:
             rec["logprobs"] = {k: round(v, 6) for k, v in result.logprobs.items()}
         return rec
@@ -269,16 +313,18 @@ class JBEQATask(Task):
         scored = [r for r in records if not r["skipped"]]
         gold = [bool(r["gold"]) for r in scored]
         pred = [bool(r["pred"]) for r in scored]
-        m: dict[str, float | None] = {"n_scored": len(scored), "n_skipped": len(records) - len(scored),
-                                      "parse_failures": sum(1 for r in scored if r["parsed"] is None)}
+        m: dict[str, float | None] = {
+            "n_scored": len(scored),
+            "n_skipped": len(records) - len(scored),
+            "parse_failures": sum(1 for r in scored if r["parsed"] is None),
+        }
         if not scored:  # no score at all, not a score of 0: such a run ranks last as "no items"
             m.update(accuracy=None, f1=None, precision=None, recall=None)
             if setting["mode"] != "logprob":
                 m["faithfulness"] = None
             return m
         p, r_, f = precision_recall_f1(gold, pred)
-        m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_,
-                 answered_true=sum(pred) / len(pred))
+        m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_, answered_true=sum(pred) / len(pred))
         if setting["mode"] != "logprob":
             m["faithfulness"] = sum(r["scores"]["faithful"] for r in scored) / len(scored)
         if self.options.bootstrap:
@@ -289,8 +335,9 @@ class JBEQATask(Task):
                 m[f"{name}_ci_low"], m[f"{name}_ci_high"] = lo, hi
         for subj in sorted({r["subject"] for r in scored}):
             sub = [r for r in scored if r["subject"] == subj]
-            m[f"subject.{subj}.f1"] = precision_recall_f1([bool(r["gold"]) for r in sub],
-                                                          [bool(r["pred"]) for r in sub])[2]
+            m[f"subject.{subj}.f1"] = precision_recall_f1(
+                [bool(r["gold"]) for r in sub], [bool(r["pred"]) for r in sub]
+            )[2]
             m[f"subject.{subj}.n"] = len(sub)
         for year in sorted({r["year"] for r in scored}):
             sub = [r for r in scored if r["year"] == year]
@@ -309,16 +356,21 @@ class JBEQATask(Task):
     @classmethod
     def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
         ok = None if record.get("skipped") else bool(record["scores"]["correct"])
-        return {"group": record.get("subject"), "correct": ok, "extra": {"skipped": "did not fit the context"}
-                if record.get("skipped") else {}}
+        return {
+            "group": record.get("subject"),
+            "correct": ok,
+            "extra": {"skipped": "did not fit the context"} if record.get("skipped") else {},
+        }
 
     @classmethod
     def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
         constant = [r["run"] for r in runs if r["metrics"].get("answered_true") in (0, 1)]
         if not constant:
             return None
-        return (f"{len(constant)} of {len(runs)} runs gave the same answer to every item (e.g. {constant[0]}), "
-                f"so their score reflects the label balance, not knowledge")
+        return (
+            f"{len(constant)} of {len(runs)} runs gave the same answer to every item (e.g. {constant[0]}), "
+            f"so their score reflects the label balance, not knowledge"
+        )
 
     @classmethod
     def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:
@@ -363,9 +415,10 @@ def choose_exemplars(pool: Sequence[Item], k: int, ids: list[str] | None, source
     pos = [it for it in ordered if it["answer"]][: (k + 1) // 2]
     neg = [it for it in ordered if not it["answer"]][: k // 2]
     if len(pos) + len(neg) < k:
-        raise InputError(f"{k} shots need {(k + 1) // 2} true and {k // 2} false items to draw from",
-                         file=source, field="shots")
+        raise InputError(
+            f"{k} shots need {(k + 1) // 2} true and {k // 2} false items to draw from", file=source, field="shots"
+        )
     out = []
     for i in range(max(len(pos), len(neg))):
-        out += pos[i:i + 1] + neg[i:i + 1]
+        out += pos[i : i + 1] + neg[i : i + 1]
     return out

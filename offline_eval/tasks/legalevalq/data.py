@@ -47,8 +47,12 @@ def load_queries(path: str) -> list[dict[str, Any]]:
     for i, q in enumerate(out):
         key = str(q["datasets_id"])
         if key in first:
-            raise InputError(f"duplicate datasets_id {key!r} (first in record {first[key] + 1})", file=path,
-                             record=i + 1, field="datasets_id")
+            raise InputError(
+                f"duplicate datasets_id {key!r} (first in record {first[key] + 1})",
+                file=path,
+                record=i + 1,
+                field="datasets_id",
+            )
         first[key] = i
     return out
 

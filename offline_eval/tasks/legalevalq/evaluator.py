@@ -10,16 +10,24 @@ from typing import Any
 GRADES = ("使用不能", "重大な欠陥あり", "不十分", "やや不十分", "概ね妥当", "妥当", "良好", "ほぼ完璧で明確な長所あり")
 DIMENSIONS = ("内容の質", "構成と整理", "言語表現", "追加の考慮", "指摘事項")
 
-SYSTEM = ("あなたは法律分野の回答を評価する専門家です。質問に対する回答を、次の五つの観点から批評してください："
-          "内容の質、構成と整理、言語表現、追加の考慮、指摘事項（不足や誤り）。"
-          "その上で、結論を次の八段階から一つ選んでください（低い順）：" + "、".join(GRADES) + "。")
+SYSTEM = (
+    "あなたは法律分野の回答を評価する専門家です。質問に対する回答を、次の五つの観点から批評してください："
+    "内容の質、構成と整理、言語表現、追加の考慮、指摘事項（不足や誤り）。"
+    "その上で、結論を次の八段階から一つ選んでください（低い順）：" + "、".join(GRADES) + "。"
+)
+
 
 def schema(comment_max_chars: int = 1200) -> dict[str, Any]:
     """{comment, conclusion}: a bounded critique and one of the eight grades."""
-    return {"type": "object",
-            "properties": {"comment": {"type": "string", "minLength": 1, "maxLength": comment_max_chars},
-                           "conclusion": {"enum": list(GRADES)}},
-            "required": ["comment", "conclusion"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {
+            "comment": {"type": "string", "minLength": 1, "maxLength": comment_max_chars},
+            "conclusion": {"enum": list(GRADES)},
+        },
+        "required": ["comment", "conclusion"],
+        "additionalProperties": False,
+    }
 
 
 def user_message(query: str, answer: str, resource: str | None = None) -> str:
@@ -28,7 +36,7 @@ def user_message(query: str, answer: str, resource: str | None = None) -> str:
     parts = [f"【質問】\n{query}"]
     if resource:
         parts.append(f"【参考資料】\n{resource}")
-    parts.append("最後の【回答】を批評し、JSON で {\"comment\": 批評, \"conclusion\": 八段階の結論} を出力してください。")
+    parts.append('最後の【回答】を批評し、JSON で {"comment": 批評, "conclusion": 八段階の結論} を出力してください。')
     parts.append(f"【回答】\n{answer}")
     return "\n\n".join(parts)
 

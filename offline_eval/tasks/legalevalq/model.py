@@ -55,8 +55,9 @@ class HierarchicalExtractor(nn.Module):
     def forward(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
         cls = torch.stack([h[:, 0] for h in hidden_states[1:]], dim=1)  # (B, L, h)
         if cls.shape[1] != sum(self.sizes):
-            raise ValueError(f"the encoder returned {cls.shape[1]} hidden layers; the extractor was built for "
-                             f"{sum(self.sizes)}")
+            raise ValueError(
+                f"the encoder returned {cls.shape[1]} hidden layers; the extractor was built for {sum(self.sizes)}"
+            )
         groups = torch.split(cls, self.sizes, dim=1)
         weights = (self.weights_low, self.weights_mid, self.weights_high)
         mixed = [(torch.softmax(w, dim=0)[None, :, None] * g).sum(dim=1) for w, g in zip(weights, groups)]
@@ -68,8 +69,9 @@ class ResidualBlock(nn.Module):
     def __init__(self, d: int, dropout: float) -> None:
         super().__init__()
         self.shortcut = nn.Identity()
-        self.linear = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d), nn.GELU(), nn.Dropout(dropout),
-                                    nn.Linear(d, d), nn.LayerNorm(d))
+        self.linear = nn.Sequential(
+            nn.Linear(d, d), nn.LayerNorm(d), nn.GELU(), nn.Dropout(dropout), nn.Linear(d, d), nn.LayerNorm(d)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.shortcut(x) + self.linear(x)
@@ -103,9 +105,17 @@ class MultiSourceScorer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.fusion = GatedFusion(h)
         self.regressor = nn.Sequential(
-            nn.Linear(h, 512), nn.LayerNorm(512), nn.GELU(), ResidualBlock(512, dropout),
-            nn.Linear(512, 256), nn.LayerNorm(256), nn.GELU(), ResidualBlock(256, dropout),
-            nn.Linear(256, 1), nn.Sigmoid())
+            nn.Linear(h, 512),
+            nn.LayerNorm(512),
+            nn.GELU(),
+            ResidualBlock(512, dropout),
+            nn.Linear(512, 256),
+            nn.LayerNorm(256),
+            nn.GELU(),
+            ResidualBlock(256, dropout),
+            nn.Linear(256, 1),
+            nn.Sigmoid(),
+        )
 
     def load_encoder_weights(self, path: str) -> None:
         """Start all three encoders from the same pre-trained BERT-like model (safetensors only)."""
@@ -118,8 +128,9 @@ class MultiSourceScorer(nn.Module):
     def _feature(self, encoder: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.extractor(encoder(**batch, output_hidden_states=True).hidden_states)
 
-    def forward(self, reasoning: dict[str, torch.Tensor], ans: dict[str, torch.Tensor],
-                content: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self, reasoning: dict[str, torch.Tensor], ans: dict[str, torch.Tensor], content: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
         """Scores in [0, 1] (times 100 for the 0-100 scale), shape (B,). `reasoning` is the tokenized comment,
         `ans` the conclusion, `content` the `content_text` of query and answer."""
         r = self.dropout(self._feature(self.bert_reasoning, reasoning))

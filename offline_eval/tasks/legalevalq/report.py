@@ -14,13 +14,39 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
     for i, r in enumerate(rank_runs(runs, "adj_score"), 1):
         m = r["metrics"]
         adj = m.get("adj_score")
-        rows.append([str(i) if has_score(adj) else "– (no items)", r["run"], _f(m.get("mean"), 2),
-                     _f(m.get("std"), 2), _f(m.get("median"), 2), _f(adj, 2),
-                     tier(adj) if has_score(adj) else "–", _f(m.get("adj_score_delta"), 2), _f(m.get("n_scored")),
-                     _f(m.get("evaluator_parse_failures")), _f(m.get("truncated_answers")),
-                     (r.get("evaluator") or {}).get("run", "–")])
-    return Table(f"{task}: quality per run", ["#", "run", "mean", "std", "median", "AdjScore", "tier",
-                                          "AdjScore validation - train", "scored", "evaluator parse failures",
-                                          "answers cut off", "evaluator"], rows,
-                 "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
-                 "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low.")
+        rows.append(
+            [
+                str(i) if has_score(adj) else "– (no items)",
+                r["run"],
+                _f(m.get("mean"), 2),
+                _f(m.get("std"), 2),
+                _f(m.get("median"), 2),
+                _f(adj, 2),
+                tier(adj) if has_score(adj) else "–",
+                _f(m.get("adj_score_delta"), 2),
+                _f(m.get("n_scored")),
+                _f(m.get("evaluator_parse_failures")),
+                _f(m.get("truncated_answers")),
+                (r.get("evaluator") or {}).get("run", "–"),
+            ]
+        )
+    return Table(
+        f"{task}: quality per run",
+        [
+            "#",
+            "run",
+            "mean",
+            "std",
+            "median",
+            "AdjScore",
+            "tier",
+            "AdjScore validation - train",
+            "scored",
+            "evaluator parse failures",
+            "answers cut off",
+            "evaluator",
+        ],
+        rows,
+        "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
+        "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low.",
+    )

@@ -40,14 +40,20 @@ def load_strict(model: Any, state: Mapping[str, Any], file: str) -> None:
     own = model.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
-    shapes = [f"{k} {tuple(state[k].shape)} in the file, {tuple(v.shape)} here" for k, v in own.items()
-              if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    shapes = [
+        f"{k} {tuple(state[k].shape)} in the file, {tuple(v.shape)} here"
+        for k, v in own.items()
+        if k in state and tuple(state[k].shape) != tuple(v.shape)
+    ]
     if missing or unexpected or shapes:
-        parts = [f"{len(missing)} missing ({_names(missing)})" if missing else "",
-                 f"{len(unexpected)} unexpected ({_names(unexpected)})" if unexpected else "",
-                 f"{len(shapes)} of another shape ({_names(shapes, 2)})" if shapes else ""]
-        raise InputError("the weights do not fit the scorer's architecture: " + "; ".join(p for p in parts if p),
-                         file=file)
+        parts = [
+            f"{len(missing)} missing ({_names(missing)})" if missing else "",
+            f"{len(unexpected)} unexpected ({_names(unexpected)})" if unexpected else "",
+            f"{len(shapes)} of another shape ({_names(shapes, 2)})" if shapes else "",
+        ]
+        raise InputError(
+            "the weights do not fit the scorer's architecture: " + "; ".join(p for p in parts if p), file=file
+        )
     model.load_state_dict(state, strict=True)
 
 
@@ -59,7 +65,8 @@ def _without_position_ids(state: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for k, v in state.items():
         if k.endswith("embeddings.position_ids") and torch.equal(
-                v.reshape(-1).long(), torch.arange(v.numel(), dtype=torch.long)):
+            v.reshape(-1).long(), torch.arange(v.numel(), dtype=torch.long)
+        ):
             continue
         out[k] = v
     return out
@@ -75,8 +82,7 @@ class Scorer:
         from .model import MultiSourceScorer
 
         if not Path(config.encoder).is_dir():
-            raise InputError("the encoder folder does not exist (a local BERT-like model folder)",
-                             file=config.encoder)
+            raise InputError("the encoder folder does not exist (a local BERT-like model folder)", file=config.encoder)
         self.config, self.torch = config, torch
         self.tokenizer = AutoTokenizer.from_pretrained(config.encoder)
         self.model = model or MultiSourceScorer(AutoConfig.from_pretrained(config.encoder), config.dropout)
@@ -87,11 +93,17 @@ class Scorer:
         every real token; tested) for less work: training uses it."""
         from .model import content_text
 
-        kw = dict(truncation=True, max_length=self.config.max_length, return_tensors="pt",
-                  padding="max_length" if pad_to_max_length else "longest")
-        return {"reasoning": dict(self.tokenizer([e["comment"] for e in examples], **kw)),
-                "ans": dict(self.tokenizer([e["conclusion"] for e in examples], **kw)),
-                "content": dict(self.tokenizer([content_text(e["query"], e["answer"]) for e in examples], **kw))}
+        kw = dict(
+            truncation=True,
+            max_length=self.config.max_length,
+            return_tensors="pt",
+            padding="max_length" if pad_to_max_length else "longest",
+        )
+        return {
+            "reasoning": dict(self.tokenizer([e["comment"] for e in examples], **kw)),
+            "ans": dict(self.tokenizer([e["conclusion"] for e in examples], **kw)),
+            "content": dict(self.tokenizer([content_text(e["query"], e["answer"]) for e in examples], **kw)),
+        }
 
     def predict(self, examples: Sequence[Example], batch_size: int = 16) -> list[float]:
         """Scores on the 0-100 scale; deterministic."""
@@ -99,7 +111,7 @@ class Scorer:
         out: list[float] = []
         with self.torch.inference_mode():
             for k in range(0, len(examples), batch_size):
-                out += (self.model(**self.batch(examples[k:k + batch_size])) * 100).tolist()
+                out += (self.model(**self.batch(examples[k : k + batch_size])) * 100).tolist()
         return [round(float(x), 4) for x in out]
 
     def save(self, out: str | Path) -> None:
@@ -129,9 +141,13 @@ class Scorer:
         if not isinstance(raw, dict):
             raise InputError("expected a JSON object", file=str(cfg_file))
         if raw.get("format") != SCORER_FORMAT:
-            raise InputError(f"written in scorer format {raw.get('format', 1)}, this offline-eval reads format "
-                             f"{SCORER_FORMAT} (the LegalEval-Q authors' architecture); retrain it with "
-                             "`offline-eval legaleval-q train`", file=str(cfg_file), field="format")
+            raise InputError(
+                f"written in scorer format {raw.get('format', 1)}, this offline-eval reads format "
+                f"{SCORER_FORMAT} (the LegalEval-Q authors' architecture); retrain it with "
+                "`offline-eval legaleval-q train`",
+                file=str(cfg_file),
+                field="format",
+            )
         known = {f.name for f in fields(ScorerConfig)}
         for key in raw:
             if key not in known:
@@ -170,17 +186,19 @@ class Scorer:
             why = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\n|$)", str(e))
             reason = why.group(1).strip() if why else str(e).splitlines()[0]
             if "Unsupported global" in reason:
-                raise InputError(f"refused: the checkpoint holds objects other than tensors ({reason})",
-                                 file=str(pth)) from None
+                raise InputError(
+                    f"refused: the checkpoint holds objects other than tensors ({reason})", file=str(pth)
+                ) from None
             raise InputError(f"not a torch checkpoint ({reason})", file=str(pth)) from None
         except (RuntimeError, EOFError, OSError) as e:
-            raise InputError(f"not a torch checkpoint ({str(e).splitlines()[0] if str(e) else type(e).__name__})",
-                             file=str(pth)) from None
+            raise InputError(
+                f"not a torch checkpoint ({str(e).splitlines()[0] if str(e) else type(e).__name__})", file=str(pth)
+            ) from None
         state = blob.get("state_dict", blob) if isinstance(blob, dict) else None
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise InputError("expected a dict with 'state_dict' (parameter name -> tensor)", file=str(pth))
         if state and all(k.startswith("module.") for k in state):  # saved from torch.nn.DataParallel
-            state = {k[len("module."):]: v for k, v in state.items()}
+            state = {k[len("module.") :]: v for k, v in state.items()}
         s = cls(ScorerConfig(encoder=encoder, **config))
         load_strict(s.model, _without_position_ids(state), str(pth))
         s.model.eval()
@@ -199,9 +217,21 @@ def with_error_inputs(examples: list[Example], seed: int) -> list[Example]:
     return examples + out
 
 
-def train(examples: list[Example], encoder: str, out: str | Path, *, epochs: int = 20, lr: float = 2e-5,
-          batch_size: int = 16, val_fraction: float = 0.2, patience: int = 3, seed: int = 0,
-          error_input: bool = False, max_length: int = 512, progress: bool | None = None) -> dict[str, Any]:
+def train(
+    examples: list[Example],
+    encoder: str,
+    out: str | Path,
+    *,
+    epochs: int = 20,
+    lr: float = 2e-5,
+    batch_size: int = 16,
+    val_fraction: float = 0.2,
+    patience: int = 3,
+    seed: int = 0,
+    error_input: bool = False,
+    max_length: int = 512,
+    progress: bool | None = None,
+) -> dict[str, Any]:
     """MSE on score/100 with AdamW; the best validation epoch is kept (early stopping)."""
     import torch
     from tqdm import tqdm
@@ -223,9 +253,13 @@ def train(examples: list[Example], encoder: str, out: str | Path, *, epochs: int
         order = list(range(len(tr)))
         rng.shuffle(order)
         total = 0.0
-        for k in tqdm(range(0, len(order), batch_size), desc=f"epoch {epoch}", leave=False,
-                      disable=True if progress is False else None):
-            ex = [tr[i] for i in order[k:k + batch_size]]
+        for k in tqdm(
+            range(0, len(order), batch_size),
+            desc=f"epoch {epoch}",
+            leave=False,
+            disable=True if progress is False else None,
+        ):
+            ex = [tr[i] for i in order[k : k + batch_size]]
             target = torch.tensor([e["score"] / 100.0 for e in ex], dtype=torch.float32)
             loss = torch.nn.functional.mse_loss(scorer.model(**scorer.batch(ex, pad_to_max_length=False)), target)
             opt.zero_grad()
@@ -246,8 +280,13 @@ def train(examples: list[Example], encoder: str, out: str | Path, *, epochs: int
         scorer.model.load_state_dict(best_state)
     scorer.save(out)
     baseline = _mean_baseline(tr, val)
-    report = {"history": history, "best_val_loss": best, "mean_predictor_val_loss": baseline,
-              "n_train": len(tr), "n_val": len(val)}
+    report = {
+        "history": history,
+        "best_val_loss": best,
+        "mean_predictor_val_loss": baseline,
+        "n_train": len(tr),
+        "n_val": len(val),
+    }
     (Path(out) / "training.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
 

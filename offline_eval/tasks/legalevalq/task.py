@@ -24,16 +24,19 @@ if TYPE_CHECKING:
 
     from ...report.tables import Table
 
-ANSWER_SYSTEM = ("あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
-                 "質問が中国語の場合は中国語で回答してください。")
+ANSWER_SYSTEM = (
+    "あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
+    "質問が中国語の場合は中国語で回答してください。"
+)
 
 
 class LegalEvalQOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data: str = Field(description="JSON list of {query, resource, datasets_id, datasets_ans?}")
-    validation_data: str | None = Field(None, description="a second query set: the report shows the "
-                                                          "train-vs-validation delta (the paper's Table 2)")
+    validation_data: str | None = Field(
+        None, description="a second query set: the report shows the train-vs-validation delta (the paper's Table 2)"
+    )
     evaluator: Annotated[ModelSpec, AfterValidator(one_load)]
     evaluator_mode: Literal["json", "tags"] = "json"
     scorer: str = Field(description="a folder written by `offline-eval legaleval-q train`")
@@ -55,6 +58,7 @@ class LegalEvalQTask(Task):
     @classmethod
     def paired_statistic(cls) -> Callable[[np.ndarray], float]:
         return lambda scores: adj_score(scores.tolist())
+
     path_options = ("data", "validation_data", "scorer")
     model_options = ("evaluator",)
 
@@ -67,10 +71,16 @@ class LegalEvalQTask(Task):
     @classmethod
     def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
         ev = record.get("evaluation") or {}
-        return {"group": record.get("split"), "correct": None,
-                "extra": {"query": record.get("query"), "evaluator comment": ev.get("comment"),
-                          "evaluator conclusion": ev.get("conclusion"),
-                          "quality score": (record.get("scores") or {}).get("quality")}}
+        return {
+            "group": record.get("split"),
+            "correct": None,
+            "extra": {
+                "query": record.get("query"),
+                "evaluator comment": ev.get("comment"),
+                "evaluator conclusion": ev.get("conclusion"),
+                "quality score": (record.get("scores") or {}).get("quality"),
+            },
+        }
 
     @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
@@ -94,25 +104,44 @@ class LegalEvalQTask(Task):
             if not Path(value).exists():
                 raise InputError(f"path does not exist: {value}", field=f"tasks.legalevalq.{field}")
         if not (Path(o.scorer) / "scorer_config.json").is_file():
-            raise InputError("not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer")
+            raise InputError(
+                "not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer"
+            )
         items = [{**q, "id": str(q["datasets_id"]), "split": "train"} for q in load_queries(o.data)]
         if o.validation_data:
-            items += [{**q, "id": f"val:{q['datasets_id']}", "split": "validation"}
-                      for q in load_queries(o.validation_data)]
+            items += [
+                {**q, "id": f"val:{q['datasets_id']}", "split": "validation"} for q in load_queries(o.validation_data)
+            ]
         return items[: o.limit] if o.limit else items
 
     def build(self, items: Sequence[Item], setting: Setting) -> Phase:
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
-        reqs = [Request.chat([{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": it["query"]}], s)
-                for it in items]
-        return Phase(name="legalevalq.answers", requests=reqs, item_ids=[it["id"] for it in items],
-                     overflow=self.options.overflow)
+        reqs = [
+            Request.chat([{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": it["query"]}], s)
+            for it in items
+        ]
+        return Phase(
+            name="legalevalq.answers",
+            requests=reqs,
+            item_ids=[it["id"] for it in items],
+            overflow=self.options.overflow,
+        )
 
     def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
-        rec = {"id": item["id"], "split": item.get("split", "train"), "query": item["query"], "output": result.text, "finish_reason": result.finish_reason,
-               "gold": item.get("datasets_ans"), "parsed": None, "scores": {}, "evaluation": None,
-               "skipped": result.finish_reason == "overflow", "prompt_tokens": result.prompt_tokens,
-               "output_tokens": result.output_tokens}
+        rec = {
+            "id": item["id"],
+            "split": item.get("split", "train"),
+            "query": item["query"],
+            "output": result.text,
+            "finish_reason": result.finish_reason,
+            "gold": item.get("datasets_ans"),
+            "parsed": None,
+            "scores": {},
+            "evaluation": None,
+            "skipped": result.finish_reason == "overflow",
+            "prompt_tokens": result.prompt_tokens,
+            "output_tokens": result.output_tokens,
+        }
         return rec
 
     # The evaluation stage: one evaluator for every candidate's answers, after all candidates.
@@ -129,15 +158,20 @@ class LegalEvalQTask(Task):
                 if r["skipped"]:
                     continue
                 it = by_id[r["id"]]
-                reqs.append(Request.chat([{"role": "system", "content": ev.SYSTEM},
-                                          {"role": "user", "content": ev.user_message(it["query"], r["output"],
-                                                                                      it.get("resource"))}],
-                                         s, JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None))
+                reqs.append(
+                    Request.chat(
+                        [
+                            {"role": "system", "content": ev.SYSTEM},
+                            {"role": "user", "content": ev.user_message(it["query"], r["output"], it.get("resource"))},
+                        ],
+                        s,
+                        JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None,
+                    )
+                )
                 ids.append(f"{run}/{r['id']}")
         return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
 
-    def finish_evaluation(self, records: Records, phase: Phase,
-                          results: dict[str, Sequence[Result]]) -> Records:
+    def finish_evaluation(self, records: Records, phase: Phase, results: dict[str, Sequence[Result]]) -> Records:
         from .scorer import Scorer
 
         if not results:
@@ -151,12 +185,17 @@ class LegalEvalQTask(Task):
                 if res is None:
                     continue
                 got = parse(res.text) if res.answered else None
-                r["evaluation"] = {"raw": res.text, "finish_reason": res.finish_reason,
-                                   "comment": got[0] if got else None, "conclusion": got[1] if got else None}
+                r["evaluation"] = {
+                    "raw": res.text,
+                    "finish_reason": res.finish_reason,
+                    "comment": got[0] if got else None,
+                    "conclusion": got[1] if got else None,
+                }
                 r["parsed"] = got[1] if got else None
                 if got:
-                    todo.append((r, {"query": r["query"], "answer": r["output"], "comment": got[0],
-                                     "conclusion": got[1]}))
+                    todo.append(
+                        (r, {"query": r["query"], "answer": r["output"], "comment": got[0], "conclusion": got[1]})
+                    )
         if todo:
             scores = Scorer.load(self.options.scorer).predict([x for _, x in todo])
             for (r, _), sc in zip(todo, scores):
@@ -166,25 +205,41 @@ class LegalEvalQTask(Task):
     def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
         scored = [r["scores"]["quality"] for r in records if "quality" in r.get("scores", {})]
         evaluated = [r for r in records if r.get("evaluation")]
-        m: dict[str, float | None] = {"n_answers": sum(1 for r in records if not r["skipped"]),
-                               "n_skipped": sum(1 for r in records if r["skipped"]),
-                               "truncated_answers": sum(1 for r in records if r["finish_reason"] == "length"),
-                               "n_evaluated": len(evaluated),
-                               "evaluator_parse_failures": sum(1 for r in evaluated if r["parsed"] is None),
-                               "n_scored": len(scored)}
+        m: dict[str, float | None] = {
+            "n_answers": sum(1 for r in records if not r["skipped"]),
+            "n_skipped": sum(1 for r in records if r["skipped"]),
+            "truncated_answers": sum(1 for r in records if r["finish_reason"] == "length"),
+            "n_evaluated": len(evaluated),
+            "evaluator_parse_failures": sum(1 for r in evaluated if r["parsed"] is None),
+            "n_scored": len(scored),
+        }
         if scored:
-            m.update({k: round(float(v), 4) for k, v in summarize(scored).items()
-                      if k in ("mean", "std", "median", "adj_score")})
+            m.update(
+                {
+                    k: round(float(v), 4)
+                    for k, v in summarize(scored).items()
+                    if k in ("mean", "std", "median", "adj_score")
+                }
+            )
         splits = {r.get("split", "train") for r in records}
         if len(splits) > 1:
             for split in sorted(splits):
-                part = [r["scores"]["quality"] for r in records
-                        if r.get("split", "train") == split and "quality" in r.get("scores", {})]
+                part = [
+                    r["scores"]["quality"]
+                    for r in records
+                    if r.get("split", "train") == split and "quality" in r.get("scores", {})
+                ]
                 if part:
-                    m.update({f"{k}.{split}": round(float(v), 4) for k, v in summarize(part).items()
-                              if k in ("mean", "std", "adj_score")})
-            adj_t, adj_v, mean_t, mean_v = (m.get(k) for k in ("adj_score.train", "adj_score.validation",
-                                                               "mean.train", "mean.validation"))
+                    m.update(
+                        {
+                            f"{k}.{split}": round(float(v), 4)
+                            for k, v in summarize(part).items()
+                            if k in ("mean", "std", "adj_score")
+                        }
+                    )
+            adj_t, adj_v, mean_t, mean_v = (
+                m.get(k) for k in ("adj_score.train", "adj_score.validation", "mean.train", "mean.validation")
+            )
             if adj_t is not None and adj_v is not None and mean_t is not None and mean_v is not None:
                 m["adj_score_delta"] = round(adj_v - adj_t, 4)
                 m["mean_delta"] = round(mean_v - mean_t, 4)

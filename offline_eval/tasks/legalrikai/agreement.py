@@ -64,21 +64,42 @@ def read_human_scores(path: str) -> list[dict[str, Any]]:
                 raise InputError("missing", file=path, record=where, field=f)
         c = scales.get(str(r["criterion"]).strip())
         if c is None:
-            raise InputError(f"unknown criterion '{r['criterion']}'; expected one of {', '.join(scales)}",
-                             file=path, record=where, field="criterion")
+            raise InputError(
+                f"unknown criterion '{r['criterion']}'; expected one of {', '.join(scales)}",
+                file=path,
+                record=where,
+                field="criterion",
+            )
         try:
             score = float(r["score"])
         except (TypeError, ValueError):
             score = math.nan
         if not score.is_integer() or not c.lo <= score <= c.hi:
-            raise InputError(f"'{r['score']}' is not an integer from {c.lo} to {c.hi} ({c.code}'s scale)",
-                             file=path, record=where, field="score")
+            raise InputError(
+                f"'{r['score']}' is not an integer from {c.lo} to {c.hi} ({c.code}'s scale)",
+                file=path,
+                record=where,
+                field="score",
+            )
         task = str(r.get("task") or "").strip().lower() or None
         if task is not None and task not in SUBTASKS:
-            raise InputError(f"unknown task '{r['task']}'; expected one of {', '.join(SUBTASKS)}", file=path,
-                             record=where, field="task")
-        rows.append({"item_id": str(r["item_id"]).strip(), "model": str(r["model"]).strip(), "criterion": c.code,
-                     "score": int(score), "annotator": str(r["annotator"]).strip(), "task": task, "where": where})
+            raise InputError(
+                f"unknown task '{r['task']}'; expected one of {', '.join(SUBTASKS)}",
+                file=path,
+                record=where,
+                field="task",
+            )
+        rows.append(
+            {
+                "item_id": str(r["item_id"]).strip(),
+                "model": str(r["model"]).strip(),
+                "criterion": c.code,
+                "score": int(score),
+                "annotator": str(r["annotator"]).strip(),
+                "task": task,
+                "where": where,
+            }
+        )
     if not rows:
         raise InputError("no human scores in the file", file=path)
     return rows
@@ -88,8 +109,9 @@ def _nan_none(v: float) -> float | None:
     return None if v is None or math.isnan(v) else round(v, 4)
 
 
-def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records
-           ) -> tuple[dict[tuple[str, str, str, str], dict[str, int]], list[str]]:
+def _match(
+    rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records
+) -> tuple[dict[tuple[str, str, str, str], dict[str, int]], list[str]]:
     """(sub-task, run, item id, criterion) -> {annotator: raw score}, and notes on rows that matched nothing."""
     ids: dict[str, set[str]] = defaultdict(set)  # item id -> the sub-tasks that have it
     for recs in records.values():
@@ -104,18 +126,27 @@ def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Record
     out: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(dict)
     unmatched: dict[str, int] = defaultdict(int)
     for h in rows:
-        subs = {h["task"]} if h["task"] else {s for s in ids.get(h["item_id"], ()) if h["criterion"] in
-                                               [c.code for c in rubric.criteria(s)]}
+        subs = (
+            {h["task"]}
+            if h["task"]
+            else {s for s in ids.get(h["item_id"], ()) if h["criterion"] in [c.code for c in rubric.criteria(s)]}
+        )
         if len(subs) > 1:
-            raise InputError(f"item id '{h['item_id']}' is in several sub-tasks ({', '.join(sorted(subs))}); add a "
-                             "'task' column", record=h["where"], field="task")
+            raise InputError(
+                f"item id '{h['item_id']}' is in several sub-tasks ({', '.join(sorted(subs))}); add a 'task' column",
+                record=h["where"],
+                field="task",
+            )
         sub = next(iter(subs), None)
         cand = runs_of.get((sub, h["model"]), set()) if sub else set()
         if sub is None or (sub, h["item_id"]) not in present:
             unmatched["item not in this sweep"] += 1
         elif len(cand) != 1:
-            unmatched["model matches no run" if not cand else f"model '{h['model']}' matches {len(cand)} runs; "
-                      "give the run name"] += 1
+            unmatched[
+                "model matches no run"
+                if not cand
+                else f"model '{h['model']}' matches {len(cand)} runs; give the run name"
+            ] += 1
         else:
             out[(sub, next(iter(cand)), h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
     return out, [f"{n} row(s): {why}" for why, n in sorted(unmatched.items())]
@@ -136,8 +167,7 @@ def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
     return (math.nan if any(math.isnan(v) for v in values) else mean(values)), n
 
 
-def sweep_report(runs: Sequence[RunEntry], records: Records,
-                 human_path: str | None) -> TaskReport:
+def sweep_report(runs: Sequence[RunEntry], records: Records, human_path: str | None) -> TaskReport:
     subs = [s for s in SUBTASKS if any(e.options["subtask"] == s for e in runs)]
     judges = sorted({j for recs in records.values() for r in recs for j in r.get("judges", {})})
     scores = []
@@ -145,21 +175,35 @@ def sweep_report(runs: Sequence[RunEntry], records: Records,
         m = e.metrics
         sub = e.options["subtask"]
         crits = [c.code for c in rubric.criteria(sub)]
-        scores.append({"subtask": sub, "run": e.run, "Avg": {c: m.get(c) for c in crits}, "score": m.get("score"),
-                       "judges": {j: {c: m.get(f"{c}@{j}") for c in crits} for j in judges if f"judge_failures@{j}" in m},
-                       "judge_failures": {j: m[f"judge_failures@{j}"] for j in judges if f"judge_failures@{j}" in m},
-                       "inputs": {k: m.get(f"n_{k}", 0) for k in ("full", "focused", "skipped")},
-                       "checks": {k: m.get(k) for k in ("diff_chars", "changed_precision", "changed_recall",
-                                                        "introduced_defects")}})
-    out: dict[str, Any] = {"subtasks": subs, "criteria": {s: [c.code for c in rubric.criteria(s)] for s in subs},
-                           "judges": judges, "scores": scores, "human": None}
+        scores.append(
+            {
+                "subtask": sub,
+                "run": e.run,
+                "Avg": {c: m.get(c) for c in crits},
+                "score": m.get("score"),
+                "judges": {j: {c: m.get(f"{c}@{j}") for c in crits} for j in judges if f"judge_failures@{j}" in m},
+                "judge_failures": {j: m[f"judge_failures@{j}"] for j in judges if f"judge_failures@{j}" in m},
+                "inputs": {k: m.get(f"n_{k}", 0) for k in ("full", "focused", "skipped")},
+                "checks": {
+                    k: m.get(k) for k in ("diff_chars", "changed_precision", "changed_recall", "introduced_defects")
+                },
+            }
+        )
+    out: dict[str, Any] = {
+        "subtasks": subs,
+        "criteria": {s: [c.code for c in rubric.criteria(s)] for s in subs},
+        "judges": judges,
+        "scores": scores,
+        "human": None,
+    }
     if human_path:
         out["human"] = agreement(read_human_scores(human_path), runs, records, judges, human_path)
     return out
 
 
-def agreement(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records,
-              judges: list[str], path: str) -> dict[str, Any]:
+def agreement(
+    rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records, judges: list[str], path: str
+) -> dict[str, Any]:
     cells, notes = _match(rows, runs, records)
     by_output: dict[tuple[str, str, str], dict[str, Any]] = {}
     for key, recs in records.items():
@@ -167,8 +211,16 @@ def agreement(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Rec
         for r in recs:
             by_output[(r["subtask"], run, r["id"])] = r
     crit = _criteria_scales()
-    res: dict[str, Any] = {"file": path, "rows": len(rows), "matched_outputs": len({k[:3] for k in cells}),
-                           "unmatched": notes, "human_scores": {}, "kappa": {}, "spearman": {}, "mae": {}}
+    res: dict[str, Any] = {
+        "file": path,
+        "rows": len(rows),
+        "matched_outputs": len({k[:3] for k in cells}),
+        "unmatched": notes,
+        "human_scores": {},
+        "kappa": {},
+        "spearman": {},
+        "mae": {},
+    }
     for sub in sorted({k[0] for k in cells}, key=SUBTASKS.index):
         res["human_scores"][sub], res["kappa"][sub] = {}, {}
         res["spearman"][sub] = {j: {} for j in [*judges, "Avg"]}
@@ -196,6 +248,8 @@ def agreement(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Rec
                         pairs.append((jv, hv))
                 rho, p = spearman([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (math.nan, math.nan)
                 res["spearman"][sub][j][c.code] = {"rho": _nan_none(rho), "p": _nan_none(p), "n": len(pairs)}
-                res["mae"][sub][j][c.code] = {"mae": _nan_none(mae([a for a, _ in pairs], [b for _, b in pairs])),
-                                              "n": len(pairs)}
+                res["mae"][sub][j][c.code] = {
+                    "mae": _nan_none(mae([a for a, _ in pairs], [b for _, b in pairs])),
+                    "n": len(pairs),
+                }
     return res

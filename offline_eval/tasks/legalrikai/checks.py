@@ -18,11 +18,16 @@ def contract_checks(contract: str, revised: str, gold: str) -> dict[str, Any]:
     src, out, g = parse(contract), parse(revised), parse(gold)
     cp = change_precision(src, out, g)
     defects = introduced_defects(src, out)
-    return {"diff_chars": diff_texts(contract, revised, with_morphemes=False).stats.diff_chars,
-            "changed_precision": cp["changed_precision"], "changed_recall": cp["changed_recall"],
-            "changed_f1": cp["changed_f1"], "n_changed_model": cp["n_changed_model"],
-            "n_changed_gold": cp["n_changed_gold"], "introduced_defects": len(defects),
-            "defects": [d.to_dict() for d in defects[:MAX_DEFECTS_LISTED]]}
+    return {
+        "diff_chars": diff_texts(contract, revised, with_morphemes=False).stats.diff_chars,
+        "changed_precision": cp["changed_precision"],
+        "changed_recall": cp["changed_recall"],
+        "changed_f1": cp["changed_f1"],
+        "n_changed_model": cp["n_changed_model"],
+        "n_changed_gold": cp["n_changed_gold"],
+        "introduced_defects": len(defects),
+        "defects": [d.to_dict() for d in defects[:MAX_DEFECTS_LISTED]],
+    }
 
 
 def read_output(item: dict[str, Any], text: str) -> dict[str, Any]:
@@ -32,12 +37,17 @@ def read_output(item: dict[str, Any], text: str) -> dict[str, Any]:
         return {"parsed": amendexp_sections(text)}
     if sub == "statrev":
         m = merge_back(item["contract"], text)
-        return {"parsed": {"replaced": m.replaced, "inserted": m.inserted} if m.parsed else None,
-                "revised": m.text, "checks": contract_checks(item["contract"], m.text, item["gold"])}
+        return {
+            "parsed": {"replaced": m.replaced, "inserted": m.inserted} if m.parsed else None,
+            "revised": m.text,
+            "checks": contract_checks(item["contract"], m.text, item["gold"]),
+        }
     revised = strip_fences(text)
     n = len(parse(revised).articles)
-    return {"parsed": {"articles": n} if n else None,
-            "checks": contract_checks(item["contract"], revised, item["gold"])}
+    return {
+        "parsed": {"articles": n} if n else None,
+        "checks": contract_checks(item["contract"], revised, item["gold"]),
+    }
 
 
 def revised_articles(contract: str, gold: str) -> str:

@@ -26,7 +26,7 @@ def amendexp_sections(text: str) -> dict[str, str] | None:
     out: dict[str, str] = {}
     for k, h in enumerate(heads):
         end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
-        body = text[h.end():end].strip()
+        body = text[h.end() : end].strip()
         title = h.group("title")
         if "概要" in title and "summary" not in out:
             out["summary"] = body
@@ -55,7 +55,7 @@ def _restyled(new: Article, old: Article | None, template: Article) -> str:
     if want:
         raw = want.group(0) + raw
     tail = (old or template).raw
-    return raw + tail[len(tail.rstrip("\n")):] if tail.endswith("\n") else raw + "\n\n"
+    return raw + tail[len(tail.rstrip("\n")) :] if tail.endswith("\n") else raw + "\n\n"
 
 
 def merge_back(contract: str, output: str) -> Merge:

@@ -12,8 +12,12 @@ from . import rubric
 
 @lru_cache(maxsize=1)
 def _env() -> Environment:
-    return Environment(loader=PackageLoader(__package__, "templates"), undefined=StrictUndefined,
-                       keep_trailing_newline=False, autoescape=False)
+    return Environment(
+        loader=PackageLoader(__package__, "templates"),
+        undefined=StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
 
 
 @lru_cache(maxsize=16)
@@ -38,11 +42,21 @@ def instruction(item: dict[str, Any]) -> str:
     return rubric.task_info(item["subtask"])["instruction"]
 
 
-def judge_prompt(item: dict[str, Any], original_prompt: str, response: str, ground_truth: str,
-                 rationale_max_chars: int) -> str:
+def judge_prompt(
+    item: dict[str, Any], original_prompt: str, response: str, ground_truth: str, rationale_max_chars: int
+) -> str:
     sub = item["subtask"]
-    return _template("judge").render(
-        definition=rubric.task_info(sub)["definition"], original_prompt=original_prompt,
-        instruction=instruction(item), response=response, ground_truth=ground_truth,
-        criteria=rubric.criteria(sub), rationale_max_chars=rationale_max_chars,
-        example=rubric.example(sub)).strip()
+    return (
+        _template("judge")
+        .render(
+            definition=rubric.task_info(sub)["definition"],
+            original_prompt=original_prompt,
+            instruction=instruction(item),
+            response=response,
+            ground_truth=ground_truth,
+            criteria=rubric.criteria(sub),
+            rationale_max_chars=rationale_max_chars,
+            example=rubric.example(sub),
+        )
+        .strip()
+    )

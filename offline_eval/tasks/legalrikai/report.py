@@ -36,23 +36,48 @@ def score_tables(rep: dict[str, Any]) -> list[Table]:
         for s in (s for s in rep["scores"] if s["subtask"] in subs):
             c = s["checks"]
             inputs = s["inputs"]
-            det = [] if title == "AmendExp" else [_f(c.get("diff_chars"), 0), _v(c.get("changed_precision")),
-                                                  _v(c.get("changed_recall")), _v(c.get("introduced_defects"))]
-            rows.append([_NAMES[s["subtask"]], s["run"], *[_v(s["Avg"].get(k)) for k in crits], _v(s["score"]), *det,
-                         f"{inputs['full']}/{inputs['focused']}/{inputs['skipped']}",
-                         ", ".join(f"{v}" for v in s["judge_failures"].values()) or "–"])
+            det = (
+                []
+                if title == "AmendExp"
+                else [
+                    _f(c.get("diff_chars"), 0),
+                    _v(c.get("changed_precision")),
+                    _v(c.get("changed_recall")),
+                    _v(c.get("introduced_defects")),
+                ]
+            )
+            rows.append(
+                [
+                    _NAMES[s["subtask"]],
+                    s["run"],
+                    *[_v(s["Avg"].get(k)) for k in crits],
+                    _v(s["score"]),
+                    *det,
+                    f"{inputs['full']}/{inputs['focused']}/{inputs['skipped']}",
+                    ", ".join(f"{v}" for v in s["judge_failures"].values()) or "–",
+                ]
+            )
         det_head = [] if title == "AmendExp" else ["diff chars", "changed P", "changed R", "defects introduced"]
-        tables.append(Table(f"LegalRikai {title}: judge scores (Avg of {n} judge(s), Table 6 layout)",
-                            ["task", "run", *crits, "mean", *det_head, "inputs full/focused/skipped",
-                             "judge failures"], rows,
-                            "Each judge's score s is mapped to [0, 1] as (s - min)/(max - min); Avg is the mean over "
-                            "the judges that answered, then over items. Deterministic columns (Japanese toolkit): "
-                            "characters changed against the input contract, precision/recall of changed articles "
-                            "against the gold, structure defects the output introduced (per item). Judge failures "
-                            "(unparseable, cut off or overflowing answers) are per judge, in the order: "
-                            + ", ".join(rep["judges"]) + "."))
-        rows = [[_NAMES[s["subtask"]], s["run"], j, *[_v(v.get(k)) for k in crits]]
-                for s in rep["scores"] if s["subtask"] in subs for j, v in s["judges"].items()]
+        tables.append(
+            Table(
+                f"LegalRikai {title}: judge scores (Avg of {n} judge(s), Table 6 layout)",
+                ["task", "run", *crits, "mean", *det_head, "inputs full/focused/skipped", "judge failures"],
+                rows,
+                "Each judge's score s is mapped to [0, 1] as (s - min)/(max - min); Avg is the mean over "
+                "the judges that answered, then over items. Deterministic columns (Japanese toolkit): "
+                "characters changed against the input contract, precision/recall of changed articles "
+                "against the gold, structure defects the output introduced (per item). Judge failures "
+                "(unparseable, cut off or overflowing answers) are per judge, in the order: "
+                + ", ".join(rep["judges"])
+                + ".",
+            )
+        )
+        rows = [
+            [_NAMES[s["subtask"]], s["run"], j, *[_v(v.get(k)) for k in crits]]
+            for s in rep["scores"]
+            if s["subtask"] in subs
+            for j, v in s["judges"].items()
+        ]
         if rows:
             tables.append(Table(f"LegalRikai {title}: scores per judge", ["task", "run", "judge", *crits], rows))
     return tables
@@ -64,26 +89,56 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
         return []
     judges = [*rep["judges"], "Avg"]
     tables = []
-    note = (f"{h['rows']} human score rows from {h['file']}, matched to {h['matched_outputs']} outputs"
-            + (f"; not matched: {'; '.join(h['unmatched'])}" if h["unmatched"] else "") + ".")
+    note = (
+        f"{h['rows']} human score rows from {h['file']}, matched to {h['matched_outputs']} outputs"
+        + (f"; not matched: {'; '.join(h['unmatched'])}" if h["unmatched"] else "")
+        + "."
+    )
     for title, subs, crits in _groups(rep):
         subs = [s for s in subs if s in h["kappa"]]
         if not subs:
             continue
-        rows = [[_NAMES[s], run, *[_v(v.get(k)) for k in crits]] for s in subs
-                for run, v in sorted(h["human_scores"][s].items())]
-        tables.append(Table(f"LegalRikai {title}: human scores (Table 6)", ["task", "model", *crits], rows,
-                            "Annotators' scores mapped to [0, 1]; several annotators of one output are averaged."))
+        rows = [
+            [_NAMES[s], run, *[_v(v.get(k)) for k in crits]]
+            for s in subs
+            for run, v in sorted(h["human_scores"][s].items())
+        ]
+        tables.append(
+            Table(
+                f"LegalRikai {title}: human scores (Table 6)",
+                ["task", "model", *crits],
+                rows,
+                "Annotators' scores mapped to [0, 1]; several annotators of one output are averaged.",
+            )
+        )
         rows = [[_NAMES[s], *[_kappa(h["kappa"][s].get(k)) for k in crits]] for s in subs]
-        tables.append(Table(f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)", ["task", *crits], rows,
-                            "nan: every output got the same label, so kappa is undefined (as in the paper)."))
+        tables.append(
+            Table(
+                f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)",
+                ["task", *crits],
+                rows,
+                "nan: every output got the same label, so kappa is undefined (as in the paper).",
+            )
+        )
         rows = [[_NAMES[s], j, *[_rho(h["spearman"][s][j].get(k)) for k in crits]] for s in subs for j in judges]
-        tables.append(Table(f"LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)",
-                            ["task", "judge", *crits], rows, "† p < 0.05. nan: a constant column (e.g. every human "
-                                                             "score identical) or fewer than 3 outputs. " + note))
+        tables.append(
+            Table(
+                f"LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)",
+                ["task", "judge", *crits],
+                rows,
+                "† p < 0.05. nan: a constant column (e.g. every human "
+                "score identical) or fewer than 3 outputs. " + note,
+            )
+        )
         rows = [[_NAMES[s], j, *[_mae(h["mae"][s][j].get(k)) for k in crits]] for s in subs for j in judges]
-        tables.append(Table(f"LegalRikai {title}: mean absolute error, judges vs humans (Table 8)",
-                            ["task", "judge", *crits], rows, "On the [0, 1] scale."))
+        tables.append(
+            Table(
+                f"LegalRikai {title}: mean absolute error, judges vs humans (Table 8)",
+                ["task", "judge", *crits],
+                rows,
+                "On the [0, 1] scale.",
+            )
+        )
     return tables
 
 
@@ -112,19 +167,41 @@ def overflow_table(runs: list[dict[str, Any]]) -> Table | None:
             continue
         m = r["metrics"]
         shares = [v for k, v in m.items() if k.endswith(".focused_share")]
-        rows.append([r["run"], r["setting"], r["options"].get("overflow", "–"), _f(m.get("n_full")),
-                     _f(m.get("n_focused")), _f(m.get("n_skipped")), _v(max(shares)) if shares else "–",
-                     _f(m.get("truncated")), _f(m.get("format_failures"))])
+        rows.append(
+            [
+                r["run"],
+                r["setting"],
+                r["options"].get("overflow", "–"),
+                _f(m.get("n_full")),
+                _f(m.get("n_focused")),
+                _f(m.get("n_skipped")),
+                _v(max(shares)) if shares else "–",
+                _f(m.get("truncated")),
+                _f(m.get("format_failures")),
+            ]
+        )
     if not rows:
         return None
-    return Table("LegalRikai: inputs under the overflow policy", ["run", "setting", "policy", "full", "focused",
-                                                                  "skipped", "focused share of scores",
-                                                                  "answers cut off", "format failures"], rows,
-                 "focused: the statutes were cut to the articles that differ between the pre- and post-amendment "
-                 "text and their neighbours, because the full prompt did not fit the context. The share is that "
-                 "of the judged items behind each score (per criterion in summary.json: <criterion>.focused_share). "
-                 "Format failures: answers not in the asked-for form (AmendExp without its two sections, no "
-                 "article in a contract).")
+    return Table(
+        "LegalRikai: inputs under the overflow policy",
+        [
+            "run",
+            "setting",
+            "policy",
+            "full",
+            "focused",
+            "skipped",
+            "focused share of scores",
+            "answers cut off",
+            "format failures",
+        ],
+        rows,
+        "focused: the statutes were cut to the articles that differ between the pre- and post-amendment "
+        "text and their neighbours, because the full prompt did not fit the context. The share is that "
+        "of the judged items behind each score (per criterion in summary.json: <criterion>.focused_share). "
+        "Format failures: answers not in the asked-for form (AmendExp without its two sections, no "
+        "article in a contract).",
+    )
 
 
 def legalrikai_tables(summary: dict[str, Any]) -> list[Table]:

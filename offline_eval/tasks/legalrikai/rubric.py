@@ -28,7 +28,9 @@ def criteria(subtask: str) -> tuple[Criterion, ...]:
     out = []
     for code in task_info(subtask)["criteria"]:
         c = _raw()["criteria"][code]
-        out.append(Criterion(code, c["name"], c["definition"], tuple(sorted((int(k), v) for k, v in c["scale"].items()))))
+        out.append(
+            Criterion(code, c["name"], c["definition"], tuple(sorted((int(k), v) for k, v in c["scale"].items())))
+        )
     return tuple(out)
 
 
@@ -38,4 +40,3 @@ def judge_schema(subtask: str, rationale_max_chars: int) -> dict[str, Any]:
 
 def example(subtask: str) -> str:
     return example_answer(criteria(subtask))
-

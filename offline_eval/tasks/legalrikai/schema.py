@@ -57,21 +57,28 @@ class RevisionItem(_Item):
         return v
 
 
-SCHEMAS: dict[str, type[_Item]] = {"amendexp": AmendExpItem, "statrev": StatRevItem, "reqrev": RevisionItem,
-                                   "riskrev": RevisionItem}
+SCHEMAS: dict[str, type[_Item]] = {
+    "amendexp": AmendExpItem,
+    "statrev": StatRevItem,
+    "reqrev": RevisionItem,
+    "riskrev": RevisionItem,
+}
 _CONTRACT_FIELDS = ("contract", "gold")
 
 
-def load_items(task: str, path: str, split: str = "test", field_map: dict[str, str] | None = None
-               ) -> list[dict[str, Any]]:
+def load_items(
+    task: str, path: str, split: str = "test", field_map: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     from ...ja.contract import parse
 
     schema = SCHEMAS[task]
     fmap = field_map or {}
     unknown = sorted(set(fmap) - set(schema.model_fields))
     if unknown:
-        raise InputError(f"unknown field(s) {', '.join(unknown)} for {task}; map some of "
-                         f"{', '.join(schema.model_fields)}", field="field_map")
+        raise InputError(
+            f"unknown field(s) {', '.join(unknown)} for {task}; map some of {', '.join(schema.model_fields)}",
+            field="field_map",
+        )
     items, seen = [], set()
     for where, raw in read_records(path, split):
         rec = {ours: raw[theirs] for ours, theirs in fmap.items() if theirs in raw}
@@ -86,8 +93,12 @@ def load_items(task: str, path: str, split: str = "test", field_map: dict[str, s
             raise InputError(msg, file=path, record=_rec(where, rec), field=field) from None
         for f in _CONTRACT_FIELDS:
             if f in it and not parse(it[f]).articles:
-                raise InputError("the contract does not parse: no article headings (第N条 / Article N) found",
-                                 file=path, record=_rec(where, rec), field=fmap.get(f, f))
+                raise InputError(
+                    "the contract does not parse: no article headings (第N条 / Article N) found",
+                    file=path,
+                    record=_rec(where, rec),
+                    field=fmap.get(f, f),
+                )
         if it["id"] in seen:
             raise InputError("duplicate id", file=path, record=_rec(where, rec), field=fmap.get("id", "id"))
         seen.add(it["id"])

@@ -30,20 +30,24 @@ _FORMATS = (".jsonl", ".json", ".parquet")
 class LegalRikaiOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    data: str | dict[str, str] = Field(description="a folder with amendexp/statrev/reqrev/riskrev .jsonl|.json|"
-                                                   ".parquet (or datasets folders), or one path per sub-task")
+    data: str | dict[str, str] = Field(
+        description="a folder with amendexp/statrev/reqrev/riskrev .jsonl|.json|"
+        ".parquet (or datasets folders), or one path per sub-task"
+    )
     subtasks: list[Literal["amendexp", "statrev", "reqrev", "riskrev"]] | None = None
     split: str = "test"
     field_map: dict[str, str | dict[str, str]] = Field(
-        default_factory=dict, description="our field name -> the local copy's; or per sub-task: {statrev: {...}}")
+        default_factory=dict, description="our field name -> the local copy's; or per sub-task: {statrev: {...}}"
+    )
     judges: list[Annotated[ModelSpec, AfterValidator(one_load)]] = Field(default_factory=list)
     overflow: Literal["skip", "fail", "focus"] = "focus"
     focus_neighbours: int = Field(1, ge=0, description="policy 'focus': unchanged articles kept either side")
     max_tokens: int = Field(2048, ge=1)
     judge_max_tokens: int = Field(1024, ge=16)
     rationale_max_chars: int = Field(200, ge=1)
-    human_scores: str | None = Field(None, description="CSV or JSONL: item_id, model, criterion, score, "
-                                                       "annotator (optional: task)")
+    human_scores: str | None = Field(
+        None, description="CSV or JSONL: item_id, model, criterion, score, annotator (optional: task)"
+    )
     limit: int | None = Field(None, ge=1, description="items per sub-task")
     seed: int = 0
 
@@ -73,8 +77,12 @@ class LegalRikaiTask(Task):
                 extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
         if record.get("checks"):
             extra["checks against the input contract"] = {k: v for k, v in record["checks"].items() if k != "defects"}
-        return {"group": record.get("subtask"), "correct": None, "extra": extra,
-                "focused": record.get("input") == "focused"}
+        return {
+            "group": record.get("subtask"),
+            "correct": None,
+            "extra": extra,
+            "focused": record.get("input") == "focused",
+        }
 
     def browser_diffs(self, item: Item, record: dict[str, Any]) -> dict[str, list[list[str]]]:
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
@@ -84,8 +92,11 @@ class LegalRikaiTask(Task):
         from .outputs import strip_fences
 
         revised = record["revised"] if "revised" in record else strip_fences(record.get("output") or "")
-        return {"diff against the input contract": diff_segments(diff_texts(item["contract"], revised,
-                                                                            with_morphemes=False))}
+        return {
+            "diff against the input contract": diff_segments(
+                diff_texts(item["contract"], revised, with_morphemes=False)
+            )
+        }
 
     @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
@@ -94,8 +105,7 @@ class LegalRikaiTask(Task):
             from .schema import load_items
 
             if field_map and any(isinstance(v, dict) for v in field_map.values()):
-                raise InputError(f"give {kind}'s map flat ({{\"our_field\": \"their_field\"}})",
-                                 field="--field-map")
+                raise InputError(f'give {kind}\'s map flat ({{"our_field": "their_field"}})', field="--field-map")
             return f"{len(load_items(kind, path, split, field_map))} {kind} items"
         opts: dict[str, Any] = {"data": path, "split": split, **({"field_map": field_map} if field_map else {})}
         task = cls.from_options(opts, source="command line", prefix="tasks.legalrikai")
@@ -111,16 +121,21 @@ class LegalRikaiTask(Task):
         if isinstance(o.data, dict):
             bad = set(o.data) - set(SUBTASKS)
             if bad:
-                raise InputError(f"unknown sub-task(s) {', '.join(sorted(bad))}; expected {', '.join(SUBTASKS)}",
-                                 field=field)
+                raise InputError(
+                    f"unknown sub-task(s) {', '.join(sorted(bad))}; expected {', '.join(SUBTASKS)}", field=field
+                )
             found = dict(o.data)
         else:
             if is_url(o.data):
                 raise InputError("URLs are refused; give a local path", field=field)
             base = Path(o.data)
             if base.is_file():
-                raise InputError("give a folder holding the sub-task files, or one path per sub-task "
-                                 "({amendexp: ..., statrev: ...})", file=o.data, field=field)
+                raise InputError(
+                    "give a folder holding the sub-task files, or one path per sub-task "
+                    "({amendexp: ..., statrev: ...})",
+                    file=o.data,
+                    field=field,
+                )
             found = {}
             for sub in SUBTASKS:
                 for cand in [base / f"{sub}{suf}" for suf in _FORMATS] + [base / sub]:
@@ -130,9 +145,12 @@ class LegalRikaiTask(Task):
         want: list[str] = list(o.subtasks) if o.subtasks else [s for s in SUBTASKS if s in found]
         missing = [s for s in want if s not in found]
         if missing or not want:
-            raise InputError(f"no data for {', '.join(missing) or 'any sub-task'} (expected <sub-task>.jsonl, "
-                             f".json, .parquet or a folder)", file=str(o.data) if isinstance(o.data, str) else None,
-                             field=field)
+            raise InputError(
+                f"no data for {', '.join(missing) or 'any sub-task'} (expected <sub-task>.jsonl, "
+                f".json, .parquet or a folder)",
+                file=str(o.data) if isinstance(o.data, str) else None,
+                field=field,
+            )
         return {s: found[s] for s in want}
 
     def field_map(self, subtask: str) -> dict[str, str]:
@@ -143,8 +161,11 @@ class LegalRikaiTask(Task):
         known = {f for schema in SCHEMAS.values() for f in schema.model_fields}
         bad = sorted(k for k, v in fm.items() if (k not in SUBTASKS if isinstance(v, dict) else k not in known))
         if bad:
-            raise InputError(f"unknown key(s) {', '.join(bad)}: give our field names ({', '.join(sorted(known))}) "
-                             f"or a sub-task ({', '.join(SUBTASKS)})", field="tasks.legalrikai.field_map")
+            raise InputError(
+                f"unknown key(s) {', '.join(bad)}: give our field names ({', '.join(sorted(known))}) "
+                f"or a sub-task ({', '.join(SUBTASKS)})",
+                field="tasks.legalrikai.field_map",
+            )
         if subtask in fm and isinstance(fm[subtask], dict):
             return dict(fm[subtask])  # type: ignore[arg-type]
         return {k: v for k, v in fm.items() if isinstance(v, str)}
@@ -199,8 +220,9 @@ class LegalRikaiTask(Task):
         return {"statute_pre": f[0], "statute_post": f[1]} if f else None
 
     def _chat(self, user: str, sampling: Sampling, constraint: Any = None) -> Request:
-        return Request.chat([{"role": "system", "content": prompts.system()}, {"role": "user", "content": user}],
-                            sampling, constraint)
+        return Request.chat(
+            [{"role": "system", "content": prompts.system()}, {"role": "user", "content": user}], sampling, constraint
+        )
 
     def build(self, items: Sequence[Item], setting: Setting) -> Phase:
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
@@ -209,20 +231,32 @@ class LegalRikaiTask(Task):
             reqs.append(self._chat(prompts.task_prompt(it), s))
             f = self.focused(it) if self.options.overflow == "focus" else None
             fallbacks.append(self._chat(prompts.task_prompt(it, f), s) if f else None)
-        return Phase(name=f"legalrikai.{setting['subtask']}", requests=reqs,
-                     item_ids=[f"{it['subtask']}/{it['id']}" for it in items], overflow=self.options.overflow,
-                     fallbacks=fallbacks if any(fallbacks) else None)
+        return Phase(
+            name=f"legalrikai.{setting['subtask']}",
+            requests=reqs,
+            item_ids=[f"{it['subtask']}/{it['id']}" for it in items],
+            overflow=self.options.overflow,
+            fallbacks=fallbacks if any(fallbacks) else None,
+        )
 
     def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
         from .checks import read_output
 
         skipped = result.finish_reason == "overflow"
         rec: dict[str, Any] = {
-            "id": item["id"], "subtask": item["subtask"],
+            "id": item["id"],
+            "subtask": item["subtask"],
             "input": "skipped" if skipped else ("focused" if result.focused else "full"),
-            "output": result.text, "finish_reason": result.finish_reason, "prompt_tokens": result.prompt_tokens,
-            "output_tokens": result.output_tokens, "gold": gold(item), "parsed": None, "checks": None,
-            "judges": {}, "scores": {}}
+            "output": result.text,
+            "finish_reason": result.finish_reason,
+            "prompt_tokens": result.prompt_tokens,
+            "output_tokens": result.output_tokens,
+            "gold": gold(item),
+            "parsed": None,
+            "checks": None,
+            "judges": {},
+            "scores": {},
+        }
         if not skipped:
             rec.update(read_output(item, result.text))
         return rec
@@ -245,18 +279,24 @@ class LegalRikaiTask(Task):
                 f = self.focused(it) if o.overflow == "focus" else None
                 seen = prompts.task_prompt(it, f if r["input"] == "focused" else None)
                 reqs.append(self._chat(self._judge_text(it, seen, r["output"]), s, schema))
-                fallbacks.append(self._chat(self._judge_text(it, prompts.task_prompt(it, f), r["output"]), s, schema)
-                                 if f and r["input"] == "full" else None)
+                fallbacks.append(
+                    self._chat(self._judge_text(it, prompts.task_prompt(it, f), r["output"]), s, schema)
+                    if f and r["input"] == "full"
+                    else None
+                )
                 ids.append(f"{key}/{r['subtask']}/{r['id']}")
-        return Phase(name="legalrikai.judges", requests=reqs, item_ids=ids, overflow=o.overflow,
-                     fallbacks=fallbacks if any(fallbacks) else None)
+        return Phase(
+            name="legalrikai.judges",
+            requests=reqs,
+            item_ids=ids,
+            overflow=o.overflow,
+            fallbacks=fallbacks if any(fallbacks) else None,
+        )
 
     def _judge_text(self, item: Item, original_prompt: str, response: str) -> str:
-        return prompts.judge_prompt(item, original_prompt, response, judge_gold(item),
-                                    self.options.rationale_max_chars)
+        return prompts.judge_prompt(item, original_prompt, response, judge_gold(item), self.options.rationale_max_chars)
 
-    def finish_evaluation(self, records: Records, phase: Phase,
-                          results: dict[str, Sequence[Result]]) -> Records:
+    def finish_evaluation(self, records: Records, phase: Phase, results: dict[str, Sequence[Result]]) -> Records:
         by_judge = {j: dict(zip(phase.item_ids, res)) for j, res in results.items()}
         for key, recs in records.items():
             for r in recs:
@@ -316,11 +356,14 @@ _CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "i
 
 def aggregate(subtask: str, records: Sequence[dict[str, Any]]) -> dict[str, float | None]:
     done = [r for r in records if r["input"] != "skipped"]
-    m: dict[str, float | None] = {"n_items": len(records), "n_full": sum(r["input"] == "full" for r in records),
-                           "n_focused": sum(r["input"] == "focused" for r in records),
-                           "n_skipped": len(records) - len(done),
-                           "truncated": sum(r["finish_reason"] == "length" for r in done),
-                           "format_failures": sum(r["parsed"] is None for r in done)}
+    m: dict[str, float | None] = {
+        "n_items": len(records),
+        "n_full": sum(r["input"] == "full" for r in records),
+        "n_focused": sum(r["input"] == "focused" for r in records),
+        "n_skipped": len(records) - len(done),
+        "truncated": sum(r["finish_reason"] == "length" for r in done),
+        "format_failures": sum(r["parsed"] is None for r in done),
+    }
     checked = [r["checks"] for r in done if r.get("checks")]
     for k in _CHECKS if checked else ():
         m[k] = round(mean(c[k] for c in checked), 4)
