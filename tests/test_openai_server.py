@@ -119,7 +119,18 @@ def llamacpp_server(tiny):  # type: ignore[no-untyped-def]
 
 
 def served(name: str, server: Server, **kw: object) -> dict:
-    return {"name": name, "backend": "openai", "base_url": server.url, "model": "tiny", "max_model_len": 2048, **kw}
+    # llama-cpp-python's server runs one request at a time, and with 16 in flight it stopped answering
+    one = {"max_concurrency": 1} if server.kind == "llamacpp" else {}
+    return {
+        "name": name,
+        "backend": "openai",
+        "base_url": server.url,
+        "model": "tiny",
+        "max_model_len": 2048,
+        "timeout_s": 120,
+        **one,
+        **kw,
+    }
 
 
 def _config(tmp_path: Path, models: list[dict], modes: list[str]) -> Path:
@@ -188,8 +199,7 @@ def test_fifty_json_judge_answers_parse_and_validate(kind, tmp_path, request):  
     from offline_eval.requests import Phase
 
     server = request.getfixturevalue(f"{kind}_server")
-    # llama-cpp-python's server runs one request at a time, and stalled with 16 of these in flight
-    runner, engine = _runner(server, tmp_path, timeout_s=120, **({"max_concurrency": 1} if kind == "llamacpp" else {}))
+    runner, engine = _runner(server, tmp_path)
     reqs = [
         Request.chat(
             [{"role": "user", "content": f"第{i}条の評価をJSONで返してください。"}],
