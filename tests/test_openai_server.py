@@ -194,22 +194,28 @@ def _runner(server: Server, tmp_path: Path, **kw: object):  # type: ignore[no-un
 
 
 @pytest.mark.parametrize("kind", ["vllm", "llamacpp"])
-def test_fifty_json_judge_answers_parse_and_validate(kind, tmp_path, request):  # type: ignore[no-untyped-def]
+def test_fifty_json_judge_answers_parse_and_validate(kind, tiny, tmp_path, request):  # type: ignore[no-untyped-def]
     from offline_eval.constraints import parse_json_strict
     from offline_eval.requests import Phase
 
-    server = request.getfixturevalue(f"{kind}_server")
-    runner, engine = _runner(server, tmp_path)
-    reqs = [
-        Request.chat(
-            [{"role": "user", "content": f"第{i}条の評価をJSONで返してください。"}],
-            Sampling(max_tokens=128),
-            JsonSchema(JUDGE),
-        )
-        for i in range(50)
-    ]
-    results, stats = runner.run(Phase("judge", reqs, [str(i) for i in range(50)]))
-    engine.close()
+    # A llama-cpp-python server that had just served the JBE-QA sweep left one of these 50 unanswered
+    # (read timeouts); a fresh one answers all 50. Not root-caused: see the README.
+    server = request.getfixturevalue("vllm_server") if kind == "vllm" else Server("llamacpp", tiny)
+    try:
+        runner, engine = _runner(server, tmp_path)
+        reqs = [
+            Request.chat(
+                [{"role": "user", "content": f"第{i}条の評価をJSONで返してください。"}],
+                Sampling(max_tokens=128),
+                JsonSchema(JUDGE),
+            )
+            for i in range(50)
+        ]
+        results, stats = runner.run(Phase("judge", reqs, [str(i) for i in range(50)]))
+        engine.close()
+    finally:
+        if kind == "llamacpp":
+            server.stop()
     assert stats.n_generated == 50
     assert stats.n_violations == sum(r.finish_reason == "violation" for r in results)
     for r in results:  # every answer either validates or is flagged; none is accepted unchecked
