@@ -62,6 +62,22 @@ def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
         b.close()  # type: ignore[attr-defined]
 
 
+def stored_rows(db: Path) -> int:
+    """Outputs committed to a store so far (0 while it does not exist or is being created): for kill-mid-run tests."""
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    try:
+        con = sqlite3.connect(str(db), timeout=1)
+        try:
+            return int(con.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
+        finally:
+            con.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
 

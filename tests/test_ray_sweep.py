@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CLI, DATA, ROOT, TINY, run_cli
+from conftest import CLI, DATA, ROOT, TINY, run_cli, stored_rows
 
 LIMIT = 10
 QUANTS = ("f16", "q8_0", "q4_0")
@@ -158,21 +158,6 @@ def test_a_unit_no_node_can_hold_fails_without_waiting(tmp_path, cluster, tiny):
     assert "needs CPU=1, GPU=1 per replica" in s["failures"][0]["reason"]
 
 
-def _rows(db: Path) -> int:
-    import sqlite3
-
-    if not db.exists():
-        return 0
-    try:
-        con = sqlite3.connect(str(db), timeout=1)
-        try:
-            return int(con.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
-        finally:
-            con.close()
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_sigkill_of_the_driver_then_resume_equals_an_uninterrupted_run(tmp_path, cluster, serial):
     cfg = _config(tmp_path, "out", runner={"executor": "ray", "address": cluster})
     proc = subprocess.Popen(
@@ -185,11 +170,11 @@ def test_sigkill_of_the_driver_then_resume_equals_an_uninterrupted_run(tmp_path,
     db = tmp_path / "out" / "store.sqlite"
     total = len(QUANTS) * len(SETTINGS) * LIMIT
     deadline = time.time() + 300
-    while _rows(db) < 4 and proc.poll() is None and time.time() < deadline:
+    while stored_rows(db) < 4 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    at_kill = _rows(db)
+    at_kill = stored_rows(db)
     assert 0 < at_kill < total, f"kill landed outside the sweep ({at_kill} of {total} stored)"
     resumed = run_cli("sweep", str(cfg))
     assert resumed.returncode == 0, resumed.stderr[-2000:]

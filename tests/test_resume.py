@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import yaml
-from conftest import CLI, DATA, ROOT, TINY, run_cli
+from conftest import CLI, DATA, ROOT, TINY, run_cli, stored_rows
 
 N = 240
 
@@ -49,19 +48,6 @@ def _config(tmp: Path, data: Path, out: Path) -> Path:
     return p
 
 
-def _rows(db: Path) -> int:
-    if not db.exists():
-        return 0
-    try:
-        con = sqlite3.connect(str(db), timeout=1)
-        try:
-            return int(con.execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
-        finally:
-            con.close()
-    except sqlite3.OperationalError:
-        return 0
-
-
 def _snapshot(out: Path) -> tuple[dict[str, bytes], dict]:
     results = {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "results").rglob("*.jsonl"))}
     s = json.loads((out / "summary.json").read_text())
@@ -83,11 +69,11 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, tiny):
         start_new_session=True,
     )
     deadline = time.time() + 300
-    while _rows(killed / "store.sqlite") < 24 and proc.poll() is None and time.time() < deadline:
+    while stored_rows(killed / "store.sqlite") < 24 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    at_kill = _rows(killed / "store.sqlite")
+    at_kill = stored_rows(killed / "store.sqlite")
     total = 4 * N
     assert 0 < at_kill < total, f"kill landed outside the run ({at_kill} of {total} stored)"
     assert at_kill % 8 == 0  # whole chunks only: each chunk is one committed transaction
