@@ -27,6 +27,7 @@ from .base import (
 )
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
+from .llamacpp_greedy import GrammarCheck, greedy
 from .registry import Engine
 
 _RESERVED = {
@@ -51,6 +52,8 @@ ENGINE = Engine(
 
 class LlamaCppBackend(TokenizingBackend):
     name = "llamacpp"
+    # False: greedy requests too go through create_completion (the reference the tests and benchmarks compare with)
+    fast_greedy = True
 
     @classmethod
     def reservation(cls, spec: LoadSpec) -> Reservation:
@@ -96,6 +99,7 @@ class LlamaCppBackend(TokenizingBackend):
         self._bos = self._piece(self.llm.token_bos())
         self._eos = self._piece(self.llm.token_eos())
         self._grammars: dict[str, Any] = {}
+        self._checks: dict[str, GrammarCheck] = {}
 
     def _piece(self, tid: int) -> str:
         return self.llm.detokenize([tid], special=True).decode("utf-8", errors="replace") if tid >= 0 else ""
@@ -125,6 +129,15 @@ class LlamaCppBackend(TokenizingBackend):
             self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[text]
 
+    def _grammar_check(self, r: Request) -> GrammarCheck | None:
+        if r.constraint is None:
+            return None
+        text = gbnf(r.constraint)
+        if text not in self._checks:
+            self._check_grammar(text, r)
+            self._checks[text] = GrammarCheck(self.llm, text)
+        return self._checks[text]
+
     def _check_grammar(self, text: str, r: Request) -> None:
         """Parse the grammar with llama.cpp's own parser first: llama-cpp-python would put the NULL sampler
         that a refused grammar gives into its chain, and the process would die with SIGSEGV."""
@@ -151,24 +164,28 @@ class LlamaCppBackend(TokenizingBackend):
             s = r.sampling
             t0 = time.perf_counter()
             self._evaluated.clear()
-            resp = self.llm.create_completion(
-                prompt=list(ids),
-                max_tokens=s.max_tokens,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                seed=s.seed,
-                grammar=self._grammar(r),
-            )
+            if self.fast_greedy and s.temperature == 0 and ids:
+                text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r))
+            else:
+                resp = self.llm.create_completion(
+                    prompt=list(ids),
+                    max_tokens=s.max_tokens,
+                    temperature=s.temperature,
+                    top_p=s.top_p,
+                    seed=s.seed,
+                    grammar=self._grammar(r),
+                )
+                ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
+                text, finish, n_out = ch["text"], ch.get("finish_reason") or "stop", usage["completion_tokens"]
             t1 = time.perf_counter()
-            ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
             # llama.cpp re-evaluates only what follows the prefix this prompt shares with the previous one
             self._count.add(len(ids), self._evaluated[0] if self._evaluated else len(ids))
             out.append(
                 Result(
-                    text=ch["text"],
-                    finish_reason=ch.get("finish_reason") or "stop",
-                    prompt_tokens=usage["prompt_tokens"],
-                    output_tokens=usage["completion_tokens"],
+                    text=text,
+                    finish_reason=finish,
+                    prompt_tokens=len(ids),
+                    output_tokens=n_out,
                     latency_s=round(t1 - t0, 6),
                 )
             )
@@ -233,6 +250,8 @@ class LlamaCppBackend(TokenizingBackend):
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()
 
     def close(self) -> None:
+        for check in getattr(self, "_checks", {}).values():
+            check.close()
         llm = getattr(self, "llm", None)
         if llm is not None:
             llm.close()

@@ -1,0 +1,142 @@
+"""Greedy decoding on llama.cpp that asks the grammar only about the token it is about to take.
+
+llama-cpp-python's sampler chain runs the grammar over every candidate of the vocabulary at every step: 262,144 of
+them for Gemma 3, which costs more than the model's own step on a small model. Greedy decoding needs only the best
+token the grammar allows. So: take the best token, ask the grammar about that one token, and filter the whole
+vocabulary only when the grammar refuses it (llama.cpp's own common sampler does the same). The token is the one
+the full filter gives.
+
+Everything else is what `Llama.create_completion(temperature=0)` does, so the answers are the same token for token:
+the reuse of the KV cache's longest shared prefix, the stop on an end-of-generation token, `max_tokens` clipped to the
+context, a token that ends inside a UTF-8 sequence not counted against `max_tokens`, and the text detokenized as a
+whole at the end.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+class GrammarCheck:
+    """One llama.cpp grammar sampler, reset for each request, with the two token-data arrays it is applied to."""
+
+    def __init__(self, llm: Any, text: str) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        n_vocab = llm.n_vocab()
+        self.ptr = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, text.encode("utf-8"), b"root")
+        if not self.ptr:
+            raise ValueError("llama.cpp refused the grammar")
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._one_arr = llama_cpp.llama_token_data_array(data=self._one, size=1, selected=-1, sorted=False)
+        self._all = (llama_cpp.llama_token_data * n_vocab)()
+        self._all_arr = llama_cpp.llama_token_data_array(data=self._all, size=n_vocab, selected=-1, sorted=False)
+        self._view = np.ctypeslib.as_array(self._all)
+        self._ids = np.arange(n_vocab, dtype=np.int32)
+        self.asked = self.filtered = 0  # tokens asked about one at a time; steps that filtered the whole vocabulary
+
+    def reset(self) -> None:
+        self._lib.llama_sampler_reset(self.ptr)
+
+    def allows(self, token: int) -> bool:
+        self.asked += 1
+        self._one[0] = self._lib.llama_token_data(token, 0.0, 0.0)
+        self._one_arr.size, self._one_arr.selected = 1, -1
+        self._lib.llama_sampler_apply(self.ptr, ctypes.byref(self._one_arr))
+        return not math.isinf(self._one[0].logit)
+
+    def best(self, logits: np.ndarray) -> int:
+        """The highest-scoring token the grammar allows (the first of equals, as llama.cpp's greedy sampler)."""
+        self.filtered += 1
+        self._view["id"] = self._ids
+        self._view["logit"] = logits
+        self._view["p"] = 0.0
+        self._all_arr.size, self._all_arr.selected, self._all_arr.sorted = len(self._ids), -1, False
+        self._lib.llama_sampler_apply(self.ptr, ctypes.byref(self._all_arr))
+        allowed = self._view["logit"]
+        return int(self._view["id"][int(np.argmax(allowed))])
+
+    def accept(self, token: int) -> None:
+        self._lib.llama_sampler_accept(self.ptr, token)
+
+    def close(self) -> None:
+        if self.ptr:
+            self._lib.llama_sampler_free(self.ptr)
+            self.ptr = None
+
+
+def _prefill(llm: Any, tokens: list[int]) -> None:
+    """Evaluate the prompt after the longest prefix the KV cache already holds, as `Llama.generate` does."""
+    reset = True
+    if llm.n_tokens > 0:
+        longest = 0
+        for a, b in zip(llm._input_ids, tokens):
+            if a != b:
+                break
+            longest += 1
+        consumed = longest == len(tokens)
+        if llm.n_tokens == len(tokens) and consumed and not llm._requires_eval:
+            return  # the logits of this very prompt are still there
+        reuse = longest - 1 if consumed else longest
+        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
+            reset = False
+            tokens = tokens[reuse:]
+            llm.n_tokens = reuse
+            llm._requires_eval = True
+    if reset:
+        llm.reset()
+    llm.eval(tokens)
+
+
+def _ends_inside_utf8(text: bytes, pending: int) -> int:
+    """create_completion's count of tokens still to hold back because the text ends inside a UTF-8 sequence."""
+    for k, char in enumerate(text[-3:]):
+        k = 3 - k
+        for num, pattern in ((2, 192), (3, 224), (4, 240)):
+            if num > k and pattern & char == pattern:
+                pending = num - k
+    return pending
+
+
+def greedy(llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarCheck | None) -> tuple[str, str, int]:
+    """(text, finish_reason, output tokens) of a greedy completion of `prompt`."""
+    import llama_cpp
+
+    tokens = list(prompt)
+    n_ctx = llm.n_ctx()
+    if len(tokens) >= n_ctx:
+        raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {n_ctx}")
+    if max_tokens is None or max_tokens <= 0:
+        max_tokens = n_ctx - len(tokens)
+    max_tokens = max_tokens if max_tokens + len(tokens) < n_ctx else n_ctx - len(tokens)
+    if grammar is not None:
+        grammar.reset()
+    vocab = llm._model.vocab
+    n_vocab = llm.n_vocab()
+    _prefill(llm, tokens)
+    completion: list[int] = []
+    finish, pending = "length", 0
+    while True:
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
+        token = int(np.argmax(logits))
+        if grammar is not None:
+            if not grammar.allows(token):
+                token = grammar.best(logits)
+            grammar.accept(token)
+        if llama_cpp.llama_vocab_is_eog(vocab, token):
+            finish = "stop"
+            break
+        completion.append(token)
+        pending = _ends_inside_utf8(llm.detokenize(completion), pending)
+        if pending > 0:
+            pending -= 1
+        elif len(completion) >= max_tokens:
+            break
+        llm.eval([token])
+    return llm.detokenize(completion).decode("utf-8", errors="ignore"), finish, len(completion)

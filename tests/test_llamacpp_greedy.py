@@ -1,0 +1,103 @@
+"""llama.cpp greedy decoding that asks the grammar about one token at a time gives, token for token, what
+llama-cpp-python's create_completion gives with the grammar over the whole vocabulary: on the tiny random model
+(whose best token the grammar refuses at most steps) and on Gemma 3 270M (whose best token it mostly allows)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROOT, spec_for
+
+from offline_eval.backends.base import LoadSpec, load_backend
+from offline_eval.backends.llamacpp_greedy import _ends_inside_utf8
+from offline_eval.constraints import Choice, JsonSchema, Regex
+from offline_eval.requests import Request, Sampling
+
+GEMMA_GGUF = ROOT / "models" / "gemma-3-270m" / "gguf" / "gemma-3-270m-q4_k_m.gguf"
+JUDGE = JsonSchema(
+    {
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "minimum": 1, "maximum": 5},
+            "reason": {"type": "string", "maxLength": 40},
+        },
+        "required": ["score", "reason"],
+        "additionalProperties": False,
+    }
+)
+QUESTIONS = [
+    "次の記述は正しいか。民法上、未成年者が法定代理人の同意を得ないでした法律行為は、取り消すことができる。",
+    "次の記述は正しいか。契約の解除は、相手方に対する意思表示によってする。",
+    "秘密保持契約の有効期間について、次の条項を評価してください：本契約の有効期間は締結日から一年間とする。",
+]
+
+
+def _requests() -> list[Request]:
+    out = []
+    for q in QUESTIONS:
+        for constraint, n in (
+            (Choice(["0", "1"]), 4),
+            (Regex(r"[0-9]{1,3}(,[0-9]{1,3})*"), 12),
+            (JUDGE, 48),
+            (None, 24),
+        ):
+            out.append(
+                Request.chat([{"role": "user", "content": q}], Sampling(temperature=0.0, max_tokens=n), constraint)
+            )
+    return out
+
+
+def _both_ways(backend):  # type: ignore[no-untyped-def]
+    reqs = _requests()
+    answers = {}
+    for fast in (False, True):
+        backend.llm.reset()
+        backend.fast_greedy = fast
+        answers[fast] = [(r.text, r.finish_reason, r.output_tokens) for r in backend.generate(reqs)]
+    backend.fast_greedy = True
+    return answers[False], answers[True]
+
+
+def _steps(backend) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    return sum(c.asked for c in backend._checks.values()), sum(c.filtered for c in backend._checks.values())
+
+
+def test_the_tiny_model_answers_the_same_token_for_token(tiny):  # type: ignore[no-untyped-def]
+    b = load_backend(spec_for("llamacpp", tiny))
+    try:
+        reference, ours = _both_ways(b)
+        asked, filtered = _steps(b)
+    finally:
+        b.close()
+    assert ours == reference
+    assert any(finish == "length" for _, finish, _ in ours)  # max_tokens reached on some
+    assert 0 < filtered < asked  # both ways of choosing a token were taken
+
+
+@pytest.mark.engine
+def test_gemma_answers_the_same_token_for_token() -> None:
+    if not GEMMA_GGUF.exists():
+        pytest.skip("Gemma 3 270M is built by scripts/setup.sh")
+    b = load_backend(LoadSpec(name="gemma", backend="llamacpp", path=str(GEMMA_GGUF), max_model_len=1024))
+    try:
+        reference, ours = _both_ways(b)
+        asked, filtered = _steps(b)
+    finally:
+        b.close()
+    assert ours == reference
+    assert any('"score"' in text for text, _, _ in ours)
+    assert 0 < filtered < asked
+
+
+@pytest.mark.parametrize(
+    ("text", "pending", "expected"),
+    [
+        ("abあ".encode(), 0, 0),  # a whole character
+        ("abあ".encode()[:3], 0, 2),  # the first of three bytes: two more tokens may be needed
+        ("abあ".encode()[:4], 0, 1),
+        ("abé".encode()[:3], 0, 1),
+        (b"abc", 1, 1),  # nothing new to hold back: the count carries on
+        (b"\xe3", 0, 0),  # create_completion reads the last three bytes as if there were three
+    ],
+)
+def test_a_token_that_ends_inside_a_character_is_held_back(text: bytes, pending: int, expected: int) -> None:
+    assert _ends_inside_utf8(text, pending) == expected
