@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=2, help="items per LegalRikai sub-task")
     ap.add_argument("--max-tokens", type=int, default=300)
     ap.add_argument("--ctx", type=int, default=8192)
+    ap.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the engine's default)")
     a = ap.parse_args()
 
     from offline_eval.backends.base import LoadSpec
@@ -50,7 +51,9 @@ def main() -> int:
             text = prompts.judge_prompt(it, prompts.task_prompt(it, None), response, gold, 200)
             reqs.append(task._chat(text, s, schema))  # type: ignore[attr-defined]
 
-    b = load_backend(LoadSpec(name="judge", backend="llamacpp", path=a.model, max_model_len=a.ctx))
+    b = load_backend(
+        LoadSpec(name="judge", backend="llamacpp", path=a.model, max_model_len=a.ctx, threads=a.threads or None)
+    )
     encoded = b.encode(reqs)  # type: ignore[attr-defined]
     order = sorted(range(len(reqs)), key=lambda i: encoded[i])
     reqs, encoded = [reqs[i] for i in order], [encoded[i] for i in order]

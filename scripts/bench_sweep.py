@@ -9,8 +9,8 @@
    evaluator. Prints every stage of summary.json's `timings` block.
 2. Unless --no-compare: the same sweep again into the same folder, so every candidate output comes from the store,
    with the judge as it was before issue 16: the prompt in its old order (the candidate's response before the gold
-   answer, the rubric and the output format) and every llama.cpp request through create_completion (the grammar
-   over the whole vocabulary at every step). Prints both judge phases side by side: prompt tokens submitted and computed,
+   answer, the rubric and the output format), every llama.cpp request through create_completion (the grammar
+   over the whole vocabulary at every step), and llama-cpp-python's default thread count (half the CPUs). Prints both judge phases side by side: prompt tokens submitted and computed,
    wall time, and the judge's scores (failures, mean, agreement between the two orders, agreement with the
    demo's invented human scores).
 
@@ -193,20 +193,24 @@ def main() -> int:
         print_stages(new)
         new_j, new_v = judge_stage(new), verdicts(out / "sweep")
         if not a.no_compare:
-            from offline_eval.backends.llamacpp_backend import LlamaCppBackend
+            from offline_eval.backends import llamacpp_backend
             from offline_eval.tasks.legalrikai import prompts
 
-            real = prompts._template
+            real, cores = prompts._template, llamacpp_backend.physical_cores
             before = prompts._env().from_string(BEFORE)
             prompts._template = lambda name: before if name == "judge" else real(name)  # type: ignore[assignment]
-            LlamaCppBackend.fast_greedy = False
+            llamacpp_backend.LlamaCppBackend.fast_greedy = False
+            llamacpp_backend.physical_cores = lambda: max((os.cpu_count() or 1) // 2, 1)  # llama-cpp-python's
             try:
                 old = sweep(cfg_path)
             finally:
                 prompts._template = real  # type: ignore[assignment]
-                LlamaCppBackend.fast_greedy = True
+                llamacpp_backend.LlamaCppBackend.fast_greedy = True
+                llamacpp_backend.physical_cores = cores
             old_j, old_v = judge_stage(old), verdicts(out / "sweep")
-            print("\n== the judge phase, same candidate outputs: before / after (prompt order, greedy decoding)")
+            print(
+                "\n== the judge phase, same candidate outputs: before / after (prompt order, greedy decoding, threads)"
+            )
             for label, j in (("before", old_j), ("after", new_j)):
                 p = j.get("prefix_reuse") or {}
                 print(
