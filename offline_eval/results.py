@@ -75,11 +75,26 @@ class JsonRecord:
     def from_json(cls: type[J], d: dict[str, Any]) -> J | None:
         """A record as a results file holds it (None: not one of this task's records in a form this version
         reads). Keys this version does not know are dropped; fields the file lacks and may lack stay UNSET."""
+        if not isinstance(d, dict):
+            return None
         names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         try:
             return cls(**{k: v for k, v in d.items() if k in names})
         except TypeError:
             return None
+
+
+@dataclass(kw_only=True)
+class PlainRecord(JsonRecord):
+    """A record of a task this installation lacks: the generic fields, as far as its results file has them."""
+
+    id: str
+    output: str = ""
+    finish_reason: str = "stop"
+    gold: Any = None
+    parsed: Any = None
+    scores: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False
 
 
 R = TypeVar("R", bound=ItemRecord)
