@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .metrics.stats import adjust_family, paired_test
-from .results import Records, RunEntry
+from .results import ItemRecord, Records, RunEntry
 
-ItemScore = Callable[[dict[str, Any]], "float | None"]
+ItemScore = Callable[[ItemRecord], "float | None"]
 
 
 def families(runs: list[RunEntry]) -> list[tuple[str, str, list[RunEntry]]]:
@@ -36,7 +36,7 @@ def families(runs: list[RunEntry]) -> list[tuple[str, str, list[RunEntry]]]:
 
 
 def build(
-    records: Records, runs: list[RunEntry], item_score: Callable[[str], ItemScore], seed: int = 0
+    records: Records[ItemRecord], runs: list[RunEntry], item_score: Callable[[str], ItemScore], seed: int = 0
 ) -> list[dict[str, Any]]:
     result = []
     for kind, title, members in families(runs):
@@ -47,7 +47,7 @@ def build(
             for rec in records.get(r.key, []):
                 s = score(rec)
                 if s is not None:
-                    scores[str(rec["id"])] = s
+                    scores[str(rec.id)] = s
             per_run.append(scores)
         shared = sorted(set.intersection(*(set(s) for s in per_run))) if per_run else []
         label = (lambda r: r.variant) if kind == "quantization" else (lambda r: f"ctx{r.max_model_len}")

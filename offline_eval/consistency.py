@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .metrics.agreement import cohen_kappa
-from .results import Records, RunEntry, RunKey
+from .results import ItemRecord, Records, RunEntry, RunKey
 from .tasks.base import Task
 
 
@@ -55,11 +55,11 @@ def _paired_p(a: list[float], b: list[float]) -> tuple[str, float | None]:
 
 
 def compare(
-    task: Task, entry_a: RunEntry, entry_b: RunEntry, recs_a: list[dict[str, Any]], recs_b: list[dict[str, Any]]
+    task: Task, entry_a: RunEntry, entry_b: RunEntry, recs_a: list[ItemRecord], recs_b: list[ItemRecord]
 ) -> dict[str, Any]:
     """One row of the consistency table: two runs of one task setting, on the items both answered."""
-    by_b = {r["id"]: r for r in recs_b}
-    both = [(r, by_b[r["id"]]) for r in recs_a if r["id"] in by_b]
+    by_b = {r.id: r for r in recs_b}
+    both = [(r, by_b[r.id]) for r in recs_a if r.id in by_b]
     answers = [
         (x, y)
         for x, y in ((task.item_answer(a), task.item_answer(b)) for a, b in both)
@@ -99,7 +99,10 @@ def compare(
 
 
 def build(
-    runs: Sequence[RunEntry], records: Records, tasks: dict[str, Task], declared: Callable[[str, str], str | None]
+    runs: Sequence[RunEntry],
+    records: Records[ItemRecord],
+    tasks: dict[str, Task],
+    declared: Callable[[str, str], str | None],
 ) -> list[dict[str, Any]]:
     rows = []
     by_key = {r.key: r for r in runs}

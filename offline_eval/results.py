@@ -8,10 +8,12 @@ OUT/report.md, OUT/report.html, OUT/plots/
 
 from __future__ import annotations
 
+import enum
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from .fileio import write_jsonl_atomic
 
@@ -26,8 +28,84 @@ class RunKey(NamedTuple):
         return f"{self.run}/{self.setting}"
 
 
-Records = dict[RunKey, list[dict[str, Any]]]  # per-item records: id, output, parsed, gold, scores + the task's own
-TaskReport = dict[str, Any]  # a task's tables across runs (e.g. judge-human agreement): summary.task_reports
+class Unset(enum.Enum):
+    """A record field the record's state has no value for (e.g. a skipped item's token counts): not written."""
+
+    UNSET = "unset"
+
+
+UNSET: Final = Unset.UNSET
+
+
+class ItemRecord(Protocol):
+    """One item's record, as generic code (ablations, verdicts, consistency, the item browser) reads it. Each task
+    has its own dataclass, whose field order is its results file's key order (see JsonRecord)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def output(self) -> str: ...
+    @property
+    def finish_reason(self) -> str: ...
+    @property
+    def gold(self) -> Any: ...
+    @property
+    def parsed(self) -> Any: ...  # the answer as scored; None: a parse failure
+    @property
+    def scores(self) -> dict[str, Any]: ...
+    @property
+    def skipped(self) -> bool: ...  # the prompt did not fit the context: nothing was generated
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ItemRecord | None: ...
+
+
+J = TypeVar("J", bound="JsonRecord")
+
+
+class JsonRecord:
+    """to_json/from_json for a record dataclass: keys in field order, fields left UNSET omitted."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not UNSET}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_json(cls: type[J], d: dict[str, Any]) -> J | None:
+        """A record as a results file holds it (None: not one of this task's records in a form this version
+        reads). Keys this version does not know are dropped; fields the file lacks and may lack stay UNSET."""
+        if not isinstance(d, dict):
+            return None
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        try:
+            return cls(**{k: v for k, v in d.items() if k in names})
+        except TypeError:
+            return None
+
+
+@dataclass(kw_only=True)
+class PlainRecord(JsonRecord):
+    """A record of a task this installation lacks: the generic fields, as far as its results file has them."""
+
+    id: str
+    output: str = ""
+    finish_reason: str = "stop"
+    gold: Any = None
+    parsed: Any = None
+    scores: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False
+
+
+R = TypeVar("R", bound=ItemRecord)
+Records = dict[RunKey, list[R]]  # per-item records of each run on each task setting; Records[ItemRecord] generic
+RecordReader = Callable[[dict[str, Any]], ItemRecord | None]
+
+
+class TaskReport(Protocol):
+    """A task's tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -108,12 +186,22 @@ class ResultsFolder:
     def results_file(self, key: RunKey) -> Path:
         return self.root / "results" / key.run / f"{key.setting}.jsonl"
 
-    def write_records(self, key: RunKey, records: list[dict[str, Any]]) -> None:
-        write_jsonl_atomic(self.results_file(key), records)
+    def write_records(self, key: RunKey, records: list[ItemRecord]) -> None:
+        write_jsonl_atomic(self.results_file(key), (r.to_json() for r in records))
 
-    def read_records(self, key: RunKey) -> list[dict[str, Any]] | None:
-        """A run's records as an earlier sweep wrote them (only for runs this sweep did not produce)."""
+    def read_records(self, key: RunKey, read: RecordReader) -> list[ItemRecord] | None:
+        """A run's records as an earlier sweep wrote them, read by the task's record type (None: no results file,
+        or one with a record this version cannot read: the run then counts as having no records)."""
         f = self.results_file(key)
         if not f.exists():
             return None
-        return [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines()]
+        out = []
+        for line in f.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = read(json.loads(line))
+            except json.JSONDecodeError:
+                rec = None
+            if rec is None:
+                return None
+            out.append(rec)
+        return out

@@ -26,7 +26,7 @@ from .lock import OutputLock
 from .memory import PeakMemory, weights_bytes
 from .metrics.ranking import has_score, rank_runs
 from .requests import Phase, Result
-from .results import Records, ResultsFolder, RunEntry, RunKey, TaskReport
+from .results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
 from .runner import PhaseStats, Runner
 from .store import Store
 from .tasks import load_items, make_task
@@ -119,7 +119,7 @@ class _Unit:
     """What one engine load produced: its records and run entries, or why it failed."""
 
     run: str
-    records: Records = field(default_factory=dict)
+    records: Records[ItemRecord] = field(default_factory=dict)
     runs: list[RunEntry] = field(default_factory=list)
     failure: dict[str, Any] | None = None
     abort: InputError | None = None  # bad data, or an overflow under policy 'fail': stops the sweep
@@ -144,7 +144,7 @@ def _sweep_locked(
     store = Store(folder.store, move_aside_if_corrupt=fresh, log=log)
     summary = _load_summary(folder)
     runs = _earlier_runs(summary)
-    records: Records = {}
+    records: Records[ItemRecord] = {}
     attempted = {m.run_name(v, c) for m, v, c in loads}
     # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
     failures: list[dict[str, Any]] = [
@@ -220,7 +220,7 @@ def _sweep_locked(
         for key, recs in records.items():
             folder.write_records(key, recs)
     with timings.stage("summary"):
-        everything = _with_earlier_runs(folder, runs, records)
+        everything = _with_earlier_runs(folder, runs, records, {t.name: t.task for t in tasks})
         summary["runs"] = [r.to_json() for r in runs]
         summary["task_reports"] = task_reports(runs, everything, tasks)
         summary["failures"] = failures
@@ -249,7 +249,7 @@ def _timings_line(t: dict[str, Any]) -> str:
     return f"{t['total_s']:.1f} s in all ({shown}); fixed overhead {t['fixed_s']:.1f} s"
 
 
-def browser_inputs(tasks: list[PlannedTask], records: Records) -> ItemInputs:
+def browser_inputs(tasks: list[PlannedTask], records: Records[ItemRecord]) -> ItemInputs:
     """Each setting's prompts (built again: the same for every run) and the tasks' diffs, for the report's item
     browser; never written to the results files."""
     from .report.inputs import ItemInputs
@@ -267,9 +267,9 @@ def browser_inputs(tasks: list[PlannedTask], records: Records) -> ItemInputs:
             by_id = dict(zip(ids, items))
             for key in keys:
                 for rec in records[key]:
-                    item = by_id.get(str(rec.get("id")))
+                    item = by_id.get(str(rec.id))
                     if item is not None:
-                        inputs.add_diffs(key, str(rec.get("id")), t.task.browser_diffs(item, rec))
+                        inputs.add_diffs(key, str(rec.id), t.task.browser_diffs(item, rec))
     return inputs
 
 
@@ -278,13 +278,15 @@ def _earlier_runs(summary: dict[str, Any]) -> list[RunEntry]:
     return [e for e in entries if e is not None]
 
 
-def _with_earlier_runs(folder: ResultsFolder, runs: list[RunEntry], records: Records) -> Records:
+def _with_earlier_runs(
+    folder: ResultsFolder, runs: list[RunEntry], records: Records[ItemRecord], tasks: dict[str, Task]
+) -> Records[ItemRecord]:
     """This sweep's records, plus those of runs an earlier sweep into this folder produced (read once)."""
     out = dict(records)
     for entry in runs:
         key = entry.key
-        if key not in out:
-            earlier = folder.read_records(key)
+        if key not in out and entry.task in tasks:
+            earlier = folder.read_records(key, tasks[entry.task].Record.from_json)
             if earlier is not None:
                 out[key] = earlier
     return out
@@ -312,7 +314,7 @@ def leaderboards(runs: list[RunEntry]) -> dict[str, list[dict[str, Any]]]:
 
 
 def build_consistency(
-    cfg: SweepConfig, records: Records, runs: list[RunEntry], tasks: list[PlannedTask]
+    cfg: SweepConfig, records: Records[ItemRecord], runs: list[RunEntry], tasks: list[PlannedTask]
 ) -> list[dict[str, Any]]:
     """Runs of models declared `same_weights_as` one another, compared item by item per task setting."""
     from .consistency import build
@@ -328,7 +330,9 @@ def build_consistency(
     return build(entries, records, known, declared)
 
 
-def build_ablations(records: Records, runs: list[RunEntry], scorers: dict[str, Any]) -> list[dict[str, Any]]:
+def build_ablations(
+    records: Records[ItemRecord], runs: list[RunEntry], scorers: dict[str, Any]
+) -> list[dict[str, Any]]:
     from .ablations import build
 
     known = [r for r in runs if r.task in scorers]
@@ -362,7 +366,7 @@ def _run_model(
     ctx: int,
     tasks: list[PlannedTask],
     store: Store,
-    records: Records,
+    records: Records[ItemRecord],
     runs: list[RunEntry],
     chunk_size: int,
     fresh: bool,
@@ -471,7 +475,7 @@ class _LoggingEngine(LazyBackend):
 
 def _run_evaluations(
     tasks: list[PlannedTask],
-    records: Records,
+    records: Records[ItemRecord],
     store: Store,
     runs: list[RunEntry],
     chunk_size: int,
@@ -484,7 +488,7 @@ def _run_evaluations(
 ) -> None:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
     candidate output of this sweep for every task that lists it."""
-    staged: list[tuple[PlannedTask, list[RunEntry], Records, Phase]] = []
+    staged: list[tuple[PlannedTask, list[RunEntry], Records[ItemRecord], Phase]] = []
     judges: dict[str, tuple[ModelSpec, list[int]]] = {}
     for t in tasks:
         evs = t.task.evaluator_models()
@@ -551,14 +555,16 @@ def _run_evaluations(
                 entry.throughput["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
 
 
-def task_reports(runs: list[RunEntry], records: Records, tasks: list[PlannedTask]) -> dict[str, TaskReport]:
+def task_reports(
+    runs: list[RunEntry], records: Records[ItemRecord], tasks: list[PlannedTask]
+) -> dict[str, dict[str, Any]]:
     reports = {}
     for t in tasks:
         entries = [r for r in runs if r.task == t.name]
         mine = {r.key: records[r.key] for r in entries if r.key in records}
         rep = t.task.sweep_report(entries, mine) if entries else None
         if rep is not None:
-            reports[t.name] = rep
+            reports[t.name] = rep.to_json()
     return reports
 
 

@@ -8,23 +8,23 @@ from typing import Any
 
 from .config import ModelSpec
 from .metrics.noninferiority import adjust, compare
-from .results import Records, RunEntry
+from .results import ItemRecord, Records, RunEntry
 from .tasks.base import Task
 
 
-def _scores(task: Task, records: Sequence[dict[str, Any]]) -> dict[str, float]:
+def _scores(task: Task, records: Sequence[ItemRecord]) -> dict[str, float]:
     out = {}
     for rec in records:
         s = task.item_score(rec)
         if s is not None:
-            out[str(rec["id"])] = float(s)
+            out[str(rec.id)] = float(s)
     return out
 
 
 def build(
     models: Sequence[ModelSpec],
     margins: dict[str, float],
-    records: Records,
+    records: Records[ItemRecord],
     runs: Sequence[RunEntry],
     tasks: dict[str, Task],
     seed: int = 0,

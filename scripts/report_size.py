@@ -23,8 +23,9 @@ from offline_eval.fileio import write_json_atomic
 from offline_eval.report import write_report
 from offline_eval.report.browser import INLINE_LIMIT, SIDECAR
 from offline_eval.report.inputs import ItemInputs
-from offline_eval.results import ResultsFolder, RunKey
+from offline_eval.results import ItemRecord, ResultsFolder, RunKey
 from offline_eval.tasks import make_task
+from offline_eval.tasks.jbeqa.task import JBEQARecord
 
 N_ITEMS = 3464
 ANSWER_CHARS = 120
@@ -81,18 +82,18 @@ def main() -> None:
             for setting in settings:
                 pred = np.where(rng.random(N_ITEMS) < 0.7, gold, 1 - gold)
                 free = setting.endswith("free")
-                recs = [
-                    {
-                        "id": f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}",
-                        "subject": SUBJECTS[i % 3],
-                        "output": ("はい、" * (ANSWER_CHARS // 3) if free else str(int(p))),
-                        "parsed": int(p),
-                        "gold": int(g),
-                        "pred": int(p),
-                        "skipped": False,
-                        "finish_reason": "stop",
-                        "scores": {"correct": int(p == g), "faithful": 1},
-                    }
+                recs: list[ItemRecord] = [
+                    JBEQARecord(
+                        id=f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}",
+                        subject=SUBJECTS[i % 3],
+                        year=2019 + i % 6,
+                        output=("はい、" * (ANSWER_CHARS // 3) if free else str(int(p))),
+                        finish_reason="stop",
+                        gold=int(g),
+                        parsed=int(p),
+                        pred=int(p),
+                        scores={"correct": int(p == g), "faithful": 1},
+                    )
                     for i, (p, g) in enumerate(zip(pred, gold))
                 ]
                 folder.write_records(RunKey(run, setting), recs)

@@ -16,17 +16,22 @@ def _jbeqa():  # type: ignore[no-untyped-def]
     return make_task("jbeqa", {"data": str(DATA)})
 
 
-def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None) -> dict:
-    r = {
-        "id": f"q{i}",
-        "parsed": parsed,
-        "pred": int(parsed == 1),
-        "gold": gold,
-        "skipped": False,
-        "scores": {"correct": int((parsed == 1) == bool(gold))},
-    }
+def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None):  # type: ignore[no-untyped-def]
+    from offline_eval.tasks.jbeqa.task import JBEQARecord
+
+    r = JBEQARecord(
+        id=f"q{i}",
+        subject="民法",
+        year=2020,
+        output="",
+        finish_reason="stop",
+        gold=gold,
+        parsed=parsed,
+        pred=int(parsed == 1),
+        scores={"correct": int((parsed == 1) == bool(gold))},
+    )
     if lp1 is not None:
-        r["logprobs"] = {"0": math.log(1 - math.exp(lp1)), "1": lp1}
+        r.logprobs = {"0": math.log(1 - math.exp(lp1)), "1": lp1}
     return r
 
 

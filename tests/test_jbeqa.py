@@ -146,7 +146,7 @@ def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subje
     items = task.load()
     s = {"shots": 0, "mode": "free"}
     records = [task.score(it, Result(text="1"), s) for it in items]
-    assert [r["year"] for r in records] == [2019, 2018, 2024, 2015, 2019]
+    assert [r.year for r in records] == [2019, 2018, 2024, 2015, 2019]
     m = task.aggregate(records, s)
     years = [k for k in m if k.startswith("year.")]
     assert years == ["year.2015.accuracy", "year.2018.accuracy", "year.2019.accuracy", "year.2024.accuracy"]
@@ -288,15 +288,15 @@ def test_scoring_rules():
     true_item = next(i for i in items if i["answer"])
     false_item = next(i for i in items if not i["answer"])
     r1 = task.score(true_item, Result(text="1"), s)
-    assert r1["scores"] == {"correct": 1, "faithful": 1} and r1["parsed"] == 1
+    assert r1.scores == {"correct": 1, "faithful": 1} and r1.parsed == 1
     # An explanation is unfaithful and scored as 0 (false), which happens to be right for a false item.
     r2 = task.score(false_item, Result(text="0 です。理由は"), s)
-    assert r2["parsed"] is None and r2["pred"] == 0 and r2["scores"] == {"correct": 1, "faithful": 0}
+    assert r2.parsed is None and r2.pred == 0 and r2.scores == {"correct": 1, "faithful": 0}
     # Cut off by max_tokens: a parse failure even if the text looks like a label.
     r3 = task.score(true_item, Result(text="1", finish_reason="length"), s)
-    assert r3["parsed"] is None and r3["scores"]["correct"] == 0
+    assert r3.parsed is None and r3.scores["correct"] == 0
     r4 = task.score(true_item, Result(text="", finish_reason="overflow"), s)
-    assert r4["skipped"] and r4["parsed"] is None
+    assert r4.skipped and r4.parsed is None
     m = task.aggregate([r1, r2, r3, r4], s)
     assert m["n_scored"] == 3 and m["n_skipped"] == 1 and m["parse_failures"] == 2
     assert m["faithfulness"] == pytest.approx(1 / 3)

@@ -20,7 +20,7 @@ from offline_eval.tasks.legalrikai import rubric
 from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
 from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes
 from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back
-from offline_eval.tasks.legalrikai.task import LegalRikaiTask, aggregate, average_scores
+from offline_eval.tasks.legalrikai.task import LegalRikaiRecord, LegalRikaiTask, aggregate, average_scores
 
 CONTRACT = (
     "# 業務委託契約書\n\n甲と乙は、次のとおり契約を締結する。\n\n"
@@ -174,12 +174,16 @@ def test_normalise_and_average_over_judges_by_hand():
     assert average_scores("statrev", _judged(None, None)) == {}
 
 
-def _rec(i: str, inp: str, judges: dict) -> dict:
-    return {
+def _rec(i: str, inp: str, judges: dict, **kw) -> LegalRikaiRecord:
+    fields = {
         "id": i,
         "subtask": "statrev",
         "input": inp,
+        "output": "",
         "finish_reason": "stop",
+        "prompt_tokens": 0,
+        "output_tokens": 0,
+        "gold": "",
         "parsed": {},
         "judges": judges,
         "scores": average_scores("statrev", judges) if inp != "skipped" else {},
@@ -193,6 +197,7 @@ def _rec(i: str, inp: str, judges: dict) -> dict:
         if inp != "skipped"
         else None,
     }
+    return LegalRikaiRecord(**{**fields, **kw})
 
 
 def test_aggregate_by_hand():
@@ -241,25 +246,16 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
         ["statrev", i, "m", c, a[i][c], name] for i in ids for c in crits for a, name in ((ann_a, "A"), (ann_b, "B"))
     ]
     human = read_human_scores(_human_csv(tmp_path, rows))
-    recs = [
-        {
-            "id": i,
-            "subtask": "statrev",
-            "input": "full",
-            "judges": {"J": {"scores": judge[i]}},
-            "scores": average_scores("statrev", {"J": {"scores": judge[i]}}),
-        }
-        for i in ids
-    ]
+    recs = [_rec(i, "full", {"J": {"scores": judge[i]}}) for i in ids]
     runs = [_entry("m.llamacpp.x.ctx1")]
     res = agreement(human, runs, {RunKey("m.llamacpp.x.ctx1", "legalrikai.statrev"): recs}, ["J"], "human.csv")
-    assert res["matched_outputs"] == n and not res["unmatched"]
+    assert res.matched_outputs == n and not res.unmatched
     for c in crits:
         crit = next(x for x in rubric.criteria("statrev") if x.code == c)
         h = [np.mean([crit.normalise(ann_a[i][c]), crit.normalise(ann_b[i][c])]) for i in ids]
         j = [crit.normalise(judge[i][c]) for i in ids]
-        k = res["kappa"]["statrev"][c]
-        rho = res["spearman"]["statrev"]["J"][c]
+        k = res.kappa["statrev"][c]
+        rho = res.spearman["statrev"]["J"][c]
         if c == "TA":
             assert k["kappa"] is None and k["n"] == n and rho["rho"] is None
             continue
@@ -268,24 +264,24 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
         )
         ref = stats.spearmanr(j, h)
         assert rho["rho"] == pytest.approx(ref.statistic, abs=1e-4) and rho["p"] == pytest.approx(ref.pvalue, abs=1e-4)
-        assert res["spearman"]["statrev"]["Avg"][c] == rho  # one judge: Avg is that judge
-        assert res["mae"]["statrev"]["J"][c]["mae"] == pytest.approx(np.mean(np.abs(np.array(j) - h)), abs=1e-4)
-        assert res["human_scores"]["statrev"]["m.llamacpp.x.ctx1"][c] == pytest.approx(np.mean(h), abs=1e-4)
+        assert res.spearman["statrev"]["Avg"][c] == rho  # one judge: Avg is that judge
+        assert res.mae["statrev"]["J"][c]["mae"] == pytest.approx(np.mean(np.abs(np.array(j) - h)), abs=1e-4)
+        assert res.human_scores["statrev"]["m.llamacpp.x.ctx1"][c] == pytest.approx(np.mean(h), abs=1e-4)
 
 
 def test_human_rows_that_match_nothing_are_counted_not_fatal(tmp_path):
     human = read_human_scores(
         _human_csv(tmp_path, [["statrev", "nope", "m", "IF", 2, "A"], ["statrev", "s1", "other", "IF", 2, "A"]])
     )
-    recs = [{"id": "s1", "subtask": "statrev", "input": "full", "judges": {}, "scores": {}}]
+    recs = [_rec("s1", "full", {})]
     runs = [_entry("m.a.b.ctx1"), _entry("m.a.c.ctx1")]
     res = agreement(human, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs}, [], "h.csv")
-    assert res["matched_outputs"] == 0
-    assert res["unmatched"] == ["1 row(s): item not in this sweep", "1 row(s): model matches no run"]
+    assert res.matched_outputs == 0
+    assert res.unmatched == ["1 row(s): item not in this sweep", "1 row(s): model matches no run"]
     # A model name with two runs is ambiguous: the run name is needed.
     amb = read_human_scores(_human_csv(tmp_path, [["statrev", "s1", "m", "IF", 2, "A"]]))
     res = agreement(amb, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs}, [], "h.csv")
-    assert "matches 2 runs; give the run name" in res["unmatched"][0]
+    assert "matches 2 runs; give the run name" in res.unmatched[0]
 
 
 @pytest.mark.parametrize(

@@ -33,22 +33,23 @@ def browser_data(
     settings = sorted({r["setting"] for r in entries})
     rows: dict[tuple[int, str], list[Any]] = {}
     for r in entries:
-        recs = folder.read_records(RunKey(r["run"], r["setting"]))
+        task = task_class(r["task"])
+        recs = folder.read_records(RunKey(r["run"], r["setting"]), task.Record.from_json)
         if not recs:
             continue
-        view = task_class(r["task"]).browser_view
+        view = task.browser_view
         s, ri = settings.index(r["setting"]), str(runs.index(r["run"]))
         for rec in recs:
             v = view(rec)
-            item_id = str(rec.get("id"))
+            item_id = str(rec.id)
             row = rows.get((s, item_id))
             if row is None:
                 prompt = inputs.prompts.get(r["setting"], {}).get(item_id) if inputs else None
-                row = rows[(s, item_id)] = [item_id, s, v.get("group"), _text(rec.get("gold")), {}, prompt]
+                row = rows[(s, item_id)] = [item_id, s, v.get("group"), _text(rec.gold), {}, prompt]
             ok = v.get("correct")
             answer: list[Any] = [
-                _text(rec.get("output") or ""),
-                _text(rec.get("parsed")),
+                _text(rec.output or ""),
+                _text(rec.parsed),
                 None if ok is None else int(ok),
                 {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None},
             ]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..metrics.ranking import has_score, rank_runs
+from ..results import PlainRecord
 from ..tasks.base import Metric, Task
 
 
@@ -233,4 +234,4 @@ def task_class(name: str) -> type[Task]:
 
 
 class _Unknown(Task):
-    pass
+    Record = PlainRecord

@@ -5,13 +5,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from pydantic import BaseModel, ValidationError
 
 from ..errors import InputError
 from ..requests import Phase, Result
-from ..results import Records, RunEntry, TaskReport
+from ..results import ItemRecord, R, Records, RunEntry, TaskReport
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,9 +35,12 @@ class Metric:
     margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
 
 
-class Task(ABC):
+class Task(ABC, Generic[R]):
+    """A task whose per-item records are R: its own dataclass (`Record`), in its results files' key order."""
+
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
+    Record: ClassVar[type[ItemRecord]]  # with from_json: how the report and later sweeps read its results files
     primary_metric: ClassVar[str] = "mean"  # what leaderboards rank by and plots draw
     metrics: ClassVar[tuple[Metric, ...]] = ()  # the leaderboard's columns, the primary metric first
     leaderboard_note: ClassVar[str] = ""
@@ -76,11 +79,11 @@ class Task(ABC):
     def build(self, items: Sequence[Item], setting: Setting) -> Phase: ...
 
     @abstractmethod
-    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
-        """One per-item record: at least id, output, parsed, gold, scores."""
+    def score(self, item: Item, result: Result, setting: Setting) -> R:
+        """One per-item record."""
 
     @abstractmethod
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]: ...
+    def aggregate(self, records: Sequence[R], setting: Setting) -> dict[str, float | None]: ...
 
     def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:
         """The items one setting runs on (a task with sub-tasks gives each setting its own)."""
@@ -92,18 +95,18 @@ class Task(ABC):
         """The ModelSpecs of the evaluators that score the candidates' outputs (none: no second stage)."""
         return []
 
-    def evaluation_phase(self, items: Sequence[Item], records: Records) -> Phase:
+    def evaluation_phase(self, items: Sequence[Item], records: Records[R]) -> Phase:
         raise NotImplementedError
 
-    def finish_evaluation(self, records: Records, phase: Phase, results: dict[str, Sequence[Result]]) -> Records:
+    def finish_evaluation(self, records: Records[R], phase: Phase, results: dict[str, Sequence[Result]]) -> Records[R]:
         """Fold each evaluator's results (keyed by its run name; a failed evaluator is absent) into records."""
         raise NotImplementedError
 
-    def sweep_report(self, runs: Sequence[RunEntry], records: Records) -> TaskReport | None:
+    def sweep_report(self, runs: Sequence[RunEntry], records: Records[R]) -> TaskReport | None:
         """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
         return None
 
-    def item_score(self, record: dict[str, Any]) -> float | None:
+    def item_score(self, record: R) -> float | None:
         """The per-item score that paired ablation tests compare (None: the item does not count)."""
         return None
 
@@ -130,13 +133,13 @@ class Task(ABC):
         return []
 
     @classmethod
-    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
+    def browser_view(cls, record: R) -> dict[str, Any]:
         """The report's item browser on one record: `group` (a filter, e.g. the subject), `correct` (True, False,
         or None where answers are graded, not right or wrong), `extra` ({label: text} shown with the answer) and
         optionally `focused` (True: the run got the item's shorter fallback prompt, overflow policy 'focus')."""
         return {"group": None, "correct": None, "extra": {}}
 
-    def browser_diffs(self, item: Item, record: dict[str, Any]) -> dict[str, list[list[str]]]:
+    def browser_diffs(self, item: Item, record: R) -> dict[str, list[list[str]]]:
         """Diffs the item browser draws beside one run's answer, needing the item (e.g. a revised contract
         against the input one): {label: [[op, text], ...]}, op "=" kept, "+" inserted, "-" deleted, "…" elided
         (offline_eval.ja.show.diff_segments makes them). Called by the sweep, which holds the items."""
@@ -157,11 +160,11 @@ class Task(ABC):
         return task.validate_data(path)
 
     # Engine consistency: runs of the same weights on different engines, compared item by item.
-    def item_answer(self, record: dict[str, Any]) -> Any:
+    def item_answer(self, record: R) -> Any:
         """The answer as two engines' outputs are compared (None: the task has no comparable answer)."""
         return None
 
-    def item_probability(self, record: dict[str, Any]) -> float | None:
+    def item_probability(self, record: R) -> float | None:
         """P(positive answer), where the setting scored label probabilities (logprob mode)."""
         return None
 

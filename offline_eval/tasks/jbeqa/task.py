@@ -15,6 +15,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -34,6 +35,7 @@ from ...errors import InputError
 from ...metrics.bootstrap import MAX_BOOTSTRAP, bootstrap_ci
 from ...metrics.classification import accuracy, precision_recall_f1
 from ...requests import Phase, Request, Result, Sampling
+from ...results import UNSET, JsonRecord, Unset
 from ..base import Item, Metric, Setting, Task
 
 if TYPE_CHECKING:
@@ -207,14 +209,34 @@ def user_message(it: Item) -> str:
     return "\n".join(lines)
 
 
+@dataclass(kw_only=True)
+class JBEQARecord(JsonRecord):
+    """One statement's record; a skipped one (did not fit the context) has no pred, token counts or logprobs."""
+
+    id: str
+    subject: str  # the Japanese subject name (民法, 刑法, 憲法)
+    year: int  # Gregorian
+    output: str
+    finish_reason: str
+    gold: int  # 1: the statement is correct
+    parsed: int | None  # a bare 1 or 0; None: anything else
+    pred: int | Unset = UNSET  # the answer as scored: anything but a bare 1 counts as 0
+    skipped: bool = False
+    scores: dict[str, int] = field(default_factory=dict)  # correct, and faithful outside logprob mode
+    prompt_tokens: int | Unset = UNSET
+    output_tokens: int | Unset = UNSET
+    logprobs: dict[str, float] | Unset = UNSET  # logprob mode: label -> log-probability
+
+
 def parse_answer(text: str) -> int | None:
     t = text.strip()
     return int(t) if t in LABELS else None
 
 
-class JBEQATask(Task):
+class JBEQATask(Task[JBEQARecord]):
     name = "jbeqa"
     Options = JBEQAOptions
+    Record = JBEQARecord
     primary_metric = "f1"
     paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
     metrics = (
@@ -281,42 +303,38 @@ class JBEQATask(Task):
             overflow=self.options.overflow,
         )
 
-    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
-        rec: dict[str, Any] = {
-            "id": item["id"],
-            "subject": item["subject_jp"],
-            "year": item["year_ad"],
-            "output": result.text,
-            "finish_reason": result.finish_reason,
-            "gold": int(item["answer"]),
-        }
-        if result.finish_reason == "overflow":
-            return {**rec, "parsed": None, "skipped": True, "scores": {}}
-        parsed = parse_answer(result.text) if result.answered else None
-        pred = parsed == 1  # the paper scores anything but a bare answer as 0
-        scores = {"correct": int(pred == item["answer"])}
-        if setting["mode"] != "logprob":
-            scores["faithful"] = int(parsed is not None)
-        rec.update(
-            parsed=parsed,
-            pred=int(pred),
-            skipped=False,
-            scores=scores,
-            prompt_tokens=result.prompt_tokens,
-            output_tokens=result.output_tokens,
+    def score(self, item: Item, result: Result, setting: Setting) -> JBEQARecord:
+        rec = JBEQARecord(
+            id=item["id"],
+            subject=item["subject_jp"],
+            year=item["year_ad"],
+            output=result.text,
+            finish_reason=result.finish_reason,
+            gold=int(item["answer"]),
+            parsed=None,
         )
+        if result.finish_reason == "overflow":
+            rec.skipped = True
+            return rec
+        rec.parsed = parse_answer(result.text) if result.answered else None
+        pred = rec.parsed == 1  # the paper scores anything but a bare answer as 0
+        rec.pred = int(pred)
+        rec.scores = {"correct": int(pred == item["answer"])}
+        if setting["mode"] != "logprob":
+            rec.scores["faithful"] = int(rec.parsed is not None)
+        rec.prompt_tokens, rec.output_tokens = result.prompt_tokens, result.output_tokens
         if result.logprobs is not None:
-            rec["logprobs"] = {k: round(v, 6) for k, v in result.logprobs.items()}
+            rec.logprobs = {k: round(v, 6) for k, v in result.logprobs.items()}
         return rec
 
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
-        scored = [r for r in records if not r["skipped"]]
-        gold = [bool(r["gold"]) for r in scored]
-        pred = [bool(r["pred"]) for r in scored]
+    def aggregate(self, records: Sequence[JBEQARecord], setting: Setting) -> dict[str, float | None]:
+        scored = [r for r in records if not r.skipped]
+        gold = [bool(r.gold) for r in scored]
+        pred = [bool(r.pred) for r in scored]
         m: dict[str, float | None] = {
             "n_scored": len(scored),
             "n_skipped": len(records) - len(scored),
-            "parse_failures": sum(1 for r in scored if r["parsed"] is None),
+            "parse_failures": sum(1 for r in scored if r.parsed is None),
         }
         if not scored:  # no score at all, not a score of 0: such a run ranks last as "no items"
             m.update(accuracy=None, f1=None, precision=None, recall=None)
@@ -326,26 +344,24 @@ class JBEQATask(Task):
         p, r_, f = precision_recall_f1(gold, pred)
         m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_, answered_true=sum(pred) / len(pred))
         if setting["mode"] != "logprob":
-            m["faithfulness"] = sum(r["scores"]["faithful"] for r in scored) / len(scored)
+            m["faithfulness"] = sum(r.scores["faithful"] for r in scored) / len(scored)
         if self.options.bootstrap:
             from ...metrics.classification import f1 as f1_fn
 
             for name, fn in (("f1", f1_fn), ("accuracy", accuracy)):
                 lo, hi = bootstrap_ci(fn, gold, pred, n_resamples=self.options.bootstrap, seed=self.options.seed)
                 m[f"{name}_ci_low"], m[f"{name}_ci_high"] = lo, hi
-        for subj in sorted({r["subject"] for r in scored}):
-            sub = [r for r in scored if r["subject"] == subj]
-            m[f"subject.{subj}.f1"] = precision_recall_f1(
-                [bool(r["gold"]) for r in sub], [bool(r["pred"]) for r in sub]
-            )[2]
+        for subj in sorted({r.subject for r in scored}):
+            sub = [r for r in scored if r.subject == subj]
+            m[f"subject.{subj}.f1"] = precision_recall_f1([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])[2]
             m[f"subject.{subj}.n"] = len(sub)
-        for year in sorted({r["year"] for r in scored}):
-            sub = [r for r in scored if r["year"] == year]
-            m[f"year.{year}.accuracy"] = accuracy([bool(r["gold"]) for r in sub], [bool(r["pred"]) for r in sub])
+        for year in sorted({r.year for r in scored}):
+            sub = [r for r in scored if r.year == year]
+            m[f"year.{year}.accuracy"] = accuracy([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in m.items()}
 
-    def item_score(self, record: dict[str, Any]) -> float | None:
-        return None if record.get("skipped") else float(record["scores"]["correct"])
+    def item_score(self, record: JBEQARecord) -> float | None:
+        return None if record.skipped else float(record.scores["correct"])
 
     @classmethod
     def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
@@ -354,12 +370,12 @@ class JBEQATask(Task):
         return [*super().report_tables(runs, summary), *breakdown_tables(runs)]
 
     @classmethod
-    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
-        ok = None if record.get("skipped") else bool(record["scores"]["correct"])
+    def browser_view(cls, record: JBEQARecord) -> dict[str, Any]:
+        ok = None if record.skipped else bool(record.scores["correct"])
         return {
-            "group": record.get("subject"),
+            "group": record.subject,
             "correct": ok,
-            "extra": {"skipped": "did not fit the context"} if record.get("skipped") else {},
+            "extra": {"skipped": "did not fit the context"} if record.skipped else {},
         }
 
     @classmethod
@@ -378,14 +394,14 @@ class JBEQATask(Task):
 
         return subject_bars(runs)
 
-    def item_answer(self, record: dict[str, Any]) -> Any:
-        if record.get("skipped"):
+    def item_answer(self, record: JBEQARecord) -> Any:
+        if record.skipped:
             return None
-        return "unparsed" if record["parsed"] is None else int(record["parsed"])
+        return "unparsed" if record.parsed is None else int(record.parsed)
 
-    def item_probability(self, record: dict[str, Any]) -> float | None:
-        lp = record.get("logprobs")
-        if record.get("skipped") or not lp or "1" not in lp or "0" not in lp:
+    def item_probability(self, record: JBEQARecord) -> float | None:
+        lp = record.logprobs
+        if record.skipped or isinstance(lp, Unset) or not lp or "1" not in lp or "0" not in lp:
             return None
         hi = max(lp["0"], lp["1"])
         e0, e1 = math.exp(lp["0"] - hi), math.exp(lp["1"] - hi)

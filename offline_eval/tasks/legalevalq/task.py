@@ -4,6 +4,7 @@ model writes a Comment and a Conclusion for each answer; the regression scorer t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -14,7 +15,7 @@ from ...constraints import JsonSchema
 from ...errors import InputError, is_url
 from ...metrics.adjscore import adj_score, summarize
 from ...requests import Phase, Request, Result, Sampling
-from ...results import Records
+from ...results import JsonRecord, Records
 from ..base import Item, Metric, Setting, Task
 from . import evaluator as ev
 from .data import load_annotated, load_queries
@@ -48,9 +49,28 @@ class LegalEvalQOptions(BaseModel):
     seed: int = 0
 
 
-class LegalEvalQTask(Task):
+@dataclass(kw_only=True)
+class LegalEvalQRecord(JsonRecord):
+    """One candidate answer; the evaluation stage fills in evaluation, parsed (the conclusion) and scores."""
+
+    id: str
+    split: str = "train"  # or validation
+    query: str
+    output: str
+    finish_reason: str
+    gold: str | None  # the dataset's reference answer, where it has one
+    parsed: str | None = None  # the evaluator's conclusion; None: not evaluated, or its answer did not parse
+    scores: dict[str, float] = field(default_factory=dict)  # quality: the scorer's 0-100
+    evaluation: dict[str, Any] | None = None  # raw, finish_reason, comment, conclusion
+    skipped: bool = False
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+
+class LegalEvalQTask(Task[LegalEvalQRecord]):
     name = "legalevalq"
     Options = LegalEvalQOptions
+    Record = LegalEvalQRecord
     options: LegalEvalQOptions
     primary_metric = "adj_score"
     metrics = (Metric("adj_score", "AdjScore", digits=2, margin=2.0), Metric("mean", "mean", digits=2))
@@ -69,16 +89,16 @@ class LegalEvalQTask(Task):
         return [quality_leaderboard(runs, cls.name)]
 
     @classmethod
-    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
-        ev = record.get("evaluation") or {}
+    def browser_view(cls, record: LegalEvalQRecord) -> dict[str, Any]:
+        ev = record.evaluation or {}
         return {
-            "group": record.get("split"),
+            "group": record.split,
             "correct": None,
             "extra": {
-                "query": record.get("query"),
+                "query": record.query,
                 "evaluator comment": ev.get("comment"),
                 "evaluator conclusion": ev.get("conclusion"),
-                "quality score": (record.get("scores") or {}).get("quality"),
+                "quality score": record.scores.get("quality"),
             },
         }
 
@@ -98,11 +118,11 @@ class LegalEvalQTask(Task):
 
     def load(self) -> list[Item]:
         o = self.options
-        for field, value in (("scorer", o.scorer), ("evaluator.path", o.evaluator.path)):
+        for name, value in (("scorer", o.scorer), ("evaluator.path", o.evaluator.path)):
             if is_url(value):
-                raise InputError("URLs are refused; give a local path", field=f"tasks.legalevalq.{field}")
+                raise InputError("URLs are refused; give a local path", field=f"tasks.legalevalq.{name}")
             if not Path(value).exists():
-                raise InputError(f"path does not exist: {value}", field=f"tasks.legalevalq.{field}")
+                raise InputError(f"path does not exist: {value}", field=f"tasks.legalevalq.{name}")
         if not (Path(o.scorer) / "scorer_config.json").is_file():
             raise InputError(
                 "not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer"
@@ -127,90 +147,86 @@ class LegalEvalQTask(Task):
             overflow=self.options.overflow,
         )
 
-    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
-        rec = {
-            "id": item["id"],
-            "split": item.get("split", "train"),
-            "query": item["query"],
-            "output": result.text,
-            "finish_reason": result.finish_reason,
-            "gold": item.get("datasets_ans"),
-            "parsed": None,
-            "scores": {},
-            "evaluation": None,
-            "skipped": result.finish_reason == "overflow",
-            "prompt_tokens": result.prompt_tokens,
-            "output_tokens": result.output_tokens,
-        }
-        return rec
+    def score(self, item: Item, result: Result, setting: Setting) -> LegalEvalQRecord:
+        return LegalEvalQRecord(
+            id=item["id"],
+            split=item.get("split", "train"),
+            query=item["query"],
+            output=result.text,
+            finish_reason=result.finish_reason,
+            gold=item.get("datasets_ans"),
+            skipped=result.finish_reason == "overflow",
+            prompt_tokens=result.prompt_tokens,
+            output_tokens=result.output_tokens,
+        )
 
     # The evaluation stage: one evaluator for every candidate's answers, after all candidates.
     def evaluator_models(self) -> list[ModelSpec]:
         return [self.options.evaluator]
 
-    def evaluation_phase(self, items: Sequence[Item], records: Records) -> Phase:
+    def evaluation_phase(self, items: Sequence[Item], records: Records[LegalEvalQRecord]) -> Phase:
         by_id = {it["id"]: it for it in items}
         json_mode = self.options.evaluator_mode == "json"
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.evaluator_max_tokens)
         reqs, ids = [], []
         for run, recs in records.items():
             for r in recs:
-                if r["skipped"]:
+                if r.skipped:
                     continue
-                it = by_id[r["id"]]
+                it = by_id[r.id]
                 reqs.append(
                     Request.chat(
                         [
                             {"role": "system", "content": ev.SYSTEM},
-                            {"role": "user", "content": ev.user_message(it["query"], r["output"], it.get("resource"))},
+                            {"role": "user", "content": ev.user_message(it["query"], r.output, it.get("resource"))},
                         ],
                         s,
                         JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None,
                     )
                 )
-                ids.append(f"{run}/{r['id']}")
+                ids.append(f"{run}/{r.id}")
         return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
 
-    def finish_evaluation(self, records: Records, phase: Phase, results: dict[str, Sequence[Result]]) -> Records:
+    def finish_evaluation(
+        self, records: Records[LegalEvalQRecord], phase: Phase, results: dict[str, Sequence[Result]]
+    ) -> Records[LegalEvalQRecord]:
         from .scorer import Scorer
 
         if not results:
             return records
         by_key = dict(zip(phase.item_ids, next(iter(results.values()))))
         parse = ev.parse_json if self.options.evaluator_mode == "json" else ev.parse_tags
-        todo: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        todo: list[tuple[LegalEvalQRecord, dict[str, Any]]] = []
         for run, recs in records.items():
             for r in recs:
-                res = by_key.get(f"{run}/{r['id']}")
+                res = by_key.get(f"{run}/{r.id}")
                 if res is None:
                     continue
                 got = parse(res.text) if res.answered else None
-                r["evaluation"] = {
+                r.evaluation = {
                     "raw": res.text,
                     "finish_reason": res.finish_reason,
                     "comment": got[0] if got else None,
                     "conclusion": got[1] if got else None,
                 }
-                r["parsed"] = got[1] if got else None
+                r.parsed = got[1] if got else None
                 if got:
-                    todo.append(
-                        (r, {"query": r["query"], "answer": r["output"], "comment": got[0], "conclusion": got[1]})
-                    )
+                    todo.append((r, {"query": r.query, "answer": r.output, "comment": got[0], "conclusion": got[1]}))
         if todo:
             scores = Scorer.load(self.options.scorer).predict([x for _, x in todo])
             for (r, _), sc in zip(todo, scores):
-                r["scores"] = {"quality": sc}
+                r.scores = {"quality": sc}
         return records
 
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
-        scored = [r["scores"]["quality"] for r in records if "quality" in r.get("scores", {})]
-        evaluated = [r for r in records if r.get("evaluation")]
+    def aggregate(self, records: Sequence[LegalEvalQRecord], setting: Setting) -> dict[str, float | None]:
+        scored = [r.scores["quality"] for r in records if "quality" in r.scores]
+        evaluated = [r for r in records if r.evaluation]
         m: dict[str, float | None] = {
-            "n_answers": sum(1 for r in records if not r["skipped"]),
-            "n_skipped": sum(1 for r in records if r["skipped"]),
-            "truncated_answers": sum(1 for r in records if r["finish_reason"] == "length"),
+            "n_answers": sum(1 for r in records if not r.skipped),
+            "n_skipped": sum(1 for r in records if r.skipped),
+            "truncated_answers": sum(1 for r in records if r.finish_reason == "length"),
             "n_evaluated": len(evaluated),
-            "evaluator_parse_failures": sum(1 for r in evaluated if r["parsed"] is None),
+            "evaluator_parse_failures": sum(1 for r in evaluated if r.parsed is None),
             "n_scored": len(scored),
         }
         if scored:
@@ -221,14 +237,10 @@ class LegalEvalQTask(Task):
                     if k in ("mean", "std", "median", "adj_score")
                 }
             )
-        splits = {r.get("split", "train") for r in records}
+        splits = {r.split for r in records}
         if len(splits) > 1:
             for split in sorted(splits):
-                part = [
-                    r["scores"]["quality"]
-                    for r in records
-                    if r.get("split", "train") == split and "quality" in r.get("scores", {})
-                ]
+                part = [r.scores["quality"] for r in records if r.split == split and "quality" in r.scores]
                 if part:
                     m.update(
                         {
@@ -245,5 +257,5 @@ class LegalEvalQTask(Task):
                 m["mean_delta"] = round(mean_v - mean_t, 4)
         return m
 
-    def item_score(self, record: dict[str, Any]) -> float | None:
-        return record.get("scores", {}).get("quality")
+    def item_score(self, record: LegalEvalQRecord) -> float | None:
+        return record.scores.get("quality")

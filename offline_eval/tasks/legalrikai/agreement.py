@@ -12,6 +12,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from itertools import combinations
 from pathlib import Path
 from statistics import mean
@@ -20,9 +21,10 @@ from typing import Any
 from ...errors import InputError, is_url
 from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, mae, spearman
-from ...results import Records, RunEntry, TaskReport
+from ...results import Records, RunEntry
 from . import rubric
 from .rubric import SUBTASKS
+from .task import LegalRikaiRecord
 
 FIELDS = ("item_id", "model", "criterion", "score", "annotator")
 
@@ -110,13 +112,13 @@ def _nan_none(v: float) -> float | None:
 
 
 def _match(
-    rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records
+    rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]
 ) -> tuple[dict[tuple[str, str, str, str], dict[str, int]], list[str]]:
     """(sub-task, run, item id, criterion) -> {annotator: raw score}, and notes on rows that matched nothing."""
     ids: dict[str, set[str]] = defaultdict(set)  # item id -> the sub-tasks that have it
     for recs in records.values():
         for r in recs:
-            ids[r["id"]].add(r["subtask"])
+            ids[r.id].add(r.subtask)
     present = {(s, i) for i, subs in ids.items() for s in subs}
     runs_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (sub-task, model or run name) -> runs
     for e in runs:
@@ -167,72 +169,118 @@ def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
     return (math.nan if any(math.isnan(v) for v in values) else mean(values)), n
 
 
-def sweep_report(runs: Sequence[RunEntry], records: Records, human_path: str | None) -> TaskReport:
+@dataclass
+class ScoreRow:
+    """One run on one sub-task: the judges' scores (Table 6), the inputs it got and the deterministic checks."""
+
+    subtask: str
+    run: str
+    Avg: dict[str, float | None]  # criterion -> mean over the judges, in [0, 1]
+    score: float | None
+    judges: dict[str, dict[str, float | None]]  # judge -> criterion -> its mean
+    judge_failures: dict[str, int]
+    inputs: dict[str, int]  # full, focused, skipped
+    checks: dict[str, float | None]
+
+
+@dataclass
+class Agreement:
+    """Judge-human agreement (Tables 5, 7, 8): per sub-task, criterion and judge ("Avg": their mean)."""
+
+    file: str
+    rows: int
+    matched_outputs: int
+    unmatched: list[str]
+    human_scores: dict[str, dict[str, dict[str, float]]]  # sub-task -> run -> criterion -> mean human score
+    kappa: dict[str, dict[str, dict[str, Any]]]  # sub-task -> criterion -> {kappa, n}
+    spearman: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {rho, p, n}
+    mae: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {mae, n}
+
+
+@dataclass
+class LegalRikaiReport:
+    """summary.json's task_reports.legalrikai: what the paper-layout tables are drawn from."""
+
+    subtasks: list[str]
+    criteria: dict[str, list[str]]
+    judges: list[str]
+    scores: list[ScoreRow]
+    human: Agreement | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sweep_report(
+    runs: Sequence[RunEntry], records: Records[LegalRikaiRecord], human_path: str | None
+) -> LegalRikaiReport:
     subs = [s for s in SUBTASKS if any(e.options["subtask"] == s for e in runs)]
-    judges = sorted({j for recs in records.values() for r in recs for j in r.get("judges", {})})
+    judges = sorted({j for recs in records.values() for r in recs for j in r.judges})
     scores = []
     for e in sorted(runs, key=lambda e: (SUBTASKS.index(e.options["subtask"]), e.run)):
         m = e.metrics
         sub = e.options["subtask"]
         crits = [c.code for c in rubric.criteria(sub)]
         scores.append(
-            {
-                "subtask": sub,
-                "run": e.run,
-                "Avg": {c: m.get(c) for c in crits},
-                "score": m.get("score"),
-                "judges": {j: {c: m.get(f"{c}@{j}") for c in crits} for j in judges if f"judge_failures@{j}" in m},
-                "judge_failures": {j: m[f"judge_failures@{j}"] for j in judges if f"judge_failures@{j}" in m},
-                "inputs": {k: m.get(f"n_{k}", 0) for k in ("full", "focused", "skipped")},
-                "checks": {
+            ScoreRow(
+                subtask=sub,
+                run=e.run,
+                Avg={c: m.get(c) for c in crits},
+                score=m.get("score"),
+                judges={j: {c: m.get(f"{c}@{j}") for c in crits} for j in judges if f"judge_failures@{j}" in m},
+                judge_failures={j: m[f"judge_failures@{j}"] for j in judges if f"judge_failures@{j}" in m},
+                inputs={k: m.get(f"n_{k}", 0) for k in ("full", "focused", "skipped")},
+                checks={
                     k: m.get(k) for k in ("diff_chars", "changed_precision", "changed_recall", "introduced_defects")
                 },
-            }
+            )
         )
-    out: dict[str, Any] = {
-        "subtasks": subs,
-        "criteria": {s: [c.code for c in rubric.criteria(s)] for s in subs},
-        "judges": judges,
-        "scores": scores,
-        "human": None,
-    }
-    if human_path:
-        out["human"] = agreement(read_human_scores(human_path), runs, records, judges, human_path)
-    return out
+    human = agreement(read_human_scores(human_path), runs, records, judges, human_path) if human_path else None
+    return LegalRikaiReport(
+        subtasks=subs,
+        criteria={s: [c.code for c in rubric.criteria(s)] for s in subs},
+        judges=judges,
+        scores=scores,
+        human=human,
+    )
 
 
 def agreement(
-    rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records, judges: list[str], path: str
-) -> dict[str, Any]:
+    rows: list[dict[str, Any]],
+    runs: Sequence[RunEntry],
+    records: Records[LegalRikaiRecord],
+    judges: list[str],
+    path: str,
+) -> Agreement:
     cells, notes = _match(rows, runs, records)
-    by_output: dict[tuple[str, str, str], dict[str, Any]] = {}
+    by_output: dict[tuple[str, str, str], LegalRikaiRecord] = {}
     for key, recs in records.items():
         run = key.run
         for r in recs:
-            by_output[(r["subtask"], run, r["id"])] = r
+            by_output[(r.subtask, run, r.id)] = r
     crit = _criteria_scales()
-    res: dict[str, Any] = {
-        "file": path,
-        "rows": len(rows),
-        "matched_outputs": len({k[:3] for k in cells}),
-        "unmatched": notes,
-        "human_scores": {},
-        "kappa": {},
-        "spearman": {},
-        "mae": {},
-    }
+    res = Agreement(
+        file=path,
+        rows=len(rows),
+        matched_outputs=len({k[:3] for k in cells}),
+        unmatched=notes,
+        human_scores={},
+        kappa={},
+        spearman={},
+        mae={},
+    )
     for sub in sorted({k[0] for k in cells}, key=SUBTASKS.index):
-        res["human_scores"][sub], res["kappa"][sub] = {}, {}
-        res["spearman"][sub] = {j: {} for j in [*judges, "Avg"]}
-        res["mae"][sub] = {j: {} for j in [*judges, "Avg"]}
+        res.human_scores[sub], res.kappa[sub] = {}, {}
+        res.spearman[sub] = {j: {} for j in [*judges, "Avg"]}
+        res.mae[sub] = {j: {} for j in [*judges, "Avg"]}
         for c in rubric.criteria(sub):
             mine = {k: v for k, v in cells.items() if k[0] == sub and k[3] == c.code}
             kappa, n = _kappa(list(mine.values()))
-            res["kappa"][sub][c.code] = {"kappa": _nan_none(kappa) if kappa is not None else None, "n": n}
+            res.kappa[sub][c.code] = {"kappa": _nan_none(kappa) if kappa is not None else None, "n": n}
             human = {k[1:3]: mean(crit[c.code].normalise(s) for s in v.values()) for k, v in mine.items()}
             for run in sorted({k[0] for k in human}):
                 vals = [v for k, v in human.items() if k[0] == run]
-                res["human_scores"][sub].setdefault(run, {})[c.code] = round(mean(vals), 4)
+                res.human_scores[sub].setdefault(run, {})[c.code] = round(mean(vals), 4)
             for j in [*judges, "Avg"]:
                 pairs = []
                 for (run, item), hv in sorted(human.items()):
@@ -240,15 +288,15 @@ def agreement(
                     if rec is None:
                         continue
                     if j == "Avg":
-                        jv = (rec.get("scores") or {}).get(c.code)
+                        jv = rec.scores.get(c.code)
                     else:
-                        js = (rec.get("judges") or {}).get(j, {}).get("scores")
+                        js = rec.judges.get(j, {}).get("scores")
                         jv = c.normalise(js[c.code]) if js else None
                     if jv is not None:
                         pairs.append((jv, hv))
                 rho, p = spearman([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (math.nan, math.nan)
-                res["spearman"][sub][j][c.code] = {"rho": _nan_none(rho), "p": _nan_none(p), "n": len(pairs)}
-                res["mae"][sub][j][c.code] = {
+                res.spearman[sub][j][c.code] = {"rho": _nan_none(rho), "p": _nan_none(p), "n": len(pairs)}
+                res.mae[sub][j][c.code] = {
                     "mae": _nan_none(mae([a for a, _ in pairs], [b for _, b in pairs])),
                     "n": len(pairs),
                 }

@@ -3,12 +3,14 @@ of the changed articles against the gold, and structure defects the output intro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ...ja.align import change_precision, changes
 from ...ja.checks import introduced_defects
 from ...ja.contract import parse
 from ...ja.diff import diff_texts
+from ...results import UNSET, Unset
 from .outputs import amendexp_sections, merge_back, strip_fences
 
 MAX_DEFECTS_LISTED = 20
@@ -30,24 +32,27 @@ def contract_checks(contract: str, revised: str, gold: str) -> dict[str, Any]:
     }
 
 
-def read_output(item: dict[str, Any], text: str) -> dict[str, Any]:
-    """`parsed` (None: the answer is not in the asked-for form, a counted format failure) and `checks`."""
+@dataclass
+class Reading:
+    parsed: Any  # None: the answer is not in the asked-for form, a counted format failure
+    checks: dict[str, Any] | None = None
+    revised: str | Unset = UNSET  # StatRev: the input contract with the output's articles merged back
+
+
+def read_output(item: dict[str, Any], text: str) -> Reading:
     sub = item["subtask"]
     if sub == "amendexp":
-        return {"parsed": amendexp_sections(text)}
+        return Reading(amendexp_sections(text))
     if sub == "statrev":
         m = merge_back(item["contract"], text)
-        return {
-            "parsed": {"replaced": m.replaced, "inserted": m.inserted} if m.parsed else None,
-            "revised": m.text,
-            "checks": contract_checks(item["contract"], m.text, item["gold"]),
-        }
+        return Reading(
+            {"replaced": m.replaced, "inserted": m.inserted} if m.parsed else None,
+            contract_checks(item["contract"], m.text, item["gold"]),
+            m.text,
+        )
     revised = strip_fences(text)
     n = len(parse(revised).articles)
-    return {
-        "parsed": {"articles": n} if n else None,
-        "checks": contract_checks(item["contract"], revised, item["gold"]),
-    }
+    return Reading({"articles": n} if n else None, contract_checks(item["contract"], revised, item["gold"]))
 
 
 def revised_articles(contract: str, gold: str) -> str:

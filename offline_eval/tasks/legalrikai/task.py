@@ -5,6 +5,7 @@ output against the paper's rubric in constrained JSON, and the scores are normal
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -16,7 +17,7 @@ from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
 from ...requests import Phase, Request, Result, Sampling
-from ...results import Records, RunEntry, TaskReport
+from ...results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset
 from ..base import Item, Metric, Setting, Task
 from . import prompts, rubric
 from .rubric import SUBTASKS
@@ -52,9 +53,33 @@ class LegalRikaiOptions(BaseModel):
     seed: int = 0
 
 
-class LegalRikaiTask(Task):
+@dataclass(kw_only=True)
+class LegalRikaiRecord(JsonRecord):
+    """One candidate output; the judges' stage fills in judges and scores."""
+
+    id: str
+    subtask: str
+    input: str  # full | focused (the statutes cut, overflow policy 'focus') | skipped (did not fit)
+    output: str
+    finish_reason: str
+    prompt_tokens: int
+    output_tokens: int
+    gold: Any  # AmendExp: {summary, impact}; the revised contract otherwise
+    parsed: Any = None  # the answer in the asked-for form (sections, revised articles); None: a format failure
+    checks: dict[str, Any] | None = None  # the deterministic checks of a revised contract
+    judges: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge run -> its verdict (judges.judge_entry)
+    scores: dict[str, float] = field(default_factory=dict)  # criterion -> mean over the judges, in [0, 1]
+    revised: str | Unset = UNSET  # StatRev: the input contract with the output's articles merged back
+
+    @property
+    def skipped(self) -> bool:
+        return self.input == "skipped"
+
+
+class LegalRikaiTask(Task[LegalRikaiRecord]):
     name = "legalrikai"
     Options = LegalRikaiOptions
+    Record = LegalRikaiRecord
     options: LegalRikaiOptions
     primary_metric = "score"
     metrics = (Metric("score", "score", digits=2, margin=0.05),)  # criteria mapped to [0, 1]
@@ -69,29 +94,29 @@ class LegalRikaiTask(Task):
         return legalrikai_tables(summary)
 
     @classmethod
-    def browser_view(cls, record: dict[str, Any]) -> dict[str, Any]:
+    def browser_view(cls, record: LegalRikaiRecord) -> dict[str, Any]:
         extra: dict[str, Any] = {}
-        for j, v in sorted((record.get("judges") or {}).items()):
+        for j, v in sorted(record.judges.items()):
             extra[f"judge {j}: scores"] = v.get("scores") if v.get("scores") else f"failed ({v.get('finish_reason')})"
             if v.get("rationales"):
                 extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
-        if record.get("checks"):
-            extra["checks against the input contract"] = {k: v for k, v in record["checks"].items() if k != "defects"}
+        if record.checks:
+            extra["checks against the input contract"] = {k: v for k, v in record.checks.items() if k != "defects"}
         return {
-            "group": record.get("subtask"),
+            "group": record.subtask,
             "correct": None,
             "extra": extra,
-            "focused": record.get("input") == "focused",
+            "focused": record.input == "focused",
         }
 
-    def browser_diffs(self, item: Item, record: dict[str, Any]) -> dict[str, list[list[str]]]:
+    def browser_diffs(self, item: Item, record: LegalRikaiRecord) -> dict[str, list[list[str]]]:
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
-        if record.get("checks") is None or "contract" not in item:
+        if record.checks is None or "contract" not in item:
             return {}
         from ...ja.diff import diff_segments, diff_texts
         from .outputs import strip_fences
 
-        revised = record["revised"] if "revised" in record else strip_fences(record.get("output") or "")
+        revised = record.revised if not isinstance(record.revised, Unset) else strip_fences(record.output or "")
         return {
             "diff against the input contract": diff_segments(
                 diff_texts(item["contract"], revised, with_morphemes=False)
@@ -239,52 +264,49 @@ class LegalRikaiTask(Task):
             fallbacks=fallbacks if any(fallbacks) else None,
         )
 
-    def score(self, item: Item, result: Result, setting: Setting) -> dict[str, Any]:
+    def score(self, item: Item, result: Result, setting: Setting) -> LegalRikaiRecord:
         from .checks import read_output
 
         skipped = result.finish_reason == "overflow"
-        rec: dict[str, Any] = {
-            "id": item["id"],
-            "subtask": item["subtask"],
-            "input": "skipped" if skipped else ("focused" if result.focused else "full"),
-            "output": result.text,
-            "finish_reason": result.finish_reason,
-            "prompt_tokens": result.prompt_tokens,
-            "output_tokens": result.output_tokens,
-            "gold": gold(item),
-            "parsed": None,
-            "checks": None,
-            "judges": {},
-            "scores": {},
-        }
+        rec = LegalRikaiRecord(
+            id=item["id"],
+            subtask=item["subtask"],
+            input="skipped" if skipped else ("focused" if result.focused else "full"),
+            output=result.text,
+            finish_reason=result.finish_reason,
+            prompt_tokens=result.prompt_tokens,
+            output_tokens=result.output_tokens,
+            gold=gold(item),
+        )
         if not skipped:
-            rec.update(read_output(item, result.text))
+            got = read_output(item, result.text)
+            rec.parsed, rec.checks, rec.revised = got.parsed, got.checks, got.revised
         return rec
 
     # ---- judges
     def evaluator_models(self) -> list[ModelSpec]:
         return list(self.options.judges)
 
-    def evaluation_phase(self, items: Sequence[Item], records: Records) -> Phase:
+    def evaluation_phase(self, items: Sequence[Item], records: Records[LegalRikaiRecord]) -> Phase:
         by_id = {(it["subtask"], it["id"]): it for it in items}
         o = self.options
         reqs, ids, fallbacks = [], [], []
         for key, recs in records.items():
             for r in recs:
-                it = by_id.get((r["subtask"], r["id"]))
-                if it is None or r["input"] == "skipped":
+                it = by_id.get((r.subtask, r.id))
+                if it is None or r.skipped:
                     continue
                 schema = JsonSchema(rubric.judge_schema(it["subtask"], o.rationale_max_chars))
                 s = Sampling(temperature=0.0, seed=o.seed, max_tokens=o.judge_max_tokens)
                 f = self.focused(it) if o.overflow == "focus" else None
-                seen = prompts.task_prompt(it, f if r["input"] == "focused" else None)
-                reqs.append(self._chat(self._judge_text(it, seen, r["output"]), s, schema))
+                seen = prompts.task_prompt(it, f if r.input == "focused" else None)
+                reqs.append(self._chat(self._judge_text(it, seen, r.output), s, schema))
                 fallbacks.append(
-                    self._chat(self._judge_text(it, prompts.task_prompt(it, f), r["output"]), s, schema)
-                    if f and r["input"] == "full"
+                    self._chat(self._judge_text(it, prompts.task_prompt(it, f), r.output), s, schema)
+                    if f and r.input == "full"
                     else None
                 )
-                ids.append(f"{key}/{r['subtask']}/{r['id']}")
+                ids.append(f"{key}/{r.subtask}/{r.id}")
         return Phase(
             name="legalrikai.judges",
             requests=reqs,
@@ -296,28 +318,30 @@ class LegalRikaiTask(Task):
     def _judge_text(self, item: Item, original_prompt: str, response: str) -> str:
         return prompts.judge_prompt(item, original_prompt, response, judge_gold(item), self.options.rationale_max_chars)
 
-    def finish_evaluation(self, records: Records, phase: Phase, results: dict[str, Sequence[Result]]) -> Records:
+    def finish_evaluation(
+        self, records: Records[LegalRikaiRecord], phase: Phase, results: dict[str, Sequence[Result]]
+    ) -> Records[LegalRikaiRecord]:
         by_judge = {j: dict(zip(phase.item_ids, res)) for j, res in results.items()}
         for key, recs in records.items():
             for r in recs:
-                r["judges"] = {}
+                r.judges = {}
                 for j, got in by_judge.items():
-                    x = got.get(f"{key}/{r['subtask']}/{r['id']}")
+                    x = got.get(f"{key}/{r.subtask}/{r.id}")
                     if x is not None:
-                        r["judges"][j] = judge_entry(r["subtask"], x)
-                r["scores"] = average_scores(r["subtask"], r["judges"])
+                        r.judges[j] = judge_entry(r.subtask, x)
+                r.scores = average_scores(r.subtask, r.judges)
         return records
 
     # ---- metrics
-    def aggregate(self, records: Sequence[dict[str, Any]], setting: Setting) -> dict[str, float | None]:
+    def aggregate(self, records: Sequence[LegalRikaiRecord], setting: Setting) -> dict[str, float | None]:
         return aggregate(setting["subtask"], records)
 
-    def item_score(self, record: dict[str, Any]) -> float | None:
-        crits = [c.code for c in rubric.criteria(record["subtask"])]
-        s = record.get("scores") or {}
+    def item_score(self, record: LegalRikaiRecord) -> float | None:
+        crits = [c.code for c in rubric.criteria(record.subtask)]
+        s = record.scores
         return mean(s[c] for c in crits) if all(c in s for c in crits) else None
 
-    def sweep_report(self, runs: Sequence[RunEntry], records: Records) -> TaskReport | None:
+    def sweep_report(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> TaskReport | None:
         from .agreement import sweep_report
 
         return sweep_report(runs, records, self.options.human_scores)
@@ -354,34 +378,34 @@ def average_scores(subtask: str, verdicts: dict[str, dict[str, Any]]) -> dict[st
 _CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
 
 
-def aggregate(subtask: str, records: Sequence[dict[str, Any]]) -> dict[str, float | None]:
-    done = [r for r in records if r["input"] != "skipped"]
+def aggregate(subtask: str, records: Sequence[LegalRikaiRecord]) -> dict[str, float | None]:
+    done = [r for r in records if not r.skipped]
     m: dict[str, float | None] = {
         "n_items": len(records),
-        "n_full": sum(r["input"] == "full" for r in records),
-        "n_focused": sum(r["input"] == "focused" for r in records),
+        "n_full": sum(r.input == "full" for r in records),
+        "n_focused": sum(r.input == "focused" for r in records),
         "n_skipped": len(records) - len(done),
-        "truncated": sum(r["finish_reason"] == "length" for r in done),
-        "format_failures": sum(r["parsed"] is None for r in done),
+        "truncated": sum(r.finish_reason == "length" for r in done),
+        "format_failures": sum(r.parsed is None for r in done),
     }
-    checked = [r["checks"] for r in done if r.get("checks")]
+    checked = [r.checks for r in done if r.checks]
     for k in _CHECKS if checked else ():
         m[k] = round(mean(c[k] for c in checked), 4)
-    judges = sorted({j for r in records for j in r.get("judges", {})})
+    judges = sorted({j for r in records for j in r.judges})
     crits = [c.code for c in rubric.criteria(subtask)]
     for j in judges:
-        seen = [r["judges"][j] for r in records if j in r.get("judges", {})]
+        seen = [r.judges[j] for r in records if j in r.judges]
         m[f"judge_failures@{j}"] = sum(1 for x in seen if x["scores"] is None)
         m[f"judge_overflow@{j}"] = sum(1 for x in seen if x["finish_reason"] == "overflow")
         ok = [x for x in seen if x["scores"] is not None]
         for c in rubric.criteria(subtask):
             if ok:
                 m[f"{c.code}@{j}"] = round(mean(c.normalise(x["scores"][c.code]) for x in ok), 4)
-    scored = [r for r in records if r.get("scores")]
+    scored = [r for r in records if r.scores]
     m["n_judged"] = len(scored)
     means = {}
     for code in crits:
-        vals = [(r["scores"][code], r["input"] == "focused") for r in scored if code in r["scores"]]
+        vals = [(r.scores[code], r.input == "focused") for r in scored if code in r.scores]
         if vals:
             means[code] = mean(v for v, _ in vals)
             m[code] = round(means[code], 4)
