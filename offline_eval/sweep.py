@@ -294,20 +294,21 @@ def _with_earlier_runs(
 
 def leaderboards(runs: list[RunEntry]) -> dict[str, list[dict[str, Any]]]:
     """Per task setting, the runs ranked by the task's primary metric (best first; no score last)."""
-    from .metrics.adjscore import tier
+    from .tasks import get_task_class, task_names
 
     out: dict[str, list[dict[str, Any]]] = {}
     for setting in sorted({r.setting for r in runs}):
         group = [r for r in runs if r.setting == setting]
         metric = group[0].primary_metric or "mean"
+        task = get_task_class(group[0].task) if group[0].task in task_names() else Task
         rows = []
         for r in rank_runs(group, metric):
             value = r.metrics.get(metric)
             row: dict[str, Any] = {"run": r.run, "metric": metric, "value": value}
             if value is None or not has_score(value):
                 row["value"], row["note"] = None, "no items"
-            elif metric == "adj_score":
-                row["tier"] = tier(value)
+            else:
+                row.update(task.leaderboard_row(value))
             rows.append(row)
         out[setting] = rows
     return out
@@ -412,9 +413,7 @@ def _run_model(
                 )
                 _put_run(runs, entry)
                 shown = ", ".join(
-                    f"{k}={metrics[k]:.3f}"
-                    for k in ("f1", "accuracy", "faithfulness", "score")
-                    if has_score(metrics.get(k))
+                    [f"{m.name}={metrics[m.name]:.3f}" for m in t.task.metrics if has_score(metrics.get(m.name))][:3]
                 )
                 pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
                 log(f"[{run}] {name}: {shown or pending}  ({_rate(stats)})")

@@ -158,3 +158,24 @@ def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
     assert t["load_s"] >= 0.6 and t["wall_s"] < 0.6, t
     assert t["items_per_s"] > first["n_items"] / 0.6  # the rate of the phase, not of the start
     assert all(r["throughput"]["load_s"] == 0 for r in rest)  # the engine started once
+
+
+def test_generic_modules_name_no_task_and_no_task_metric():
+    """Only a task's folder (and the metric library it calls) may know its name and its metrics: the sweep, the
+    report, the engines and the executors render and rank what tasks declare."""
+    from offline_eval.tasks import get_task_class, task_names
+
+    shared = {"mean", "score", "n_skipped", "n_scored", "parse_failures"}  # conventions every task may emit
+    names = set(task_names())
+    for t in task_names():
+        names |= {m.name for m in get_task_class(t).metrics} - shared
+    package = Path(__file__).resolve().parent.parent / "offline_eval"
+    generic = [p for p in package.rglob("*.py") if not ({"tasks", "metrics"} & set(p.relative_to(package).parts))]
+    found = [
+        f"{p.relative_to(package)}: {n}"
+        for p in generic
+        for n in sorted(names)
+        if f'"{n}"' in (text := p.read_text(encoding="utf-8")) or f"'{n}'" in text
+    ]
+    assert len(generic) > 30
+    assert found == []

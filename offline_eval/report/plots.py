@@ -101,7 +101,7 @@ def pareto(runs: list[dict[str, Any]]) -> Plot | None:
 
 
 def primary_score(r: dict[str, Any]) -> float | None:
-    v = r["metrics"].get(r.get("primary_metric") or "f1")
+    v = r["metrics"].get(r.get("primary_metric") or "mean")
     return float(v) if isinstance(v, (int, float)) else None
 
 
@@ -173,7 +173,7 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         x = 0.0
         ticks: list[float] = []
         labels: list[str] = []
-        metric = groups[0][0].get("primary_metric") or "f1"
+        metric = groups[0][0].get("primary_metric") or "mean"
         for g in groups:
             for r in g:
                 m = r["metrics"]

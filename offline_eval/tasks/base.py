@@ -159,6 +159,11 @@ class Task(ABC, Generic[R]):
         task = cls.from_options(opts, source="command line", prefix=f"tasks.{cls.name}")
         return task.validate_data(path)
 
+    @classmethod
+    def leaderboard_row(cls, value: float) -> dict[str, Any]:
+        """What summary.json's leaderboard row adds to a run's primary-metric value (e.g. LegalEval-Q's tier)."""
+        return {}
+
     # Engine consistency: runs of the same weights on different engines, compared item by item.
     def item_answer(self, record: R) -> Any:
         """The answer as two engines' outputs are compared (None: the task has no comparable answer)."""

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
-from ...metrics.adjscore import adj_score, summarize
+from ...metrics.adjscore import adj_score, summarize, tier
 from ...requests import Phase, Request, Result, Sampling
 from ...results import JsonRecord, Records
 from ..base import Item, Metric, Setting, Task
@@ -78,6 +78,10 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     @classmethod
     def paired_statistic(cls) -> Callable[[np.ndarray], float]:
         return lambda scores: adj_score(scores.tolist())
+
+    @classmethod
+    def leaderboard_row(cls, value: float) -> dict[str, Any]:
+        return {"tier": tier(value)}
 
     path_options = ("data", "validation_data", "scorer")
     model_options = ("evaluator",)
