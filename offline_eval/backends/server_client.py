@@ -50,10 +50,15 @@ class ServerClient:
         return self._call("POST", path, body, root)
 
     def get(self, path: str, root: bool = False) -> dict[str, Any] | None:
-        """GET, or None where the server has no such endpoint (any 4xx)."""
+        """GET, or None where the server has no such endpoint (a 4xx other than a refused key)."""
         try:
             return self._call("GET", path, None, root)
-        except Refused:
+        except Refused as e:
+            if e.status in (401, 403):
+                raise EngineError(
+                    f"the server at {self.base_url} refused the API key (HTTP {e.status}: {e.message}); "
+                    f"check the variable api_key_env names"
+                ) from None
             return None
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None, root: bool) -> dict[str, Any]:
