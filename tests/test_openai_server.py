@@ -26,8 +26,9 @@ from offline_eval.requests import Request, Sampling
 from offline_eval.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
-# A stalled server fails its test (pytest-timeout) instead of hanging CI; the slowest test here takes ~40 s.
-pytestmark = [pytest.mark.engine, pytest.mark.timeout(240)]
+# A stalled server fails its test (pytest-timeout, counting fixture set-up) instead of hanging CI; the slowest
+# test here (vLLM's server and an in-process vLLM) takes ~70 s on a loaded 2-core machine.
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(300)]
 
 
 def _free_port() -> int:
@@ -37,8 +38,8 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, kind: str, tiny: Path, port: int | None = None) -> None:
-        self.kind, self.tiny, self.port = kind, tiny, port or _free_port()
+    def __init__(self, kind: str, tiny: Path, port: int | None = None, args: list[str] | None = None) -> None:
+        self.kind, self.tiny, self.port, self.args = kind, tiny, port or _free_port(), args or []
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.start()
 
@@ -85,17 +86,20 @@ class Server:
                 "--seed",
                 "0",
             ]
+        cmd += self.args
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_USE_V2_MODEL_RUNNER": "0", "HF_HUB_OFFLINE": "1"}
         self.log = tempfile.NamedTemporaryFile(prefix=f"offline-eval-{self.kind}-server-", suffix=".log")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         import httpx
 
+        key = next((self.args[i + 1] for i, a in enumerate(self.args) if a in ("--api_key", "--api-key")), None)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
         deadline = time.time() + 180
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.kind} server exited: {self.log_tail()}")
             try:
-                if httpx.get(self.url + "/models", timeout=1, trust_env=False).status_code == 200:
+                if httpx.get(self.url + "/models", headers=headers, timeout=1, trust_env=False).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -326,3 +330,88 @@ for host in ("127.0.0.2", "10.255.255.1"):
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split("\n")[:2] == ["refused 127.0.0.2", "refused 10.255.255.1"]
+
+
+def test_dry_run_counts_chat_prompts_with_the_local_tokenizer(llamacpp_server, tiny, tmp_path):  # type: ignore[no-untyped-def]
+    """llama.cpp's /tokenize takes text only: chat prompts are counted with `tokenizer` (the served GGUF),
+    and then equal the in-process engine's counts on the same file."""
+    import re
+
+    gguf = str(tiny / "gguf" / "tiny-q8_0.gguf")
+    models = [
+        served("plain", llamacpp_server),
+        served("tok", llamacpp_server, tokenizer=gguf),
+        {"name": "local", "backend": "llamacpp", "path": gguf, "max_model_len": 2048},
+    ]
+    lines: list[str] = []
+    run_sweep(
+        load_config(_config(tmp_path, models, ["constrained"])), source="models.yaml", dry_run=True, log=lines.append
+    )
+    text = "\n".join(lines[:-1])
+    counts = re.findall(r"requests, (\d+) prompt tokens,", text)  # tok, then local
+    assert text.count("prompt tokens not countable locally") == 1, lines  # plain
+    assert len(counts) == 2 and counts[0] == counts[1] and int(counts[0]) > 0, lines
+
+
+def test_api_key_goes_in_the_header_and_nowhere_else(tiny, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    from offline_eval.errors import EngineError
+
+    key = "sk-offline-eval-test-7f3a9c"
+    server = Server("llamacpp", tiny, args=["--api_key", key])
+    try:
+        monkeypatch.setenv("OFFLINE_EVAL_TEST_KEY", key)
+        cfg = load_config(
+            _config(tmp_path, [served("k", server, api_key_env="OFFLINE_EVAL_TEST_KEY")], ["constrained"])
+        )
+        summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None)
+        assert not summary["failures"] and summary["runs"][0]["n_items"] == 26
+        written = [p for p in Path(cfg.output_dir).rglob("*") if p.is_file()]
+        assert written and not [p for p in written if key.encode() in p.read_bytes()]
+        monkeypatch.setenv("OFFLINE_EVAL_TEST_KEY", "wrong")
+        (tmp_path / "wrong").mkdir()
+        with pytest.raises(EngineError, match=r"refused the API key \(HTTP 401: .*api_key_env"):
+            _runner(server, tmp_path / "wrong", api_key_env="OFFLINE_EVAL_TEST_KEY")[1].get()
+    finally:
+        server.stop()
+
+
+def test_a_4xx_is_recorded_once_with_the_servers_message(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
+    """A prompt longer than the server's context: llama-cpp-python answers 400; one request, no retries."""
+    runner, engine = _runner(llamacpp_server, tmp_path, retries=3)
+    backend = engine.get()
+    sent = []
+    real = backend.client.http.request
+    backend.client.http.request = lambda *a, **k: sent.append(a[1]) or real(*a, **k)
+    [result] = backend.generate([Request.chat([{"role": "user", "content": "第一条 " * 3000}], Sampling(max_tokens=4))])
+    engine.close()
+    assert sent == [llamacpp_server.url + "/chat/completions"]
+    assert result.finish_reason == "error" and result.text.startswith("[server refused: HTTP 400: ")
+    assert "maximum context length is 2048 tokens" in result.text, result.text
+
+
+def test_a_whole_sweep_connects_only_to_its_server(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
+    """`offline-eval sweep` in a subprocess (the audit hook is process-wide): the sweep through the server
+    succeeds, and afterwards the process may still reach only the config's host."""
+    cfg = _config(tmp_path, [served("s", llamacpp_server)], ["constrained"])
+    code = f"""
+import socket
+from offline_eval.cli import main
+from offline_eval.netguard import allowed_hosts
+assert main(["sweep", {str(cfg)!r}, "--limit", "4"]) == 0
+print(sorted(allowed_hosts()))
+try:
+    socket.create_connection(("127.0.0.2", {llamacpp_server.port}), timeout=2)
+except ConnectionRefusedError as e:
+    print(type(e).__name__)
+"""
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split("\n")[-3:] == ["['127.0.0.1']", "ConnectionNotAllowed", ""], p.stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["runs"][0]["n_items"] == 4
