@@ -48,7 +48,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
             for setting in t.task.settings():
                 name = t.task.setting_name(setting)
                 phase = t.task.build(t.task.setting_items(t.items, setting), setting)
-                key = (spec.backend, spec.path, str(spec.chat_template), name)
+                key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name)
                 if key not in lengths:
                     lengths[key] = count(phase.requests)
                 counted = lengths[key]
@@ -86,6 +86,12 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                 )
         count.close()
     return out
+
+
+def _served(spec: LoadSpec) -> str:
+    """A served model has no path: its server, model and local tokenizer say which counts are its own."""
+    o = spec.engine_options
+    return f"{o.get('base_url')} {o.get('model')} {o.get('tokenizer')}"
 
 
 class _LazyCounter:

@@ -57,5 +57,5 @@ def test_served_model_spec(tmp_path):  # type: ignore[no-untyped-def]
     spec = m.load_spec("default")
     assert m.run_name("default", 0) == "s.openai.default.ctxserver" and spec.max_model_len == 0
     assert spec.engine_options["base_url"] == "http://10.0.0.5:8000/v1"
-    assert spec.engine_options["tokenizer"] == str(tmp_path / "tok") and spec.engine_options["max_concurrency"] == 16
+    assert spec.engine_options["tokenizer"] == str(tmp_path / "tok") and spec.engine_options["max_concurrency"] is None
     assert m.server_urls() == ["http://10.0.0.5:8000/v1"] and m.path_problem("default", "f", 0) is None

@@ -34,7 +34,12 @@ class OpenAIOptions(BaseModel):
     base_url: str = Field(description="e.g. http://10.0.0.5:8000/v1")
     model: str = Field(description="the served model name")
     api_key_env: str | None = Field(None, description="the environment variable that holds the API key")
-    max_concurrency: StrictInt = Field(16, ge=1)
+    max_concurrency: StrictInt | None = Field(
+        None,
+        ge=1,
+        description="requests in flight; default: 16 for vLLM, llama.cpp's slots (/props total_slots), "
+        "1 for llama-cpp-python's server (it answers one at a time)",
+    )
     timeout_s: float = Field(600.0, gt=0)
     retries: StrictInt = Field(3, ge=0)
     tokenizer: str | None = Field(None, description="a local HF folder or GGUF file to count prompt tokens with")
@@ -87,7 +92,7 @@ def _client(o: OpenAIOptions) -> ServerClient:
         key = os.environ.get(o.api_key_env)
         if not key:
             raise InputError(f"the environment variable {o.api_key_env} is not set", field="api_key_env")
-    return ServerClient(o.base_url, key, o.timeout_s, o.retries, concurrency=o.max_concurrency)
+    return ServerClient(o.base_url, key, o.timeout_s, o.retries, concurrency=o.max_concurrency or _VLLM_CONCURRENCY)
 
 
 def _models_entry(client: ServerClient, model: str) -> dict[str, Any]:
@@ -98,6 +103,9 @@ def _models_entry(client: ServerClient, model: str) -> dict[str, Any]:
     names = ", ".join(str(m.get("id")) for m in listed.get("data") or [] if isinstance(m, dict))
     raise EngineError(f"the server at {client.base_url} does not serve model '{model}' (it serves: {names or 'none'})")
 
+
+# Requests in flight when max_concurrency is not set, for a server that batches them (vLLM's).
+_VLLM_CONCURRENCY = 16
 
 # Fields of /v1/models that describe the model, not this server process (ids and timestamps change per start).
 _STABLE = ("id", "root", "parent", "max_model_len", "owned_by")
@@ -149,9 +157,11 @@ class OpenAIBackend(Backend):
         self.client = _client(self.o)
         entry = _models_entry(self.client, self.o.model)
         self.kind = self.o.server if self.o.server != "auto" else self._detect()
+        # llama.cpp's llama-server has /props; vLLM's and llama-cpp-python's servers have not
+        props = (self.client.get("/props", root=True) or {}) if self.kind == "llamacpp" else {}
+        self.concurrency = self.o.max_concurrency or _default_concurrency(self.kind, props)
         reported = entry.get("max_model_len")
         if not spec.max_model_len and not reported:
-            props = self.client.get("/props", root=True) or {}
             reported = (props.get("default_generation_settings") or {}).get("n_ctx")
         self.max_model_len = spec.max_model_len or int(reported or 0)
         if not self.max_model_len:
@@ -330,7 +340,7 @@ class OpenAIBackend(Backend):
         """fn over the requests, max_concurrency at a time. If the server goes away part-way, the answers
         already in are handed to the runner (PartialFailure), which stores them before the run fails."""
         out: dict[int, Any] = {}
-        with ThreadPoolExecutor(self.o.max_concurrency) as pool:
+        with ThreadPoolExecutor(self.concurrency) as pool:
             futures: dict[Future[Any], int] = {pool.submit(fn, r): i for i, r in enumerate(requests)}
             pending = set(futures)
             while pending:
@@ -360,6 +370,16 @@ class OpenAIBackend(Backend):
         local = getattr(self, "_local", None)
         if local is not None:
             local.close()
+
+
+def _default_concurrency(kind: str, props: dict[str, Any]) -> int:
+    """vLLM batches what is in flight; llama.cpp's llama-server runs as many requests as it has slots; the
+    server of llama-cpp-python (no /props) holds one lock over its model and answers one request at a time,
+    so more in flight only makes each wait in its queue, against its timeout."""
+    if kind == "vllm":
+        return _VLLM_CONCURRENCY
+    slots = props.get("total_slots")
+    return slots if isinstance(slots, int) and slots > 0 else 1
 
 
 def _top_alternatives(choice: dict[str, Any]) -> list[tuple[str, float]]:

@@ -1,6 +1,10 @@
 """HTTP to an OpenAI-compatible server: JSON in and out, retries with backoff on connection errors and 5xx,
 a 4xx answered once with the server's own message. Proxies from the environment are ignored: the client
-talks to the configured server and nowhere else."""
+talks to the configured server and nowhere else.
+
+A request the server accepted but did not answer within timeout_s is not sent again: the server may still be
+working on it, and a server that runs one request at a time (llama-cpp-python's) would queue the copy behind
+the original, so every retry waits longer than the last."""
 
 from __future__ import annotations
 
@@ -40,16 +44,21 @@ class ServerClient:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         self.http = httpx.Client(timeout=timeout_s, headers=headers, trust_env=False, limits=limits)
-        self.retries, self.backoff_s = retries, backoff_s
+        self.retries, self.backoff_s, self.timeout_s = retries, backoff_s, timeout_s
 
     def post(self, path: str, body: dict[str, Any], root: bool = False) -> dict[str, Any]:
         return self._call("POST", path, body, root)
 
     def get(self, path: str, root: bool = False) -> dict[str, Any] | None:
-        """GET, or None where the server has no such endpoint (any 4xx)."""
+        """GET, or None where the server has no such endpoint (a 4xx other than a refused key)."""
         try:
             return self._call("GET", path, None, root)
-        except Refused:
+        except Refused as e:
+            if e.status in (401, 403):
+                raise EngineError(
+                    f"the server at {self.base_url} refused the API key (HTTP {e.status}: {e.message}); "
+                    f"check the variable api_key_env names"
+                ) from None
             return None
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None, root: bool) -> dict[str, Any]:
@@ -62,6 +71,12 @@ class ServerClient:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
             try:
                 resp = self.http.request(method, url, json=body)
+            except httpx.ReadTimeout:
+                raise ServerGone(
+                    f"the server at {self.base_url} sent no answer to {method} {path} within timeout_s="
+                    f"{self.timeout_s:g} (not re-sent: it may still be working on it); raise timeout_s, or lower "
+                    f"max_concurrency if the server answers one request at a time"
+                ) from None
             except httpx.HTTPError as e:  # connection refused or reset, timeouts, a half-closed reply
                 last = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                 continue
