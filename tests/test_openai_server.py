@@ -265,7 +265,7 @@ def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_
     task = JBEQATask(JBEQATask.Options(data="x"))
     item = {"id": "i", "subject_jp": "民法", "year_ad": 2020, "answer": True}
     for r in off:
-        assert task.score(item, r, {"mode": "constrained", "shots": 0})["parsed"] is None
+        assert task.score(item, r, {"mode": "constrained", "shots": 0}).parsed is None
 
 
 def test_server_killed_mid_run_keeps_answers_and_rerun_sends_only_the_rest(tiny, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
