@@ -173,9 +173,7 @@ class ModelSpec(Strict):
 
     def server_urls(self) -> list[str]:
         """The URLs this model is reached at (its engine's options say; none for local weights)."""
-        declared = get_engine(self.backend).options
-        connects_to = getattr(declared, "connects_to", None) if declared is not None else None
-        return list(declared.model_validate(self.engine_options).connects_to()) if connects_to else []  # type: ignore[union-attr]
+        return get_engine(self.backend).connects_to(self.engine_options)
 
     def declared_twin(self, variant: str) -> str | None:
         """The model this variant declares the same weights as (its own setting first, then the model's)."""

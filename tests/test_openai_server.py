@@ -415,3 +415,32 @@ except ConnectionRefusedError as e:
     assert p.stdout.split("\n")[-3:] == ["['127.0.0.1']", "ConnectionNotAllowed", ""], p.stdout
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert summary["runs"][0]["n_items"] == 4
+
+
+def test_a_ray_worker_serving_a_model_connects_only_to_its_server(llamacpp_server):  # type: ignore[no-untyped-def]
+    """Under --ray the served model's requests leave from a Ray worker: the replica there installs the same
+    allow-list before it loads the engine (in a subprocess: the audit hook is process-wide)."""
+    model = served("s", llamacpp_server)
+    code = f"""
+import socket
+from offline_eval.config import ModelSpec
+from offline_eval.executors.remote_backend import EngineReplica, unwrap
+from offline_eval.netguard import allowed_hosts
+replica = EngineReplica(ModelSpec.model_validate({model!r}).load_spec("default"))
+print(unwrap(replica.load())["max_model_len"])
+replica.close()
+print(sorted(allowed_hosts()))
+try:
+    socket.create_connection(("127.0.0.2", {llamacpp_server.port}), timeout=2)
+except ConnectionRefusedError as e:
+    print(type(e).__name__)
+"""
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split("\n")[-4:] == ["2048", "['127.0.0.1']", "ConnectionNotAllowed", ""], p.stdout

@@ -9,7 +9,7 @@ import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InputError, MissingExtraError
 
@@ -36,6 +36,13 @@ class Engine:
     @property
     def remote(self) -> bool:
         return self.weights == "remote"
+
+    def connects_to(self, engine_options: dict[str, Any]) -> list[str]:
+        """The URLs a model of this engine is reached at (none for local weights)."""
+        declared = self.options
+        if declared is None or not hasattr(declared, "connects_to"):
+            return []
+        return list(declared.model_validate(engine_options).connects_to())
 
     def path_problem(self, value: str) -> str | None:
         """Why `value` cannot be this engine's weights (None: it can)."""

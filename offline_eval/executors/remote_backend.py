@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..backends.base import Backend, LoadSpec, Progress, TokenizingBackend
-from ..backends.registry import load_backend
+from ..backends.registry import get_engine, load_backend
 from ..errors import EngineError, OfflineEvalError
+from ..netguard import allow_only
 from ..requests import Request, Result
 
 Reply = tuple[Any, ...]  # ("ok", value) or ("err", pickled exception or None, type name, message, ours)
@@ -46,6 +47,9 @@ class EngineReplica:
         def go() -> dict[str, Any]:
             import ray
 
+            urls = get_engine(self.spec.backend).connects_to(self.spec.engine_options)
+            if urls:  # this worker talks to the served model: to its host and nowhere else, as the driver does
+                allow_only(urls)
             self.backend = load_backend(self.spec)
             return {
                 "tokenizing": isinstance(self.backend, TokenizingBackend),
