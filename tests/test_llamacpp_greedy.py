@@ -46,28 +46,24 @@ def _requests() -> list[Request]:
     return out
 
 
-def _both_ways(backend):  # type: ignore[no-untyped-def]
+def _both_ways(spec: LoadSpec) -> tuple[list, list, int, int]:
+    """create_completion's answers, ours, and how many tokens ours asked the grammar about / filtered for."""
     reqs = _requests()
+    backend = load_backend(spec)
     answers = {}
-    for fast in (False, True):
-        backend.llm.reset()
-        backend.fast_greedy = fast
-        answers[fast] = [(r.text, r.finish_reason, r.output_tokens) for r in backend.generate(reqs)]
-    backend.fast_greedy = True
-    return answers[False], answers[True]
-
-
-def _steps(backend) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    return sum(c.asked for c in backend._checks.values()), sum(c.filtered for c in backend._checks.values())
+    try:
+        for fast in (False, True):
+            backend.llm.reset()  # type: ignore[attr-defined]
+            backend.fast_greedy = fast  # type: ignore[attr-defined]
+            answers[fast] = [(r.text, r.finish_reason, r.output_tokens) for r in backend.generate(reqs)]
+        checks = backend._checks.values()  # type: ignore[attr-defined]
+        return answers[False], answers[True], sum(c.asked for c in checks), sum(c.filtered for c in checks)
+    finally:
+        backend.close()
 
 
 def test_the_tiny_model_answers_the_same_token_for_token(tiny):  # type: ignore[no-untyped-def]
-    b = load_backend(spec_for("llamacpp", tiny))
-    try:
-        reference, ours = _both_ways(b)
-        asked, filtered = _steps(b)
-    finally:
-        b.close()
+    reference, ours, asked, filtered = _both_ways(spec_for("llamacpp", tiny))
     assert ours == reference
     assert any(finish == "length" for _, finish, _ in ours)  # max_tokens reached on some
     assert 0 < filtered < asked  # both ways of choosing a token were taken
@@ -77,12 +73,8 @@ def test_the_tiny_model_answers_the_same_token_for_token(tiny):  # type: ignore[
 def test_gemma_answers_the_same_token_for_token() -> None:
     if not GEMMA_GGUF.exists():
         pytest.skip("Gemma 3 270M is built by scripts/setup.sh")
-    b = load_backend(LoadSpec(name="gemma", backend="llamacpp", path=str(GEMMA_GGUF), max_model_len=1024))
-    try:
-        reference, ours = _both_ways(b)
-        asked, filtered = _steps(b)
-    finally:
-        b.close()
+    spec = LoadSpec(name="gemma", backend="llamacpp", path=str(GEMMA_GGUF), max_model_len=1024)
+    reference, ours, asked, filtered = _both_ways(spec)
     assert ours == reference
     assert any('"score"' in text for text, _, _ in ours)
     assert 0 < filtered < asked

@@ -396,25 +396,10 @@ def test_a_whole_sweep_connects_only_to_its_server(llamacpp_server, tmp_path):  
     succeeds, and afterwards the process may still reach only the config's host."""
     cfg = _config(tmp_path, [served("s", llamacpp_server)], ["constrained"])
     code = f"""
-import socket
 from offline_eval.cli import main
-from offline_eval.netguard import allowed_hosts
 assert main(["sweep", {str(cfg)!r}, "--limit", "4"]) == 0
-print(sorted(allowed_hosts()))
-try:
-    socket.create_connection(("127.0.0.2", {llamacpp_server.port}), timeout=2)
-except ConnectionRefusedError as e:
-    print(type(e).__name__)
 """
-    p = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split("\n")[-3:] == ["['127.0.0.1']", "ConnectionNotAllowed", ""], p.stdout
+    assert _then_probe(code, llamacpp_server.port)[-2:] == ["['127.0.0.1']", "ConnectionNotAllowed"]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert summary["runs"][0]["n_items"] == 4
 
@@ -424,25 +409,33 @@ def test_a_ray_worker_serving_a_model_connects_only_to_its_server(llamacpp_serve
     allow-list before it loads the engine (in a subprocess: the audit hook is process-wide)."""
     model = served("s", llamacpp_server)
     code = f"""
-import socket
 from offline_eval.config import ModelSpec
 from offline_eval.executors.remote_backend import EngineReplica, unwrap
-from offline_eval.netguard import allowed_hosts
 replica = EngineReplica(ModelSpec.model_validate({model!r}).load_spec("default"))
 print(unwrap(replica.load())["max_model_len"])
 replica.close()
+"""
+    assert _then_probe(code, llamacpp_server.port)[-3:] == ["2048", "['127.0.0.1']", "ConnectionNotAllowed"]
+
+
+def _then_probe(code: str, port: int) -> list[str]:
+    """Run `code` in a fresh interpreter (the audit hook is process-wide), then print the hosts it may reach and
+    what a connection to another host gives; the printed lines."""
+    probe = f"""
+import socket
+from offline_eval.netguard import allowed_hosts
 print(sorted(allowed_hosts()))
 try:
-    socket.create_connection(("127.0.0.2", {llamacpp_server.port}), timeout=2)
+    socket.create_connection(("127.0.0.2", {port}), timeout=2)
 except ConnectionRefusedError as e:
     print(type(e).__name__)
 """
     p = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code + probe],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split("\n")[-4:] == ["2048", "['127.0.0.1']", "ConnectionNotAllowed", ""], p.stdout
+    return p.stdout.splitlines()
