@@ -10,8 +10,7 @@
 2. Unless --no-compare: the same sweep again into the same folder, so every candidate output comes from the store,
    with the judge as it was before issue 16: the prompt in its old order (the candidate's response before the gold
    answer, the rubric and the output format), every llama.cpp request through create_completion (the grammar
-   over the whole vocabulary at every step), and llama-cpp-python's defaults (half the CPUs as threads, flash
-   attention off). Prints both judge phases side by side: prompt tokens submitted and computed,
+   over the whole vocabulary at every step), and llama-cpp-python's default thread count (half the CPUs). Prints both judge phases side by side: prompt tokens submitted and computed,
    wall time, and the judge's scores (failures, mean, agreement between the two orders, agreement with the
    demo's invented human scores).
 
@@ -198,22 +197,19 @@ def main() -> int:
             from offline_eval.tasks.legalrikai import prompts
 
             real, cores = prompts._template, llamacpp_backend.physical_cores
-            defaults = llamacpp_backend.LlamaCppBackend.load_defaults
             before = prompts._env().from_string(BEFORE)
             prompts._template = lambda name: before if name == "judge" else real(name)  # type: ignore[assignment]
             llamacpp_backend.LlamaCppBackend.fast_greedy = False
-            llamacpp_backend.LlamaCppBackend.load_defaults = {}  # flash attention off, as llama-cpp-python's default
             llamacpp_backend.physical_cores = lambda: max((os.cpu_count() or 1) // 2, 1)  # llama-cpp-python's
             try:
                 old = sweep(cfg_path)
             finally:
                 prompts._template = real  # type: ignore[assignment]
                 llamacpp_backend.LlamaCppBackend.fast_greedy = True
-                llamacpp_backend.LlamaCppBackend.load_defaults = defaults
                 llamacpp_backend.physical_cores = cores
             old_j, old_v = judge_stage(old), verdicts(out / "sweep")
             print(
-                "\n== the judge phase, same candidate outputs: before / after (prompt order, greedy decoding, threads, flash attention)"
+                "\n== the judge phase, same candidate outputs: before / after (prompt order, greedy decoding, threads)"
             )
             for label, j in (("before", old_j), ("after", new_j)):
                 p = j.get("prefix_reuse") or {}
