@@ -46,8 +46,9 @@ def _requests() -> list[Request]:
     return out
 
 
-def _both_ways(spec: LoadSpec) -> tuple[list, list, int, int]:
-    """create_completion's answers, ours, and how many tokens ours asked the grammar about / filtered for."""
+def _both_ways(spec: LoadSpec) -> tuple[list, list, tuple[int, int, int]]:
+    """create_completion's answers, ours, and how ours chose: tokens asked about one at a time, steps whose best
+    token was refused, and of those the ones that filtered the whole vocabulary."""
     reqs = _requests()
     backend = load_backend(spec)
     answers = {}
@@ -57,16 +58,17 @@ def _both_ways(spec: LoadSpec) -> tuple[list, list, int, int]:
             backend.fast_greedy = fast  # type: ignore[attr-defined]
             answers[fast] = [(r.text, r.finish_reason, r.output_tokens) for r in backend.generate(reqs)]
         checks = backend._checks.values()  # type: ignore[attr-defined]
-        return answers[False], answers[True], sum(c.asked for c in checks), sum(c.filtered for c in checks)
+        steps = sum(c.asked for c in checks), sum(c.filtered for c in checks), sum(c.filtered_all for c in checks)
+        return answers[False], answers[True], steps
     finally:
         backend.close()
 
 
 def test_the_tiny_model_answers_the_same_token_for_token(tiny):  # type: ignore[no-untyped-def]
-    reference, ours, asked, filtered = _both_ways(spec_for("llamacpp", tiny))
+    reference, ours, (asked, refused, filtered) = _both_ways(spec_for("llamacpp", tiny))
     assert ours == reference
     assert any(finish == "length" for _, finish, _ in ours)  # max_tokens reached on some
-    assert 0 < filtered < asked  # both ways of choosing a token were taken
+    assert 0 < filtered < refused < asked, (asked, refused, filtered)  # every way of choosing a token was taken
 
 
 @pytest.mark.engine
@@ -74,10 +76,10 @@ def test_gemma_answers_the_same_token_for_token() -> None:
     if not GEMMA_GGUF.exists():
         pytest.skip("Gemma 3 270M is built by scripts/setup.sh")
     spec = LoadSpec(name="gemma", backend="llamacpp", path=str(GEMMA_GGUF), max_model_len=1024)
-    reference, ours, asked, filtered = _both_ways(spec)
+    reference, ours, (asked, refused, filtered) = _both_ways(spec)
     assert ours == reference
     assert any('"score"' in text for text, _, _ in ours)
-    assert 0 < filtered < asked
+    assert 0 < refused < asked, (asked, refused, filtered)
 
 
 @pytest.mark.parametrize(

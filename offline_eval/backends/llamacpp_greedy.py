@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 
 
+TOP = 64  # a refused step asks about this many best tokens before it filters the whole vocabulary
+
+
 class GrammarCheck:
     """One llama.cpp grammar sampler, reset for each request, with the two token-data arrays it is applied to."""
 
@@ -39,7 +42,8 @@ class GrammarCheck:
         self._all_arr = llama_cpp.llama_token_data_array(data=self._all, size=n_vocab, selected=-1, sorted=False)
         self._view = np.ctypeslib.as_array(self._all)
         self._ids = np.arange(n_vocab, dtype=np.int32)
-        self.asked = self.filtered = 0  # tokens asked about one at a time; steps that filtered the whole vocabulary
+        # tokens asked about one at a time; steps whose best token was refused; of those, vocabulary-wide filters
+        self.asked = self.filtered = self.filtered_all = 0
 
     def reset(self) -> None:
         self._lib.llama_sampler_reset(self.ptr)
@@ -52,8 +56,19 @@ class GrammarCheck:
         return not math.isinf(self._one[0].logit)
 
     def best(self, logits: np.ndarray) -> int:
-        """The highest-scoring token the grammar allows (the first of equals, as llama.cpp's greedy sampler)."""
+        """The highest-scoring token the grammar allows (the first of equals, as llama.cpp's greedy sampler).
+        The grammar is asked about the TOP best tokens first; only when it refuses all of them, or the one it
+        allows ties with the best token left out, is the whole vocabulary filtered."""
         self.filtered += 1
+        k = min(TOP, len(logits) - 1)
+        top = np.argpartition(-logits, k)[:k]
+        top = top[np.lexsort((top, -logits[top]))]  # best first, equals by id
+        for token in top.tolist():
+            if self.allows(token):
+                if logits[token] > logits[top[-1]]:  # every token left out scores lower
+                    return int(token)
+                break
+        self.filtered_all += 1
         self._view["id"] = self._ids
         self._view["logit"] = logits
         self._view["p"] = 0.0
