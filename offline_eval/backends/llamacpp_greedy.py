@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-
 TOP = 64  # a refused step asks about this many best tokens before it filters the whole vocabulary
 
 
