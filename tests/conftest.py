@@ -94,3 +94,22 @@ def statute(
         + "\n\n"
         + "".join(f"（第{i}条の見出し）\n第{i}条　{changed.get(i, body.format(i=i))}\n\n" for i in range(1, n + 1))
     )
+
+
+@pytest.fixture
+def offline_browser():  # type: ignore[no-untyped-def]
+    """Debian's chromium under Playwright with its own network features off: reports must render offline."""
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it where it can)")
+    from playwright.sync_api import sync_playwright
+
+    args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium, args=[*args, "--disable-component-update", "--disable-sync"]
+        )
+        yield browser
+        browser.close()

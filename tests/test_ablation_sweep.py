@@ -207,43 +207,20 @@ def test_report_html_is_self_contained(tmp_path, tiny):
     assert not re.search(r'(src|href)="(?!data:|#)', html)  # no external assets (in-page links are fine)
 
 
-def test_report_renders_in_headless_chromium(tmp_path, tiny):
+def test_report_renders_in_headless_chromium(tmp_path, tiny, offline_browser):  # type: ignore[no-untyped-def]
     """report.html opens offline in a real browser: it renders, every image loads, no console errors."""
-    import shutil
-
-    import pytest
-
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it where it can)")
-    from playwright.sync_api import sync_playwright
-
     cfg = gguf_config(tmp_path, {"q8_0": VARIANTS["q8_0"], "q4_0": VARIANTS["q4_0"]}, [512, 1024], shots=(0,), limit=6)
     assert run_cli("sweep", str(cfg)).returncode == 0
     report = tmp_path / "out" / "report.html"
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        page = browser.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(report.as_uri())
-        page.wait_for_load_state("load")
-        images = page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth])")
-        title = page.title()
-        tables = page.eval_on_selector_all("table", "els => els.length")
-        browser.close()
+    page = offline_browser.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(report.as_uri())
+    page.wait_for_load_state("load")
+    images = page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth])")
+    title = page.title()
+    tables = page.eval_on_selector_all("table", "els => els.length")
     assert title == "offline-eval report" and tables >= 3
     assert len(images) >= 4 and all(done and width > 0 for done, width in images), images
     assert errors == []

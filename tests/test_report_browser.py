@@ -5,10 +5,8 @@ Screenshots go to the test's output folder."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 from test_verdicts import _config
 
@@ -38,81 +36,62 @@ def test_first_screen_of_the_markdown_report(tmp_path):
     assert "Ablation: " not in first and "- [Pairwise ablation tests (" in details
 
 
-def test_report_in_headless_chromium(tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it where it can)")
-    from playwright.sync_api import sync_playwright
-
+def test_report_in_headless_chromium(tmp_path, offline_browser):  # type: ignore[no-untyped-def]
     report = _sweep(tmp_path) / "report.html"
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(report.as_uri())
-        page.wait_for_load_state("load")
-        page.screenshot(path=str(tmp_path / "first_screen.png"))
-        # The first screen (the viewport, unscrolled) shows the verdict table with a red "inferior" cell.
-        title = page.locator("#first h2", has_text="Verdicts: m (fake)")
-        assert title.bounding_box()["y"] < 900
-        cell = page.locator("#first td.v-inf").first
-        assert "inferior" in cell.inner_text() and cell.bounding_box()["y"] < 900
-        # A click on a header sorts: the leaderboard's first column, descending on the second click.
-        board = page.locator("table", has=page.locator("th", has_text="jbeqa.0shot.constrained")).nth(1)
-        names = lambda: board.locator("tbody tr td:first-child").all_inner_texts()  # noqa: E731
-        board.locator("th").first.click()
-        assert names() == sorted(names())
-        board.locator("th").first.click()
-        assert names() == sorted(names(), reverse=True)
-        # The item browser: 26 items x 2 settings; filters narrow the rows, a click shows the runs side by side.
-        page.locator("#browser summary").click()
-        count = lambda: page.locator("#items tbody tr").count()  # noqa: E731
-        assert count() == 52
-        page.select_option("#f-setting", label="jbeqa.0shot.constrained")
-        assert count() == 26
-        page.select_option("#f-run", label="m.fake.broken.ctx2048")
-        page.select_option("#f-answer", "incorrect")
-        wrong = count()
-        assert 0 < wrong < 26 and page.locator("#items thead th").count() == 5  # one run's column
-        page.select_option("#f-answer", "correct")
-        assert count() == 26 - wrong
-        page.select_option("#f-group", label="民法")
-        assert 0 < count() < 26 - wrong
-        assert set(page.locator("#items tbody td:nth-child(3)").all_inner_texts()) == {"民法"}
-        page.select_option("#f-run", label="every run")
-        page.select_option("#f-answer", "differ")
-        page.locator("#items tbody tr").first.click()
-        detail = page.locator("#item-detail").inner_text()
-        assert detail.count("raw output") == 6 and "m.fake.broken.ctx4096" in detail
-        # The prompt is collapsed; a click shows it.
-        item = page.locator("#item-detail h3").inner_text().split(" ")[0]
-        prompt = page.locator("#item-detail details.prompt pre")
-        assert prompt.count() == 1 and not prompt.is_visible()
-        page.locator("#item-detail details.prompt summary").click()
-        assert prompt.is_visible() and prompt.inner_text().startswith("[system]\n" + SYSTEM_PROMPT)
-        assert _question(item) in prompt.inner_text()
-        page.locator("#browser").screenshot(path=str(tmp_path / "item_browser.png"))
-        # A revision item: each run's revised contract against the input one, the inserted article marked.
-        page.goto(_revision_sweep(tmp_path / "rikai").joinpath("report.html").as_uri())
-        page.locator("#browser summary").click()
-        page.locator("#items tbody tr").first.click()
-        assert "第99条（追加条項）" in page.locator("#item-detail ins").first.inner_text()
-        assert "diff against the input contract" in page.locator("#item-detail").inner_text()
-        page.locator("#browser").screenshot(path=str(tmp_path / "revision_diff.png"))
-        browser.close()
+    page = offline_browser.new_page(viewport={"width": 1400, "height": 900})
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(report.as_uri())
+    page.wait_for_load_state("load")
+    page.screenshot(path=str(tmp_path / "first_screen.png"))
+    # The first screen (the viewport, unscrolled) shows the verdict table with a red "inferior" cell.
+    title = page.locator("#first h2", has_text="Verdicts: m (fake)")
+    assert title.bounding_box()["y"] < 900
+    cell = page.locator("#first td.v-inf").first
+    assert "inferior" in cell.inner_text() and cell.bounding_box()["y"] < 900
+    # A click on a header sorts: the leaderboard's first column, descending on the second click.
+    board = page.locator("table", has=page.locator("th", has_text="jbeqa.0shot.constrained")).nth(1)
+    names = lambda: board.locator("tbody tr td:first-child").all_inner_texts()  # noqa: E731
+    board.locator("th").first.click()
+    assert names() == sorted(names())
+    board.locator("th").first.click()
+    assert names() == sorted(names(), reverse=True)
+    # The item browser: 26 items x 2 settings; filters narrow the rows, a click shows the runs side by side.
+    page.locator("#browser summary").click()
+    count = lambda: page.locator("#items tbody tr").count()  # noqa: E731
+    assert count() == 52
+    page.select_option("#f-setting", label="jbeqa.0shot.constrained")
+    assert count() == 26
+    page.select_option("#f-run", label="m.fake.broken.ctx2048")
+    page.select_option("#f-answer", "incorrect")
+    wrong = count()
+    assert 0 < wrong < 26 and page.locator("#items thead th").count() == 5  # one run's column
+    page.select_option("#f-answer", "correct")
+    assert count() == 26 - wrong
+    page.select_option("#f-group", label="民法")
+    assert 0 < count() < 26 - wrong
+    assert set(page.locator("#items tbody td:nth-child(3)").all_inner_texts()) == {"民法"}
+    page.select_option("#f-run", label="every run")
+    page.select_option("#f-answer", "differ")
+    page.locator("#items tbody tr").first.click()
+    detail = page.locator("#item-detail").inner_text()
+    assert detail.count("raw output") == 6 and "m.fake.broken.ctx4096" in detail
+    # The prompt is collapsed; a click shows it.
+    item = page.locator("#item-detail h3").inner_text().split(" ")[0]
+    prompt = page.locator("#item-detail details.prompt pre")
+    assert prompt.count() == 1 and not prompt.is_visible()
+    page.locator("#item-detail details.prompt summary").click()
+    assert prompt.is_visible() and prompt.inner_text().startswith("[system]\n" + SYSTEM_PROMPT)
+    assert _question(item) in prompt.inner_text()
+    page.locator("#browser").screenshot(path=str(tmp_path / "item_browser.png"))
+    # A revision item: each run's revised contract against the input one, the inserted article marked.
+    page.goto(_revision_sweep(tmp_path / "rikai").joinpath("report.html").as_uri())
+    page.locator("#browser summary").click()
+    page.locator("#items tbody tr").first.click()
+    assert "第99条（追加条項）" in page.locator("#item-detail ins").first.inner_text()
+    assert "diff against the input contract" in page.locator("#item-detail").inner_text()
+    page.locator("#browser").screenshot(path=str(tmp_path / "revision_diff.png"))
     assert errors == []
 
 
