@@ -82,6 +82,12 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: int = 900) -> subproce
     return subprocess.run([*CLI, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
 
 
+def run_tiny_jbeqa(*args: str, gguf: str = "tiny-q8_0.gguf") -> subprocess.CompletedProcess[str]:
+    """`offline-eval run` of JBE-QA (the sample data) on a tiny GGUF with llama.cpp, plus `args`."""
+    model = str(TINY / "gguf" / gguf)
+    return run_cli("run", "--backend", "llamacpp", "--model", model, "--task", "jbeqa", "--data", str(DATA), *args)
+
+
 def statute(
     n: int,
     changed: dict[int, str],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DATA, TINY, run_cli
+from conftest import DATA, TINY, run_cli, run_tiny_jbeqa
 
 from offline_eval.backends.base import LoadSpec
 from offline_eval.backends.chat import (
@@ -139,16 +139,7 @@ def test_missing_template_file_is_an_error_in_models_yaml(tmp_path: Path, value:
 
 
 def test_missing_template_file_is_an_error_in_run(tmp_path: Path):
-    proc = run_cli(
-        "run",
-        "--backend",
-        "llamacpp",
-        "--model",
-        str(TINY / "gguf" / "tiny-q8_0.gguf"),
-        "--task",
-        "jbeqa",
-        "--data",
-        str(DATA),
+    proc = run_tiny_jbeqa(
         "--limit",
         "2",
         "--chat-template",
@@ -168,16 +159,7 @@ def test_jinja_syntax_error_names_the_field_and_the_line(tmp_path: Path):
         run_cli("models", "check", str(cfg)), "field 'models.0.chat_template'", "Jinja syntax error on line 3", str(bad)
     )
     assert "line 3" in err
-    proc = run_cli(
-        "run",
-        "--backend",
-        "llamacpp",
-        "--model",
-        str(TINY / "gguf" / "tiny-q8_0.gguf"),
-        "--task",
-        "jbeqa",
-        "--data",
-        str(DATA),
+    proc = run_tiny_jbeqa(
         "--chat-template",
         "{% for m in messages %}\n{{ m.content }}",
         "--out",

@@ -5,23 +5,14 @@ from __future__ import annotations
 import json
 
 import yaml
-from conftest import DATA, ROOT, TINY, run_cli
+from conftest import DATA, ROOT, TINY, run_cli, run_tiny_jbeqa
 
 
 def test_run_one_model_one_task_writes_the_sweep_layout(tmp_path, tiny):
     out = tmp_path / "one"
-    proc = run_cli(
-        "run",
-        "--backend",
-        "llamacpp",
-        "--model",
-        str(TINY / "gguf" / "tiny-q4_0.gguf"),
+    proc = run_tiny_jbeqa(
         "--name",
         "q4",
-        "--task",
-        "jbeqa",
-        "--data",
-        str(DATA),
         "--shots",
         "4",
         "--mode",
@@ -32,6 +23,7 @@ def test_run_one_model_one_task_writes_the_sweep_layout(tmp_path, tiny):
         "1024",
         "--out",
         str(out),
+        gguf="tiny-q4_0.gguf",
     )
     assert proc.returncode == 0, proc.stderr
     s = json.loads((out / "summary.json").read_text())

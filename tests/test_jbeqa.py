@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import DATA, TINY, run_cli
+from conftest import DATA, run_cli, run_tiny_jbeqa
 
 from offline_eval.constraints import Choice
 from offline_eval.requests import Result
@@ -191,16 +191,7 @@ def test_validate_the_sample_data():
 @pytest.mark.engine
 def test_summary_keys_years_by_the_gregorian_year(tmp_path: Path):
     out = tmp_path / "out"
-    proc = run_cli(
-        "run",
-        "--backend",
-        "llamacpp",
-        "--model",
-        str(TINY / "gguf" / "tiny-q8_0.gguf"),
-        "--task",
-        "jbeqa",
-        "--data",
-        str(DATA),
+    proc = run_tiny_jbeqa(
         "--mode",
         "logprob",
         "--max-model-len",
