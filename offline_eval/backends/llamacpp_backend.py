@@ -29,6 +29,7 @@ from .base import (
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
 from .llamacpp_greedy import GrammarCheck, greedy
+from .llamacpp_prefill import prefill
 from .registry import Engine
 
 _RESERVED = {
@@ -69,7 +70,8 @@ ENGINE = Engine(
 
 class LlamaCppBackend(TokenizingBackend):
     name = "llamacpp"
-    # False: greedy requests too go through create_completion (the reference the tests and benchmarks compare with)
+    # False: every request goes through create_completion with llama-cpp-python's own prefix reuse and sampler chain
+    # (the reference the tests and benchmarks compare with)
     fast_greedy = True
 
     @classmethod
@@ -179,23 +181,19 @@ class LlamaCppBackend(TokenizingBackend):
         for r, ids in zip(requests, encoded):
             s = r.sampling
             t0 = time.perf_counter()
-            self._evaluated.clear()
-            if self.fast_greedy and s.temperature == 0 and ids:
-                text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r))
+            if self.fast_greedy and ids:
+                computed = prefill(self.llm, ids)
+                if s.temperature == 0:
+                    text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r))
+                else:  # the whole prompt is in the cache now: create_completion samples from its logits
+                    text, finish, n_out = self._complete(ids, r)
             else:
-                resp = self.llm.create_completion(
-                    prompt=list(ids),
-                    max_tokens=s.max_tokens,
-                    temperature=s.temperature,
-                    top_p=s.top_p,
-                    seed=s.seed,
-                    grammar=self._grammar(r),
-                )
-                ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
-                text, finish, n_out = ch["text"], ch.get("finish_reason") or "stop", usage["completion_tokens"]
+                self._evaluated.clear()
+                text, finish, n_out = self._complete(ids, r)
+                # llama-cpp-python re-evaluates only what follows the prefix shared with the previous prompt
+                computed = self._evaluated[0] if self._evaluated else len(ids)
             t1 = time.perf_counter()
-            # llama.cpp re-evaluates only what follows the prefix this prompt shares with the previous one
-            self._count.add(len(ids), self._evaluated[0] if self._evaluated else len(ids))
+            self._count.add(len(ids), computed)
             out.append(
                 Result(
                     text=text,
@@ -208,6 +206,19 @@ class LlamaCppBackend(TokenizingBackend):
             if progress:
                 progress(1)
         return out
+
+    def _complete(self, ids: Sequence[int], r: Request) -> tuple[str, str, int]:
+        s = r.sampling
+        resp = self.llm.create_completion(
+            prompt=list(ids),
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            seed=s.seed,
+            grammar=self._grammar(r),
+        )
+        ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
+        return ch["text"], ch.get("finish_reason") or "stop", usage["completion_tokens"]
 
     def choice_logprobs(
         self,
@@ -252,18 +263,8 @@ class LlamaCppBackend(TokenizingBackend):
         return out
 
     def _last_logits(self, tokens: list[int]) -> np.ndarray:
-        """Evaluate `tokens`, reusing the cached prefix shared with the previous prompt."""
-        llm = self.llm
-        cached = llm.input_ids[: llm.n_tokens].tolist()
-        keep = 0
-        for a, b in zip(cached, tokens):
-            if a != b:
-                break
-            keep += 1
-        llm.n_tokens = min(keep, len(tokens) - 1)  # at least one token must be evaluated to get logits
-        self._count.add(len(tokens), len(tokens) - llm.n_tokens)
-        llm.eval(tokens[llm.n_tokens :])
-        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()
+        self._count.add(len(tokens), prefill(self.llm, tokens))
+        return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).copy()
 
     def close(self) -> None:
         for check in getattr(self, "_checks", {}).values():

@@ -6,10 +6,11 @@ token the grammar allows. So: take the best token, ask the grammar about that on
 vocabulary only when the grammar refuses it (llama.cpp's own common sampler does the same). The token is the one
 the full filter gives.
 
-Everything else is what `Llama.create_completion(temperature=0)` does, so the answers are the same token for token:
-the reuse of the KV cache's longest shared prefix, the stop on an end-of-generation token, `max_tokens` clipped to the
+Everything else is what `Llama.create_completion(temperature=0)` does from an empty cache, so the answers are the
+same token for token: the stop on an end-of-generation token, `max_tokens` clipped to the
 context, a token that ends inside a UTF-8 sequence not counted against `max_tokens`, and the text detokenized as a
-whole at the end.
+whole at the end. The prompt is evaluated before, by `llamacpp_prefill.prefill`, which reuses the KV cache
+and still gives a fresh start's logits.
 """
 
 from __future__ import annotations
@@ -85,29 +86,6 @@ class GrammarCheck:
             self.ptr = None
 
 
-def _prefill(llm: Any, tokens: list[int]) -> None:
-    """Evaluate the prompt after the longest prefix the KV cache already holds, as `Llama.generate` does."""
-    reset = True
-    if llm.n_tokens > 0:
-        longest = 0
-        for a, b in zip(llm._input_ids, tokens):
-            if a != b:
-                break
-            longest += 1
-        consumed = longest == len(tokens)
-        if llm.n_tokens == len(tokens) and consumed and not llm._requires_eval:
-            return  # the logits of this very prompt are still there
-        reuse = longest - 1 if consumed else longest
-        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
-            reset = False
-            tokens = tokens[reuse:]
-            llm.n_tokens = reuse
-            llm._requires_eval = True
-    if reset:
-        llm.reset()
-    llm.eval(tokens)
-
-
 def _ends_inside_utf8(text: bytes, pending: int) -> int:
     """create_completion's count of tokens still to hold back because the text ends inside a UTF-8 sequence."""
     for k, char in enumerate(text[-3:]):
@@ -119,13 +97,11 @@ def _ends_inside_utf8(text: bytes, pending: int) -> int:
 
 
 def greedy(llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarCheck | None) -> tuple[str, str, int]:
-    """(text, finish_reason, output tokens) of a greedy completion of `prompt`."""
+    """(text, finish_reason, output tokens) of a greedy completion of `prompt`, which `prefill` has evaluated."""
     import llama_cpp
 
     tokens = list(prompt)
     n_ctx = llm.n_ctx()
-    if len(tokens) >= n_ctx:
-        raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {n_ctx}")
     if max_tokens is None or max_tokens <= 0:
         max_tokens = n_ctx - len(tokens)
     max_tokens = max_tokens if max_tokens + len(tokens) < n_ctx else n_ctx - len(tokens)
@@ -133,7 +109,6 @@ def greedy(llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarChe
         grammar.reset()
     vocab = llm._model.vocab
     n_vocab = llm.n_vocab()
-    _prefill(llm, tokens)
     completion: list[int] = []
     finish, pending = "length", 0
     while True:
