@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .constraints import Constraint
@@ -25,22 +26,42 @@ class Sampling:
 
 @dataclass(frozen=True)
 class Request:
-    """Chat `messages` (list of {role, content}) or a raw `prompt`, plus sampling and an optional constraint."""
+    """Chat `messages` (list of {role, content}) or a raw `prompt`, plus sampling and an optional constraint.
+
+    `shared_chars`: where the part that differs between this request and its neighbours begins, in characters of
+    the last message's content (or of `prompt`); everything before it (a judge's rubric, the gold answer) is the
+    same for every candidate. An engine that evaluates prompts in batches starts one there, so that the shared part
+    is reused whole (llama.cpp). A hint about evaluation only: not part of the store key."""
 
     messages: tuple[tuple[str, str], ...] | None = None
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
     constraint: Constraint | None = None
+    shared_chars: int | None = None
 
     @staticmethod
     def chat(
-        messages: list[dict[str, str]], sampling: Sampling | None = None, constraint: Constraint | None = None
+        messages: list[dict[str, str]],
+        sampling: Sampling | None = None,
+        constraint: Constraint | None = None,
+        shared_chars: int | None = None,
     ) -> Request:
         return Request(
             messages=tuple((m["role"], m["content"]) for m in messages),
             sampling=sampling or Sampling(),
             constraint=constraint,
+            shared_chars=shared_chars,
         )
+
+    def shared_head(self) -> Request | None:
+        """This request cut at `shared_chars`: the part its neighbours share (None: no hint)."""
+        n = self.shared_chars
+        if n is None:
+            return None
+        if self.messages is None:
+            return replace(self, prompt=(self.prompt or "")[:n], shared_chars=None)
+        *head, (role, content) = self.messages
+        return replace(self, messages=(*head, (role, content[:n])), shared_chars=None)
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in (self.messages or ())]
@@ -52,6 +73,11 @@ class Request:
             "sampling": self.sampling.to_dict(),
             "constraint": self.constraint.to_dict() if self.constraint else None,
         }
+
+
+def shared_chars(render: Callable[[str], str]) -> int:
+    """Where the part that differs begins in a text that `render(differing part)` builds."""
+    return render("\x00").index("\x00")
 
 
 UNANSWERED = ("length", "overflow", "error", "violation")

@@ -10,7 +10,8 @@
 2. Unless --no-compare: the same sweep again into the same folder, so every candidate output comes from the store,
    with the judge as it was before issue 16: the prompt in its old order (the candidate's response before the gold
    answer, the rubric and the output format), every llama.cpp request through create_completion (the grammar
-   over the whole vocabulary at every step), and llama-cpp-python's default thread count (half the CPUs). Prints both judge phases side by side: prompt tokens submitted and computed,
+   over the whole vocabulary at every step, and its own prefix reuse), and llama-cpp-python's defaults (half the CPUs
+   as threads, flash attention off, 512-token batches). Prints both judge phases side by side: prompt tokens submitted and computed,
    wall time, and the judge's scores (failures, mean, agreement between the two orders, agreement with the
    demo's invented human scores).
 
@@ -65,15 +66,20 @@ BEFORE = """あなたは契約書と法令の実務に精通した評価者で�
 {{ example }}"""
 
 
-def config(out: Path, items: int, judge_max_tokens: int) -> dict[str, Any]:
+def config(
+    out: Path, items: int, judge_max_tokens: int, candidate_args: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`candidate_args`: engine_args of the llama.cpp candidates (not the judge and evaluator)."""
     m, gemma = ROOT / "models", ROOT / "models/gemma-3-270m/gguf"
     gguf = {"backend": "llamacpp", "path": str(gemma / "gemma-3-270m-q4_k_m.gguf"), "max_model_len": 8192}
+    args = {"engine_args": candidate_args} if candidate_args else {}
     return {
         "output_dir": str(out),
         "models": [
             {
                 "name": "gemma-gguf",
                 **gguf,
+                **args,
                 "variants": {
                     "q4_k_m": {},
                     "q8_0": {"file": str(gemma / "gemma-3-270m-q8_0-from-q4_k_m.gguf")},
@@ -85,6 +91,7 @@ def config(out: Path, items: int, judge_max_tokens: int) -> dict[str, Any]:
                 "backend": "llamacpp",
                 "path": str(m / "tiny/gguf/tiny-f16.gguf"),
                 "max_model_len": 8192,
+                **args,
                 "variants": {v: {"file": str(m / f"tiny/gguf/tiny-{v}.gguf")} for v in ("f16", "q8_0", "q4_0")},
             },
             {"name": "tiny-hf", "backend": "transformers", "path": str(m / "tiny/hf"), "max_model_len": 8192},
@@ -197,19 +204,27 @@ def main() -> int:
             from offline_eval.tasks.legalrikai import prompts
 
             real, cores = prompts._template, llamacpp_backend.physical_cores
+            defaults = llamacpp_backend.LlamaCppBackend.load_defaults
             before = prompts._env().from_string(BEFORE)
             prompts._template = lambda name: before if name == "judge" else real(name)  # type: ignore[assignment]
             llamacpp_backend.LlamaCppBackend.fast_greedy = False
+            llamacpp_backend.LlamaCppBackend.load_defaults = {}  # llama-cpp-python's: no flash attention, 512-token batches
             llamacpp_backend.physical_cores = lambda: max((os.cpu_count() or 1) // 2, 1)  # llama-cpp-python's
+            # the candidates keep today's defaults, written out, so that their outputs come from the store
+            before_cfg = Path(t) / "before.yaml"
+            before_cfg.write_text(
+                yaml.safe_dump(config(out / "sweep", a.items, a.judge_max_tokens, dict(defaults))), encoding="utf-8"
+            )
             try:
-                old = sweep(cfg_path)
+                old = sweep(before_cfg)
             finally:
                 prompts._template = real  # type: ignore[assignment]
                 llamacpp_backend.LlamaCppBackend.fast_greedy = True
+                llamacpp_backend.LlamaCppBackend.load_defaults = defaults
                 llamacpp_backend.physical_cores = cores
             old_j, old_v = judge_stage(old), verdicts(out / "sweep")
             print(
-                "\n== the judge phase, same candidate outputs: before / after (prompt order, greedy decoding, threads)"
+                "\n== the judge phase, same candidate outputs: before / after (prompt order, greedy decoding, threads, flash attention)"
             )
             for label, j in (("before", old_j), ("after", new_j)):
                 p = j.get("prefix_reuse") or {}

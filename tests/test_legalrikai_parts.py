@@ -13,8 +13,10 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from offline_eval import judges
+from offline_eval.constraints import JsonSchema
 from offline_eval.errors import InputError
 from offline_eval.ja.contract import parse
+from offline_eval.requests import Sampling
 from offline_eval.results import RunKey
 from offline_eval.tasks.legalrikai import rubric
 from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
@@ -352,7 +354,9 @@ def test_prompts_are_japanese_and_carry_the_inputs():
             assert it["statute_pre"] in user and it["statute_post"] in user
         for x in it.get("instructions", []):
             assert x in user
-        judge = t._judge_text(it, user, "回答")
+        req = t._judge(it, user, "回答", Sampling(), JsonSchema({"type": "object"}))
+        judge = req.messages[1][1]  # type: ignore[index]
+        assert judge[req.shared_chars :].strip() == "回答"  # the response last, after everything candidates share
         assert "# 評価基準" in judge and "回答" in judge and user in judge
         for c in rubric.criteria(it["subtask"]):
             assert c.definition in judge

@@ -85,6 +85,10 @@ class Server:
                 "2048",
                 "--seed",
                 "0",
+                "--flash_attn",  # as the in-process engine loads it (LlamaCppBackend.load_defaults)
+                "true",
+                "--n_ubatch",
+                "128",
             ]
         cmd += self.args
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_USE_V2_MODEL_RUNNER": "0", "HF_HUB_OFFLINE": "1"}

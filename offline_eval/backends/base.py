@@ -6,7 +6,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..errors import InputError
 from ..requests import Request, Result
@@ -81,6 +81,9 @@ class Backend(ABC):
     (TokenizingBackend): an engine without a local tokenizer (a server) still fits."""
 
     name: str = "base"
+    # Load options this engine sets where its library's default differs and the user did not set them; they can
+    # change outputs, so they are part of the store key.
+    load_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec

@@ -75,7 +75,10 @@ def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
         for k, v in spec.describe().items()
         if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant", "engine_options")
     }
-    identity = get_engine(spec.backend).declared_class().weights_identity(spec, cache)
+    cls = get_engine(spec.backend).declared_class()
+    identity = cls.weights_identity(spec, cache)
+    if cls.load_defaults:  # the engine's own defaults count as if the user had written them
+        opts["engine_args"] = {**cls.load_defaults, **spec.engine_args}
     blob = json.dumps(
         {**identity, "engine": spec.backend, "engine_version": engine_version(spec.backend), "opts": opts},
         sort_keys=True,

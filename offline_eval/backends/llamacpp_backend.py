@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .base import (
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
 from .llamacpp_greedy import GrammarCheck, greedy
-from .llamacpp_prefill import prefill
+from .llamacpp_prefill import PromptCache
 from .registry import Engine
 
 _RESERVED = {
@@ -73,6 +73,10 @@ class LlamaCppBackend(TokenizingBackend):
     # False: every request goes through create_completion with llama-cpp-python's own prefix reuse and sampler chain
     # (the reference the tests and benchmarks compare with)
     fast_greedy = True
+    # Flash attention on, as llama.cpp's own tools (llama-cpp-python leaves it off): 1.2x faster on Gemma 3 270M judge
+    # prompts. Physical batches of 128 tokens, not 512: a prompt's reused prefix is cut back to a batch boundary
+    # (llamacpp_prefill), and on CPUs 128-token batches evaluate as fast as 512-token ones (Gemma: 450 vs 425 tokens/s).
+    load_defaults: ClassVar[dict[str, Any]] = {"flash_attn": True, "n_ubatch": 128}
 
     @classmethod
     def reservation(cls, spec: LoadSpec) -> Reservation:
@@ -100,6 +104,7 @@ class LlamaCppBackend(TokenizingBackend):
         )
         kwargs["n_threads"] = spec.threads or physical_cores()
         check_engine_args(spec, signature_params(Llama.__init__), _RESERVED)
+        kwargs.update(self.load_defaults)
         kwargs.update(spec.engine_args)
         self.llm = Llama(**kwargs)
         self.prompt_count = self._count = PromptCount()
@@ -111,6 +116,7 @@ class LlamaCppBackend(TokenizingBackend):
             evaluate(tokens)
 
         setattr(self.llm, "eval", counting_eval)  # noqa: B010 - an instance attribute shadows the method
+        self._cache = PromptCache(self.llm)
         meta = self.llm.metadata
         # None: the plain prompt format (chat_template none, or auto on a GGUF without a template)
         self.chat_template = choose_template(spec.chat_template, meta.get("tokenizer.chat_template"))
@@ -182,13 +188,14 @@ class LlamaCppBackend(TokenizingBackend):
             s = r.sampling
             t0 = time.perf_counter()
             if self.fast_greedy and ids:
-                computed = prefill(self.llm, ids)
+                computed = self._cache.prefill(ids, self._split(r, ids))
                 if s.temperature == 0:
                     text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r))
                 else:  # the whole prompt is in the cache now: create_completion samples from its logits
                     text, finish, n_out = self._complete(ids, r)
             else:
                 self._evaluated.clear()
+                self._cache.forget()  # llama-cpp-python's own reuse batches the cache differently
                 text, finish, n_out = self._complete(ids, r)
                 # llama-cpp-python re-evaluates only what follows the prefix shared with the previous prompt
                 computed = self._evaluated[0] if self._evaluated else len(ids)
@@ -230,9 +237,10 @@ class LlamaCppBackend(TokenizingBackend):
         encoded = encoded if encoded is not None else self.encode(requests)
         groups = self.label_token_ids(requests[0], choices)
         out = []
-        for ids_prompt in encoded:
+        for r, ids_prompt in zip(requests, encoded):
             t0 = time.perf_counter()
-            logits = self._last_logits(list(ids_prompt))
+            self._count.add(len(ids_prompt), self._cache.prefill(ids_prompt, self._split(r, ids_prompt)))
+            logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).copy()
             lse = float(np.logaddexp.reduce(logits.astype(np.float64)))
             scores = {
                 c: float(np.logaddexp.reduce(logits[g].astype(np.float64))) - lse for c, g in zip(choices, groups)
@@ -262,9 +270,18 @@ class LlamaCppBackend(TokenizingBackend):
             out.append(buf.raw[:n] if n > 0 else b"")
         return out
 
-    def _last_logits(self, tokens: list[int]) -> np.ndarray:
-        self._count.add(len(tokens), prefill(self.llm, tokens))
-        return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).copy()
+    def _split(self, r: Request, ids: Sequence[int]) -> int:
+        """The token where the part of `r` that differs from its neighbours begins (0: not said). One token before
+        where the shared text's tokens end, since the first differing character may merge with the last token."""
+        head = r.shared_head()
+        if head is None:
+            return 0
+        shared = 0
+        for a, b in zip(self.encode([head])[0], ids):
+            if a != b:
+                break
+            shared += 1
+        return max(shared - 1, 0)
 
     def close(self) -> None:
         for check in getattr(self, "_checks", {}).values():

@@ -1,16 +1,18 @@
 """Prompt evaluation on llama.cpp that reuses the KV cache and still gives the logits of a fresh start.
 
 llama.cpp keeps the previous prompt's KV cache, and re-evaluating only what follows the shared prefix is what makes
-sorted prompts fast. But llama.cpp's CPU matrix kernels work on groups of rows (four activation rows at a time in the
-repacked quantized kernels, tiles in flash attention) and round differently for the rows left over, so *where* the
-evaluated part starts and where its batches split changes the logits: llama-cpp-python's own reuse gives Gemma 3 270M
-logits up to 1.8 apart for the same prompt, depending on the prompt evaluated before it. An answer would then depend on
-its neighbours in the sorted order, on `--limit` and on what a resumed run had already done.
+sorted prompts fast. But llama.cpp's CPU kernels round differently depending on how a prompt is split into batches
+(the repacked quantized kernels take activation rows four at a time; flash attention picks its kernel by the batch's
+size), so *where* the evaluated part starts changes the logits: llama-cpp-python's own reuse moves Gemma 3 270M's
+logits by up to about 1 for the same prompt, depending on the prompt evaluated before it. An answer would then depend
+on its neighbours in the sorted order, on `--limit` and on what a resumed run had already done.
 
-So the reused prefix is cut back to a multiple of ALIGN tokens, and the rest is evaluated in batches that end where a
-fresh evaluation's batches end (multiples of the physical batch size): every row is computed in the same group of
-rows, with the same cache before it, as from an empty cache. Tested exactly equal, with and without flash attention
-(`tests/test_llamacpp_prefill.py`). The cost is at most ALIGN - 1 tokens more per prompt.
+So every prompt is evaluated in batches whose starts depend on the prompt alone: every n_ubatch tokens from the first
+token on, and, where the request says where the part that differs between its neighbours begins (`split`), every
+n_ubatch tokens again from there. The cache is reused up to the last batch start it shares with the new prompt's own
+batches: every batch is then the one a fresh start computes, on the same cache before it. Tested exactly equal, with
+and without flash attention (`tests/test_llamacpp_prefill.py`). A prompt without a split recomputes up to
+n_ubatch - 1 shared tokens; one whose split is the end of what its neighbour shared, none.
 """
 
 from __future__ import annotations
@@ -18,33 +20,65 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-ALIGN = 32  # a multiple of every CPU kernel's row group (4 in the repacked kernels, 16 in AMX tiles)
+
+def batch_starts(n: int, step: int, split: int = 0) -> list[int]:
+    """Where the batches of a fresh evaluation of `n` tokens start: every `step` tokens, and again from `split`."""
+    split = split if 0 < split < n else 0
+    return [*range(0, split, step), *range(split, n, step)]
 
 
-def shared_prefix(llm: Any, tokens: Sequence[int]) -> int:
-    """How many leading tokens of `tokens` the KV cache holds."""
-    n = 0
-    for a, b in zip(llm.input_ids[: llm.n_tokens].tolist(), tokens):
-        if a != b:
-            break
-        n += 1
-    return n
+class PromptCache:
+    """What the KV cache holds: the last prompt evaluated (generated tokens after it are not reused) and the starts
+    of the batches it was evaluated in."""
 
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.tokens: list[int] = []
+        self.starts: list[int] = []
 
-def prefill(llm: Any, tokens: Sequence[int]) -> int:
-    """Evaluate `tokens` so that the last one's logits are ready; returns how many tokens were computed.
-    At least one token is computed: the logits left by the previous request may come from a different batch."""
-    if len(tokens) >= llm.n_ctx():
-        raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm.n_ctx()}")
-    reuse = min(shared_prefix(llm, tokens), len(tokens) - 1) // ALIGN * ALIGN
-    if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
-        llm.n_tokens = reuse
-    else:
-        llm.reset()
-    step = min(llm.n_batch, llm.context_params.n_ubatch)
-    pos = llm.n_tokens
-    while pos < len(tokens):
-        end = min(len(tokens), (pos // step + 1) * step)
-        llm.eval(tokens[pos:end])
-        pos = end
-    return len(tokens) - reuse
+    def forget(self) -> None:
+        """The cache was filled some other way: reuse none of it."""
+        self.tokens, self.starts = [], []
+
+    @property
+    def step(self) -> int:
+        """The size of the physical batches llama.cpp evaluates a prompt in."""
+        return int(min(self.llm.n_batch, self.llm.context_params.n_ubatch))
+
+    def reusable(self, tokens: Sequence[int], starts: Sequence[int]) -> int:
+        """How many leading tokens of `tokens`, evaluated in batches starting at `starts`, the cache holds exactly
+        as a fresh evaluation would compute them. At least one token is left to compute, for its logits."""
+        llm = self.llm
+        held = min(len(self.tokens), llm.n_tokens)
+        limit = len(tokens) - 1
+        for i, (a, b) in enumerate(zip(llm.input_ids[:held].tolist(), tokens)):
+            if a != b:
+                limit = min(limit, i)
+                break
+        else:
+            limit = min(limit, held)
+        reuse = 0
+        for a, b in zip([*self.starts, len(self.tokens)], starts):
+            if a != b or a > limit:
+                break
+            reuse = a
+        return reuse
+
+    def prefill(self, tokens: Sequence[int], split: int = 0) -> int:
+        """Evaluate `tokens` so that the last one's logits are ready; returns how many tokens were computed."""
+        llm = self.llm
+        if len(tokens) >= llm.n_ctx():
+            raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm.n_ctx()}")
+        starts = batch_starts(len(tokens), self.step, split)
+        reuse = self.reusable(tokens, starts)
+        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
+            llm.n_tokens = reuse
+        else:
+            reuse = 0
+            llm.reset()
+        ends = [*starts[1:], len(tokens)]
+        for start, end in zip(starts, ends):
+            if start >= reuse:
+                llm.eval(tokens[start:end])
+        self.tokens, self.starts = list(tokens), starts
+        return len(tokens) - reuse

@@ -14,7 +14,7 @@ from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
 from ...metrics.adjscore import adj_score, summarize, tier
-from ...requests import Phase, Request, Result, Sampling
+from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import JsonRecord, Records
 from ..base import Item, Metric, Setting, Task
 from . import evaluator as ev
@@ -178,14 +178,16 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                 if r.skipped:
                     continue
                 it = by_id[r.id]
+
+                def message(answer: str, it: Item = it) -> str:
+                    return ev.user_message(it["query"], answer, it.get("resource"))
+
                 reqs.append(
                     Request.chat(
-                        [
-                            {"role": "system", "content": ev.SYSTEM},
-                            {"role": "user", "content": ev.user_message(it["query"], r.output, it.get("resource"))},
-                        ],
+                        [{"role": "system", "content": ev.SYSTEM}, {"role": "user", "content": message(r.output)}],
                         s,
                         JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None,
+                        shared_chars(message),
                     )
                 )
                 ids.append(f"{run}/{r.id}")

@@ -16,7 +16,7 @@ from ... import judges
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
-from ...requests import Phase, Request, Result, Sampling
+from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset
 from ..base import Item, Metric, Setting, Task
 from . import prompts, rubric
@@ -244,9 +244,12 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         f = self._focus[key]
         return {"statute_pre": f[0], "statute_post": f[1]} if f else None
 
-    def _chat(self, user: str, sampling: Sampling, constraint: Any = None) -> Request:
+    def _chat(self, user: str, sampling: Sampling, constraint: Any = None, shared: int | None = None) -> Request:
         return Request.chat(
-            [{"role": "system", "content": prompts.system()}, {"role": "user", "content": user}], sampling, constraint
+            [{"role": "system", "content": prompts.system()}, {"role": "user", "content": user}],
+            sampling,
+            constraint,
+            shared,
         )
 
     def build(self, items: Sequence[Item], setting: Setting) -> Phase:
@@ -300,9 +303,9 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
                 s = Sampling(temperature=0.0, seed=o.seed, max_tokens=o.judge_max_tokens)
                 f = self.focused(it) if o.overflow == "focus" else None
                 seen = prompts.task_prompt(it, f if r.input == "focused" else None)
-                reqs.append(self._chat(self._judge_text(it, seen, r.output), s, schema))
+                reqs.append(self._judge(it, seen, r.output, s, schema))
                 fallbacks.append(
-                    self._chat(self._judge_text(it, prompts.task_prompt(it, f), r.output), s, schema)
+                    self._judge(it, prompts.task_prompt(it, f), r.output, s, schema)
                     if f and r.input == "full"
                     else None
                 )
@@ -315,8 +318,11 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
             fallbacks=fallbacks if any(fallbacks) else None,
         )
 
-    def _judge_text(self, item: Item, original_prompt: str, response: str) -> str:
-        return prompts.judge_prompt(item, original_prompt, response, judge_gold(item), self.options.rationale_max_chars)
+    def _judge(self, item: Item, original_prompt: str, response: str, s: Sampling, schema: JsonSchema) -> Request:
+        def text(resp: str) -> str:
+            return prompts.judge_prompt(item, original_prompt, resp, judge_gold(item), self.options.rationale_max_chars)
+
+        return self._chat(text(response), s, schema, shared_chars(text))
 
     def finish_evaluation(
         self, records: Records[LegalRikaiRecord], phase: Phase, results: dict[str, Sequence[Result]]

@@ -1,5 +1,6 @@
-"""llama.cpp generates with one thread per physical core the process may use (llama-cpp-python's own default,
-half the logical CPUs, leaves half of a machine without hardware threads idle)."""
+"""llama.cpp's load defaults where llama-cpp-python's differ: one thread per physical core the process may use
+(llama-cpp-python's default, half the logical CPUs, leaves half of a machine without hardware threads idle), and
+flash attention on (as llama.cpp's own tools), which is part of the store key."""
 
 from __future__ import annotations
 
@@ -35,3 +36,22 @@ def test_the_engine_uses_them_unless_threads_is_set(tiny):  # type: ignore[no-un
             assert b.llm.n_threads == expected  # type: ignore[attr-defined]
         finally:
             b.close()
+
+
+def test_flash_attention_is_on_by_default_and_keyed(tiny):  # type: ignore[no-untyped-def]
+    import llama_cpp
+
+    from offline_eval.backends.fingerprint import spec_fingerprint
+    from offline_eval.backends.registry import load_backend
+
+    keys = {}
+    for args in ({}, {"flash_attn": True}, {"flash_attn": False}):
+        spec = spec_for("llamacpp", tiny, engine_args=args)
+        keys[str(args)] = spec_fingerprint(spec)
+        b = load_backend(spec)
+        try:
+            on = b.llm.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # type: ignore[attr-defined]
+            assert on is args.get("flash_attn", True)
+        finally:
+            b.close()
+    assert keys["{}"] == keys["{'flash_attn': True}"] != keys["{'flash_attn': False}"]
