@@ -113,3 +113,46 @@ def test_answers_do_not_depend_on_the_request_before(tiny: Path) -> None:
             assert after_neighbour.text == alone.text and after_neighbour.output_tokens == alone.output_tokens > 0
     finally:
         backend.close()
+
+
+def test_a_request_split_where_it_differs_reuses_its_neighbours_whole_head(tiny: Path) -> None:
+    """JBE-QA's few-shot requests say the last message is where they differ (shared_chars=0): the next item reuses
+    the system prompt and every exemplar, not only the last multiple of n_ubatch, with the same answer as alone."""
+    pytest.importorskip("llama_cpp")
+    from conftest import spec_for
+
+    from offline_eval.backends.base import load_backend
+    from offline_eval.constraints import Choice
+    from offline_eval.requests import Request, Sampling
+
+    rng = np.random.default_rng(2)
+    shots = []
+    for _ in range(4):
+        shots += [
+            {"role": "user", "content": " ".join(str(w) for w in rng.integers(0, 10_000, 60).tolist())},
+            {"role": "assistant", "content": "1"},
+        ]
+    first, second = (
+        Request.chat(
+            [{"role": "system", "content": "判定"}, *shots, {"role": "user", "content": q}],
+            Sampling(max_tokens=2),
+            Choice(["0", "1"]),
+            shared_chars=0,
+        )
+        for q in ("甲は正しいか。", "乙は誤りか。")
+    )
+    backend = load_backend(spec_for("llamacpp", tiny))
+    try:
+        count = backend.prompt_count
+        assert count is not None
+        ids = backend.encode([second])[0]  # type: ignore[attr-defined]
+        split = backend._split(second, ids)  # type: ignore[attr-defined]
+        assert split > 128 and split % 128 and len(ids) - split < 20
+        backend.generate([first])
+        before = count.computed
+        after_neighbour = backend.generate([second])[0]
+        assert count.computed - before == len(ids) - split
+        backend.llm.reset()  # type: ignore[attr-defined]
+        assert backend.generate([second])[0].text == after_neighbour.text
+    finally:
+        backend.close()

@@ -291,6 +291,7 @@ class JBEQATask(Task[JBEQARecord]):
                 [{"role": "system", "content": SYSTEM_PROMPT}, *shots, {"role": "user", "content": user_message(it)}],
                 sampling,
                 constraint,
+                shared_chars=0,  # the system prompt and the exemplars are the same for every item
             )
             for it in items
         ]
