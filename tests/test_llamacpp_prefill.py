@@ -156,3 +156,24 @@ def test_a_request_split_where_it_differs_reuses_its_neighbours_whole_head(tiny:
         assert backend.generate([second])[0].text == after_neighbour.text
     finally:
         backend.close()
+
+
+def test_a_template_that_refuses_the_cut_message_only_loses_the_hint(tiny: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    from conftest import spec_for
+
+    from offline_eval.backends.base import load_backend
+    from offline_eval.requests import Request, Sampling
+
+    template = (
+        "{% for m in messages %}{% if not m['content'] %}{{ raise_exception('empty message') }}{% endif %}"
+        "<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}<assistant>"
+    )
+    backend = load_backend(spec_for("llamacpp", tiny, chat_template=template))
+    try:
+        req = Request.chat([{"role": "user", "content": "甲は正しいか。"}], Sampling(max_tokens=2), shared_chars=0)
+        ids = backend.encode([req])[0]  # type: ignore[attr-defined]
+        assert backend._split(req, ids) == 0  # type: ignore[attr-defined]
+        assert backend.generate([req])[0].output_tokens > 0
+    finally:
+        backend.close()

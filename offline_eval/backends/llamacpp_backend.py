@@ -276,8 +276,12 @@ class LlamaCppBackend(TokenizingBackend):
         head = r.shared_head()
         if head is None:
             return 0
+        try:
+            head_ids = self.encode([head])[0]
+        except Exception:  # a chat template that refuses the cut message: the hint only saves time
+            return 0
         shared = 0
-        for a, b in zip(self.encode([head])[0], ids):
+        for a, b in zip(head_ids, ids):
             if a != b:
                 break
             shared += 1
