@@ -31,7 +31,8 @@ class Request:
     `shared_chars`: where the part that differs between this request and its neighbours begins, in characters of
     the last message's content (or of `prompt`); everything before it (a judge's rubric, the gold answer) is the
     same for every candidate. An engine that evaluates prompts in batches starts one there, so that the shared part
-    is reused whole (llama.cpp). A hint about evaluation only: not part of the store key."""
+    is reused whole (llama.cpp). Part of the store key when set: on llama.cpp, where a batch starts changes the
+    rounding, so the same prompt with another split may answer differently."""
 
     messages: tuple[tuple[str, str], ...] | None = None
     prompt: str | None = None
@@ -53,26 +54,29 @@ class Request:
             shared_chars=shared_chars,
         )
 
-    def shared_head(self) -> Request | None:
-        """This request cut at `shared_chars`: the part its neighbours share (None: no hint)."""
+    def shared_head(self, then: str = "") -> Request | None:
+        """This request cut at `shared_chars`, `then` after the cut: the part its neighbours share (None: no hint)."""
         n = self.shared_chars
         if n is None:
             return None
         if self.messages is None:
-            return replace(self, prompt=(self.prompt or "")[:n], shared_chars=None)
+            return replace(self, prompt=(self.prompt or "")[:n] + then, shared_chars=None)
         *head, (role, content) = self.messages
-        return replace(self, messages=(*head, (role, content[:n])), shared_chars=None)
+        return replace(self, messages=(*head, (role, content[:n] + then)), shared_chars=None)
 
     def message_dicts(self) -> list[dict[str, str]]:
         return [{"role": r, "content": c} for r, c in (self.messages or ())]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "messages": [list(m) for m in self.messages] if self.messages is not None else None,
             "prompt": self.prompt,
             "sampling": self.sampling.to_dict(),
             "constraint": self.constraint.to_dict() if self.constraint else None,
         }
+        if self.shared_chars is not None:  # where llama.cpp starts a batch changes its rounding: part of the key
+            d["shared_chars"] = self.shared_chars
+        return d
 
 
 def shared_chars(render: Callable[[str], str]) -> int:

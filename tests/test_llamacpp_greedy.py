@@ -25,6 +25,10 @@ JUDGE = JsonSchema(
         "additionalProperties": False,
     }
 )
+# long enough (over 300 tokens) that every request after the first reuses batches of the one before
+SYSTEM = (
+    "あなたは日本の契約実務と民法に精通した評価者です。設問に対して、条文と判例に照らして簡潔に答えてください。" * 8
+)
 QUESTIONS = [
     "次の記述は正しいか。民法上、未成年者が法定代理人の同意を得ないでした法律行為は、取り消すことができる。",
     "次の記述は正しいか。契約の解除は、相手方に対する意思表示によってする。",
@@ -42,7 +46,11 @@ def _requests() -> list[Request]:
             (None, 24),
         ):
             out.append(
-                Request.chat([{"role": "user", "content": q}], Sampling(temperature=0.0, max_tokens=n), constraint)
+                Request.chat(
+                    [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}],
+                    Sampling(temperature=0.0, max_tokens=n),
+                    constraint,
+                )
             )
     return out
 
@@ -60,7 +68,11 @@ def _both_ways(spec: LoadSpec) -> tuple[list, list, tuple[int, int, int]]:
             backend.llm.reset()  # type: ignore[attr-defined]
             answers[False] += [(r.text, r.finish_reason, r.output_tokens) for r in backend.generate([req])]
         backend.fast_greedy = True  # type: ignore[attr-defined]
+        count = backend.prompt_count
+        assert count is not None
+        submitted, computed = count.submitted, count.computed
         answers[True] = [(r.text, r.finish_reason, r.output_tokens) for r in backend.generate(reqs)]
+        assert count.computed - computed < (count.submitted - submitted) / 2  # ours reused the cache
         checks = backend._checks.values()  # type: ignore[attr-defined]
         steps = sum(c.asked for c in checks), sum(c.filtered for c in checks), sum(c.filtered_all for c in checks)
         return answers[False], answers[True], steps

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from offline_eval.backends.llamacpp_prefill import PromptCache, batch_starts
+from offline_eval.backends.llamacpp_prefill import PromptCache, batch_starts, last_logits
 
 GEMMA_GGUF = ROOT / "models" / "gemma-3-270m" / "gguf" / "gemma-3-270m-q4_k_m.gguf"
 
 
 def _logits(llm) -> np.ndarray:  # type: ignore[no-untyped-def]
-    return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()
+    return last_logits(llm).copy()
 
 
 def _check(path: Path, flash_attn: bool, n_ubatch: int, n: int, shared: tuple[int, ...], split: int = 0) -> None:
@@ -48,6 +48,8 @@ def _check(path: Path, flash_attn: bool, n_ubatch: int, n: int, shared: tuple[in
             for previous_split in (0, r):
                 previous = prompt[:r] + rng.integers(100, vocab, 50).tolist()
                 cache.prefill(previous, previous_split)
+                for t in rng.integers(100, vocab, 3).tolist():  # tokens generated after it, one batch each
+                    llm.eval([t])
                 computed = cache.prefill(prompt, split)
                 pairs = zip(batch_starts(n, n_ubatch, split), batch_starts(r + 50, n_ubatch, previous_split))
                 same = [a for a, _ in takewhile(lambda p: p[0] == p[1], pairs)]
@@ -107,7 +109,11 @@ def test_answers_do_not_depend_on_the_request_before(tiny: Path) -> None:
             backend.generate([first])
             before = count.computed
             after_neighbour = backend.generate([second])[0]
-            assert count.computed - before < after_neighbour.prompt_tokens // 2  # most of it came from the cache
+            computed = count.computed - before
+            assert computed < after_neighbour.prompt_tokens // 2  # most of it came from the cache
+            evaluated = backend._evaluated  # type: ignore[attr-defined]
+            if sampling.temperature > 0:  # create_completion sampled from the prompt we evaluated, not its own
+                assert sum(evaluated[: evaluated.index(0)]) == computed
             backend.llm.reset()  # type: ignore[attr-defined]
             alone = backend.generate([second])[0]
             assert after_neighbour.text == alone.text and after_neighbour.output_tokens == alone.output_tokens > 0
@@ -146,7 +152,7 @@ def test_a_request_split_where_it_differs_reuses_its_neighbours_whole_head(tiny:
         count = backend.prompt_count
         assert count is not None
         ids = backend.encode([second])[0]  # type: ignore[attr-defined]
-        split = backend._split(second, ids)  # type: ignore[attr-defined]
+        split = backend._split_token(second, ids)  # type: ignore[attr-defined]
         assert split > 128 and split % 128 and len(ids) - split < 20
         backend.generate([first])
         before = count.computed
@@ -166,14 +172,14 @@ def test_a_template_that_refuses_the_cut_message_only_loses_the_hint(tiny: Path)
     from offline_eval.requests import Request, Sampling
 
     template = (
-        "{% for m in messages %}{% if not m['content'] %}{{ raise_exception('empty message') }}{% endif %}"
+        "{% for m in messages %}{% if not m['content'].endswith('。') %}{{ raise_exception('unfinished') }}{% endif %}"
         "<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}<assistant>"
     )
     backend = load_backend(spec_for("llamacpp", tiny, chat_template=template))
     try:
         req = Request.chat([{"role": "user", "content": "甲は正しいか。"}], Sampling(max_tokens=2), shared_chars=0)
         ids = backend.encode([req])[0]  # type: ignore[attr-defined]
-        assert backend._split(req, ids) == 0  # type: ignore[attr-defined]
+        assert backend._split_token(req, ids) == 0  # type: ignore[attr-defined]
         assert backend.generate([req])[0].output_tokens > 0
     finally:
         backend.close()

@@ -29,7 +29,7 @@ from .base import (
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
 from .llamacpp_greedy import GrammarCheck, greedy
-from .llamacpp_prefill import PromptCache
+from .llamacpp_prefill import PromptCache, last_logits
 from .registry import Engine
 
 _RESERVED = {
@@ -187,14 +187,14 @@ class LlamaCppBackend(TokenizingBackend):
         for r, ids in zip(requests, encoded):
             s = r.sampling
             t0 = time.perf_counter()
+            self._evaluated.clear()
             if self.fast_greedy and ids:
-                computed = self._cache.prefill(ids, self._split(r, ids))
+                computed = self._cache.prefill(ids, self._split_token(r, ids))
                 if s.temperature == 0:
                     text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r))
                 else:  # the whole prompt is in the cache now: create_completion samples from its logits
                     text, finish, n_out = self._complete(ids, r)
             else:
-                self._evaluated.clear()
                 self._cache.forget()  # llama-cpp-python's own reuse batches the cache differently
                 text, finish, n_out = self._complete(ids, r)
                 # llama-cpp-python re-evaluates only what follows the prefix shared with the previous prompt
@@ -239,8 +239,8 @@ class LlamaCppBackend(TokenizingBackend):
         out = []
         for r, ids_prompt in zip(requests, encoded):
             t0 = time.perf_counter()
-            self._count.add(len(ids_prompt), self._cache.prefill(ids_prompt, self._split(r, ids_prompt)))
-            logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).copy()
+            self._count.add(len(ids_prompt), self._cache.prefill(ids_prompt, self._split_token(r, ids_prompt)))
+            logits = last_logits(self.llm).copy()
             lse = float(np.logaddexp.reduce(logits.astype(np.float64)))
             scores = {
                 c: float(np.logaddexp.reduce(logits[g].astype(np.float64))) - lse for c, g in zip(choices, groups)
@@ -270,22 +270,17 @@ class LlamaCppBackend(TokenizingBackend):
             out.append(buf.raw[:n] if n > 0 else b"")
         return out
 
-    def _split(self, r: Request, ids: Sequence[int]) -> int:
-        """The token where the part of `r` that differs from its neighbours begins (0: not said). One token before
-        where the shared text's tokens end, since the first differing character may merge with the last token."""
-        head = r.shared_head()
-        if head is None:
+    def _split_token(self, r: Request, ids: Sequence[int]) -> int:
+        """The token where the part of `r` that differs from its neighbours begins (0: not said): where the shared
+        text's tokens end whatever follows it (two different characters tried after it), and not past where `ids`
+        itself still agrees (a response whose first character merges with the last shared token)."""
+        if r.shared_chars is None:
             return 0
         try:
-            head_ids = self.encode([head])[0]
+            a, b = self.encode([r.shared_head("\x00"), r.shared_head("\x01")])  # type: ignore[list-item]
         except Exception:  # a chat template that refuses the cut message: the hint only saves time
             return 0
-        shared = 0
-        for a, b in zip(head_ids, ids):
-            if a != b:
-                break
-            shared += 1
-        return max(shared - 1, 0)
+        return min(self.llm.longest_token_prefix(a, b), self.llm.longest_token_prefix(a, ids))
 
     def close(self) -> None:
         for check in getattr(self, "_checks", {}).values():

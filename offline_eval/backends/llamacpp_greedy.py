@@ -9,8 +9,8 @@ the full filter gives.
 Everything else is what `Llama.create_completion(temperature=0)` does from an empty cache, so the answers are the
 same token for token: the stop on an end-of-generation token, `max_tokens` clipped to the
 context, a token that ends inside a UTF-8 sequence not counted against `max_tokens`, and the text detokenized as a
-whole at the end. The prompt is evaluated before, by `llamacpp_prefill.prefill`, which reuses the KV cache
-and still gives a fresh start's logits.
+whole at the end. The prompt is evaluated before, by `llamacpp_prefill.PromptCache.prefill`, which reuses
+the KV cache and still gives a fresh start's logits.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from .llamacpp_prefill import last_logits
 
 TOP = 64  # a refused step asks about this many best tokens before it filters the whole vocabulary
 
@@ -108,11 +110,10 @@ def greedy(llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarChe
     if grammar is not None:
         grammar.reset()
     vocab = llm._model.vocab
-    n_vocab = llm.n_vocab()
     completion: list[int] = []
     finish, pending = "length", 0
     while True:
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
+        logits = last_logits(llm)
         token = int(np.argmax(logits))
         if grammar is not None:
             if not grammar.allows(token):

@@ -20,11 +20,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 
 def batch_starts(n: int, step: int, split: int = 0) -> list[int]:
     """Where the batches of a fresh evaluation of `n` tokens start: every `step` tokens, and again from `split`."""
     split = split if 0 < split < n else 0
     return [*range(0, split, step), *range(split, n, step)]
+
+
+def last_logits(llm: Any) -> np.ndarray:
+    """The logits after the last token evaluated (a view into llama.cpp's buffer, valid until the next eval)."""
+    import llama_cpp
+
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
 
 
 class PromptCache:
@@ -42,21 +51,17 @@ class PromptCache:
 
     @property
     def step(self) -> int:
-        """The size of the physical batches llama.cpp evaluates a prompt in."""
-        return int(min(self.llm.n_batch, self.llm.context_params.n_ubatch))
+        """The size of the physical batches llama.cpp evaluates a prompt in (as the context clamped it)."""
+        import llama_cpp
+
+        return max(int(llama_cpp.llama_n_ubatch(self.llm._ctx.ctx)), 1)
 
     def reusable(self, tokens: Sequence[int], starts: Sequence[int]) -> int:
         """How many leading tokens of `tokens`, evaluated in batches starting at `starts`, the cache holds exactly
         as a fresh evaluation would compute them. At least one token is left to compute, for its logits."""
         llm = self.llm
         held = min(len(self.tokens), llm.n_tokens)
-        limit = len(tokens) - 1
-        for i, (a, b) in enumerate(zip(llm.input_ids[:held].tolist(), tokens)):
-            if a != b:
-                limit = min(limit, i)
-                break
-        else:
-            limit = min(limit, held)
+        limit = min(llm.longest_token_prefix(llm.input_ids[:held].tolist(), tokens), len(tokens) - 1)
         reuse = 0
         for a, b in zip([*self.starts, len(self.tokens)], starts):
             if a != b or a > limit:
@@ -67,10 +72,13 @@ class PromptCache:
     def prefill(self, tokens: Sequence[int], split: int = 0) -> int:
         """Evaluate `tokens` so that the last one's logits are ready; returns how many tokens were computed."""
         llm = self.llm
+        if not tokens:
+            raise ValueError("an empty prompt has no logits to take")
         if len(tokens) >= llm.n_ctx():
             raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm.n_ctx()}")
         starts = batch_starts(len(tokens), self.step, split)
         reuse = self.reusable(tokens, starts)
+        self.forget()  # until every batch is in: a failed eval leaves a cache batched some other way
         if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
             llm.n_tokens = reuse
         else:
