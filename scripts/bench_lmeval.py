@@ -40,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 TASK_DIR = ROOT / "scripts/lmeval_task"
 PR_SET_CHILD_SUBREAPER = 36
 
+from bench_data import jbeqa_items  # noqa: E402
+
 
 @dataclass
 class Sample:
@@ -63,15 +65,11 @@ def make_items(n: int, folder: Path) -> None:
     """bench_overhead.py's items, plus `prompt` (offline-eval's user message) and `gold` for lm-eval's task."""
     from offline_eval.tasks.jbeqa.task import user_message
 
-    base = [json.loads(x) for x in (ROOT / "data/jbeqa/test.jsonl").read_text(encoding="utf-8").splitlines()]
-    with (folder / "test.jsonl").open("w", encoding="utf-8") as fh:
-        for i in range(n):
-            r = dict(base[i % len(base)], id=f"b{i:05d}")
-            r["question"] = f"{r['question']}（設例{i}）"
-            r["prompt"] = user_message(r)
-            r["gold"] = int(r["answer"])
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    shutil.copy(ROOT / "data/jbeqa/train.jsonl", folder / "train.jsonl")
+    def for_lmeval(r: dict[str, Any]) -> None:
+        r["prompt"] = user_message(r)
+        r["gold"] = int(r["answer"])
+
+    jbeqa_items(n, folder, for_lmeval)
     (folder / "items.jsonl").symlink_to(folder / "test.jsonl")
 
 

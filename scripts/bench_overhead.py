@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import tempfile
@@ -29,16 +28,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
-
-def make_data(n: int, tmp: Path) -> Path:
-    base = [json.loads(x) for x in (ROOT / "data/jbeqa/test.jsonl").read_text(encoding="utf-8").splitlines()]
-    with (tmp / "test.jsonl").open("w", encoding="utf-8") as fh:
-        for i in range(n):
-            r = dict(base[i % len(base)], id=f"b{i:05d}")
-            r["question"] = f"{r['question']}（設例{i}）"
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    (tmp / "train.jsonl").write_text((ROOT / "data/jbeqa/train.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
-    return tmp
+from bench_data import jbeqa_items  # noqa: E402
 
 
 def ours(backend, data: Path, shots: int, mode: str, tmp: Path, tag: str) -> tuple[float, int]:  # type: ignore[no-untyped-def]
@@ -88,7 +78,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        data = make_data(a.n, tmp)
+        data = jbeqa_items(a.n, tmp)
         spec = LoadSpec(name="tiny", backend="vllm", path=a.model, max_model_len=2048)
         b = load_backend(spec)
         # Warm-up: compile grammars, touch every code path once.
