@@ -117,6 +117,7 @@ class LlamaCppBackend(TokenizingBackend):
 
         setattr(self.llm, "eval", counting_eval)  # noqa: B010 - an instance attribute shadows the method
         self._cache = PromptCache(self.llm)
+        self._head: tuple[Any, list[int], int] | None = None  # the last shared head: key, tokens, tokens it fixes
         meta = self.llm.metadata
         # None: the plain prompt format (chat_template none, or auto on a GGUF without a template)
         self.chat_template = choose_template(spec.chat_template, meta.get("tokenizer.chat_template"))
@@ -273,14 +274,20 @@ class LlamaCppBackend(TokenizingBackend):
     def _split_token(self, r: Request, ids: Sequence[int]) -> int:
         """The token where the part of `r` that differs from its neighbours begins (0: not said): where the shared
         text's tokens end whatever follows it (two different characters tried after it), and not past where `ids`
-        itself still agrees (a response whose first character merges with the last shared token)."""
-        if r.shared_chars is None:
+        itself still agrees (a response whose first character merges with the last shared token). Sorted
+        neighbours share their head, so the last head's tokens are kept."""
+        head = r.shared_head()
+        if head is None:
             return 0
-        try:
-            a, b = self.encode([r.shared_head("\x00"), r.shared_head("\x01")])  # type: ignore[list-item]
-        except Exception:  # a chat template that refuses the cut message: the hint only saves time
-            return 0
-        return min(self.llm.longest_token_prefix(a, b), self.llm.longest_token_prefix(a, ids))
+        key = (head.messages, head.prompt)
+        if self._head is None or self._head[0] != key:
+            try:
+                a, b = self.encode([r.shared_head("\x00"), r.shared_head("\x01")])  # type: ignore[list-item]
+                self._head = (key, a, self.llm.longest_token_prefix(a, b))
+            except Exception:  # a chat template that refuses the cut message: the hint only saves time
+                self._head = (key, [], 0)
+        _, a, shared = self._head
+        return min(shared, self.llm.longest_token_prefix(a, ids))
 
     def close(self) -> None:
         for check in getattr(self, "_checks", {}).values():

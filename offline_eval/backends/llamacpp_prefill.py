@@ -3,9 +3,10 @@
 llama.cpp keeps the previous prompt's KV cache, and re-evaluating only what follows the shared prefix is what makes
 sorted prompts fast. But llama.cpp's CPU kernels round differently depending on how a prompt is split into batches
 (most likely the repacked quantized kernels, which take activation rows four at a time, and flash attention, whose
-kernel depends on the batch's size: measured, not read in llama.cpp's source), so *where* the evaluated part starts changes the logits: llama-cpp-python's own reuse moves Gemma 3 270M's
-logits by up to about 1 for the same prompt, depending on the prompt evaluated before it. An answer would then depend
-on its neighbours in the sorted order, on `--limit` and on what a resumed run had already done.
+kernel depends on the batch's size: measured, not read in llama.cpp's source), so *where* the evaluated part starts
+changes the logits: llama-cpp-python's own reuse moves Gemma 3 270M's logits by up to about 1 for the same prompt,
+depending on the prompt evaluated before it. An answer would then depend on its neighbours in the sorted order, on
+`--limit` and on what a resumed run had already done.
 
 So every prompt is evaluated in batches whose starts depend on the prompt alone: every n_ubatch tokens from the first
 token on, and, where the request says where the part that differs between its neighbours begins (`split`), every
