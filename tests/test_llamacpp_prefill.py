@@ -160,6 +160,11 @@ def test_a_request_split_where_it_differs_reuses_its_neighbours_whole_head(tiny:
         assert count.computed - before == len(ids) - split
         backend.llm.reset()  # type: ignore[attr-defined]
         assert backend.generate([second])[0].text == after_neighbour.text
+        # logprob mode, the numbers themselves: after the neighbour exactly as alone
+        backend.choice_logprobs([first], ["0", "1"])
+        after = backend.choice_logprobs([second], ["0", "1"])[0].logprobs
+        backend.llm.reset()  # type: ignore[attr-defined]
+        assert backend.choice_logprobs([second], ["0", "1"])[0].logprobs == after
     finally:
         backend.close()
 
