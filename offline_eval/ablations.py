@@ -8,10 +8,12 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from .metrics.bootstrap import Clusters
 from .metrics.stats import adjust_family, paired_test
 from .results import ItemRecord, Records, RunEntry
 
 ItemScore = Callable[[ItemRecord], "float | None"]
+ItemCluster = Callable[[ItemRecord], "str | None"]
 
 
 def families(runs: list[RunEntry]) -> list[tuple[str, str, list[RunEntry]]]:
@@ -36,20 +38,28 @@ def families(runs: list[RunEntry]) -> list[tuple[str, str, list[RunEntry]]]:
 
 
 def build(
-    records: Records[ItemRecord], runs: list[RunEntry], item_score: Callable[[str], ItemScore], seed: int = 0
+    records: Records[ItemRecord],
+    runs: list[RunEntry],
+    item_score: Callable[[str], ItemScore],
+    item_cluster: Callable[[str], ItemCluster],
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
+    """`item_score(task)` and `item_cluster(task)`: the task's per-item score and cluster."""
     result = []
     for kind, title, members in families(runs):
-        score = item_score(members[0].task)
+        score, cluster = item_score(members[0].task), item_cluster(members[0].task)
         per_run: list[dict[str, float]] = []
+        labels: dict[str, str | None] = {}
         for r in members:
             scores: dict[str, float] = {}
             for rec in records.get(r.key, []):
                 s = score(rec)
                 if s is not None:
                     scores[str(rec.id)] = s
+                    labels[str(rec.id)] = cluster(rec)
             per_run.append(scores)
         shared = sorted(set.intersection(*(set(s) for s in per_run))) if per_run else []
+        clusters = Clusters.of([labels[i] for i in shared])
         label = (lambda r: r.variant) if kind == "quantization" else (lambda r: f"ctx{r.max_model_len}")
         comps = []
         if len(shared) >= 2:
@@ -61,6 +71,7 @@ def build(
                         f"{label(ra)} vs {label(rb)}",
                         seed=seed,
                         n_resamples=1000,
+                        clusters=clusters,
                     )
                 )
             adjust_family(comps)
@@ -72,6 +83,7 @@ def build(
                 "setting": members[0].setting,
                 "members": [r.run for r in members],
                 "n_items": len(shared),
+                "n_clusters": clusters.n,
                 "comparisons": [c.to_dict() for c in comps],
             }
         )

@@ -17,6 +17,8 @@ from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from .fileio import write_jsonl_atomic
 
+SUMMARY_VERSION = 2  # of summary.json; 2: clustered CIs, McNemar and Tango fields in verdicts and ablations
+
 
 class RunKey(NamedTuple):
     """One run (model x variant x context length) on one task setting."""

@@ -26,7 +26,7 @@ from .lock import OutputLock
 from .memory import PeakMemory, weights_bytes
 from .metrics.ranking import has_score, rank_runs
 from .requests import Phase, Result
-from .results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
+from .results import SUMMARY_VERSION, ItemRecord, Records, ResultsFolder, RunEntry, RunKey
 from .runner import PhaseStats, Runner
 from .store import Store
 from .tasks import load_items, make_task
@@ -37,7 +37,6 @@ from .verdicts import build as build_verdicts
 if TYPE_CHECKING:
     from .report.inputs import ItemInputs
 
-SUMMARY_VERSION = 1
 Log = Callable[[str], None]
 
 
@@ -221,10 +220,11 @@ def _sweep_locked(
             folder.write_records(key, recs)
     with timings.stage("summary"):
         everything = _with_earlier_runs(folder, runs, records, {t.name: t.task for t in tasks})
+        summary["version"] = SUMMARY_VERSION  # what this code writes, whatever an earlier sweep's file said
         summary["runs"] = [r.to_json() for r in runs]
         summary["task_reports"] = task_reports(runs, everything, tasks)
         summary["failures"] = failures
-        summary["ablations"] = build_ablations(everything, runs, {t.name: t.task.item_score for t in tasks})
+        summary["ablations"] = build_ablations(everything, runs, {t.name: t.task for t in tasks})
         summary["noninferiority"] = build_verdicts(
             cfg.models, cfg.margin, everything, runs, {t.name: t.task for t in tasks}
         )
@@ -331,13 +331,11 @@ def build_consistency(
     return build(entries, records, known, declared)
 
 
-def build_ablations(
-    records: Records[ItemRecord], runs: list[RunEntry], scorers: dict[str, Any]
-) -> list[dict[str, Any]]:
+def build_ablations(records: Records[ItemRecord], runs: list[RunEntry], tasks: dict[str, Task]) -> list[dict[str, Any]]:
     from .ablations import build
 
-    known = [r for r in runs if r.task in scorers]
-    return build(records, known, lambda task: scorers[task])
+    known = [r for r in runs if r.task in tasks]
+    return build(records, known, lambda task: tasks[task].item_score, lambda task: tasks[task].cluster)
 
 
 def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any]:

@@ -12,12 +12,13 @@ from .results import ItemRecord, Records, RunEntry
 from .tasks.base import Task
 
 
-def _scores(task: Task, records: Sequence[ItemRecord]) -> dict[str, float]:
+def _scores(task: Task, records: Sequence[ItemRecord]) -> dict[str, tuple[float, str | None]]:
+    """Item id -> (its score, its cluster)."""
     out = {}
     for rec in records:
         s = task.item_score(rec)
         if s is not None:
-            out[str(rec.id)] = float(s)
+            out[str(rec.id)] = (float(s), task.cluster(rec))
     return out
 
 
@@ -57,9 +58,10 @@ def build(
                 scores = _scores(task, records[r.key])
                 shared = sorted(set(scores) & set(ref_scores))
                 res = compare(
-                    [scores[i] for i in shared],
-                    [ref_scores[i] for i in shared],
+                    [scores[i][0] for i in shared],
+                    [ref_scores[i][0] for i in shared],
                     margin,
+                    clusters=[ref_scores[i][1] for i in shared],
                     statistic=task.paired_statistic(),
                     higher_is_better=metric.higher_is_better,
                     seed=seed,

@@ -9,4 +9,4 @@ if [ ! -x .venv-fast/bin/python ]; then
   .venv-fast/bin/python -m pip install -q -U pip
 fi
 .venv-fast/bin/python -m pip install -q -e ".[test]"
-exec bash scripts/run_pytest.sh .venv-fast -q -m "not engine" -p no:cacheprovider "$@"
+exec bash scripts/run_pytest.sh .venv-fast -q -m "not engine and not slow" -p no:cacheprovider "$@"

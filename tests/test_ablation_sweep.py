@@ -108,8 +108,10 @@ def test_ablation_families_and_pairing(tmp_path, tiny):
     ids = sorted(a)
     ref = paired_test([a[i] for i in ids], [b[i] for i in ids], n_resamples=1000)
     c = next(c for c in quant["comparisons"] if c["comparison"] == "f16 vs q4_0")
-    assert c["wilcoxon_p"] == ref.wilcoxon_p and c["hl"] == ref.hl
-    assert c["p_bonf"] == min(1.0, 3 * c["wilcoxon_p"])
+    # Right/wrong per item on both sides: McNemar's exact test, the cluster bootstrap's p beside it.
+    assert c["test"] == ref.test == "mcnemar" and c["p"] == ref.p and c["hl"] == ref.hl
+    assert c["bootstrap_p"] == ref.bootstrap_p and c["discordant"] == ref.discordant
+    assert c["p_bonf"] == min(1.0, 3 * c["p"])
     # Non-inferiority on a real engine: every run against f16 at the longest context, recomputed from the files.
     (verdicts,) = s["noninferiority"]
     assert verdicts["reference"] == "tg.llamacpp.f16.ctx2048" and len(verdicts["comparisons"]) == 5
@@ -122,7 +124,7 @@ def test_ablation_families_and_pairing(tmp_path, tiny):
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Verdicts: tg (llamacpp)" in report
     assert "Ablation: tg (llamacpp), jbeqa.0shot.logprob, ctx 1024: variants" in report
-    assert "| comparison | statistic | raw p | pBonf | pHolm | qBH | HL [95% CI] |" in report
+    assert "| comparison | statistic | raw p | pBonf | pHolm | qBH | cluster-bootstrap p | HL [95% CI] |" in report
     plots = sorted(p.name for p in (tmp_path / "out" / "plots").iterdir())
     assert "context_f1.png" in plots and "pareto.png" in plots and any(p.startswith("quant_") for p in plots)
     assert any(p.startswith("frontier_") for p in plots) and any(p.startswith("subjects_") for p in plots)

@@ -154,6 +154,61 @@ def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subje
     assert {k.split(".")[1] for k in m if k.startswith("subject.")} == {"民法", "刑法", "憲法"}
 
 
+@pytest.mark.parametrize(
+    "item_id,question",
+    [
+        ("令和５年-民法-１８-１", "2023-民法-18"),  # the release's own form: full-width digits
+        ("令和５年-民法-１８-２", "2023-民法-18"),  # its sibling statement: the same question
+        ("平成２８年-民法-13-4", "2016-民法-13"),  # half-width question and statement numbers
+        ("平成27年-刑法-５-２", "2015-刑法-5"),
+        ("令和元年-憲法-4-5", "2019-憲法-4"),  # 元年
+        ("令和５年－民法－１８－１", "2023-民法-18"),  # full-width hyphens
+        ("平成３２年-民法-1-1", None),  # no such year
+        ("令和５年-民法-１８", None),  # no statement number
+        ("R5-civil-18-1", None),
+        ("42", None),
+    ],
+)
+def test_statements_cluster_by_exam_question(item_id, question):
+    from offline_eval.tasks.jbeqa.task import question_of
+
+    assert question_of(item_id) == question
+
+
+def test_run_metrics_resample_questions_and_count_items_without_one(tmp_path: Path):
+    """30 questions of 3 statements, answered all right or all wrong per question, and 2 ids of another shape:
+    32 clusters (2 of them items without a question), CIs from resampled questions, a design effect near 3."""
+    recs = []
+    for q in range(30):
+        for st in range(1, 4):
+            lab = "Y" if (q + st) % 2 else "N"
+            recs.append(
+                release_record(id=f"令和５年-民法-{q + 1}-{st}", label=lab, answer=lab == "Y", question=f"{q}{st}")
+            )
+    recs += [release_record(id=f"extra-{i}", question=f"x{i}") for i in range(2)]
+    write_jsonl(tmp_path / "test.jsonl", recs)
+    task = make_task("jbeqa", {"data": str(tmp_path), "mode": ["free"], "bootstrap": 500})
+    items = task.load()
+    s = {"shots": 0, "mode": "free"}
+    right = {f"令和５年-民法-{q + 1}-{st}" for q in range(30) if q % 3 for st in range(1, 4)}
+    records = [
+        task.score(
+            it,
+            Result(text=("1" if it["answer"] else "0") if it["id"] in right else "1" if not it["answer"] else "0"),
+            s,
+        )
+        for it in items
+    ]
+    m = task.aggregate(records, s)
+    assert m["n_clusters"] == 32 and m["n_unclustered"] == 2
+    assert m["accuracy_ci_low"] < m["accuracy"] < m["accuracy_ci_high"]
+    assert m["design_effect"] > 2.0  # whole questions right or wrong: close to m = 3
+    assert m["subject.民法.n_clusters"] == 32 and m["subject.民法.f1_ci_low"] is not None
+    assert m["year.2023.n_clusters"] == 32
+    few = task.aggregate(records[:12], s)  # 4 questions: no CI to print, never [x, x]
+    assert few["n_clusters"] == 4 and few["accuracy_ci_low"] is None and few["f1_ci_high"] is None
+
+
 def test_unparseable_year_is_a_one_line_error_naming_file_record_field(tmp_path: Path):
     f = write_jsonl(
         tmp_path / "test.jsonl",

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
 
-from offline_eval.metrics.bootstrap import bootstrap_ci
+from offline_eval.metrics.bootstrap import Clusters, f1_columns, f1_of, mean_columns, mean_of, percentile, resample
 from offline_eval.metrics.classification import accuracy, confusion, f1, precision_recall_f1
 
 
@@ -43,11 +43,12 @@ def test_against_sklearn(seed):
 
 
 def test_bootstrap_matches_an_independent_resampling_loop():
+    """Every item its own cluster: the clustered bootstrap's draws are an item bootstrap's, done by hand here."""
     rng = np.random.default_rng(7)
     gold = rng.random(60) < 0.5
     pred = rng.random(60) < 0.5
-    lo, hi = bootstrap_ci(f1, gold, pred, n_resamples=300, seed=3)
-    # The same draws, done by hand.
+    boots = resample(f1_of, f1_columns(gold, pred), Clusters.singletons(60), n_resamples=300, seed=3)
+    lo, hi = percentile(boots)
     draws = np.random.default_rng(3).integers(0, 60, size=(300, 60))
     vals = []
     for idx in draws:
@@ -59,11 +60,24 @@ def test_bootstrap_matches_an_independent_resampling_loop():
     assert (lo, hi) == pytest.approx(tuple(np.percentile(vals, [2.5, 97.5])))
 
 
+def test_clustered_bootstrap_pools_the_drawn_clusters_by_hand():
+    """Clusters of 1, 2 and 3 items: each resample's accuracy is the pooled mean over the items of the clusters
+    drawn, recomputed here from the same draws."""
+    labels = ["a", "b", "b", "c", "c", "c"]
+    correct = np.array([1.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    boots = resample(mean_of, mean_columns(correct), Clusters.of(labels), n_resamples=50, seed=4)
+    members = {0: [0], 1: [1, 2], 2: [3, 4, 5]}
+    draws = np.random.default_rng(4).integers(0, 3, size=(50, 3))
+    expected = [np.mean([correct[i] for k in row for i in members[int(k)]]) for row in draws]
+    assert boots == pytest.approx(expected)
+
+
 def test_bootstrap_agrees_with_scipy_percentile_interval():
     rng = np.random.default_rng(11)
     gold = rng.random(400) < 0.5
     pred = np.where(rng.random(400) < 0.7, gold, ~gold)
-    lo, hi = bootstrap_ci(accuracy, gold, pred, n_resamples=4000, seed=0)
+    correct = (gold == pred).astype(float)
+    lo, hi = percentile(resample(mean_of, mean_columns(correct), Clusters.singletons(400), 4000, seed=0))
     ref = stats.bootstrap(
         (gold, pred),
         lambda g, p: np.mean(g == p),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from offline_eval.metrics.bootstrap import Clusters
 from offline_eval.metrics.stats import adjust_family, benjamini_hochberg, bonferroni, hodges_lehmann, holm, paired_test
 
 
@@ -99,14 +100,28 @@ def test_paired_test_matches_scipy():
 
 def test_degenerate_pairs_do_not_crash():
     r = paired_test([1, 0, 1], [1, 0, 1])
-    assert r.wilcoxon_p == 1.0 and r.t_p is None and r.hl == 0.0
+    assert r.test == "mcnemar" and r.p == 1.0 and r.wilcoxon_p is None and r.t_p is None and r.hl == 0.0
+    assert r.discordant == [0, 0] and r.bootstrap_p == 1.0
+    g = paired_test([0.5, 0.2, 0.9], [0.5, 0.2, 0.9])
+    assert g.test == "wilcoxon" and g.p == g.wilcoxon_p == 1.0 and g.t_p is None
+
+
+def test_binary_pairs_take_mcnemar_and_a_cluster_bootstrap_beside_it():
+    x = [1] + [0] * 7 + [1, 0, 1]
+    y = [0] + [1] * 7 + [1, 0, 1]
+    r = paired_test(x, y)
+    assert r.test == "mcnemar" and r.p == pytest.approx(18 / 256) and r.discordant == [1, 7]
+    # Two questions hold all the disagreement: resampling questions, the evidence thins.
+    questions = paired_test(x, y, clusters=Clusters.of(["a", "b", "b", "b", "b", "b", "b", "b", "c", "d", "e"]))
+    assert questions.p == r.p and questions.n_clusters == 5 and questions.bootstrap_p > r.bootstrap_p
 
 
 def test_family_adjustment_fills_every_column():
     rng = np.random.default_rng(1)
     base = rng.normal(0, 1, 40)
     fam = adjust_family([paired_test(base + s, base, f"c{s}", n_resamples=100) for s in (0.0, 0.3, 1.0)])
-    p = [r.wilcoxon_p for r in fam]
+    p = [r.p for r in fam]
+    assert p == [r.wilcoxon_p for r in fam]
     assert [r.p_bonf for r in fam] == pytest.approx(bonferroni(p))
     assert [r.p_holm for r in fam] == pytest.approx(holm(p))
     assert [r.q_bh for r in fam] == pytest.approx(benjamini_hochberg(p))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import DATA, run_cli
 
@@ -61,7 +62,10 @@ def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path
     assert broken["metric"] == "accuracy" and broken["margin"] == 0.02 and broken["n"] == len(golds) == 26
     # The reference is always right; "0" is right on the false items only.
     assert broken["estimate"] == -golds.count("1") / 26 and broken["verdict"] == "inferior"
-    assert (same["estimate"], same["ci_low"], same["ci_high"], same["verdict"]) == (0.0, 0.0, 0.0, "non-inferior")
+    # Identical answers on 26 items: Tango's interval is +-z^2/(26 + z^2) = +-0.129, which does not clear 0.02.
+    assert (same["estimate"], same["verdict"], same["method"]) == (0.0, "inconclusive", "tango score, clustered")
+    assert same["ci_low"] == pytest.approx(-0.1287, abs=1e-4) and same["ci_high"] == pytest.approx(0.1287, abs=1e-4)
+    assert same["n_clusters"] == 26 and same["design_effect"] == 1.0 and same["items_needed"] == 189
     assert broken["p_noninferiority_holm"] is not None
     written = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert written["noninferiority"] == json.loads(json.dumps(summary["noninferiority"]))
@@ -101,7 +105,13 @@ def test_report_on_damaged_verdicts_names_the_field(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "summary.json").write_text(
-        json.dumps({"runs": [], "noninferiority": [{"model": "m", "reference": "r", "comparisons": [{"run": "x"}]}]})
+        json.dumps(
+            {
+                "version": 2,
+                "runs": [],
+                "noninferiority": [{"model": "m", "reference": "r", "comparisons": [{"run": "x"}]}],
+            }
+        )
     )
     proc = run_cli("report", str(out))
     assert proc.returncode == 2 and "noninferiority.0" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

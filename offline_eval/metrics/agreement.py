@@ -1,4 +1,5 @@
-"""Judge-human agreement (LegalRikai Tables 5, 7, 8): Spearman's rho with p, MAE, Cohen's kappa.
+"""Judge-human agreement (LegalRikai Tables 5, 7, 8): Spearman's rho with p, MAE, Cohen's kappa; and
+agreement among raters, Krippendorff's alpha (ordinal, from the `krippendorff` package).
 
 Scores are on the [0, 1] scale after (s - min) / (max - min). A constant column makes rho and kappa
 undefined: they are NaN, as the paper prints them ("nan").
@@ -10,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def normalise(score: float, lo: float, hi: float) -> float:
@@ -53,6 +55,20 @@ def cohen_kappa(a: Sequence[object], b: Sequence[object]) -> float:
     po = sum(1 for x, y in zip(a, b) if x == y) / n
     pe = sum((sum(1 for x in a if x == k) / n) * (sum(1 for y in b if y == k) / n) for k in labels)
     return float("nan") if pe == 1 else (po - pe) / (1 - pe)
+
+
+def krippendorff_alpha(ratings: ArrayLike, values: Sequence[int]) -> float | None:
+    """Krippendorff's alpha, ordinal, from the `krippendorff` package: `ratings` is raters x units with NaN where
+    a rater gave no score, `values` the scale's points (so a point nobody used still counts as a distance).
+    None where it is undefined: no unit with two ratings, or no disagreement to expect (one value only)."""
+    import krippendorff
+
+    data = np.asarray(ratings, dtype=float)
+    if data.ndim != 2 or data.shape[0] < 2 or not np.any(np.sum(~np.isnan(data), axis=0) >= 2):
+        return None
+    if len(np.unique(data[~np.isnan(data)])) < 2:
+        return None
+    return float(krippendorff.alpha(reliability_data=data, value_domain=list(values), level_of_measurement="ordinal"))
 
 
 def format_rho(rho: float, p: float) -> str:

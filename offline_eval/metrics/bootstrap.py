@@ -1,35 +1,227 @@
-"""Percentile bootstrap confidence intervals over items, seeded."""
+"""Percentile bootstrap CIs that resample clusters, seeded.
+
+Items that share a source (the statements of one bar-exam question) are correlated, so a bootstrap that draws
+items independently makes every interval too narrow. Here the unit drawn is the cluster: each resample draws K
+clusters with replacement out of K, and the statistic is recomputed on the pooled items of the drawn clusters.
+A statistic is a function of column sums (correct and total; tp, fp and fn; n, sum and sum of squares), so a
+resample is a weighted sum of the clusters' own sums and a thousand resamples are one matrix product. With
+every item its own cluster, in item order, the draws are exactly those of an item bootstrap with the same seed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # 100,000 resamples already pin a 95% percentile to about +-0.001; more only costs time (and memory).
 MAX_BOOTSTRAP = 100_000
+# Below this many clusters a percentile bootstrap is not trusted: its interval is not printed, and a verdict
+# drawn from it is "inconclusive" (its coverage falls off; see docs/statistics.md).
+MIN_CLUSTERS = 20
 _CHUNK = 1000
 
+SumStatistic = Callable[[np.ndarray], np.ndarray]  # (resamples, columns) of sums -> (resamples,) values
 
-def bootstrap_ci(
-    stat: Callable[..., float],
-    *columns: Sequence[object],
-    n_resamples: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Resample item indices with replacement; the CI is the (a/2, 1-a/2) percentiles of the statistic."""
-    cols = [np.asarray(c) for c in columns]
-    n = len(cols[0])
-    if n == 0:
-        return float("nan"), float("nan")
+
+@dataclass(frozen=True)
+class Clusters:
+    """Which cluster each item belongs to: `index[i]` numbers item i's cluster by first appearance."""
+
+    index: np.ndarray
+    n: int  # clusters
+    n_unclustered: int = 0  # items that had no cluster label (each is then its own cluster)
+
+    @classmethod
+    def of(cls, labels: Sequence[str | None]) -> Clusters:
+        """One label per item; None: the item has no cluster, and is its own."""
+        ids: dict[object, int] = {}
+        index = np.empty(len(labels), dtype=np.int64)
+        for i, label in enumerate(labels):
+            key: object = label if label is not None else (None, i)
+            index[i] = ids.setdefault(key, len(ids))
+        return cls(index, len(ids), sum(1 for x in labels if x is None))
+
+    @classmethod
+    def singletons(cls, n: int) -> Clusters:
+        return cls(np.arange(n, dtype=np.int64), n)
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """(items, columns) -> (clusters, columns): each cluster's column sums."""
+        v = np.asarray(values, dtype=float).reshape(len(self.index), -1)
+        out = np.zeros((self.n, v.shape[1]))
+        np.add.at(out, self.index, v)
+        return out
+
+    def subset(self, mask: np.ndarray) -> Clusters:
+        """The clusters of the items where mask is true (renumbered)."""
+        idx = self.index[mask]
+        _, first = np.unique(idx, return_index=True)
+        order = idx[np.sort(first)]
+        renumber = np.empty(self.n, dtype=np.int64)
+        renumber[order] = np.arange(len(order))
+        return Clusters(renumber[idx], len(order))
+
+
+def weights(n_clusters: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """Chunks of (resamples, clusters) draw counts: how often each cluster is in each resample."""
     if not 0 < n_resamples <= MAX_BOOTSTRAP:
         raise ValueError(f"n_resamples must be in 1..{MAX_BOOTSTRAP}, got {n_resamples}")
     rng = np.random.default_rng(seed)
-    values = np.empty(n_resamples, dtype=float)
-    for start in range(0, n_resamples, _CHUNK):  # the index matrix in chunks: memory stays bounded
-        idx = rng.integers(0, n, size=(min(_CHUNK, n_resamples - start), n))
-        values[start : start + len(idx)] = [stat(*(c[i] for c in cols)) for i in idx]
+    for start in range(0, n_resamples, _CHUNK):  # in chunks: memory stays bounded
+        b = min(_CHUNK, n_resamples - start)
+        idx = rng.integers(0, n_clusters, size=(b, n_clusters))
+        flat = (idx + (np.arange(b) * n_clusters)[:, None]).ravel()
+        yield np.bincount(flat, minlength=b * n_clusters).reshape(b, n_clusters).astype(float)
+
+
+def resample(
+    stat: SumStatistic, values: np.ndarray, clusters: Clusters, n_resamples: int = 1000, seed: int = 0
+) -> np.ndarray:
+    """The statistic on every cluster resample: (resamples,)."""
+    sums = clusters.sums(values)
+    return np.concatenate([stat(w @ sums) for w in weights(clusters.n, n_resamples, seed)])
+
+
+def percentile(boots: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     a = (1 - confidence) / 2
-    lo, hi = np.percentile(values, [100 * a, 100 * (1 - a)])
+    lo, hi = np.percentile(boots, [100 * a, 100 * (1 - a)])
     return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A clustered percentile interval, or why there is none (`low` and `high` None)."""
+
+    low: float | None
+    high: float | None
+    n_clusters: int
+    reason: str | None = None  # "n too small" (fewer than MIN_CLUSTERS) or "no spread" (a zero-width interval)
+
+
+def trusted(boots: np.ndarray, n_clusters: int, confidence: float = 0.95) -> Interval:
+    """The percentile interval, withheld where it cannot be trusted: too few clusters, or zero width."""
+    if n_clusters < MIN_CLUSTERS:
+        return Interval(None, None, n_clusters, "n too small")
+    lo, hi = percentile(boots, confidence)
+    if not hi - lo > 1e-12 * max(1.0, abs(lo), abs(hi)):  # rounding noise is no spread
+        return Interval(None, None, n_clusters, "no spread")
+    return Interval(lo, hi, n_clusters)
+
+
+def design_effect(
+    stat: SumStatistic,
+    values: np.ndarray,
+    clusters: Clusters,
+    n_resamples: int,
+    seed: int,
+    clustered: np.ndarray | None = None,
+) -> float:
+    """The variance of the clustered bootstrap over that of the item bootstrap (same seed, same statistic):
+    how much the clusters widen the statistic's uncertainty. 1.0 where every item is its own cluster.
+    `clustered`: the clustered resamples, where already drawn."""
+    if clusters.n == len(clusters.index):
+        return 1.0
+    if clustered is None:
+        clustered = resample(stat, values, clusters, n_resamples, seed)
+    items = resample(stat, values, Clusters.singletons(len(clusters.index)), n_resamples, seed)
+    vi = float(np.var(items))
+    return float(np.var(clustered)) / vi if vi > 0 else 1.0
+
+
+def bootstrap_p(boots: np.ndarray, null: float = 0.0) -> float:
+    """Two-sided p of `null` from a bootstrap distribution: twice the smaller tail share (with the +1
+    corrections that keep it above 0), capped at 1; the smallest level at which a percentile interval would
+    leave `null` out."""
+    n = len(boots)
+    below = (1 + int(np.sum(boots <= null))) / (n + 1)
+    above = (1 + int(np.sum(boots >= null))) / (n + 1)
+    return min(1.0, 2 * min(below, above))
+
+
+# ---- statistics of column sums
+
+
+def mean_of(s: np.ndarray) -> np.ndarray:
+    """Columns (sum, count): the mean."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s[:, 1] > 0, s[:, 0] / np.where(s[:, 1] > 0, s[:, 1], 1), np.nan)
+
+
+def f1_of(s: np.ndarray) -> np.ndarray:
+    """Columns (tp, fp, fn): F1, 0 where undefined (as sklearn's zero_division=0)."""
+    den = 2 * s[:, 0] + s[:, 1] + s[:, 2]
+    return np.where(den > 0, 2 * s[:, 0] / np.where(den > 0, den, 1), 0.0)
+
+
+def mean_columns(x: ArrayLike) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    return np.column_stack([a, np.ones_like(a)])
+
+
+def f1_columns(gold: Sequence[bool], pred: Sequence[bool]) -> np.ndarray:
+    g, p = np.asarray(gold, dtype=bool), np.asarray(pred, dtype=bool)
+    return np.column_stack([g & p, ~g & p, g & ~p]).astype(float)
+
+
+def moments_columns(x: ArrayLike) -> np.ndarray:
+    """Columns (1, x, x^2): enough for the mean and the population std of any pooled resample."""
+    a = np.asarray(x, dtype=float)
+    return np.column_stack([np.ones_like(a), a, a * a])
+
+
+def adj_score_of(s: np.ndarray) -> np.ndarray:
+    """Columns (n, sum, sum of squares): AdjScore = mu^2 / (mu + sigma), sigma the population std."""
+    n = np.where(s[:, 0] > 0, s[:, 0], 1)
+    mu = s[:, 1] / n
+    sigma = np.sqrt(np.maximum(s[:, 2] / n - mu * mu, 0.0))
+    den = mu + sigma
+    return np.where(den != 0, mu * mu / np.where(den != 0, den, 1), 0.0)
+
+
+@dataclass(frozen=True)
+class SumStat:
+    """A statistic of per-item scores as a function of column sums: `columns` turns scores into (items, columns),
+    `of` turns summed columns into values."""
+
+    name: str
+    columns: Callable[[ArrayLike], np.ndarray]
+    of: SumStatistic
+
+    def __call__(self, x: ArrayLike) -> float:
+        return float(self.of(self.columns(np.asarray(x, dtype=float)).sum(axis=0, keepdims=True))[0])
+
+
+MEAN = SumStat("mean", mean_columns, mean_of)
+ADJ_SCORE = SumStat("adj_score", moments_columns, adj_score_of)
+
+
+def clustered_cis(
+    columns: dict[str, tuple[np.ndarray, SumStatistic]],
+    clusters: Clusters,
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    design_effect_of: str | None = None,
+) -> dict[str, float | int | None]:
+    """`<name>_ci_low` and `<name>_ci_high` for each named statistic (its item columns and its function of their
+    sums), all from the same cluster draws; None where the interval is withheld (fewer than MIN_CLUSTERS
+    clusters, or zero width). With `design_effect_of`, that statistic's design effect too."""
+    sums = {k: clusters.sums(v) for k, (v, _) in columns.items()}
+    boots: dict[str, list[np.ndarray]] = {k: [] for k in columns}
+    for w in weights(clusters.n, n_resamples, seed):
+        for k, (_, f) in columns.items():
+            boots[k].append(f(w @ sums[k]))
+    out: dict[str, float | int | None] = {"n_clusters": clusters.n}
+    drawn = {k: np.concatenate(b) for k, b in boots.items()}
+    for k, b in drawn.items():
+        iv = trusted(b, clusters.n, confidence)
+        out[f"{k}_ci_low"], out[f"{k}_ci_high"] = iv.low, iv.high
+    if design_effect_of is not None:
+        values, f = columns[design_effect_of]
+        deff = design_effect(f, values, clusters, n_resamples, seed, drawn[design_effect_of])
+        out["design_effect"] = round(deff, 4)
+    return out

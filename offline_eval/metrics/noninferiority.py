@@ -1,25 +1,33 @@
 """Non-inferiority of a variant against its reference on the items both scored.
 
 The difference is variant minus reference of a per-item statistic (the mean by default), signed so that
-positive is better. Its 95% CI is a seeded paired bootstrap (items resampled, the same draw for both runs).
-The verdict reads the CI against the margin: non-inferior when the lower bound is above -margin, inferior
-when the upper bound is below it, otherwise inconclusive, with the items a CI of the observed spread would
-need to decide. The one-sided non-inferiority p is the bootstrap share at or below -margin; the two-sided
-Wilcoxon and t tests come from stats.paired_pvalues, and Holm adjusts each across its family.
+positive is better. Its 95% CI depends on what the items hold:
+- 0/1 outcomes on both sides (JBE-QA correct/incorrect): Tango's score interval for paired proportions,
+  widened by the clusters' design effect (metrics.paired). It keeps an honest width with few items or no
+  discordant pair; McNemar's exact test is the two-sided test of no difference.
+- graded scores: a percentile bootstrap that resamples clusters, drawn once for both runs. With fewer than
+  MIN_CLUSTERS clusters, or a zero-width interval, it gives no interval and the verdict is inconclusive, with
+  the reason; the Wilcoxon signed-rank and paired t tests are the two-sided tests.
+The verdict reads the CI against the margin: non-inferior when the lower bound is above -margin, inferior when
+the upper bound is below it, otherwise inconclusive, with the items an interval of the observed (clustered)
+spread would need to decide. The cluster bootstrap's own p-values stand beside the score test's; Holm adjusts
+the one-sided and the two-sided p across a family.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .stats import hodges_lehmann, holm, paired_pvalues
+from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, SumStat, bootstrap_p, trusted, weights
+from .paired import clustered_difference, is_binary, mcnemar_exact
+from .stats import cluster_hodges_lehmann, holm, paired_pvalues
 
-Statistic = Callable[[np.ndarray], float]
 NON_INFERIOR, INFERIOR, INCONCLUSIVE = "non-inferior", "inferior", "inconclusive"
+SCORE, BOOTSTRAP = "tango score, clustered", "cluster bootstrap"
 _Z = 1.959963984540054  # the normal 97.5% quantile
 HL_MAX_ITEMS = 300  # the Walsh averages grow as n^2: past this HL's bootstrap costs seconds per comparison
 
@@ -29,18 +37,24 @@ class NonInferiority:
     n: int
     margin: float
     estimate: float | None  # variant minus reference, positive = better
-    ci_low: float | None
+    ci_low: float | None  # None: no interval that can be trusted (see reason)
     ci_high: float | None
-    p_noninferiority: float | None  # one-sided, H0: difference <= -margin
+    p_noninferiority: float | None  # one-sided, H0: difference <= -margin, from the interval's own method
     verdict: str
+    method: str | None = None  # SCORE or BOOTSTRAP
+    reason: str | None = None  # why the verdict is inconclusive
+    n_clusters: int | None = None
+    design_effect: float | None = None  # variance ratio, clustered over items as independent
     items_needed: int | None = None  # inconclusive only: items a CI of the observed spread needs to decide
+    paired_test: str | None = None  # mcnemar (0/1 outcomes) or wilcoxon: two-sided, H0: no difference
+    paired_p: float | None = None
+    bootstrap_p: float | None = None  # the cluster bootstrap's two-sided p of no difference, beside paired_p
+    t_p: float | None = None
     hl: float | None = None
     hl_low: float | None = None
     hl_high: float | None = None
-    wilcoxon_p: float | None = None
-    t_p: float | None = None
     p_noninferiority_holm: float | None = None
-    wilcoxon_p_holm: float | None = None
+    paired_p_holm: float | None = None
 
     def to_dict(self) -> dict[str, float | int | str | None]:
         return asdict(self)
@@ -54,31 +68,22 @@ def verdict(ci_low: float, ci_high: float, margin: float) -> str:
     return INCONCLUSIVE
 
 
-def items_needed(estimate: float, ci_low: float, ci_high: float, n: int, margin: float) -> int | None:
-    """Items for a 95% CI of the observed per-item spread to clear -margin on the estimate's side (None: the
-    estimate sits on -margin, or there is no spread, so no number of items decides)."""
+def items_needed(estimate: float, se: float, n: int, margin: float) -> int | None:
+    """Items for a 95% CI of standard error `se` at n items (the clustered one: it holds the design effect),
+    shrinking as 1/sqrt(n), to clear -margin on the estimate's side (None: the estimate sits on -margin, or
+    there is no spread)."""
     gap = abs(estimate + margin)
-    se = (ci_high - ci_low) / (2 * _Z)
     if gap == 0 or se == 0:
         return None
     return max(n + 1, math.ceil(n * (_Z * se / gap) ** 2))
 
 
-def _mean(a: np.ndarray) -> float:
-    return float(np.mean(a))
-
-
-def _boot_differences(x: np.ndarray, y: np.ndarray, stat: Statistic, n_resamples: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    n = len(x)
-    out = np.empty(n_resamples)
-    for start in range(0, n_resamples, 500):  # index matrices in chunks: memory stays bounded
-        idx = rng.integers(0, n, size=(min(500, n_resamples - start), n))
-        if stat is _mean:
-            out[start : start + len(idx)] = (x[idx] - y[idx]).mean(axis=1)
-        else:
-            out[start : start + len(idx)] = [stat(x[i]) - stat(y[i]) for i in idx]
-    return out
+def _boot_differences(
+    x: np.ndarray, y: np.ndarray, stat: SumStat, clusters: Clusters, n_resamples: int, seed: int
+) -> np.ndarray:
+    """The statistic's difference on every cluster resample, the same clusters drawn for both runs."""
+    sx, sy = clusters.sums(stat.columns(x)), clusters.sums(stat.columns(y))
+    return np.concatenate([stat.of(w @ sx) - stat.of(w @ sy) for w in weights(clusters.n, n_resamples, seed)])
 
 
 def compare(
@@ -86,53 +91,103 @@ def compare(
     reference: Sequence[float],
     margin: float,
     *,
-    statistic: Statistic | None = None,
+    clusters: Sequence[str | None] | None = None,
+    statistic: SumStat | None = None,
     higher_is_better: bool = True,
     n_resamples: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
 ) -> NonInferiority:
-    """variant[i] and reference[i] score the same item. margin > 0, in the statistic's units."""
+    """variant[i] and reference[i] score the same item, in cluster clusters[i] (None: each item its own).
+    margin > 0, in the statistic's units."""
     if margin <= 0:
         raise ValueError(f"the margin must be positive, got {margin}")
-    stat = statistic or _mean
-    sign = 1.0 if higher_is_better else -1.0
-    x, y = sign * np.asarray(variant, dtype=float), sign * np.asarray(reference, dtype=float)
+    x, y = np.asarray(variant, dtype=float), np.asarray(reference, dtype=float)
     if len(x) != len(y):
         raise ValueError("paired samples must have the same length")
     n = len(x)
+    cl = Clusters.of(list(clusters)) if clusters is not None else Clusters.singletons(n)
+    if len(cl.index) != n:
+        raise ValueError("one cluster label per item")
     if n < 2:
-        return NonInferiority(n, margin, None, None, None, None, INCONCLUSIVE)
+        return NonInferiority(n, margin, None, None, None, None, INCONCLUSIVE, reason="fewer than 2 shared items")
+    binary = statistic is None and is_binary(x, y)
+    if binary and not higher_is_better:
+        x, y = 1 - x, 1 - y
+    elif not higher_is_better:
+        x, y = -x, -y
+    stat = statistic or MEAN
     est = stat(x) - stat(y)
-    boots = _boot_differences(x, y, stat, n_resamples, seed)
-    a = (1 - confidence) / 2
-    lo, hi = (float(v) for v in np.percentile(boots, [100 * a, 100 * (1 - a)]))
-    p_ni = (1 + int(np.sum(boots <= -margin))) / (n_resamples + 1)
-    word = verdict(lo, hi, margin)
-    res = NonInferiority(
-        n,
-        margin,
-        float(est),
-        lo,
-        hi,
-        p_ni,
-        word,
-        items_needed(est, lo, hi, n, margin) if word == INCONCLUSIVE else None,
-    )
-    _, res.wilcoxon_p, _, res.t_p, _ = paired_pvalues(x.tolist(), y.tolist())
-    if stat is _mean and n <= HL_MAX_ITEMS and len(np.unique(x - y)) > 3:
-        # A shift estimate fits graded scores; on 0/1 scores the Walsh averages are mostly 0 and say nothing.
-        res.hl, res.hl_low, res.hl_high = hodges_lehmann(
-            x.tolist(), y.tolist(), paired=True, seed=seed, n_resamples=min(n_resamples, 1000)
-        )
+    boots = _boot_differences(x, y, stat, cl, n_resamples, seed)
+    res = NonInferiority(n, margin, est, None, None, None, INCONCLUSIVE, n_clusters=cl.n)
+    res.bootstrap_p = bootstrap_p(boots)
+    if binary:
+        res.method, res.paired_test, res.paired_p = SCORE, "mcnemar", mcnemar_exact(x, y)
+        if cl.n < 2:
+            res.reason = "one cluster: the items cannot be told apart from their question"
+            return res
+        d = clustered_difference(x, y, cl, confidence)
+        res.ci_low, res.ci_high, res.design_effect = d.low, d.high, round(d.design_effect, 6)
+        res.p_noninferiority = d.p_above(-margin)
+        res.verdict = verdict(d.low, d.high, margin)
+        if res.verdict == INCONCLUSIVE:
+            res.reason = _contains(d.low, d.high, margin, confidence)
+            res.items_needed = d.items_to_decide(-margin, confidence)
+        return res
+    else:
+        res.method, res.paired_test = BOOTSTRAP, "wilcoxon"
+        _, res.paired_p, _, res.t_p, _ = paired_pvalues(x.tolist(), y.tolist())
+        res.design_effect = _bootstrap_design_effect(x, y, stat, cl, boots, n_resamples, seed)
+        iv = trusted(boots, cl.n, confidence)
+        se = float(np.std(boots))  # of the cluster bootstrap: it holds the design effect
+        if iv.low is None or iv.high is None:
+            res.reason = (
+                f"n too small: {cl.n} clusters, a bootstrap interval needs at least {MIN_CLUSTERS}"
+                if iv.reason == "n too small"
+                else "no spread: every resample gives the same difference (a zero-width interval)"
+            )
+            res.items_needed = items_needed(est, se, n, margin) if iv.reason == "n too small" else None
+            return res
+        res.ci_low, res.ci_high = iv.low, iv.high
+        res.p_noninferiority = (1 + int(np.sum(boots <= -margin))) / (n_resamples + 1)
+        if statistic is None and n <= HL_MAX_ITEMS and len(np.unique(x - y)) > 3:
+            # A shift estimate fits graded scores; on 0/1 scores the Walsh averages are mostly 0 and say nothing.
+            res.hl, res.hl_low, res.hl_high = cluster_hodges_lehmann(
+                x - y, cl, seed=seed, n_resamples=min(n_resamples, 1000), confidence=confidence
+            )
+    res.verdict = verdict(iv.low, iv.high, margin)
+    if res.verdict == INCONCLUSIVE:
+        res.reason = _contains(iv.low, iv.high, margin, confidence)
+        res.items_needed = items_needed(est, se, n, margin)
     return res
 
 
+def _contains(low: float, high: float, margin: float, confidence: float) -> str:
+    return f"the {100 * confidence:.0f}% CI [{low:+.3f}, {high:+.3f}] contains -{margin:g}"
+
+
+def _bootstrap_design_effect(
+    x: np.ndarray,
+    y: np.ndarray,
+    statistic: SumStat,
+    clusters: Clusters,
+    boots: np.ndarray,
+    n_resamples: int,
+    seed: int,
+) -> float:
+    if clusters.n == len(x):
+        return 1.0
+    items = _boot_differences(x, y, statistic, Clusters.singletons(len(x)), n_resamples, seed)
+    vi = float(np.var(items))
+    return round(float(np.var(boots)) / vi, 6) if vi > 0 else 1.0
+
+
 def adjust(family: list[NonInferiority]) -> list[NonInferiority]:
-    """Holm across one family (a model's variants in one task setting): the one-sided and the Wilcoxon p."""
+    """Holm across one family (a model's variants in one task setting): the one-sided and the two-sided p."""
     tested = [r for r in family if r.p_noninferiority is not None]
     for r, p in zip(tested, holm([r.p_noninferiority for r in tested])):  # type: ignore[misc]
         r.p_noninferiority_holm = p
-    for r, p in zip(tested, holm([r.wilcoxon_p for r in tested])):  # type: ignore[misc]
-        r.wilcoxon_p_holm = p
+    paired = [r for r in family if r.paired_p is not None]
+    for r, p in zip(paired, holm([r.paired_p for r in paired])):  # type: ignore[misc]
+        r.paired_p_holm = p
     return family

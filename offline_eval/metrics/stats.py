@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+
+from .bootstrap import MEAN, Clusters, bootstrap_p, percentile, resample, weights
+from .paired import is_binary, mcnemar_exact, paired_design_effect
 
 
 def bonferroni(p: Sequence[float]) -> list[float]:
@@ -44,25 +48,41 @@ def benjamini_hochberg(p: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-def _walsh_median(d: np.ndarray) -> float:
-    i, j = np.triu_indices(len(d))
-    return float(np.median((d[i] + d[j]) / 2.0))
-
-
-def _walsh_median_of_counts(values: np.ndarray, counts: np.ndarray) -> float:
-    """The median of the Walsh averages of a sample given as distinct values and their counts: the same number
-    as `_walsh_median`, in O(k^2) for k distinct values instead of O(n^2) (0/1 scores give k <= 3)."""
-    c = counts.astype(np.float64)
-    k = len(values)
-    i, j = np.triu_indices(k)
+def _walsh_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The median of the Walsh averages of samples given as distinct values and, per row, their counts: the same
+    number as the median over every pair i <= j of the sample's items, in O(k^2) for k distinct values instead of
+    O(n^2) (0/1 scores give k <= 3). counts: (samples, k); one median per sample."""
+    c = np.atleast_2d(np.asarray(counts, dtype=np.float64))
+    i, j = np.triu_indices(len(values))
     averages = (values[i] + values[j]) / 2.0
-    weights = np.where(i == j, c[i] * (c[i] + 1) / 2, c[i] * c[j])
     order = np.argsort(averages, kind="stable")
-    averages, cum = averages[order], np.cumsum(weights[order])
-    total = cum[-1]
-    lo = np.searchsorted(cum, (total - 1) // 2, side="right")  # 0-based positions of the middle element(s)
-    hi = np.searchsorted(cum, total // 2, side="right")
-    return float((averages[lo] + averages[hi]) / 2.0)
+    averages, i, j = averages[order], i[order], j[order]
+    out = np.empty(len(c))
+    step = max(1, 2_000_000 // max(len(i), 1))  # rows at a time: (rows, pairs) floats stay about 16 MB
+    for start in range(0, len(c), step):
+        part = c[start : start + step]
+        pairs = np.where(i == j, part[:, i] * (part[:, i] + 1) / 2, part[:, i] * part[:, j])
+        cum = np.cumsum(pairs, axis=1)
+        total = cum[:, -1:]
+        lo = np.argmax(cum > (total - 1) // 2, axis=1)  # 0-based positions of the middle element(s)
+        hi = np.argmax(cum > total // 2, axis=1)
+        out[start : start + step] = (averages[lo] + averages[hi]) / 2.0
+    return out
+
+
+def cluster_hodges_lehmann(
+    d: np.ndarray, clusters: Clusters, *, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """The one-sample HL estimator of paired differences d (the median of the Walsh averages), with a percentile
+    CI that resamples clusters: each resample's items are counted per distinct difference, so a resample costs
+    O(k^2) for k distinct values, whatever the number of items."""
+    values, inverse = np.unique(np.asarray(d, dtype=float), return_inverse=True)
+    counts = np.zeros((clusters.n, len(values)))
+    np.add.at(counts, (clusters.index, inverse), 1)
+    est = float(_walsh_medians(values, counts.sum(axis=0))[0])
+    boots = np.concatenate([_walsh_medians(values, w @ counts) for w in weights(clusters.n, n_resamples, seed)])
+    lo, hi = percentile(boots, confidence)
+    return est, lo, hi
 
 
 def hodges_lehmann(
@@ -70,6 +90,7 @@ def hodges_lehmann(
     y: Sequence[float],
     *,
     paired: bool = True,
+    clusters: Clusters | None = None,
     n_resamples: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -77,43 +98,28 @@ def hodges_lehmann(
     """Hodges-Lehmann shift of x relative to y, with a percentile bootstrap CI.
 
     paired=True (ablations: the same items under two variants): the one-sample HL estimator of the paired
-    differences d = x - y, i.e. the median of the Walsh averages (d_i + d_j) / 2 over i <= j. Items are
-    resampled with replacement for the CI.
+    differences d = x - y, i.e. the median of the Walsh averages (d_i + d_j) / 2 over i <= j. Clusters of items
+    (each item its own by default) are resampled with replacement for the CI.
     paired=False: the two-sample estimator, the median of all differences x_i - y_j; each sample is
     resampled on its own.
     Returns (estimate, ci_low, ci_high).
     """
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    rng = np.random.default_rng(seed)
     if paired:
         if len(xa) != len(ya):
             raise ValueError("paired samples must have the same length")
-        d = xa - ya
-        values, inverse = np.unique(d, return_inverse=True)
-        if len(values) <= 64:  # scores on a few levels (correct/incorrect, rubric points): count, don't pair
-            est = _walsh_median_of_counts(values, np.bincount(inverse, minlength=len(values)))
-            boots = [
-                _walsh_median_of_counts(
-                    values, np.bincount(inverse[rng.integers(0, len(d), len(d))], minlength=len(values))
-                )
-                for _ in range(n_resamples)
-            ]
-        else:
-            est = _walsh_median(d)
-            boots = [_walsh_median(d[rng.integers(0, len(d), len(d))]) for _ in range(n_resamples)]
-    else:
-        est = float(np.median(np.subtract.outer(xa, ya)))
-        boots = [
-            float(
-                np.median(
-                    np.subtract.outer(xa[rng.integers(0, len(xa), len(xa))], ya[rng.integers(0, len(ya), len(ya))])
-                )
-            )
-            for _ in range(n_resamples)
-        ]
-    a = (1 - confidence) / 2
-    lo, hi = np.percentile(boots, [100 * a, 100 * (1 - a)])
-    return est, float(lo), float(hi)
+        cl = clusters or Clusters.singletons(len(xa))
+        return cluster_hodges_lehmann(xa - ya, cl, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    rng = np.random.default_rng(seed)
+    est = float(np.median(np.subtract.outer(xa, ya)))
+    boots = [
+        float(
+            np.median(np.subtract.outer(xa[rng.integers(0, len(xa), len(xa))], ya[rng.integers(0, len(ya), len(ya))]))
+        )
+        for _ in range(n_resamples)
+    ]
+    lo, hi = percentile(np.asarray(boots), confidence)
+    return est, lo, hi
 
 
 @dataclass
@@ -121,21 +127,28 @@ class PairedResult:
     comparison: str
     n: int
     mean_diff: float
-    shapiro_w: float | None
-    shapiro_p: float | None
-    wilcoxon_stat: float | None
-    wilcoxon_p: float
-    t_stat: float | None
-    t_p: float | None
-    cohens_d: float | None
+    test: str  # mcnemar (0/1 outcomes on both sides, exact) or wilcoxon (graded scores): two-sided, no difference
+    p: float  # that test's p; the family's adjustments are of this p
+    bootstrap_p: float  # the cluster bootstrap's two-sided p of no mean difference, beside it
+    n_clusters: int
+    design_effect: float  # clustered over independent-items variance of the mean difference
     hl: float
     hl_low: float
     hl_high: float
+    discordant: list[int] | None = None  # mcnemar: [first right only, second right only]
+    # graded scores only
+    shapiro_w: float | None = None
+    shapiro_p: float | None = None
+    wilcoxon_stat: float | None = None
+    wilcoxon_p: float | None = None
+    t_stat: float | None = None
+    t_p: float | None = None
+    cohens_d: float | None = None
     p_bonf: float | None = None
     p_holm: float | None = None
     q_bh: float | None = None
 
-    def to_dict(self) -> dict[str, float | str | int | None]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -161,38 +174,45 @@ def paired_pvalues(
 
 
 def paired_test(
-    x: Sequence[float], y: Sequence[float], comparison: str = "", seed: int = 0, n_resamples: int = 2000
+    x: Sequence[float],
+    y: Sequence[float],
+    comparison: str = "",
+    seed: int = 0,
+    n_resamples: int = 2000,
+    clusters: Clusters | None = None,
 ) -> PairedResult:
-    """Shapiro-Wilk on the differences, Wilcoxon signed-rank (zero differences dropped, as scipy's default
-    'wilcox'), paired t-test, Cohen's d_z = mean(d) / sd(d), and the paired HL shift with its CI."""
+    """Two-sided paired tests of x against y on the same items, in `clusters` (each item its own by default):
+    McNemar's exact test where both are 0/1, else the Wilcoxon signed-rank test (zero differences dropped, as
+    scipy's default 'wilcox') with Shapiro-Wilk on the differences, the paired t-test and Cohen's d_z =
+    mean(d) / sd(d); for both, the cluster bootstrap's p of no mean difference and the paired HL shift with a
+    cluster-bootstrap CI."""
     from scipy import stats
 
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     d = xa - ya
     n = len(d)
-    sw = stats.shapiro(d) if n >= 3 and np.ptp(d) > 0 else None
-    w_stat, w_p, t_stat, t_p, dz = paired_pvalues(xa.tolist(), ya.tolist())
-    hl, lo, hi = hodges_lehmann(xa.tolist(), ya.tolist(), paired=True, seed=seed, n_resamples=n_resamples)
-    return PairedResult(
-        comparison,
-        n,
-        float(np.mean(d)) if n else 0.0,
-        float(sw.statistic) if sw else None,
-        float(sw.pvalue) if sw else None,
-        w_stat,
-        w_p,
-        t_stat,
-        t_p,
-        dz,
-        hl,
-        lo,
-        hi,
+    cl = clusters or Clusters.singletons(n)
+    boots = resample(MEAN.of, MEAN.columns(d), cl, n_resamples, seed)
+    hl, lo, hi = cluster_hodges_lehmann(d, cl, seed=seed, n_resamples=n_resamples)
+    deff = round(float(paired_design_effect(d, cl)), 6)
+    res = PairedResult(
+        comparison, n, float(np.mean(d)) if n else 0.0, "mcnemar", 1.0, bootstrap_p(boots), cl.n, deff, hl, lo, hi
     )
+    if is_binary(xa, ya):
+        res.p, res.discordant = mcnemar_exact(xa, ya), [int(np.sum(d > 0)), int(np.sum(d < 0))]
+        return res
+    sw = stats.shapiro(d) if n >= 3 and np.ptp(d) > 0 else None
+    res.test = "wilcoxon"
+    res.wilcoxon_stat, res.wilcoxon_p, res.t_stat, res.t_p, res.cohens_d = paired_pvalues(xa.tolist(), ya.tolist())
+    res.p = res.wilcoxon_p
+    if sw:
+        res.shapiro_w, res.shapiro_p = float(sw.statistic), float(sw.pvalue)
+    return res
 
 
 def adjust_family(results: list[PairedResult]) -> list[PairedResult]:
-    """Fill in Bonferroni, Holm and BH across one family of comparisons (on the Wilcoxon p-values)."""
-    p = [r.wilcoxon_p for r in results]
+    """Fill in Bonferroni, Holm and BH across one family of comparisons (on each comparison's test p)."""
+    p = [r.p for r in results]
     for r, b, h, q in zip(results, bonferroni(p), holm(p), benjamini_hochberg(p)):
         r.p_bonf, r.p_holm, r.q_bh = b, h, q
     return results

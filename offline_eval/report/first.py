@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.ranking import has_score
 from ..tasks.base import Metric
-from .tables import Table, task_class
+from .tables import Table, ci_text, task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
 
@@ -17,9 +18,15 @@ def _num(v: float, digits: int) -> str:
 
 
 def verdict_cell(c: dict[str, Any], digits: int) -> str:
+    """The difference [CI] and the verdict; without a CI that can be trusted, the verdict and the reason."""
     if c.get("estimate") is None:
-        return f"inconclusive ({c['n']} shared items)"
-    text = f"{_num(c['estimate'], digits)} [{_num(c['ci_low'], digits)}, {_num(c['ci_high'], digits)}] {c['verdict']}"
+        return f"inconclusive ({c.get('reason') or str(c['n']) + ' shared items'})"
+    if c.get("ci_low") is None or c.get("ci_high") is None:
+        text = f"{_num(c['estimate'], digits)}, {c['verdict']} ({c.get('reason') or 'no interval'})"
+    else:
+        text = (
+            f"{_num(c['estimate'], digits)} [{_num(c['ci_low'], digits)}, {_num(c['ci_high'], digits)}] {c['verdict']}"
+        )
     if c.get("items_needed"):
         text += f" (~{c['items_needed']} items)"
     return text
@@ -82,9 +89,13 @@ def verdict_tables(summary: dict[str, Any]) -> list[Table]:
         missing = model.get("reference_missing") or []
         note = (
             f"Each cell: the difference from the reference {model['reference']} on the items both scored "
-            f"(positive = better) [95% paired-bootstrap CI] and the verdict against the margin ({margins}): "
+            f"(positive = better) [95% CI] and the verdict against the margin ({margins}): "
             "non-inferior when the CI's lower bound is above -margin, inferior when its upper bound is below, "
-            "otherwise inconclusive, with the items a CI of the observed spread would need. Cost: peak "
+            "otherwise inconclusive, with the items a CI of the observed spread would need. The CIs are "
+            "clustered (JBE-QA: the statements of one exam question move together): for right/wrong answers, "
+            "Tango's score interval for paired proportions, widened by the design effect; for graded scores, "
+            "a bootstrap that resamples clusters, which gives no verdict with fewer than "
+            f"{MIN_CLUSTERS} clusters or a zero-width interval. Cost: peak "
             "resident memory over the settings; items/s over every setting, the engine start counted apart."
         )
         if missing:
@@ -150,11 +161,8 @@ def leaderboard_matrix(task: str, runs: list[dict[str, Any]]) -> Table:
                 cells.append("")
             elif v is None:
                 cells.append("no items")
-            elif f"{primary.name}_ci_low" in m:
-                d = primary.digits
-                cells.append(f"{v:.{d}f} [{m[primary.name + '_ci_low']:.{d}f}, {m[primary.name + '_ci_high']:.{d}f}]")
             else:
-                cells.append(f"{v:.{primary.digits}f}")
+                cells.append(ci_text(m, primary.name, primary.digits))
         rows.append([n, *cells])
         styles.append(["", *[heat[s][i] for s in settings]])
     return Table(

@@ -178,7 +178,8 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
             for r in g:
                 m = r["metrics"]
                 y = primary_score(r) or 0.0
-                lo, hi = m.get(f"{metric}_ci_low", y), m.get(f"{metric}_ci_high", y)
+                lo, hi = m.get(f"{metric}_ci_low"), m.get(f"{metric}_ci_high")
+                lo, hi = (y, y) if lo is None or hi is None else (lo, hi)  # no CI that can be trusted: no bar
                 ax.bar(x, y, color="#66ccee", edgecolor="#224455")
                 ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], color="black", capsize=3)
                 ticks.append(x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.ranking import has_score, rank_runs
 from ..results import PlainRecord
 from ..tasks.base import Metric, Task
@@ -28,10 +29,17 @@ def _f(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
-def _ci(m: dict[str, Any], name: str, digits: int = 3) -> str:
-    if f"{name}_ci_low" not in m:
+def ci_text(m: dict[str, Any], name: str, digits: int = 3, clusters: str = "n_clusters") -> str:
+    """A metric with its 95% CI, "v [lo, hi]"; where the CI was withheld, why: "n too small" (fewer clusters than
+    a bootstrap needs) or "no spread" (every resample gave the same value), never a point interval [v, v]."""
+    if f"{name}_ci_low" not in m or not has_score(m.get(name)):
         return _f(m.get(name), digits)
-    return f"{_f(m.get(name), digits)} [{_f(m[name + '_ci_low'], digits)}, {_f(m[name + '_ci_high'], digits)}]"
+    lo, hi = m.get(f"{name}_ci_low"), m.get(f"{name}_ci_high")
+    if lo is None or hi is None:
+        n = m.get(clusters)
+        why = "no spread" if isinstance(n, int) and n >= MIN_CLUSTERS else "n too small"
+        return f"{_f(m.get(name), digits)} ({why}{f': {n} clusters' if isinstance(n, int) else ''})"
+    return f"{_f(m.get(name), digits)} [{_f(lo, digits)}, {_f(hi, digits)}]"
 
 
 VIOLATIONS = "constraint_violations"  # answers that broke their constraint (scored as parse failures)
@@ -49,7 +57,9 @@ def leaderboard(task: type[Task], runs: list[dict[str, Any]]) -> Table:
         m = r["metrics"]
         scored = has_score(m.get(primary.name))
         cells = [
-            (_ci(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits)) if scored or not x.ci else "no items"
+            (ci_text(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits))
+            if scored or not x.ci
+            else "no items"
             for x in metrics
         ]
         rows.append([str(i) if scored else "–", r["run"], r["setting"], *cells])
@@ -69,8 +79,19 @@ def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) 
     )
     if not keys:
         return None
-    rows = [[r["run"], r["setting"], *[_f(r["metrics"].get(f"{prefix}{k}{suffix}")) for k in keys]] for r in runs]
-    return Table(title, ["run", "setting", *keys], rows)
+    rows = [
+        [
+            r["run"],
+            r["setting"],
+            *[ci_text(r["metrics"], f"{prefix}{k}{suffix}", clusters=f"{prefix}{k}.n_clusters") for k in keys],
+        ]
+        for r in runs
+    ]
+    note = (
+        "[95% CI]: a bootstrap that resamples clusters within the group (JBE-QA: exam questions); "
+        f"'n too small' where the group has fewer than {MIN_CLUSTERS} clusters."
+    )
+    return Table(title, ["run", "setting", *keys], rows, note)
 
 
 def throughput(runs: list[dict[str, Any]]) -> Table:
@@ -122,36 +143,60 @@ def _p(v: Any) -> str:
     return f"{v:.2e}" if 0 < v < 1e-3 else f"{v:.4f}"
 
 
+def _statistic(c: dict[str, Any]) -> str:
+    if c.get("test") == "mcnemar" and c.get("discordant"):
+        first, second = c["discordant"]
+        return f"McNemar: {first} vs {second} discordant"
+    return "–" if c.get("wilcoxon_stat") is None else f"Wilcoxon W={c['wilcoxon_stat']:.1f}"
+
+
 def ablations(summary: dict[str, Any]) -> list[Table]:
     out = []
     for fam in summary.get("ablations") or []:
         rows = []
         for c in fam["comparisons"]:
-            stat = "–" if c["wilcoxon_stat"] is None else f"W={c['wilcoxon_stat']:.1f}"
             rows.append(
                 [
                     c["comparison"],
-                    stat,
-                    _p(c["wilcoxon_p"]),
+                    _statistic(c),
+                    _p(c["p"]),
                     _p(c["p_bonf"]),
                     _p(c["p_holm"]),
                     _p(c["q_bh"]),
+                    _p(c.get("bootstrap_p")),
                     f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]",
                     _f(c["cohens_d"]),
                     _p(c["t_p"]),
                 ]
             )
+        clusters = fam.get("n_clusters")
         note = (
-            f"{fam['n_items']} items scored by every member. Wilcoxon signed-rank on per-item scores; "
-            "Bonferroni, Holm and Benjamini-Hochberg across this family; Hodges-Lehmann shift of the paired "
-            "differences (first minus second) with a 95% bootstrap CI; Cohen's d_z and the paired t-test p."
+            f"{fam['n_items']} items scored by every member"
+            + (f", in {clusters} clusters" if clusters is not None and clusters != fam["n_items"] else "")
+            + ". McNemar's exact test where both members' per-item scores are right/wrong (0/1), the Wilcoxon "
+            "signed-rank test on graded scores; Bonferroni, Holm and Benjamini-Hochberg of that p across this "
+            "family; beside it, the p of a bootstrap that resamples clusters (the statements of one exam question "
+            "together), which the item-level tests do not account for; Hodges-Lehmann shift of the paired "
+            "differences (first minus second) with a 95% cluster-bootstrap CI; Cohen's d_z and the paired t-test "
+            "p (graded scores)."
         )
         if not rows:
             note = f"{fam['n_items']} shared items: too few to compare."
         out.append(
             Table(
                 f"Ablation: {fam['family']}",
-                ["comparison", "statistic", "raw p", "pBonf", "pHolm", "qBH", "HL [95% CI]", "Cohen's d", "t-test p"],
+                [
+                    "comparison",
+                    "statistic",
+                    "raw p",
+                    "pBonf",
+                    "pHolm",
+                    "qBH",
+                    "cluster-bootstrap p",
+                    "HL [95% CI]",
+                    "Cohen's d",
+                    "t-test p",
+                ],
                 rows,
                 note,
             )
@@ -198,6 +243,41 @@ def consistency(summary: dict[str, Any]) -> Table | None:
     )
 
 
+def clusters(runs: list[dict[str, Any]]) -> Table:
+    """Per run and setting: items, clusters, items with no cluster, and the primary metric's design effect."""
+    rows = [
+        [
+            r["run"],
+            r["setting"],
+            _f(r.get("n_items")),
+            _f(r["metrics"].get("n_clusters")),
+            _f(r["metrics"].get("n_unclustered")),
+            f"{r.get('primary_metric')} {_f(r['metrics'].get('design_effect'), 2)}",
+        ]
+        for r in runs
+    ]
+    unclustered = sum(int(r["metrics"].get("n_unclustered") or 0) for r in runs)
+    note = (
+        "Every CI in this report is clustered: its bootstrap resamples clusters, not items (JBE-QA: the exam "
+        "question, parsed from the release's id, e.g. 令和５年-民法-１８-１ is statement 1 of question 18; "
+        "LegalEval-Q: the question; LegalRikai: the source item), and the paired right/wrong intervals are "
+        "widened by the design effect. The design effect is the variance of the clustered bootstrap over that "
+        "of an item bootstrap, for the primary metric: 1 where items are independent, about 1 + (m - 1) ICC "
+        "for questions of m correlated statements; an item-level CI would be narrower by its square root."
+    )
+    if unclustered:
+        note += (
+            f" {unclustered} item(s) had an id of another shape and no cluster: each counts as its own, which "
+            "understates the design effect if they share questions."
+        )
+    return Table(
+        "Clusters and design effects",
+        ["run", "setting", "items", "clusters", "items without a cluster", "design effect (primary metric)"],
+        rows,
+        note,
+    )
+
+
 def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
     """The report's details, below its first screen: each task's own sections (every metric, breakdowns, its
     paper's tables), then what every sweep has."""
@@ -207,6 +287,7 @@ def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
         out.append(
             (f"{name}: details", task_class(name).report_tables([r for r in runs if r["task"] == name], summary))
         )
+    out.append(("Clusters and design effects", [clusters(runs)]))
     same = consistency(summary)
     if same:
         out.append((same.title, [same]))

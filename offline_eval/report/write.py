@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..fileio import write_text_atomic
-from ..results import ResultsFolder
+from ..results import SUMMARY_VERSION, ResultsFolder
 from .browser import browser_data, browser_html
 from .first import leaderboard_matrices, verdict_tables
 from .glance import glance
@@ -123,6 +123,13 @@ def _check_summary(summary: object, path: Path) -> None:
     if not isinstance(summary, dict) or not isinstance(summary.get("runs"), list):
         raise InputError(
             "not an offline-eval summary (expected an object with a `runs` list)", file=str(path), field="runs"
+        )
+    if summary.get("version") != SUMMARY_VERSION:
+        raise InputError(
+            f"written by another offline-eval (summary version {summary.get('version')!r}, this one reads "
+            f"{SUMMARY_VERSION}); re-run the sweep into this folder (its store serves every output again)",
+            file=str(path),
+            field="version",
         )
     for i, r in enumerate(summary["runs"]):
         if not isinstance(r, dict):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
@@ -14,8 +14,7 @@ from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from ..metrics.bootstrap import SumStat
     from ..report.plots import Plot
     from ..report.tables import Table
 
@@ -111,8 +110,15 @@ class Task(ABC, Generic[R]):
         return None
 
     @classmethod
-    def paired_statistic(cls) -> Callable[[np.ndarray], float] | None:
-        """What paired_metric is over per-item scores (None: their mean)."""
+    def cluster(cls, record: R) -> str | None:
+        """The cluster of the item a record scores: items that share a source (the statements of one exam
+        question, the outputs for one question) are correlated, so every bootstrap resamples clusters, not items.
+        None: the item is its own cluster, and is counted as having none."""
+        return None
+
+    @classmethod
+    def paired_statistic(cls) -> SumStat | None:
+        """What paired_metric is over per-item scores, as a function of column sums (None: their mean)."""
         return None
 
     @classmethod

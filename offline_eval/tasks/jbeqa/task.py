@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -32,7 +33,7 @@ from pydantic import (
 from ...constraints import Choice
 from ...datafiles import has_split, read_records
 from ...errors import InputError
-from ...metrics.bootstrap import MAX_BOOTSTRAP, bootstrap_ci
+from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, f1_columns, f1_of, mean_columns, mean_of
 from ...metrics.classification import accuracy, precision_recall_f1
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
@@ -83,6 +84,24 @@ _ERAS = {"明治": (1868, 45), "大正": (1912, 15), "昭和": (1926, 64), "平�
 _ERA_YEAR = re.compile(r"(明治|大正|昭和|平成|令和)\s*(元|\d+|[〇一二三四五六七八九十]+)\s*年度?")
 _AD_YEAR = re.compile(r"(\d{4})\s*年?度?")
 _AD_RANGE = (1868, 2100)
+
+
+# A statement's id in the release: era year, subject, question, statement (令和５年-民法-１８-１).
+_STATEMENT_ID = re.compile(rf"(?P<year>{_ERA_YEAR.pattern})-(?P<subject>[^-]+)-(?P<question>\d+)-\d+")
+
+
+def question_of(item_id: str) -> str | None:
+    """The exam question a statement belongs to, from the release's id: 令和５年-民法-１８-１ is statement 1 of
+    question 18 of the 2023 Civil Law paper, "2023-民法-18" (half- or full-width digits, any era year
+    `gregorian_year` reads). None: an id of another shape."""
+    m = _STATEMENT_ID.fullmatch(unicodedata.normalize("NFKC", str(item_id)).strip())
+    if m is None:
+        return None
+    try:
+        year = gregorian_year(m["year"])
+    except ValueError:
+        return None
+    return f"{year}-{m['subject']}-{int(m['question'])}"
 
 
 def gregorian_year(value: int | str) -> int:
@@ -346,20 +365,53 @@ class JBEQATask(Task[JBEQARecord]):
         m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_, answered_true=sum(pred) / len(pred))
         if setting["mode"] != "logprob":
             m["faithfulness"] = sum(r.scores["faithful"] for r in scored) / len(scored)
-        if self.options.bootstrap:
-            from ...metrics.classification import f1 as f1_fn
-
-            for name, fn in (("f1", f1_fn), ("accuracy", accuracy)):
-                lo, hi = bootstrap_ci(fn, gold, pred, n_resamples=self.options.bootstrap, seed=self.options.seed)
-                m[f"{name}_ci_low"], m[f"{name}_ci_high"] = lo, hi
+        clusters = Clusters.of([self.cluster(r) for r in scored])
+        m["n_clusters"], m["n_unclustered"] = clusters.n, clusters.n_unclustered
+        m.update(self._intervals("", scored, clusters, primary=True))
         for subj in sorted({r.subject for r in scored}):
-            sub = [r for r in scored if r.subject == subj]
+            mask = np.array([r.subject == subj for r in scored])
+            sub = [r for r, keep in zip(scored, mask) if keep]
             m[f"subject.{subj}.f1"] = precision_recall_f1([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])[2]
             m[f"subject.{subj}.n"] = len(sub)
+            m.update(self._intervals(f"subject.{subj}.", sub, clusters.subset(mask), names=("f1",)))
         for year in sorted({r.year for r in scored}):
-            sub = [r for r in scored if r.year == year]
+            mask = np.array([r.year == year for r in scored])
+            sub = [r for r, keep in zip(scored, mask) if keep]
             m[f"year.{year}.accuracy"] = accuracy([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])
+            m.update(self._intervals(f"year.{year}.", sub, clusters.subset(mask), names=("accuracy",)))
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in m.items()}
+
+    def _intervals(
+        self,
+        prefix: str,
+        records: Sequence[JBEQARecord],
+        clusters: Clusters,
+        names: tuple[str, ...] = ("f1", "accuracy"),
+        primary: bool = False,
+    ) -> dict[str, Any]:
+        """Clustered bootstrap CIs of F1 and accuracy over `records` (and the design effect of F1, the primary
+        metric); none when bootstrap is 0."""
+        if not self.options.bootstrap:
+            return {}
+        gold, pred = [bool(r.gold) for r in records], [bool(r.pred) for r in records]
+        columns = {
+            "f1": (f1_columns(gold, pred), f1_of),
+            "accuracy": (mean_columns([float(g == p) for g, p in zip(gold, pred)]), mean_of),
+        }
+        got = clustered_cis(
+            {prefix + k: columns[k] for k in names},
+            clusters,
+            n_resamples=self.options.bootstrap,
+            seed=self.options.seed,
+            design_effect_of=prefix + "f1" if primary else None,
+        )
+        got[f"{prefix}n_clusters"] = got.pop("n_clusters")
+        return got
+
+    @classmethod
+    def cluster(cls, record: JBEQARecord) -> str | None:
+        """The exam question: its statements share a lead-in and a theme, so their answers are correlated."""
+        return question_of(record.id)
 
     def item_score(self, record: JBEQARecord) -> float | None:
         return None if record.skipped else float(record.scores["correct"])

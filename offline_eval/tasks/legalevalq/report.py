@@ -6,7 +6,7 @@ from typing import Any
 
 from ...metrics.adjscore import tier
 from ...metrics.ranking import has_score, rank_runs
-from ...report.tables import Table, _f
+from ...report.tables import Table, _f, ci_text
 
 
 def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
@@ -21,7 +21,7 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
                 _f(m.get("mean"), 2),
                 _f(m.get("std"), 2),
                 _f(m.get("median"), 2),
-                _f(adj, 2),
+                ci_text(m, "adj_score", 2),
                 tier(adj) if has_score(adj) else "–",
                 _f(m.get("adj_score_delta"), 2),
                 _f(m.get("n_scored")),
@@ -38,7 +38,7 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
             "mean",
             "std",
             "median",
-            "AdjScore",
+            "AdjScore [95% CI]",
             "tier",
             "AdjScore validation - train",
             "scored",
@@ -48,5 +48,6 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
         ],
         rows,
         "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
-        "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low.",
+        "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low. The CI resamples "
+        "questions (a bootstrap; 'n too small' under 20 questions).",
     )

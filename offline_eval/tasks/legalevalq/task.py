@@ -3,7 +3,7 @@ model writes a Comment and a Conclusion for each answer; the regression scorer t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -13,7 +13,18 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
-from ...metrics.adjscore import adj_score, summarize, tier
+from ...metrics.adjscore import summarize, tier
+from ...metrics.bootstrap import (
+    ADJ_SCORE,
+    MAX_BOOTSTRAP,
+    Clusters,
+    SumStat,
+    adj_score_of,
+    clustered_cis,
+    mean_columns,
+    mean_of,
+    moments_columns,
+)
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import JsonRecord, Records
 from ..base import Item, Metric, Setting, Task
@@ -21,8 +32,6 @@ from . import evaluator as ev
 from .data import load_annotated, load_queries
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ...report.tables import Table
 
 ANSWER_SYSTEM = (
@@ -46,6 +55,7 @@ class LegalEvalQOptions(BaseModel):
     evaluator_max_tokens: int = Field(1024, ge=16)
     comment_max_chars: int = Field(1200, ge=1, description="JSON mode: the longest critique the grammar allows")
     overflow: Literal["skip", "fail"] = "skip"
+    bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="resamples for the 95% CIs (0 = off)")
     seed: int = 0
 
 
@@ -73,11 +83,19 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     Record = LegalEvalQRecord
     options: LegalEvalQOptions
     primary_metric = "adj_score"
-    metrics = (Metric("adj_score", "AdjScore", digits=2, margin=2.0), Metric("mean", "mean", digits=2))
+    metrics = (
+        Metric("adj_score", "AdjScore", digits=2, ci=True, margin=2.0),
+        Metric("mean", "mean", digits=2, ci=True),
+    )
 
     @classmethod
-    def paired_statistic(cls) -> Callable[[np.ndarray], float]:
-        return lambda scores: adj_score(scores.tolist())
+    def paired_statistic(cls) -> SumStat:
+        return ADJ_SCORE
+
+    @classmethod
+    def cluster(cls, record: LegalEvalQRecord) -> str | None:
+        """The question: every candidate's answer to it shares its difficulty."""
+        return record.query
 
     @classmethod
     def leaderboard_row(cls, value: float) -> dict[str, Any]:
@@ -243,6 +261,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                     if k in ("mean", "std", "median", "adj_score")
                 }
             )
+            m.update(self._intervals([r for r in records if "quality" in r.scores]))
         splits = {r.split for r in records}
         if len(splits) > 1:
             for split in sorted(splits):
@@ -262,6 +281,21 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                 m["adj_score_delta"] = round(adj_v - adj_t, 4)
                 m["mean_delta"] = round(mean_v - mean_t, 4)
         return m
+
+    def _intervals(self, scored: Sequence[LegalEvalQRecord]) -> dict[str, float | int | None]:
+        """The clustered CIs of AdjScore and the mean, the design effect of AdjScore and the number of questions."""
+        clusters = Clusters.of([self.cluster(r) for r in scored])
+        if not self.options.bootstrap:
+            return {"n_clusters": clusters.n}
+        q = [r.scores["quality"] for r in scored]
+        got = clustered_cis(
+            {"adj_score": (moments_columns(q), adj_score_of), "mean": (mean_columns(q), mean_of)},
+            clusters,
+            n_resamples=self.options.bootstrap,
+            seed=self.options.seed,
+            design_effect_of="adj_score",
+        )
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()}
 
     def item_score(self, record: LegalEvalQRecord) -> float | None:
         return record.scores.get("quality")

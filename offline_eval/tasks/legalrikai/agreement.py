@@ -18,13 +18,16 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+import numpy as np
+
 from ...errors import InputError, is_url
 from ...judges import Criterion
-from ...metrics.agreement import cohen_kappa, mae, spearman
+from ...metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
+from ...metrics.bootstrap import Clusters, mean_columns, mean_of, resample, trusted
 from ...results import Records, RunEntry
 from . import rubric
 from .rubric import SUBTASKS
-from .task import LegalRikaiRecord
+from .task import LegalRikaiRecord, LegalRikaiTask
 
 FIELDS = ("item_id", "model", "criterion", "score", "annotator")
 
@@ -198,6 +201,16 @@ class Agreement:
 
 
 @dataclass
+class JudgeAgreement:
+    """Among several judges, per sub-task and criterion: Krippendorff's alpha (ordinal) over the outputs, and each
+    judge's mean bias against the judges' mean, on [0, 1], with a CI that resamples source items (the outputs of
+    every candidate for one item are correlated)."""
+
+    alpha: dict[str, dict[str, dict[str, Any]]]  # sub-task -> criterion -> {alpha, n}: n outputs rated twice+
+    bias: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {bias, ci_*, n, ...}
+
+
+@dataclass
 class LegalRikaiReport:
     """summary.json's task_reports.legalrikai: what the paper-layout tables are drawn from."""
 
@@ -206,13 +219,61 @@ class LegalRikaiReport:
     judges: list[str]
     scores: list[ScoreRow]
     human: Agreement | None
+    judge_agreement: JudgeAgreement | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def judge_agreement(
+    records: Records[LegalRikaiRecord], judges: list[str], n_resamples: int = 1000, seed: int = 0
+) -> JudgeAgreement | None:
+    """Among the judges of this sweep (None with fewer than two)."""
+    if len(judges) < 2:
+        return None
+    outputs = [r for recs in records.values() for r in recs if not r.skipped]
+    out = JudgeAgreement(alpha={}, bias={})
+    for sub in [s for s in SUBTASKS if any(r.subtask == s for r in outputs)]:
+        mine = [r for r in outputs if r.subtask == sub]
+        out.alpha[sub], out.bias[sub] = {}, {j: {} for j in judges}
+        for c in rubric.criteria(sub):
+            raw = np.full((len(judges), len(mine)), np.nan)
+            for u, r in enumerate(mine):
+                for i, j in enumerate(judges):
+                    got = (r.judges.get(j) or {}).get("scores")
+                    if got is not None and c.code in got:
+                        raw[i, u] = got[c.code]
+            rated = np.sum(~np.isnan(raw), axis=0) >= 2
+            alpha = krippendorff_alpha(raw, list(range(c.lo, c.hi + 1)))
+            out.alpha[sub][c.code] = {"alpha": _nan_none(alpha) if alpha is not None else None, "n": int(rated.sum())}
+            norm = (raw[:, rated] - c.lo) / (c.hi - c.lo)
+            consensus = np.nanmean(norm, axis=0)
+            labels = [LegalRikaiTask.cluster(r) for r, keep in zip(mine, rated) if keep]
+            for i, j in enumerate(judges):
+                has = ~np.isnan(norm[i])
+                diff = norm[i][has] - consensus[has]
+                entry: dict[str, Any] = {
+                    "bias": round(float(diff.mean()), 4) if has.any() else None,
+                    "n": int(has.sum()),
+                }
+                if has.any() and n_resamples:
+                    clusters = Clusters.of([x for x, h in zip(labels, has) if h])
+                    iv = trusted(resample(mean_of, mean_columns(diff), clusters, n_resamples, seed), clusters.n)
+                    entry.update(
+                        ci_low=_nan_none(iv.low) if iv.low is not None else None,
+                        ci_high=_nan_none(iv.high) if iv.high is not None else None,
+                        n_clusters=clusters.n,
+                    )
+                out.bias[sub][j][c.code] = entry
+    return out
+
+
 def sweep_report(
-    runs: Sequence[RunEntry], records: Records[LegalRikaiRecord], human_path: str | None
+    runs: Sequence[RunEntry],
+    records: Records[LegalRikaiRecord],
+    human_path: str | None,
+    n_resamples: int = 1000,
+    seed: int = 0,
 ) -> LegalRikaiReport:
     subs = [s for s in SUBTASKS if any(e.options["subtask"] == s for e in runs)]
     judges = sorted({j for recs in records.values() for r in recs for j in r.judges})
@@ -242,6 +303,7 @@ def sweep_report(
         judges=judges,
         scores=scores,
         human=human,
+        judge_agreement=judge_agreement(records, judges, n_resamples, seed),
     )
 
 

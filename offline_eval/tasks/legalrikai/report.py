@@ -142,6 +142,60 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
     return tables
 
 
+def judge_agreement_tables(rep: dict[str, Any]) -> list[Table]:
+    """Among several judges: Krippendorff's alpha per criterion, and each judge's bias against their mean."""
+    ja = rep.get("judge_agreement")
+    if not ja:
+        return []
+    tables = []
+    for title, subs, crits in _groups(rep):
+        subs = [s for s in subs if s in ja["alpha"]]
+        if not subs:
+            continue
+        rows = [[_NAMES[s], *[_alpha(ja["alpha"][s].get(k)) for k in crits]] for s in subs]
+        tables.append(
+            Table(
+                f"LegalRikai {title}: agreement among the judges (Krippendorff's alpha, ordinal)",
+                ["task", *crits],
+                rows,
+                "Over every candidate output that two judges or more scored (n per cell); 1 = perfect agreement, "
+                "0 = what chance gives; nan: no variation to agree on. From the `krippendorff` package.",
+            )
+        )
+        rows = [
+            [_NAMES[s], j, *[_bias(ja["bias"][s][j].get(k)) for k in crits]]
+            for s in subs
+            for j in rep["judges"]
+            if j in ja["bias"][s]
+        ]
+        tables.append(
+            Table(
+                f"LegalRikai {title}: each judge's bias against the judges' mean",
+                ["task", "judge", *crits],
+                rows,
+                "The mean, over the outputs it scored beside another judge, of the judge's score minus the judges' "
+                "mean on that output, on [0, 1] (positive: more lenient) [95% CI resampling source items; 'n too "
+                "small' under 20 items].",
+            )
+        )
+    return tables
+
+
+def _alpha(x: dict[str, Any] | None) -> str:
+    if not x or not x["n"]:
+        return "–"
+    return ("nan" if x["alpha"] is None else f"{x['alpha']:.2f}") + f" (n={x['n']})"
+
+
+def _bias(x: dict[str, Any] | None) -> str:
+    if not x or x.get("bias") is None:
+        return "–"
+    text = f"{x['bias']:+.3f}"
+    if x.get("ci_low") is not None and x.get("ci_high") is not None:
+        return text + f" [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
+    return text + (f" (n too small: {x['n_clusters']} items)" if "n_clusters" in x else "")
+
+
 def _kappa(x: dict[str, Any] | None) -> str:
     if not x or not x["n"]:
         return "–"
@@ -212,4 +266,4 @@ def legalrikai_tables(summary: dict[str, Any]) -> list[Table]:
     t = overflow_table(summary.get("runs", []))
     if t:
         out.append(t)
-    return out + agreement_tables(rep)
+    return out + judge_agreement_tables(rep) + agreement_tables(rep)

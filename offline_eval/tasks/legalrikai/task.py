@@ -16,6 +16,7 @@ from ... import judges
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url
+from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, mean_columns, mean_of
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset
 from ..base import Item, Metric, Setting, Task
@@ -50,6 +51,7 @@ class LegalRikaiOptions(BaseModel):
         None, description="CSV or JSONL: item_id, model, criterion, score, annotator (optional: task)"
     )
     limit: int | None = Field(None, ge=1, description="items per sub-task")
+    bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="resamples for the 95% CIs (0 = off)")
     seed: int = 0
 
 
@@ -82,7 +84,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     Record = LegalRikaiRecord
     options: LegalRikaiOptions
     primary_metric = "score"
-    metrics = (Metric("score", "score", digits=2, margin=0.05),)  # criteria mapped to [0, 1]
+    metrics = (Metric("score", "score", digits=2, ci=True, margin=0.05),)  # criteria mapped to [0, 1]
     path_options = ("data", "human_scores")
     model_options = ("judges",)
     data_kinds = SUBTASKS
@@ -340,7 +342,26 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
 
     # ---- metrics
     def aggregate(self, records: Sequence[LegalRikaiRecord], setting: Setting) -> dict[str, float | None]:
-        return aggregate(setting["subtask"], records)
+        m = aggregate(setting["subtask"], records)
+        if m.get("score") is not None:
+            scored = [(r, s) for r in records if (s := self.item_score(r)) is not None]
+            clusters = Clusters.of([self.cluster(r) for r, _ in scored])
+            m["n_clusters"] = clusters.n
+            if self.options.bootstrap:
+                got = clustered_cis(
+                    {"score": (mean_columns([s for _, s in scored]), mean_of)},
+                    clusters,
+                    n_resamples=self.options.bootstrap,
+                    seed=self.options.seed,
+                    design_effect_of="score",
+                )
+                m.update({k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()})
+        return m
+
+    @classmethod
+    def cluster(cls, record: LegalRikaiRecord) -> str | None:
+        """The source item: every candidate's output for it shares its statutes and contract."""
+        return f"{record.subtask}/{record.id}"
 
     def item_score(self, record: LegalRikaiRecord) -> float | None:
         crits = [c.code for c in rubric.criteria(record.subtask)]
@@ -350,7 +371,8 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> TaskReport | None:
         from .agreement import sweep_report
 
-        return sweep_report(runs, records, self.options.human_scores)
+        o = self.options
+        return sweep_report(runs, records, o.human_scores, n_resamples=o.bootstrap, seed=o.seed)
 
 
 def gold(item: Item) -> Any:
