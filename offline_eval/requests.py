@@ -84,14 +84,15 @@ def shared_chars(render: Callable[[str], str]) -> int:
     return render("\x00").index("\x00")
 
 
-UNANSWERED = ("length", "overflow", "error", "violation")
+UNANSWERED = ("length", "overflow", "error", "violation", "malformed")
 
 
 @dataclass
 class Result:
     text: str = ""
-    # stop | length (cut off) | overflow (never sent) | error (a server refused the request; text says why) |
-    # violation (the answer broke its constraint)
+    # stop | length (cut off) | overflow (never sent) | violation (the answer broke its constraint) | malformed
+    # (an answer with a non-finite logprob: a parse failure) | error (an older version's record of a refusal:
+    # never stored or served now)
     finish_reason: str = "stop"
     prompt_tokens: int = 0
     output_tokens: int = 0

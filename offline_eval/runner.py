@@ -3,6 +3,8 @@ send the misses in as few engine calls as memory allows, and store each chunk as
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +15,7 @@ from tqdm import tqdm
 
 from .backends.base import Backend, LazyBackend, TokenizingBackend
 from .constraints import violation
+from .enginelog import terminal
 from .errors import EngineError, InputError, OfflineEvalError, PartialFailure
 from .fit import fits, place, tokens_needed
 from .requests import Phase, Request, Result, request_json, request_key
@@ -118,6 +121,7 @@ class Runner:
             todo.sort(key=lambda t: t[2] if t[2] is not None else t[3])
             bar = tqdm(
                 total=len(todo),
+                file=terminal(),
                 desc=phase.name,
                 unit="req",
                 disable=True if self.progress is False else None,
@@ -267,9 +271,20 @@ class Runner:
         return out
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def checked(request: Request, result: Result) -> Result:
     """A constrained answer is validated on our side, whatever the engine claims to enforce: one that breaks
-    its constraint is marked a violation (kept for inspection, scored as a parse failure, counted per run)."""
+    its constraint is marked a violation (kept for inspection, scored as a parse failure, counted per run). A
+    logprob that is NaN, infinite or missing makes the answer malformed: a parse failure, never a confident
+    answer."""
+    if result.logprobs is not None and not all(
+        isinstance(v, int | float) and math.isfinite(v) for v in result.logprobs.values()
+    ):
+        return Result(**{**result.__dict__, "text": "", "finish_reason": "malformed", "logprobs": None})
+    if _LONE_SURROGATE.search(result.text):  # not a character: no store or file can hold it, so it is U+FFFD
+        result = Result(**{**result.__dict__, "text": _LONE_SURROGATE.sub("\ufffd", result.text)})
     if request.constraint is None or result.finish_reason != "stop":
         return result
     why = violation(request.constraint, result.text)

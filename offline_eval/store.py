@@ -1,7 +1,8 @@
 """The run store: one SQLite file (WAL) per output folder, keyed by hash(model, variant, request).
 
 Rows are written in chunks as the engine returns them, and each chunk is one committed transaction, so a
-killed run loses at most the chunk in flight and a re-run regenerates nothing that is stored.
+killed run loses at most the chunk in flight and a re-run regenerates nothing that is stored. Only answers are
+stored: a row whose finish reason says the server did not answer is neither written nor served.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .errors import OfflineEvalError
 from .requests import Result
 
 T = TypeVar("T")
+NOT_ANSWERS = ("error",)  # finish reasons of what a server did not answer: never stored, never served
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outputs (
@@ -52,6 +54,18 @@ def _is_busy(e: sqlite3.OperationalError) -> bool:
     return "locked" in str(e) or "busy" in str(e)
 
 
+def _read_only(path: Path, e: sqlite3.DatabaseError) -> str | None:
+    """What to say when the store cannot be written (None: that is not the problem): never --fresh, which would
+    throw a healthy cache away."""
+    folder = path.parent
+    if "readonly" in str(e) or (path.exists() and not os.access(path, os.W_OK)) or not os.access(folder, os.W_OK):
+        return (
+            f"{path}: the store is read-only for this user ({e}): its outputs are fine, but this sweep cannot add "
+            f"to it; make {path.name} and its folder writable, or give --out a folder you can write"
+        )
+    return None
+
+
 class Store:
     def __init__(
         self, path: str | Path, *, move_aside_if_corrupt: bool = False, log: Callable[[str], None] | None = None
@@ -63,6 +77,8 @@ class Store:
         except sqlite3.DatabaseError as e:
             if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
                 raise StoreError(f"{self.path}: the store stayed locked by another process for 60 s ({e})") from None
+            if why := _read_only(self.path, e):
+                raise StoreError(why) from None
             if not move_aside_if_corrupt:
                 raise StoreError(
                     f"{self.path}: the store is unreadable ({e}); move it aside (or re-run with "
@@ -107,6 +123,8 @@ class Store:
         try:
             return fn()
         except sqlite3.DatabaseError as e:
+            if why := _read_only(self.path, e):
+                raise StoreError(why) from None
             raise StoreError(
                 f"{self.path}: store error ({e}); if the file is damaged, move it aside (or re-run "
                 f"with --fresh) and re-run"
@@ -124,6 +142,8 @@ class Store:
                 f"FROM outputs WHERE key IN ({','.join('?' * len(part))})"
             )
             for k, text, fin, pt, ot, lat, lp, foc in self.db.execute(q, part):
+                if fin in NOT_ANSWERS:  # an older version stored refusals: never an answer, asked again
+                    continue
                 found[k] = Result(
                     text=text,
                     finish_reason=fin,
@@ -141,6 +161,7 @@ class Store:
 
     def _put_many(self, rows: list[tuple[str, str, str, str, Result]]) -> None:
         now = time.time()
+        rows = [row for row in rows if row[4].finish_reason not in NOT_ANSWERS]
         with self.db:
             self.db.executemany(
                 "INSERT OR REPLACE INTO outputs (key, model, variant, request, text, finish_reason, prompt_tokens, "

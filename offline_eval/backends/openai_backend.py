@@ -18,12 +18,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from ..constraints import Choice, Constraint, JsonSchema
-from ..errors import EngineError, InputError, PartialFailure, is_url
+from ..errors import EngineError, InputError, PartialFailure, is_url, missing
 from ..requests import Request, Result
 from .base import Backend, LoadSpec, Progress, PromptCounter
 from .fingerprint import HashCache
 from .registry import Engine
-from .server_client import Refused, ServerClient, ServerGone
+from .server_client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
 
 
 class OpenAIOptions(BaseModel):
@@ -92,7 +92,14 @@ def _client(o: OpenAIOptions) -> ServerClient:
         key = os.environ.get(o.api_key_env)
         if not key:
             raise InputError(f"the environment variable {o.api_key_env} is not set", field="api_key_env")
-    return ServerClient(o.base_url, key, o.timeout_s, o.retries, concurrency=o.max_concurrency or _VLLM_CONCURRENCY)
+    return ServerClient(
+        o.base_url,
+        key,
+        o.timeout_s,
+        o.retries,
+        concurrency=o.max_concurrency or _VLLM_CONCURRENCY,
+        api_key_env=o.api_key_env,
+    )
 
 
 def _models_entry(client: ServerClient, model: str) -> dict[str, Any]:
@@ -183,8 +190,8 @@ class OpenAIBackend(Backend):
         from .registry import get_engine
 
         path = self.o.tokenizer
-        if not os.path.exists(path):
-            raise InputError(f"path does not exist: {path}", field="tokenizer")
+        if why := missing(path):
+            raise InputError(f"path {why}: {path}", field="tokenizer")
         backend = "llamacpp" if path.endswith(".gguf") else "transformers"
         local = replace(self.spec, backend=backend, path=path, chat_template=None, engine_options={})
         counter = get_engine(backend).declared_class().prompt_counter(local)
@@ -263,23 +270,31 @@ class OpenAIBackend(Backend):
             ) from None
 
     def _generate_one(self, r: Request) -> Result:
+        """One answer, or an exception: a refusal or a reply that is not an answer is never a Result, so the
+        runner stores nothing for it and a re-run asks again."""
         path, body = self._body(r, r.sampling.max_tokens)
         body.update(self.constraint_fields(r.constraint))
         t0 = time.perf_counter()
-        try:
-            resp = self.client.post(path, body)
-        except Refused as e:  # recorded once, with the server's message; scored as a parse failure
-            return Result(
-                text=f"[server refused: {e}]", finish_reason="error", latency_s=round(time.perf_counter() - t0, 6)
-            )
-        ch = resp["choices"][0]
-        text = (ch.get("message") or {}).get("content") if "message" in ch else ch.get("text")
-        usage = resp.get("usage") or {}
+        resp = self.client.post(path, body)
+        reply = _Reply(resp, self.o.base_url, path)
+        ch = reply.choice()
+        if "message" in ch:
+            message = ch["message"]
+            if not isinstance(message, dict):
+                raise reply.bad("choices[0].message is not an object", message)
+            text = message.get("content")
+        else:
+            text = ch.get("text")
+        if text is not None and not isinstance(text, str):
+            raise reply.bad("the answer's text is not a string", text)
+        finish = ch.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise reply.bad("choices[0].finish_reason is not a string", finish)
         return Result(
             text=text or "",
-            finish_reason=ch.get("finish_reason") or "stop",
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            output_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason=finish or "stop",
+            prompt_tokens=reply.tokens("prompt_tokens"),
+            output_tokens=reply.tokens("completion_tokens"),
             latency_s=round(time.perf_counter() - t0, 6),
         )
 
@@ -307,12 +322,13 @@ class OpenAIBackend(Backend):
         t0 = time.perf_counter()
         try:
             resp = self.client.post(path, body)
-        except Refused as e:
+        except Refused as e:  # a refused key is KeyRefused, raised before this: this one is about logprobs
             raise EngineError(
                 f"the {self.kind} server at {self.o.base_url} refused logprobs ({e.message}); "
                 f"use mode 'constrained' instead"
             ) from None
-        alternatives = _top_alternatives(resp["choices"][0])
+        reply = _Reply(resp, self.o.base_url, path)
+        alternatives = _top_alternatives(reply.choice())
         if not alternatives:
             raise EngineError(
                 f"the {self.kind} server at {self.o.base_url} returned no top logprobs; use mode 'constrained' instead"
@@ -320,6 +336,9 @@ class OpenAIBackend(Backend):
         scores = {}
         for c in choices:
             same = [lp for tok, lp in alternatives if tok == c]
+            if same and not all(math.isfinite(x) for x in same):
+                scores[c] = math.nan  # the runner makes this a parse failure
+                continue
             if not same:
                 raise EngineError(
                     f"the {self.kind} server at {self.o.base_url} did not return '{c}' among its top "
@@ -327,19 +346,21 @@ class OpenAIBackend(Backend):
                 )
             m = max(same)
             scores[c] = m + math.log(sum(math.exp(x - m) for x in same))
-        usage = resp.get("usage") or {}
         return Result(
             text=max(choices, key=lambda c: scores[c]),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            prompt_tokens=reply.tokens("prompt_tokens"),
             latency_s=round(time.perf_counter() - t0, 6),
             logprobs=scores,
         )
 
     # ---- concurrency
     def _map(self, fn: Callable[[Request], Any], requests: Sequence[Request], progress: Progress) -> list[Any]:
-        """fn over the requests, max_concurrency at a time. If the server goes away part-way, the answers
-        already in are handed to the runner (PartialFailure), which stores them before the run fails."""
+        """fn over the requests, max_concurrency at a time. A request the server refuses, or answers with
+        something that is not an answer, fails alone: the others go on, and the answers in are handed to the
+        runner (PartialFailure), which stores them before the run fails; the failed ones are asked again by a
+        re-run. If the server goes away or refuses the key, the rest are cancelled."""
         out: dict[int, Any] = {}
+        refused: list[Exception] = []
         with ThreadPoolExecutor(self.concurrency) as pool:
             futures: dict[Future[Any], int] = {pool.submit(fn, r): i for i, r in enumerate(requests)}
             pending = set(futures)
@@ -347,20 +368,33 @@ class OpenAIBackend(Backend):
                 finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
                 failed = None
                 for f in finished:
-                    if f.exception() is None:
+                    e = f.exception()
+                    if e is None:
                         out[futures[f]] = f.result()
                         if progress:
                             progress(1)
+                    elif isinstance(e, Refused | BadReply):
+                        refused.append(e)
                     elif failed is None:
-                        failed = f.exception()
+                        failed = e
                 if failed is not None:
                     for f in pending:
                         f.cancel()
                     rest, _ = wait(pending)
                     out.update({futures[f]: f.result() for f in rest if not f.cancelled() and f.exception() is None})
+                    if isinstance(failed, KeyRefused):
+                        raise failed
                     if isinstance(failed, ServerGone | EngineError):
                         raise PartialFailure(f"{failed} ({len(out)} of {len(requests)} answers kept)", out)
                     raise failed
+        if refused:
+            first = refused[0]
+            why = f"refused it ({first})" if isinstance(first, Refused) else f"sent no answer: {first}"
+            raise PartialFailure(
+                f"{len(refused)} of {len(requests)} requests got no answer: the server at {self.o.base_url} {why}; "
+                f"nothing was stored for them, and a re-run asks again ({len(out)} answers kept)",
+                out,
+            )
         return [out[i] for i in range(len(requests))]
 
     def close(self) -> None:
@@ -382,21 +416,71 @@ def _default_concurrency(kind: str, props: dict[str, Any]) -> int:
     return slots if isinstance(slots, int) and slots > 0 else 1
 
 
+class _Reply:
+    """A server's reply, read field by field: what it lacks or holds in the wrong form is named in one line."""
+
+    def __init__(self, data: dict[str, Any], base_url: str, path: str) -> None:
+        self.data, self.base_url, self.path = data, base_url, path
+
+    def bad(self, what: str, got: Any) -> BadReply:
+        import json
+
+        shown = json.dumps(got, ensure_ascii=False, default=str)
+        return BadReply(f"the server at {self.base_url} answered {self.path} with a reply that is not an answer: "
+                        f"{what} (got {shown[:200]})")  # fmt: skip
+
+    def choice(self) -> dict[str, Any]:
+        choices = self.data.get("choices")
+        if not isinstance(choices, list):
+            raise self.bad("no 'choices' list", self.data)
+        if not choices:
+            raise self.bad("'choices' is empty", self.data)
+        if not isinstance(choices[0], dict):
+            raise self.bad("choices[0] is not an object", choices[0])
+        return choices[0]
+
+    def tokens(self, key: str) -> int:
+        usage = self.data.get("usage")
+        if usage is None:
+            return 0
+        if not isinstance(usage, dict):
+            raise self.bad("'usage' is not an object", usage)
+        v = usage.get(key)
+        if v is None:
+            return 0
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or v != int(v):
+            raise self.bad(f"usage.{key} is not a count of tokens", v)
+        return int(v)
+
+
+def _number(v: Any) -> float:
+    """A logprob as the server sent it; NaN where it is not a number (null, a string, a boolean), which the
+    runner then takes for what it is: a parse failure, never an answer."""
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+
+
 def _top_alternatives(choice: dict[str, Any]) -> list[tuple[str, float]]:
     """(token text, logprob) for the first generated position: chat logprobs carry the exact bytes (so a
     byte-fallback token and a piece that spell the same label both count); completions give a string map."""
     lp = choice.get("logprobs") or {}
+    if not isinstance(lp, dict):
+        return []
     content = lp.get("content")
-    if isinstance(content, list) and content:
+    if isinstance(content, list) and content and isinstance(content[0], dict):
         out = []
         for alt in content[0].get("top_logprobs") or []:
+            if not isinstance(alt, dict):
+                continue
             raw = alt.get("bytes")
-            text = bytes(raw).decode("utf-8", errors="replace") if raw else alt.get("token", "")
-            out.append((text, float(alt["logprob"])))
+            try:
+                text = bytes(raw).decode("utf-8", errors="replace") if raw else str(alt.get("token", ""))
+            except (TypeError, ValueError):
+                text = str(alt.get("token", ""))
+            out.append((text, _number(alt.get("logprob"))))
         return out
     tops = lp.get("top_logprobs")
     if isinstance(tops, list) and tops and isinstance(tops[0], dict):
-        return [(t, float(v)) for t, v in tops[0].items()]
+        return [(str(t), _number(v)) for t, v in tops[0].items()]
     return []
 
 
