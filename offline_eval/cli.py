@@ -31,6 +31,15 @@ def _csv(v: str | None, flag: str = "") -> list[str] | None:
     return items
 
 
+def _limit(n: int | None) -> int | None:
+    """--limit, checked here so that a bad value is blamed on the option, not on the config's `limit`."""
+    if n is not None and n < 1:
+        from .errors import InputError
+
+        raise InputError(f"must be at least 1 item, got {n}", field="--limit")
+    return n
+
+
 def cmd_sweep(a: argparse.Namespace) -> int:
     from .config import load_config
     from .sweep import run_sweep
@@ -45,11 +54,12 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         out_dir=a.out,
         only=_csv(a.only, "--only"),
         only_tasks=_csv(a.tasks, "--tasks"),
-        limit=a.limit,
+        limit=_limit(a.limit),
         fresh=a.fresh,
         dry_run=a.dry_run,
         ray=a.ray,
         timings=timings,
+        engine_log=not (a.verbose or a.debug),
     )
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
@@ -93,7 +103,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         cfg = SweepConfig.model_validate({"output_dir": a.out, "models": [model], "tasks": {a.task: opts}})
     except ValidationError as e:
         raise format_validation_error(e, "command line") from None
-    s = run_sweep(cfg, source="command line", limit=a.limit, fresh=a.fresh)
+    s = run_sweep(
+        cfg, source="command line", limit=_limit(a.limit), fresh=a.fresh, engine_log=not (a.verbose or a.debug)
+    )
     print(f"wrote {a.out}/summary.json and report.md")
     return _report_failures(s)
 
@@ -277,6 +289,9 @@ def cmd_leq_predict(a: argparse.Namespace) -> int:
     return 0
 
 
+_VERBOSE = "show the engines' own output (library warnings, native logs) here, not only in OUT/engines.log"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .backends.registry import engine_names
 
@@ -294,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, help="evaluate at most N items per task")
     s.add_argument("--fresh", action="store_true", help="ignore stored outputs and regenerate everything")
     s.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    s.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     s.add_argument(
         "--ray",
         metavar="auto|ADDRESS",
@@ -319,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--fresh", action="store_true")
     r.add_argument("--out", required=True)
+    r.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
     r.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", help="write report.md and report.html for an output folder")

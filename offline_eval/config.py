@@ -24,7 +24,7 @@ from pydantic_core import PydanticCustomError
 from .backends.base import LoadSpec
 from .backends.chat import checked_setting, normalize_setting, spec_template
 from .backends.registry import engine_names, get_engine
-from .errors import InputError, is_url
+from .errors import InputError, is_url, missing
 
 
 class Strict(BaseModel):
@@ -265,8 +265,8 @@ class ModelSpec(Strict):
         )
         if is_url(value):
             return f"{source}: field '{field}': URLs are refused, give a local path: {value}"
-        if not Path(value).exists():
-            return f"{source}: field '{field}': path does not exist: {value}"
+        if why := missing(value):
+            return f"{source}: field '{field}': path {why}: {value}"
         problem = get_engine(self.backend).path_problem(value)
         return f"{source}: field '{field}': {problem}: {value}" if problem else None
 
@@ -454,8 +454,8 @@ def data_path_problems(cfg: SweepConfig, source: str) -> list[str]:
             field = f"tasks.{name}.data" + (f".{sub}" if sub else "")
             if is_url(value):
                 problems.append(f"{source}: field '{field}': URLs are refused, give a local path")
-            elif not Path(value).exists():
-                problems.append(f"{source}: field '{field}': path does not exist: {value}")
+            elif why := missing(value):
+                problems.append(f"{source}: field '{field}': path {why}: {value}")
     return problems
 
 

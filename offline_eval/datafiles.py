@@ -6,11 +6,12 @@ Every record comes back with a label ("line 7", "row 3") so schema errors can na
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, is_url
+from .errors import InputError, is_url, missing
 
 Record = tuple[str, dict[str, Any]]
 _SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -21,8 +22,8 @@ def resolve_split(path: str | Path, split: str) -> Path | tuple[Path, str]:
     p = Path(path)
     if is_url(str(path)):
         raise InputError("URLs are refused; download the data yourself and give a local path", file=str(path))
-    if not p.exists():
-        raise InputError("data path does not exist", file=str(path))
+    if why := missing(str(p)):
+        raise InputError(f"data path {why}", file=str(path))
     if p.is_file():
         return p
     if (p / "dataset_dict.json").exists() or (p / "state.json").exists():
@@ -64,7 +65,32 @@ def read_records(path: str | Path, split: str = "test") -> list[Record]:
         where = str(target)
     if not records:
         raise InputError("no records (the file is empty)", file=where)
+    for label, record in records:
+        _check_text(record, where, label)
     return records
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(value: Any, file: str, record: str, field: str = "") -> None:
+    """Every string in a record is text: a lone surrogate (an escape like \\ud800 with no partner) is not a
+    character, and no prompt, store or report could hold it."""
+    if isinstance(value, str):
+        if m := _LONE_SURROGATE.search(value):
+            raise InputError(
+                f"holds a lone surrogate (\\u{ord(m.group()):04x} at character {m.start()}), which is not a "
+                f"character: fix the escape in the file",
+                file=file,
+                record=record,
+                field=field or None,
+            )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(v, file, record, f"{field}.{k}" if field else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_text(v, file, record, f"{field}.{i}" if field else str(i))
 
 
 def _read_jsonl(p: Path) -> Iterator[Record]:

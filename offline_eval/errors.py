@@ -49,6 +49,23 @@ class MissingExtraError(OfflineEvalError):
         super().__init__(f"the '{module}' {kind} is not installed: pip install 'offline-eval[{extra}]'")
 
 
+def missing(path: str) -> str | None:
+    """Why a local path cannot be used, in a few words ("does not exist", a symbolic link that resolves to
+    nothing or loops); None when it exists."""
+    import os
+
+    if os.path.exists(path):
+        return None
+    if os.path.lexists(path):
+        try:
+            os.path.realpath(path, strict=True)
+        except OSError as e:
+            if e.errno == 40:  # ELOOP
+                return "is a symbolic link that loops"
+        return "is a symbolic link to something that does not exist"
+    return "does not exist"
+
+
 def is_url(path: str) -> bool:
     p = str(path).strip().lower()
     return "://" in p or p.startswith(("hf:", "s3:", "gs:", "www."))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,14 +18,30 @@ def _umask() -> int:
     return mask
 
 
+def _writable_at(p: Path) -> None:
+    """A folder where the file goes, or a file where a folder must be, is one line naming it."""
+    from .errors import InputError
+
+    if p.is_dir():
+        raise InputError("is a folder, where a file is written: move it away and re-run", file=str(p))
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError("is a file, where a folder is needed: move it away and re-run", file=str(parent))
+            return
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     p = Path(path)
+    _writable_at(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         # mkstemp creates 0600; the file must get the mode a plain open() would, so colleagues can read it.
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # A lone surrogate cannot be UTF-8: in JSON dumps() escapes it; in any other text it is written as its
+        # \\u escape too, rather than losing the whole file to an encoding error.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
@@ -45,8 +62,27 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(obj: Any, **kw: Any) -> str:
-    return json.dumps(json_safe(obj), ensure_ascii=False, sort_keys=True, allow_nan=False, **kw)
+    """Strict JSON, UTF-8 text kept as it is; a lone surrogate (not a character, so not encodable as UTF-8) is
+    written as its \\u escape, which reads back as the same string."""
+    text = json.dumps(json_safe(obj), ensure_ascii=False, sort_keys=True, allow_nan=False, **kw)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+# In a <script> element, "<!--", "<script" and "</script" switch the HTML parser's state whatever JavaScript
+# thinks of the quotes around them; U+2028/9 end a line in older JavaScript. As escapes they are inert and
+# read back as the same string.
+_SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+
+
+def script_json(obj: Any) -> str:
+    """JSON to inline in HTML (a <script> payload, or a .js file a page loads): every <, >, &, U+2028, U+2029
+    and lone surrogate written as its \\u escape, so no text in the data can end the script or become markup."""
+    text = json.dumps(json_safe(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:

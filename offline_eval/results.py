@@ -182,11 +182,28 @@ class ResultsFolder:
         return self.root / "report.html"
 
     @property
+    def engine_log(self) -> Path:
+        return self.root / "engines.log"
+
+    @property
     def plots(self) -> Path:
         return self.root / "plots"
 
     def results_file(self, key: RunKey) -> Path:
         return self.root / "results" / key.run / f"{key.setting}.jsonl"
+
+    def blocked(self, keys: list[RunKey]) -> str | None:
+        """What stands where this folder's outputs go (a folder named like a results file, a file named like a
+        folder), checked before any engine starts; None: nothing."""
+        files = [self.summary, self.report_md, self.report_html, *(self.results_file(k) for k in keys)]
+        folders = [self.root, self.plots, self.root / "results", *{self.results_file(k).parent for k in keys}]
+        for f in files:
+            if f.is_dir():
+                return f"{f} is a folder, where a file is written: move it away"
+        for d in folders:
+            if d.exists() and not d.is_dir():
+                return f"{d} is a file, where a folder is needed: move it away"
+        return None
 
     def write_records(self, key: RunKey, records: list[ItemRecord]) -> None:
         write_jsonl_atomic(self.results_file(key), (r.to_json() for r in records))
@@ -198,7 +215,10 @@ class ResultsFolder:
         if not f.exists():
             return None
         out = []
-        for line in f.read_text(encoding="utf-8").splitlines():
+        # "\n" only: str.splitlines() also splits on U+2028, U+0085, \x1c-\x1e, \v and \f, which dumps() writes raw
+        for line in f.read_text(encoding="utf-8").split("\n"):
+            if not line:
+                continue
             try:
                 rec = read(json.loads(line))
             except json.JSONDecodeError:

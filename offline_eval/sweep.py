@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .backends.base import Backend, LazyBackend, LoadSpec
 from .backends.chat import model_prompt_format
 from .config import ModelSpec, SweepConfig, data_path_problems
+from .enginelog import EngineLog, terminal
 from .errors import InputError, OfflineEvalError
 from .executors import Executor, make_executor
 from .fileio import json_safe, write_json_atomic
@@ -41,7 +42,7 @@ Log = Callable[[str], None]
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(msg, file=terminal(), flush=True)
 
 
 @dataclass
@@ -83,7 +84,10 @@ def run_sweep(
     log: Log = _stderr,
     ray: str | None = None,
     timings: Timings | None = None,
+    engine_log: bool = False,
 ) -> dict[str, Any]:
+    """`engine_log`: the engines' own output (library warnings, native logs, their child processes) goes to
+    OUT/engines.log instead of the terminal, and a failed load shows its last lines."""
     timings = timings or Timings()
     out = Path(out_dir or cfg.output_dir)
     models = [m for m in cfg.models if not only or m.name in only]
@@ -104,11 +108,17 @@ def run_sweep(
         print_plan(loads, tasks, source, index, log)
         return {"runs": [], "planned": len(loads)}
 
+    field = "--out" if out_dir else "output_dir"
+    keys = [
+        RunKey(m.run_name(v, c), t.task.setting_name(s)) for m, v, c in loads for t in tasks for s in t.task.settings()
+    ]
+    if problem := ResultsFolder(out).blocked(keys):
+        raise InputError(f"{problem} (nothing has run yet)", field=field)
     out.mkdir(parents=True, exist_ok=True)
-    with OutputLock(out):
+    with OutputLock(out), EngineLog(ResultsFolder(out).engine_log) if engine_log else nullcontext() as noise:
         executor = make_executor(cfg.runner, ray, log, progress)
         try:
-            return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log, executor, timings)
+            return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log, executor, timings, noise)
         finally:
             executor.close()
 
@@ -136,6 +146,7 @@ def _sweep_locked(
     log: Log,
     executor: Executor,
     timings: Timings,
+    noise: EngineLog | None = None,
 ) -> dict[str, Any]:
     """generate -> evaluate -> compare -> write: records stay in memory between the stages; the store is the
     crash-safe layer, and each output file is written once, at the end."""
@@ -154,6 +165,7 @@ def _sweep_locked(
     def attempt(k: int, m: ModelSpec, variant: str, ctx: int) -> _Unit:
         unit = _Unit(m.run_name(variant, ctx))
         log(f"[{k}/{len(loads)}] {unit.run}")
+        mark = noise.offset() if noise else 0
         problem = m.path_problem(variant, source, index[id(m)])
         # SQLite allows one connection per thread: a unit running beside others opens its own.
         unit_store = Store(folder.store) if executor.parallel else store
@@ -194,6 +206,7 @@ def _sweep_locked(
                 unit_store.close()
         if unit.failure:
             log(f"[{unit.run}] FAILED: {unit.failure['reason']}")
+            _engine_said(noise, mark, log)
         return unit
 
     try:
@@ -211,7 +224,7 @@ def _sweep_locked(
             for entry in unit.runs:
                 _put_run(runs, entry)
         _run_evaluations(
-            tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures, executor, timings
+            tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures, executor, timings, noise
         )
     finally:
         store.close()
@@ -242,6 +255,13 @@ def _sweep_locked(
         write_json_atomic(folder.summary, summary)
     log(f"timings: {_timings_line(summary['timings'])}")
     return summary
+
+
+def _engine_said(noise: EngineLog | None, mark: int, log: Log) -> None:
+    """What the engine wrote while it ran, for a failed load (it went to engines.log, not the terminal)."""
+    said = noise.since(mark) if noise else ""
+    if said and noise is not None:
+        log(f"  the engine's last lines ({noise.path}):\n" + "\n".join(f"    {line}" for line in said.split("\n")))
 
 
 def _timings_line(t: dict[str, Any]) -> str:
@@ -422,7 +442,9 @@ def _run_model(
 
 def _rate(stats: PhaseStats) -> str:
     """The phase's own rate (an engine start it triggered is shown apart), and what the prefix cache saved."""
-    line = f"{stats.n_generated} generated, {stats.n_cached} cached, {stats.throughput()['items_per_s']:.1f} items/s"
+    line = f"{stats.n_generated} generated, {stats.n_cached} cached"
+    if stats.n_generated:  # a phase served from the store did no engine work: no rate to speak of
+        line += f", {stats.throughput()['items_per_s']:.1f} items/s"
     reuse = stats.prefix_reuse()
     if reuse and reuse["ratio"]:
         line += f", prompt tokens computed 1/{reuse['ratio']:.1f} of submitted"
@@ -482,6 +504,7 @@ def _run_evaluations(
     failures: list[dict[str, Any]],
     executor: Executor,
     timings: Timings,
+    noise: EngineLog | None = None,
 ) -> None:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
     candidate output of this sweep for every task that lists it."""
@@ -505,6 +528,7 @@ def _run_evaluations(
         run = ev.run_name(variant, ctx)
         n = sum(len(staged[i][3].requests) for i in users)
         log(f"[evaluator] {run}: {n} outputs of {len({e.run for i in users for e in staged[i][1]})} run(s)")
+        mark = noise.offset() if noise else 0
         with timings.stage("prepare", run=run):
             engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store, executor.loader(ev, run, log))
             runner = Runner(
@@ -530,6 +554,7 @@ def _run_evaluations(
                 }
             )
             log(f"[{run}] FAILED: {e}")
+            _engine_said(noise, mark, log)
             for i in users:
                 results[i].pop(run, None)
                 timing[i].pop(run, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..fileio import script_json
 from ..results import ResultsFolder, RunKey
 from .inputs import ItemInputs
 from .tables import task_class
@@ -69,7 +70,7 @@ def browser_data(
 
 def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
     """The browser's section; the data inline, or in the sidecar file when it is too large (said on the page)."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    payload = script_json(data)
     sidecar = folder.root / SIDECAR
     if len(payload.encode("utf-8")) <= INLINE_LIMIT:
         if sidecar.exists():

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
-from ...errors import InputError, is_url
+from ...errors import InputError, is_url, missing
 from ...metrics.adjscore import summarize, tier
 from ...metrics.bootstrap import (
     ADJ_SCORE,
@@ -143,8 +143,8 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
         for name, value in (("scorer", o.scorer), ("evaluator.path", o.evaluator.path)):
             if is_url(value):
                 raise InputError("URLs are refused; give a local path", field=f"tasks.legalevalq.{name}")
-            if not Path(value).exists():
-                raise InputError(f"path does not exist: {value}", field=f"tasks.legalevalq.{name}")
+            if why := missing(value):
+                raise InputError(f"path {why}: {value}", field=f"tasks.legalevalq.{name}")
         if not (Path(o.scorer) / "scorer_config.json").is_file():
             raise InputError(
                 "not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer"

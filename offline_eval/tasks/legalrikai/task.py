@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ... import judges
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
-from ...errors import InputError, is_url
+from ...errors import InputError, is_url, missing
 from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, mean_columns, mean_of
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset
@@ -204,8 +204,8 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         for i, j in enumerate(o.judges):
             if is_url(j.path):
                 raise InputError("URLs are refused; give a local path", field=f"tasks.legalrikai.judges.{i}.path")
-            if not Path(j.path).exists():
-                raise InputError(f"path does not exist: {j.path}", field=f"tasks.legalrikai.judges.{i}.path")
+            if why := missing(j.path):
+                raise InputError(f"path {why}: {j.path}", field=f"tasks.legalrikai.judges.{i}.path")
         items: list[Item] = []
         for sub, path in self.paths().items():
             part = load_items(sub, path, o.split, self.field_map(sub))
