@@ -10,8 +10,11 @@ from collections.abc import Iterator
 
 @contextlib.contextmanager
 def native_stderr_silenced() -> Iterator[None]:
-    """Engines that print from C (llama.cpp) bypass Python's logging; keep their chatter for --debug only."""
-    if os.environ.get("OFFLINE_EVAL_DEBUG"):
+    """Engines that print from C (llama.cpp) bypass Python's logging; keep their chatter for --debug only, or
+    for the sweep's engines.log while one captures it."""
+    from .enginelog import capturing
+
+    if os.environ.get("OFFLINE_EVAL_DEBUG") or capturing():
         yield
         return
     sys.stderr.flush()

@@ -103,7 +103,11 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
             kwargs["quantization"] = spec.quantization
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
+        import multiprocessing
+
+        before = set(multiprocessing.active_children())
         self.llm = LLM(**kwargs)
+        self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
         self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
@@ -229,6 +233,10 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         import gc
 
         gc.collect()
+        # Join the engine-core process vLLM started and has now stopped: left unjoined, it stays a zombie for as
+        # long as the sweep runs on.
+        for child in getattr(self, "_children", ()):
+            child.join(timeout=5)
 
 
 def _structured(c: Constraint) -> Any:
