@@ -379,24 +379,27 @@ def test_api_key_goes_in_the_header_and_nowhere_else(tiny, tmp_path, monkeypatch
         assert written and not [p for p in written if key.encode() in p.read_bytes()]
         monkeypatch.setenv("OFFLINE_EVAL_TEST_KEY", "wrong")
         (tmp_path / "wrong").mkdir()
-        with pytest.raises(EngineError, match=r"refused the API key \(HTTP 401: .*api_key_env"):
+        with pytest.raises(EngineError, match=r"refused the API key \(HTTP 401: .*OFFLINE_EVAL_TEST_KEY"):
             _runner(server, tmp_path / "wrong", api_key_env="OFFLINE_EVAL_TEST_KEY")[1].get()
     finally:
         server.stop()
 
 
-def test_a_4xx_is_recorded_once_with_the_servers_message(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
-    """A prompt longer than the server's context: llama-cpp-python answers 400; one request, no retries."""
+def test_a_4xx_fails_its_request_once_with_the_servers_message_and_stores_nothing(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
+    """A prompt longer than the server's context: llama-cpp-python answers 400; one request, no retries, and no
+    answer is made of the refusal (a re-run asks again)."""
+    from offline_eval.errors import PartialFailure
+
     runner, engine = _runner(llamacpp_server, tmp_path, retries=3)
     backend = engine.get()
     sent = []
-    real = backend.client.http.request
-    backend.client.http.request = lambda *a, **k: sent.append(a[1]) or real(*a, **k)
-    [result] = backend.generate([Request.chat([{"role": "user", "content": "第一条 " * 3000}], Sampling(max_tokens=4))])
+    real = backend.client.http.stream
+    backend.client.http.stream = lambda *a, **k: sent.append(a[1]) or real(*a, **k)
+    with pytest.raises(PartialFailure, match=r"1 of 1 requests got no answer: .* refused it \(HTTP 400: ") as e:
+        backend.generate([Request.chat([{"role": "user", "content": "第一条 " * 3000}], Sampling(max_tokens=4))])
     engine.close()
     assert sent == [llamacpp_server.url + "/chat/completions"]
-    assert result.finish_reason == "error" and result.text.startswith("[server refused: HTTP 400: ")
-    assert "maximum context length is 2048 tokens" in result.text, result.text
+    assert "maximum context length is 2048 tokens" in str(e.value) and e.value.done == {}
 
 
 def test_a_whole_sweep_connects_only_to_its_server(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
