@@ -8,3 +8,19 @@ _os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 __version__ = "0.1.0"
+
+__all__ = ["load", "sweep"]
+
+
+def __getattr__(name: str) -> object:
+    # The API is imported when first used, so `import offline_eval` stays light. `offline_eval.sweep` is the sweep
+    # module, which is callable: offline_eval.sweep(config, ...) runs one (offline_eval.api.sweep).
+    if name == "sweep":
+        import importlib
+
+        return importlib.import_module(".sweep", __name__)
+    if name == "load":
+        from .api import load
+
+        return load
+    raise AttributeError(f"module 'offline_eval' has no attribute {name!r}")

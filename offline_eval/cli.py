@@ -6,9 +6,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import OfflineEvalError
+
+if TYPE_CHECKING:
+    from .summary import Summary
 
 # Engines log every step at INFO; a user wants our progress, not theirs. --debug restores it.
 _QUIET_ENV = {
@@ -62,20 +65,21 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         engine_log=not (a.verbose or a.debug),
     )
     if not a.dry_run:
-        print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s['runs'])} runs)")
+        print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s.runs)} runs)")
     return _report_failures(s)
 
 
-def _report_failures(summary: dict[str, Any]) -> int:
-    for f in summary.get("failures") or []:
-        print(f"offline-eval: error: {f['run']}: {f['reason']}", file=sys.stderr)
-    return 1 if summary.get("failures") else 0
+def _report_failures(summary: Summary) -> int:
+    for f in summary.failures:
+        print(f"offline-eval: error: {f.run}: {f.reason}", file=sys.stderr)
+    return 1 if summary.failures else 0
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from .config import SweepConfig, format_validation_error
+    from .config import SweepConfig
+    from .errors import format_validation_error
     from .sweep import run_sweep
 
     variant = {"default": {"file": None}}
@@ -114,6 +118,28 @@ def cmd_report(a: argparse.Namespace) -> int:
     from .report import write_report
 
     print(f"wrote {write_report(a.dir)}")
+    return 0
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    from .verify import verify
+
+    problems = verify(a.dir)
+    for line in problems:
+        print(line)
+    if problems:
+        print(f"offline-eval: {len(problems)} mismatch(es): the folder does not match its summary", file=sys.stderr)
+        return 1
+    print(f"{a.dir}: OK (every file, metric, verdict and constrained answer matches summary.json)")
+    return 0
+
+
+def cmd_schema(a: argparse.Namespace) -> int:
+    import json
+
+    from .summary import json_schema
+
+    print(json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=True))
     return 0
 
 
@@ -341,6 +367,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write report.md and report.html for an output folder")
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
+
+    ver = sub.add_parser(
+        "verify",
+        help="re-check a sweep folder: file hashes, every metric and verdict from the results files, constraints",
+    )
+    ver.add_argument("dir")
+    ver.set_defaults(func=cmd_verify)
+
+    sch = sub.add_parser("schema", help="print the JSON Schema of an output file")
+    sch.add_argument("which", choices=["summary"], help="summary: summary.json")
+    sch.set_defaults(func=cmd_schema)
 
     d = sub.add_parser("data", help="dataset tools")
     dsub = d.add_subparsers(dest="data_command", required=True)

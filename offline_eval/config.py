@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -12,11 +13,13 @@ from pydantic import (
     ConfigDict,
     Field,
     PositiveFloat,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -24,7 +27,7 @@ from pydantic_core import PydanticCustomError
 from .backends.base import LoadSpec
 from .backends.chat import checked_setting, normalize_setting, spec_template
 from .backends.registry import engine_names, get_engine
-from .errors import InputError, is_url, missing
+from .errors import InputError, format_validation_error, is_url, missing
 
 
 class Strict(BaseModel):
@@ -170,6 +173,16 @@ class ModelSpec(Strict):
             raise PydanticCustomError(
                 "engine_option", "{problem}", {"problem": msg, "key": ".".join(str(p) for p in err["loc"])}
             ) from None
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped as models.yaml holds it (the engine's own keys at the model's level, no `path` for a served
+        model), so that a dump validates again: the provenance keeps task options that `verify` re-reads."""
+        data: dict[str, Any] = handler(self)
+        data.update(data.pop("engine_options", None) or {})
+        if get_engine(self.backend).remote:
+            data.pop("path", None)
+        return data
 
     def server_urls(self) -> list[str]:
         """The URLs this model is reached at (its engine's options say; none for local weights)."""
@@ -318,19 +331,6 @@ class SweepConfig(Strict):
         return v
 
 
-def format_validation_error(e: ValidationError, file: str | None, prefix: str = "") -> InputError:
-    err = e.errors()[0]
-    parts = list(err["loc"])
-    if err["type"] == "engine_option":  # an engine's own key: name it where the user wrote it
-        parts = [p for p in parts if p != "engine_options"] + [err["ctx"]["key"]]
-    loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + parts)
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key (check the spelling; see the README's models.yaml reference)"
-    more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
-    return InputError(msg + more, file=file, field=loc or None)
-
-
 class DuplicateKeyError(yaml.YAMLError):
     def __init__(self, key: str, first: int, again: int, field: str) -> None:
         super().__init__(f"duplicate key '{key}' (lines {first} and {again}); YAML would keep only the last one")
@@ -372,13 +372,19 @@ def load_config(path: str | Path) -> SweepConfig:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
         raise InputError(f"invalid YAML: {getattr(e, 'problem', e)}", file=str(path), record=where) from None
+    return parse_config(raw, p.resolve().parent, str(path))
+
+
+def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
+    """A config as models.yaml would hold it, validated; relative paths resolve against `base`."""
     if not isinstance(raw, dict):
-        raise InputError("expected a mapping with `models` and `tasks`", file=str(path))
-    base = p.resolve().parent
+        raise InputError("expected a mapping with `models` and `tasks`", file=source)
+    raw = copy.deepcopy(raw)
+    path = source
     try:
         cfg = SweepConfig.model_validate(raw, context={"base": base})
     except ValidationError as e:
-        raise format_validation_error(e, str(path)) from None
+        raise format_validation_error(e, source) from None
     cfg.output_dir = str(_resolve(base, cfg.output_dir))
     for m in cfg.models:
         m.path = _resolve(base, m.path) if m.path else m.path
@@ -459,4 +465,12 @@ def data_path_problems(cfg: SweepConfig, source: str) -> list[str]:
     return problems
 
 
-__all__ = ["ModelSpec", "SweepConfig", "VariantSpec", "check_paths", "data_path_problems", "load_config"]
+__all__ = [
+    "ModelSpec",
+    "SweepConfig",
+    "VariantSpec",
+    "check_paths",
+    "data_path_problems",
+    "load_config",
+    "parse_config",
+]

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from .metrics.agreement import cohen_kappa
+from .metrics.paired import is_binary, mcnemar_exact
 from .results import ItemRecord, Records, RunEntry, RunKey
 from .tasks.base import Task
 
@@ -31,21 +34,10 @@ def twin_pairs(runs: Sequence[RunEntry], declared: Callable[[str, str], str | No
     return out
 
 
-def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Two-sided exact McNemar p-value for paired 0/1 outcomes (binomial test on the discordant pairs)."""
-    from scipy.stats import binomtest
-
-    n01 = sum(1 for x, y in zip(a, b) if x == 0 and y == 1)
-    n10 = sum(1 for x, y in zip(a, b) if x == 1 and y == 0)
-    if n01 + n10 == 0:
-        return 1.0
-    return float(binomtest(n10, n01 + n10, 0.5).pvalue)
-
-
 def _paired_p(a: list[float], b: list[float]) -> tuple[str, float | None]:
     if not a:
         return "none", None
-    if set(a) | set(b) <= {0.0, 1.0}:
+    if is_binary(a, b):
         return "mcnemar", mcnemar_exact(a, b)
     from scipy.stats import wilcoxon
 
@@ -54,9 +46,30 @@ def _paired_p(a: list[float], b: list[float]) -> tuple[str, float | None]:
     return "wilcoxon", float(wilcoxon(a, b).pvalue)
 
 
+class ConsistencyRow(BaseModel):
+    """Two runs of the same weights on one task setting, on the items both answered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    setting: str
+    task: str
+    run_a: str
+    run_b: str
+    n_items: int
+    identical: float | None  # the share of identical answers
+    kappa: float | None
+    metric: str
+    metric_a: float | None
+    metric_b: float | None
+    delta: float | None
+    paired_test: str  # mcnemar (0/1 scores) | wilcoxon | none
+    p: float | None
+    mean_abs_diff_p_true: float | None = None  # logprob settings only
+
+
 def compare(
     task: Task, entry_a: RunEntry, entry_b: RunEntry, recs_a: list[ItemRecord], recs_b: list[ItemRecord]
-) -> dict[str, Any]:
+) -> ConsistencyRow:
     """One row of the consistency table: two runs of one task setting, on the items both answered."""
     by_b = {r.id: r for r in recs_b}
     both = [(r, by_b[r.id]) for r in recs_a if r.id in by_b]
@@ -95,7 +108,7 @@ def compare(
     }
     if probs:
         row["mean_abs_diff_p_true"] = sum(abs(x - y) for x, y in probs) / len(probs)
-    return row
+    return ConsistencyRow.model_validate(row)
 
 
 def build(
@@ -103,7 +116,7 @@ def build(
     records: Records[ItemRecord],
     tasks: dict[str, Task],
     declared: Callable[[str, str], str | None],
-) -> list[dict[str, Any]]:
+) -> list[ConsistencyRow]:
     rows = []
     by_key = {r.key: r for r in runs}
     for a, b in twin_pairs(runs, declared):

@@ -53,6 +53,18 @@ class Regex:
 Constraint = Choice | JsonSchema | Regex
 
 
+def from_dict(d: dict[str, Any]) -> Constraint:
+    """The constraint a to_dict() wrote (what summary.json's provenance holds)."""
+    kind = d.get("type")
+    if kind == "choice":
+        return Choice(list(d["choices"]))
+    if kind == "json":
+        return JsonSchema(d["schema"])
+    if kind == "regex":
+        return Regex(str(d["pattern"]))
+    raise ValueError(f"unknown constraint type {kind!r}")
+
+
 def parse_json_strict(text: str) -> Any:
     """json.loads that refuses raw control characters inside strings (the JSON spec does too)."""
     return json.loads(text, strict=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,24 @@ from .errors import InputError, is_url, missing
 
 Record = tuple[str, dict[str, Any]]
 _SUFFIXES = (".jsonl", ".json", ".parquet")
+_read: ContextVar[list[str] | None] = ContextVar("offline_eval_data_read", default=None)
+
+
+@contextmanager
+def reading() -> Iterator[list[str]]:
+    """Collects the paths of every data file (or folder) read inside it: the sweep's provenance hashes them."""
+    token = _read.set([])
+    try:
+        yield _read.get()  # type: ignore[misc]
+    finally:
+        _read.reset(token)
+
+
+def note(path: str | Path) -> None:
+    """A file or folder a task reads, for the provenance of the setting that reads it."""
+    seen = _read.get()
+    if seen is not None and str(path) not in seen:
+        seen.append(str(path))
 
 
 def resolve_split(path: str | Path, split: str) -> Path | tuple[Path, str]:
@@ -51,6 +71,7 @@ def has_split(path: str | Path, split: str) -> bool:
 
 def read_records(path: str | Path, split: str = "test") -> list[Record]:
     target = resolve_split(path, split)
+    note(target[0] if isinstance(target, tuple) else target)
     if isinstance(target, tuple):
         records = list(_read_datasets(*target))
         where = str(target[0])

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class OfflineEvalError(Exception):
     """An error the CLI prints as one line (no traceback) before exiting non-zero."""
@@ -69,3 +74,17 @@ def missing(path: str) -> str | None:
 def is_url(path: str) -> bool:
     p = str(path).strip().lower()
     return "://" in p or p.startswith(("hf:", "s3:", "gs:", "www."))
+
+
+def format_validation_error(e: ValidationError, file: str | None, prefix: str = "") -> InputError:
+    """A pydantic error as one line naming the file and the field (the first of them, and how many more)."""
+    err = e.errors()[0]
+    parts = list(err["loc"])
+    if err["type"] == "engine_option":  # an engine's own key: name it where the user wrote it
+        parts = [p for p in parts if p != "engine_options"] + [err["ctx"]["key"]]
+    loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + parts)
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key (check the spelling; see the README's models.yaml reference)"
+    more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+    return InputError(msg + more, file=file, field=loc or None)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
-from .fileio import write_jsonl_atomic
+from pydantic import BaseModel, ConfigDict
 
-SUMMARY_VERSION = 2  # of summary.json; 2: clustered CIs, McNemar and Tango fields in verdicts and ablations
+from .fileio import write_jsonl_atomic
 
 
 class RunKey(NamedTuple):
@@ -110,9 +110,10 @@ class TaskReport(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-@dataclass
-class RunEntry:
+class RunEntry(BaseModel):
     """One run on one task setting: its metrics and costs. summary.json's `runs` holds these, in this order."""
+
+    model_config = ConfigDict(extra="forbid")
 
     model: str
     variant: str
@@ -129,36 +130,13 @@ class RunEntry:
     weights_mb: float
     throughput: dict[str, Any]  # timings: the one part of an entry that differs between identical sweeps
     evaluator: dict[str, Any] | None = None  # the runs that judged or evaluated this one's outputs
-    extra: dict[str, Any] = field(default_factory=dict)  # keys of an earlier version's summary, kept as they were
 
     @property
     def key(self) -> RunKey:
         return RunKey(self.run, self.setting)
 
     def to_json(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
-        if self.evaluator is None:
-            del out["evaluator"]
-        return {**out, **self.extra}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RunEntry | None:
-        """An entry an earlier sweep wrote (None: not one this version can use; its run is simply re-made)."""
-        names = {f.name for f in fields(cls)} - {"extra"}
-        try:
-            entry = cls(
-                **{k: v for k, v in d.items() if k in names}, extra={k: v for k, v in d.items() if k not in names}
-            )
-        except TypeError:
-            return None
-        ok = (
-            isinstance(entry.run, str)
-            and isinstance(entry.setting, str)
-            and isinstance(entry.metrics, dict)
-            and isinstance(entry.options, dict)
-            and isinstance(entry.throughput, dict)
-        )
-        return entry if ok else None
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 @dataclass(frozen=True)

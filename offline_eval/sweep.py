@@ -8,28 +8,41 @@ OUT/report.md, OUT/report.html
 
 from __future__ import annotations
 
-import json
 import os
+import sys
+import types
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import provenance
 from .backends.base import Backend, LazyBackend, LoadSpec
-from .backends.chat import model_prompt_format
+from .backends.chat import model_chat_template, model_prompt_format
 from .config import ModelSpec, SweepConfig, data_path_problems
+from .consistency import ConsistencyRow
+from .datafiles import reading
 from .enginelog import EngineLog, terminal
 from .errors import InputError, OfflineEvalError
 from .executors import Executor, make_executor
-from .fileio import json_safe, write_json_atomic
 from .lock import OutputLock
 from .memory import PeakMemory, weights_bytes
 from .metrics.ranking import has_score, rank_runs
 from .requests import Phase, Result
-from .results import SUMMARY_VERSION, ItemRecord, Records, ResultsFolder, RunEntry, RunKey
+from .results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
 from .runner import PhaseStats, Runner
 from .store import Store
+from .summary import (
+    SCHEMA_VERSION,
+    Failure,
+    LeaderboardRow,
+    LoadProvenance,
+    Provenance,
+    SettingProvenance,
+    Summary,
+    SweepProvenance,
+)
 from .tasks import load_items, make_task
 from .tasks.base import Item, Task
 from .timings import Timings
@@ -50,6 +63,7 @@ class PlannedTask:
     name: str
     task: Task
     items: list[Item]
+    data_files: list[str] = field(default_factory=list)  # every data file or folder the task read
 
 
 def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None, source: str) -> list[PlannedTask]:
@@ -62,7 +76,9 @@ def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None
         if limit is not None:
             opts["limit"] = limit
         task = make_task(name, opts, source)
-        out.append(PlannedTask(name, task, load_items(task, source)))
+        with reading() as files:
+            items = load_items(task, source)
+        out.append(PlannedTask(name, task, items, files))
     if only_tasks:
         unknown = set(only_tasks) - {p.name for p in out}
         if unknown:
@@ -85,10 +101,18 @@ def run_sweep(
     ray: str | None = None,
     timings: Timings | None = None,
     engine_log: bool = False,
-) -> dict[str, Any]:
+    command: Sequence[str] | None = None,
+) -> Summary:
     """`engine_log`: the engines' own output (library warnings, native logs, their child processes) goes to
-    OUT/engines.log instead of the terminal, and a failed load shows its last lines."""
+    OUT/engines.log instead of the terminal, and a failed load shows its last lines. `command`: what started the
+    sweep, for its provenance (default: this process's command line)."""
     timings = timings or Timings()
+    config_file = source if Path(source).is_file() else None
+    facts = provenance.sweep(
+        list(command) if command is not None else sys.argv,
+        config_file,
+        provenance.config_digest(config_file, cfg.model_dump(mode="json")),
+    )
     out = Path(out_dir or cfg.output_dir)
     models = [m for m in cfg.models if not only or m.name in only]
     if only and len(models) != len(set(only)):
@@ -99,6 +123,7 @@ def run_sweep(
         if data_problems:
             raise InputError(data_problems[0])
         tasks = plan_tasks(cfg, only_tasks, limit, source)
+        settings = [x for t in tasks for x in setting_provenance(t)]
     index = {id(m): i for i, m in enumerate(cfg.models)}
     loads = [(m, v, c) for m in models for v, c in m.runs()]
     guard_connections(cfg, tasks)
@@ -106,7 +131,7 @@ def run_sweep(
         from .plan import print_plan
 
         print_plan(loads, tasks, source, index, log)
-        return {"runs": [], "planned": len(loads)}
+        return Summary(schema_version=SCHEMA_VERSION)
 
     field = "--out" if out_dir else "output_dir"
     keys = [
@@ -118,7 +143,9 @@ def run_sweep(
     with OutputLock(out), EngineLog(ResultsFolder(out).engine_log) if engine_log else nullcontext() as noise:
         executor = make_executor(cfg.runner, ray, log, progress)
         try:
-            return _sweep_locked(cfg, out, loads, tasks, index, source, fresh, progress, log, executor, timings, noise)
+            return _sweep_locked(
+                cfg, out, loads, tasks, index, source, fresh, progress, log, executor, timings, noise, facts, settings
+            )
         finally:
             executor.close()
 
@@ -130,8 +157,9 @@ class _Unit:
     run: str
     records: Records[ItemRecord] = field(default_factory=dict)
     runs: list[RunEntry] = field(default_factory=list)
-    failure: dict[str, Any] | None = None
+    failure: Failure | None = None
     abort: InputError | None = None  # bad data, or an overflow under policy 'fail': stops the sweep
+    load: LoadProvenance | None = None
 
 
 def _sweep_locked(
@@ -146,20 +174,21 @@ def _sweep_locked(
     log: Log,
     executor: Executor,
     timings: Timings,
-    noise: EngineLog | None = None,
-) -> dict[str, Any]:
+    noise: EngineLog | None,
+    facts: SweepProvenance,
+    settings: list[SettingProvenance],
+) -> Summary:
     """generate -> evaluate -> compare -> write: records stay in memory between the stages; the store is the
     crash-safe layer, and each output file is written once, at the end."""
     folder = ResultsFolder(out)
     store = Store(folder.store, move_aside_if_corrupt=fresh, log=log)
-    summary = _load_summary(folder)
-    runs = _earlier_runs(summary)
+    earlier = _load_summary(folder, log)
+    runs = list(earlier.runs)
     records: Records[ItemRecord] = {}
     attempted = {m.run_name(v, c) for m, v, c in loads}
     # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
-    failures: list[dict[str, Any]] = [
-        f for f in summary.get("failures") or [] if isinstance(f, dict) and f.get("run") not in attempted
-    ]
+    failures = [f for f in earlier.failures if f.run not in attempted]
+    load_facts: list[LoadProvenance] = []
     unit_progress = False if executor.parallel else progress  # parallel units: the executor's status lines
 
     def attempt(k: int, m: ModelSpec, variant: str, ctx: int) -> _Unit:
@@ -172,7 +201,7 @@ def _sweep_locked(
         try:
             if problem:
                 raise OfflineEvalError(problem)
-            _run_model(
+            unit.load = _run_model(
                 m,
                 variant,
                 ctx,
@@ -205,7 +234,7 @@ def _sweep_locked(
             if unit_store is not store:
                 unit_store.close()
         if unit.failure:
-            log(f"[{unit.run}] FAILED: {unit.failure['reason']}")
+            log(f"[{unit.run}] FAILED: {unit.failure.reason}")
             _engine_said(noise, mark, log)
         return unit
 
@@ -221,9 +250,11 @@ def _sweep_locked(
                 runs = [r for r in runs if r.run != unit.run]
                 continue
             records.update(unit.records)
+            if unit.load is not None:
+                load_facts.append(unit.load)
             for entry in unit.runs:
                 _put_run(runs, entry)
-        _run_evaluations(
+        load_facts += _run_evaluations(
             tasks, records, store, runs, cfg.runner.chunk_size, fresh, progress, log, failures, executor, timings, noise
         )
     finally:
@@ -233,17 +264,19 @@ def _sweep_locked(
             folder.write_records(key, recs)
     with timings.stage("summary"):
         everything = _with_earlier_runs(folder, runs, records, {t.name: t.task for t in tasks})
-        summary["version"] = SUMMARY_VERSION  # what this code writes, whatever an earlier sweep's file said
-        summary["runs"] = [r.to_json() for r in runs]
-        summary["task_reports"] = task_reports(runs, everything, tasks)
-        summary["failures"] = failures
-        summary["ablations"] = build_ablations(everything, runs, {t.name: t.task for t in tasks})
-        summary["noninferiority"] = build_verdicts(
-            cfg.models, cfg.margin, everything, runs, {t.name: t.task for t in tasks}
+        known = {t.name: t.task for t in tasks}
+        provenance.finish(facts)
+        summary = Summary(
+            schema_version=SCHEMA_VERSION,
+            provenance=_provenance(facts, load_facts, settings, earlier, runs),
+            runs=runs,
+            failures=failures,
+            task_reports=task_reports(runs, everything, tasks),
+            ablations=build_ablations(everything, runs, known),
+            noninferiority=build_verdicts(cfg.models, cfg.margin, everything, runs, known),
+            consistency=build_consistency(cfg, everything, runs, tasks),
+            leaderboards=leaderboards(runs),
         )
-        summary["consistency"] = build_consistency(cfg, everything, runs, tasks)
-        summary["leaderboards"] = leaderboards(runs)
-        summary = json_safe(summary)
     try:
         with timings.stage("report"):
             from .report import write_report
@@ -251,10 +284,51 @@ def _sweep_locked(
             # What summary.json holds, without reading it back, and the prompts and diffs only the items hold.
             write_report(out, summary, browser_inputs(tasks, everything))
     finally:  # summary.json last, so its timings include the report's; written even if the report fails
-        summary["timings"] = timings.to_dict()  # wall-clock: not reproducible, like each run's "throughput"
-        write_json_atomic(folder.summary, summary)
-    log(f"timings: {_timings_line(summary['timings'])}")
+        summary.timings = timings.to_dict()  # wall-clock: not reproducible, like each run's "throughput"
+        summary.write(folder.summary)
+    log(f"timings: {_timings_line(summary.timings)}")
     return summary
+
+
+def _provenance(
+    facts: SweepProvenance,
+    loads: list[LoadProvenance],
+    settings: list[SettingProvenance],
+    earlier: Summary,
+    runs: list[RunEntry],
+) -> Provenance:
+    """This sweep's, and an earlier sweep's for the runs and settings it carried over."""
+    here = {x.run for x in loads}
+    kept = {r.run for r in runs} | {x.run for x in loads}
+    before = earlier.provenance
+    if before is not None:
+        loads = loads + [x for x in before.loads if x.run not in here and x.run in kept]
+        planned = {x.setting for x in settings}
+        settings = settings + [x for x in before.settings if x.setting not in planned]
+    return Provenance(sweep=facts, loads=loads, settings=settings)
+
+
+def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
+    """Each setting of a planned task: its data, prompt template and constraints (its phase built once here)."""
+    out = []
+    for setting in t.task.settings():
+        items = t.task.setting_items(t.items, setting)
+        phase = t.task.build(items, setting)
+        constraint = phase.requests[0].constraint if phase.requests else None
+        evaluation = t.task.evaluation_constraint(setting)
+        out.append(
+            provenance.setting(
+                t.name,
+                t.task.setting_name(setting),
+                t.task.options.model_dump(mode="json"),
+                t.data_files,
+                len(items),
+                t.task.prompt_template(setting),
+                constraint.to_dict() if constraint else None,
+                evaluation.to_dict() if evaluation else None,
+            )
+        )
+    return out
 
 
 def _engine_said(noise: EngineLog | None, mark: int, log: Log) -> None:
@@ -293,11 +367,6 @@ def browser_inputs(tasks: list[PlannedTask], records: Records[ItemRecord]) -> It
     return inputs
 
 
-def _earlier_runs(summary: dict[str, Any]) -> list[RunEntry]:
-    entries = (RunEntry.from_json(r) for r in summary.get("runs") or [] if isinstance(r, dict))
-    return [e for e in entries if e is not None]
-
-
 def _with_earlier_runs(
     folder: ResultsFolder, runs: list[RunEntry], records: Records[ItemRecord], tasks: dict[str, Task]
 ) -> Records[ItemRecord]:
@@ -312,31 +381,33 @@ def _with_earlier_runs(
     return out
 
 
-def leaderboards(runs: list[RunEntry]) -> dict[str, list[dict[str, Any]]]:
-    """Per task setting, the runs ranked by the task's primary metric (best first; no score last)."""
+def leaderboards(runs: list[RunEntry]) -> dict[str, list[LeaderboardRow]]:
+    """Per task setting, the runs ranked by the task's primary metric, honouring which way is better (best first;
+    no score last). The report's every ranking reads these."""
     from .tasks import get_task_class, task_names
 
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[LeaderboardRow]] = {}
     for setting in sorted({r.setting for r in runs}):
         group = [r for r in runs if r.setting == setting]
         metric = group[0].primary_metric or "mean"
         task = get_task_class(group[0].task) if group[0].task in task_names() else Task
+        declared = next((m for m in task.metrics if m.name == metric), None)
         rows = []
-        for r in rank_runs(group, metric):
+        for r in rank_runs(group, metric, declared.higher_is_better if declared else True):
             value = r.metrics.get(metric)
             row: dict[str, Any] = {"run": r.run, "metric": metric, "value": value}
             if value is None or not has_score(value):
                 row["value"], row["note"] = None, "no items"
             else:
                 row.update(task.leaderboard_row(value))
-            rows.append(row)
+            rows.append(LeaderboardRow.model_validate(row))
         out[setting] = rows
     return out
 
 
 def build_consistency(
     cfg: SweepConfig, records: Records[ItemRecord], runs: list[RunEntry], tasks: list[PlannedTask]
-) -> list[dict[str, Any]]:
+) -> list[ConsistencyRow]:
     """Runs of models declared `same_weights_as` one another, compared item by item per task setting."""
     from .consistency import build
 
@@ -358,15 +429,10 @@ def build_ablations(records: Records[ItemRecord], runs: list[RunEntry], tasks: d
     return build(records, known, lambda task: tasks[task].item_score, lambda task: tasks[task].cluster)
 
 
-def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> dict[str, Any]:
-    return {
-        "run": m.run_name(variant, ctx),
-        "model": m.name,
-        "variant": variant,
-        "backend": m.backend,
-        "max_model_len": ctx,
-        "reason": reason,
-    }
+def _failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> Failure:
+    return Failure(
+        run=m.run_name(variant, ctx), model=m.name, variant=variant, backend=m.backend, max_model_len=ctx, reason=reason
+    )
 
 
 def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> None:
@@ -393,11 +459,12 @@ def _run_model(
     log: Log,
     load: Callable[[LoadSpec], Backend],
     timings: Timings,
-) -> None:
+) -> LoadProvenance:
     run = m.run_name(variant, ctx)
     with timings.stage("prepare", run=run):  # the model files' hash (once per file: the store keeps it)
         spec = m.load_spec(variant, ctx)
         engine = _LoggingEngine(spec, run, log, store, load)
+        facts = _load_facts(spec, run, "candidate", store)
         size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
         runner = Runner(engine, store, variant, chunk_size=chunk_size, fresh=fresh, progress=progress)
     try:
@@ -412,7 +479,7 @@ def _run_model(
                 with timings.stage("scoring", run=run, setting=name):
                     scored = [t.task.score(it, r, setting) for it, r in zip(items, results)]
                     records[RunKey(run, name)] = scored
-                    metrics = {**t.task.aggregate(scored, setting), "constraint_violations": stats.n_violations}
+                    metrics = t.task.run_metrics(scored, setting)
                 entry = RunEntry(
                     model=m.name,
                     variant=variant,
@@ -438,6 +505,12 @@ def _run_model(
     finally:
         with timings.stage("close", run=run):
             engine.close()
+    return facts
+
+
+def _load_facts(spec: LoadSpec, run: str, role: str, store: Store) -> LoadProvenance:
+    """A load's provenance, from its files (hashed once: the store keeps their digests) and its chat template."""
+    return provenance.load(spec, run, role, store, model_chat_template(spec.chat_template, spec.backend, spec.path))
 
 
 def _rate(stats: PhaseStats) -> str:
@@ -501,13 +574,13 @@ def _run_evaluations(
     fresh: bool,
     progress: bool | None,
     log: Log,
-    failures: list[dict[str, Any]],
+    failures: list[Failure],
     executor: Executor,
     timings: Timings,
     noise: EngineLog | None = None,
-) -> None:
+) -> list[LoadProvenance]:
     """The second stage: each evaluator (judge) is loaded once, after every candidate, and runs over every
-    candidate output of this sweep for every task that lists it."""
+    candidate output of this sweep for every task that lists it. Returns each evaluator load's provenance."""
     staged: list[tuple[PlannedTask, list[RunEntry], Records[ItemRecord], Phase]] = []
     judges: dict[str, tuple[ModelSpec, list[int]]] = {}
     for t in tasks:
@@ -523,6 +596,7 @@ def _run_evaluations(
             judges.setdefault(key, (ev, []))[1].append(len(staged) - 1)
     results: list[dict[str, Sequence[Result]]] = [{} for _ in staged]
     timing: list[dict[str, Any]] = [{} for _ in staged]
+    loaded: list[LoadProvenance] = []
     for ev, users in judges.values():
         variant, ctx = ev.runs()[0]
         run = ev.run_name(variant, ctx)
@@ -530,7 +604,9 @@ def _run_evaluations(
         log(f"[evaluator] {run}: {n} outputs of {len({e.run for i in users for e in staged[i][1]})} run(s)")
         mark = noise.offset() if noise else 0
         with timings.stage("prepare", run=run):
-            engine = _LoggingEngine(ev.load_spec(variant, ctx), run, log, store, executor.loader(ev, run, log))
+            spec = ev.load_spec(variant, ctx)
+            engine = _LoggingEngine(spec, run, log, store, executor.loader(ev, run, log))
+            loaded.append(_load_facts(spec, run, "evaluator", store))
             runner = Runner(
                 engine, store, f"evaluator:{variant}", chunk_size=chunk_size, fresh=fresh, progress=progress
             )
@@ -543,16 +619,7 @@ def _run_evaluations(
                 results[i][run] = res
                 timing[i][run] = {**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)}
         except OfflineEvalError as e:
-            failures.append(
-                {
-                    "run": run,
-                    "model": ev.name,
-                    "variant": variant,
-                    "backend": ev.backend,
-                    "max_model_len": ctx,
-                    "reason": f"evaluator: {e}",
-                }
-            )
+            failures.append(_failure(ev, variant, ctx, f"evaluator: {e}"))
             log(f"[{run}] FAILED: {e}")
             _engine_said(noise, mark, log)
             for i in users:
@@ -568,13 +635,11 @@ def _run_evaluations(
                 if entry.key not in evaluated:
                     continue
                 records[entry.key] = evaluated[entry.key]
-                entry.metrics = {
-                    **t.task.aggregate(evaluated[entry.key], entry.options),
-                    "constraint_violations": entry.metrics.get("constraint_violations", 0),
-                }
+                entry.metrics = t.task.run_metrics(evaluated[entry.key], entry.options)
                 entry.evaluator = {"run": next(iter(by_evaluator), None), "runs": list(by_evaluator)}
                 # Wall-clock lives under "throughput" and "timings" only: the rest of summary.json is reproducible.
                 entry.throughput["evaluator"] = next(iter(times.values())) if len(times) == 1 else times
+    return loaded
 
 
 def task_reports(
@@ -590,18 +655,31 @@ def task_reports(
     return reports
 
 
-def _load_summary(folder: ResultsFolder) -> dict[str, Any]:
-    p = folder.summary
-    if p.exists():
-        try:
-            s = json.loads(p.read_text(encoding="utf-8"))
-            if isinstance(s, dict) and isinstance(s.get("runs"), list):
-                return s
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            pass
-    return {"version": SUMMARY_VERSION, "runs": []}
+def _load_summary(folder: ResultsFolder, log: Log) -> Summary:
+    """An earlier sweep's summary in this folder, whose runs this one carries over; one this version cannot read
+    whole is set aside (its runs are made again from the store), never half-read."""
+    if not folder.summary.exists():
+        return Summary(schema_version=SCHEMA_VERSION)
+    try:
+        return Summary.read(folder.summary)
+    except InputError as e:
+        log(f"{e}; its runs are not carried over (this sweep's are written, and the store keeps every output)")
+        return Summary(schema_version=SCHEMA_VERSION)
 
 
 def _put_run(runs: list[RunEntry], entry: RunEntry) -> None:
     """This sweep's entry replaces an earlier one of the same run and setting; runs stay sorted."""
     runs[:] = sorted([r for r in runs if r.key != entry.key] + [entry], key=lambda r: r.key)
+
+
+class _CallableModule(types.ModuleType):
+    """`offline_eval.sweep(config, **options)` runs a sweep (the Python API: offline_eval.api.sweep): the module
+    that orchestrates a sweep is also the function its name promises."""
+
+    def __call__(self, config: str | Path | dict[str, Any], **options: Any) -> Summary:
+        from .api import sweep
+
+        return sweep(config, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import ModelSpec
-from .metrics.noninferiority import adjust, compare
+from .metrics.noninferiority import NonInferiority, adjust, compare
 from .results import ItemRecord, Records, RunEntry
 from .tasks.base import Task
 
@@ -20,6 +20,23 @@ def _scores(task: Task, records: Sequence[ItemRecord]) -> dict[str, tuple[float,
         if s is not None:
             out[str(rec.id)] = (float(s), task.cluster(rec))
     return out
+
+
+def paired_verdict(
+    task: Task, records: Sequence[ItemRecord], reference: Sequence[ItemRecord], margin: float, seed: int = 0
+) -> NonInferiority:
+    """One run against its reference on the items both scored (clustered as the task declares)."""
+    scores, ref_scores = _scores(task, records), _scores(task, reference)
+    shared = sorted(set(scores) & set(ref_scores))
+    return compare(
+        [scores[i][0] for i in shared],
+        [ref_scores[i][0] for i in shared],
+        margin,
+        clusters=[ref_scores[i][1] for i in shared],
+        statistic=task.paired_statistic(),
+        higher_is_better=task.noninferiority_metric().higher_is_better,
+        seed=seed,
+    )
 
 
 def build(
@@ -50,22 +67,11 @@ def build(
             margin = margins.get(metric.name, metric.margin)
             if margin is None:
                 continue
-            ref_scores = _scores(task, records[ref.key])
             family, rows = [], []
             for r in sorted(group, key=lambda r: (r.variant, r.max_model_len)):
                 if r is ref:
                     continue
-                scores = _scores(task, records[r.key])
-                shared = sorted(set(scores) & set(ref_scores))
-                res = compare(
-                    [scores[i][0] for i in shared],
-                    [ref_scores[i][0] for i in shared],
-                    margin,
-                    clusters=[ref_scores[i][1] for i in shared],
-                    statistic=task.paired_statistic(),
-                    higher_is_better=metric.higher_is_better,
-                    seed=seed,
-                )
+                res = paired_verdict(task, records[r.key], records[ref.key], margin, seed)
                 family.append(res)
                 rows.append(
                     {

@@ -73,7 +73,7 @@ def test_pairs_follow_the_declaration_either_way():
 
 
 def test_mcnemar_exact_by_hand():
-    from offline_eval.consistency import mcnemar_exact
+    from offline_eval.metrics.paired import mcnemar_exact
 
     # 5 discordant pairs, all one way: p = 2 * 0.5**5
     assert mcnemar_exact([0] * 5 + [1] * 3, [1] * 5 + [1] * 3) == pytest.approx(0.0625)
@@ -99,7 +99,7 @@ def test_a_row_by_hand():
         _rec(9, 1, 1, math.log(0.5)),
     ]
     ea, eb = _entry("a", metrics={"f1": 0.5}), _entry("b", metrics={"f1": 0.4})
-    row = compare(task, ea, eb, a, b)
+    row = compare(task, ea, eb, a, b).model_dump()
     assert row["n_items"] == 3  # q3 only in a, q9 only in b
     assert row["identical"] == pytest.approx(2 / 3)
     # answers a = (1, 0, 1), b = (1, 1, 1): po = 2/3, pe = (2/3)(1) + (1/3)(0) = 2/3 -> kappa 0

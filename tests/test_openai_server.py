@@ -189,7 +189,7 @@ def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_
     }
     modes = ["constrained", "logprob"] if kind == "vllm" else ["constrained"]
     cfg = load_config(_config(tmp_path, [served("served", server), local], modes))
-    summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None)
+    summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None).to_json()
     assert not summary["failures"], summary["failures"]
     out = Path(cfg.output_dir)
     for mode in modes:
@@ -294,12 +294,12 @@ def test_server_killed_mid_run_keeps_answers_and_rerun_sends_only_the_rest(tiny,
 
     monkeypatch.setattr(openai_backend.OpenAIBackend, "_generate_one", killing)
     try:
-        first = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None)
+        first = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None).to_json()
         [failure] = first["failures"]
         assert "did not answer" in failure["reason"] and "5 of 26 answers kept" in failure["reason"]
         assert "\n" not in failure["reason"]
         server.start()
-        second = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None)
+        second = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None).to_json()
     finally:
         server.stop()
     assert not second["failures"]
@@ -373,7 +373,7 @@ def test_api_key_goes_in_the_header_and_nowhere_else(tiny, tmp_path, monkeypatch
         cfg = load_config(
             _config(tmp_path, [served("k", server, api_key_env="OFFLINE_EVAL_TEST_KEY")], ["constrained"])
         )
-        summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None)
+        summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None).to_json()
         assert not summary["failures"] and summary["runs"][0]["n_items"] == 26
         written = [p for p in Path(cfg.output_dir).rglob("*") if p.is_file()]
         assert written and not [p for p in written if key.encode() in p.read_bytes()]

@@ -95,7 +95,7 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
             }
         )
     )
-    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lambda _: None)
+    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lambda _: None).to_json()
     t = summary["timings"]
     kinds = [s["stage"] for s in t["stages"]]
     assert kinds.count("phase") == 8 and kinds.count("evaluation") == 1 and kinds.count("engine_load") == 2

@@ -63,7 +63,7 @@ def _sweep(cfg: Path, lines: list[str] | None = None, **kw):  # type: ignore[no-
         if hook is not None:
             hook(msg)
 
-    return run_sweep(load_config(cfg), source=str(cfg), progress=False, log=log, **kw)
+    return run_sweep(load_config(cfg), source=str(cfg), progress=False, log=log, **kw).to_json()
 
 
 def _results(out: Path) -> dict[str, bytes]:

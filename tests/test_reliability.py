@@ -459,13 +459,13 @@ def test_data_validate_runs_the_sweeps_checks(tmp_path):
 
 def test_report_on_a_damaged_summary_names_the_field(tmp_path):
     (tmp_path / "summary.json").write_text(
-        json.dumps(
-            {"version": 2, "runs": [{"run": "a", "setting": "s", "task": "jbeqa", "model": "m", "throughput": {}}]}
-        )
+        json.dumps({"schema_version": 3, "runs": [{"run": "a", "setting": "s", "task": "jbeqa", "model": "m"}]})
     )
-    assert_one_line_error(run_cli("report", str(tmp_path)), "summary.json", "runs.0.metrics", "missing")
+    assert_one_line_error(run_cli("report", str(tmp_path)), "summary.json", "runs.0.variant", "required")
     (tmp_path / "summary.json").write_text(json.dumps({"version": 1, "runs": []}))
-    assert_one_line_error(run_cli("report", str(tmp_path)), "summary.json", "version", "summary version 1", "re-run")
+    assert_one_line_error(
+        run_cli("report", str(tmp_path)), "summary.json", "schema_version", "schema version 1", "re-run the sweep"
+    )
     (tmp_path / "summary.json").write_text(json.dumps([1, 2]))
     assert_one_line_error(run_cli("report", str(tmp_path)), "summary.json", "runs")
 

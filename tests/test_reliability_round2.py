@@ -47,7 +47,7 @@ def sweep(cfg: Path, **kw: object) -> dict:
     from offline_eval.sweep import run_sweep
 
     lines: list[str] = []
-    s = run_sweep(load_config(cfg), source=str(cfg), log=lines.append, progress=False, **kw)
+    s = run_sweep(load_config(cfg), source=str(cfg), log=lines.append, progress=False, **kw).to_json()
     s["log"] = lines
     return s
 

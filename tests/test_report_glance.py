@@ -32,6 +32,10 @@ def test_glance_names_best_worst_constant_answers_and_failures():
         ],
         "consistency": [{"identical": 0.9}, {"identical": 1.0}],
         "failures": [{"run": "d.x", "reason": "boom"}],
+        "leaderboards": {
+            "s0": [_row("a.x", 0.6), _row("b.x", 0.4), _row("c.x", None)],
+            "s1": [_row("a.x", 0.5), _row("b.x", 0.5)],
+        },
     }
     lines = glance(summary)
     assert lines[0] == "3 runs of 3 models on llamacpp, 2 task settings."
@@ -44,4 +48,37 @@ def test_glance_names_best_worst_constant_answers_and_failures():
 
 
 def test_glance_of_a_setting_nobody_scored():
-    assert glance({"runs": [_run("a.x", "s", None)]})[1] == "s: no run scored any item."
+    summary = {"runs": [_run("a.x", "s", None)], "leaderboards": {"s": [_row("a.x", None)]}}
+    assert glance(summary)[1] == "s: no run scored any item."
+
+
+def _row(run: str, value: float | None) -> dict:
+    return {"run": run, "metric": "f1", "value": value, **({} if value is not None else {"note": "no items"})}
+
+
+def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(monkeypatch):
+    """The sweep ranks once, the way the task's metric says is better; the glance, the leaderboard matrix and the
+    per-task table all read that ranking (here F1 declared lower-is-better, so the lowest is best)."""
+    from dataclasses import replace
+
+    from offline_eval.report.first import leaderboard_matrix
+    from offline_eval.report.tables import leaderboard
+    from offline_eval.results import RunEntry
+    from offline_eval.sweep import leaderboards
+    from offline_eval.tasks.jbeqa.task import JBEQATask
+
+    metrics = tuple(replace(m, higher_is_better=False) if m.name == "f1" else m for m in JBEQATask.metrics)
+    monkeypatch.setattr(JBEQATask, "metrics", metrics)
+    runs = [_run("a.x", "s0", 0.6), _run("b.x", "s0", 0.4), _run("c.x", "s0", None)]
+    entries = [
+        RunEntry(**{**r, "variant": "v", "max_model_len": 1, "options": {}, "prompt_format": None, "n_items": 1,
+                    "weights_mb": 0.0, "throughput": {}})
+        for r in runs
+    ]  # fmt: skip
+    boards = {k: [row.model_dump(exclude_unset=True) for row in v] for k, v in leaderboards(entries).items()}
+    assert [row["run"] for row in boards["s0"]] == ["b.x", "a.x", "c.x"]
+    summary = {"runs": runs, "leaderboards": boards}
+    assert glance(summary)[1].startswith("s0: best b.x (f1 0.400), worst a.x (0.600)")
+    assert [row[0] for row in leaderboard_matrix("jbeqa", runs, summary).rows] == ["b.x", "a.x", "c.x"]
+    table = leaderboard(JBEQATask, runs, summary)
+    assert [(row[0], row[1]) for row in table.rows] == [("1", "b.x"), ("2", "a.x"), ("–", "c.x")]

@@ -56,7 +56,7 @@ def sweep(cfg: Path, **kw: object) -> dict:
     from offline_eval.sweep import run_sweep
 
     lines: list[str] = []
-    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lines.append, **kw)
+    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lines.append, **kw).to_json()
     summary["log"] = lines
     return summary
 

@@ -52,7 +52,7 @@ def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path
     from offline_eval.sweep import run_sweep
 
     cfg = _config(tmp_path)
-    summary = run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
+    summary = run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None).to_json()
     (model,) = summary["noninferiority"]
     assert model["reference"] == "m.fake.bf16.ctx4096"  # the bf16 variant by default
     by_variant = {c["variant"]: c for c in model["comparisons"]}
@@ -79,7 +79,7 @@ def test_reference_and_margin_come_from_models_yaml(tmp_path):
     raw = yaml.safe_load(cfg.read_text())
     raw["margin"] = {"accuracy": 0.9}
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True))
-    summary = run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
+    summary = run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None).to_json()
     (model,) = summary["noninferiority"]
     assert model["reference"] == "m.fake.broken.ctx4096"
     assert {c["variant"]: (c["margin"], c["verdict"]) for c in model["comparisons"]} == {
@@ -107,7 +107,7 @@ def test_report_on_damaged_verdicts_names_the_field(tmp_path):
     (out / "summary.json").write_text(
         json.dumps(
             {
-                "version": 2,
+                "schema_version": 3,
                 "runs": [],
                 "noninferiority": [{"model": "m", "reference": "r", "comparisons": [{"run": "x"}]}],
             }

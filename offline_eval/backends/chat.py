@@ -244,6 +244,20 @@ def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFor
     return "chat" if own else "plain"
 
 
+def model_chat_template(value: str | None, backend: str, path: str) -> str | None:
+    """The template text an engine prompts this model with (None: the plain format, or a served model, which
+    applies the server's own), read from its files without loading it."""
+    from .registry import get_engine
+
+    if get_engine(backend).remote:
+        return None
+    try:
+        own = own_chat_template(backend, path) if normalize_setting(value) is None else None
+    except (OSError, ValueError, struct.error):
+        own = None  # unreadable: loading the engine names the problem in its run
+    return choose_template(value, own)
+
+
 def own_chat_template(backend: str, path: str) -> str | None:
     """The chat template the model's own files carry, by the kind of weights the engine reads."""
     from .registry import get_engine

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, SumStat, bootstrap_p, trusted, weights
 from .paired import clustered_difference, is_binary, mcnemar_exact
@@ -32,8 +33,7 @@ _Z = 1.959963984540054  # the normal 97.5% quantile
 HL_MAX_ITEMS = 300  # the Walsh averages grow as n^2: past this HL's bootstrap costs seconds per comparison
 
 
-@dataclass
-class NonInferiority:
+class NonInferiority(BaseModel):
     n: int
     margin: float
     estimate: float | None  # variant minus reference, positive = better
@@ -56,8 +56,22 @@ class NonInferiority:
     p_noninferiority_holm: float | None = None
     paired_p_holm: float | None = None
 
-    def to_dict(self) -> dict[str, float | int | str | None]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+def _result(n: int, margin: float, estimate: float | None, **kw: Any) -> NonInferiority:
+    """Inconclusive until an interval says otherwise."""
+    return NonInferiority(
+        n=n,
+        margin=margin,
+        estimate=estimate,
+        ci_low=None,
+        ci_high=None,
+        p_noninferiority=None,
+        verdict=INCONCLUSIVE,
+        **kw,
+    )
 
 
 def verdict(ci_low: float, ci_high: float, margin: float) -> str:
@@ -110,7 +124,7 @@ def compare(
     if len(cl.index) != n:
         raise ValueError("one cluster label per item")
     if n < 2:
-        return NonInferiority(n, margin, None, None, None, None, INCONCLUSIVE, reason="fewer than 2 shared items")
+        return _result(n, margin, None, reason="fewer than 2 shared items")
     binary = statistic is None and is_binary(x, y)
     if binary and not higher_is_better:
         x, y = 1 - x, 1 - y
@@ -119,7 +133,7 @@ def compare(
     stat = statistic or MEAN
     est = stat(x) - stat(y)
     boots = _boot_differences(x, y, stat, cl, n_resamples, seed)
-    res = NonInferiority(n, margin, est, None, None, None, INCONCLUSIVE, n_clusters=cl.n)
+    res = _result(n, margin, est, n_clusters=cl.n)
     res.bootstrap_p = bootstrap_p(boots)
     if binary:
         res.method, res.paired_test, res.paired_p = SCORE, "mcnemar", mcnemar_exact(x, y)

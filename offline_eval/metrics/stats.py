@@ -8,10 +8,10 @@ checked against hand-computed cases and scipy/statsmodels-style references in th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from .bootstrap import MEAN, Clusters, bootstrap_p, percentile, resample, weights
 from .paired import is_binary, mcnemar_exact, paired_design_effect
@@ -122,8 +122,7 @@ def hodges_lehmann(
     return est, lo, hi
 
 
-@dataclass
-class PairedResult:
+class PairedResult(BaseModel):
     comparison: str
     n: int
     mean_diff: float
@@ -149,7 +148,7 @@ class PairedResult:
     q_bh: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
 
 def paired_pvalues(
@@ -196,7 +195,17 @@ def paired_test(
     hl, lo, hi = cluster_hodges_lehmann(d, cl, seed=seed, n_resamples=n_resamples)
     deff = round(float(paired_design_effect(d, cl)), 6)
     res = PairedResult(
-        comparison, n, float(np.mean(d)) if n else 0.0, "mcnemar", 1.0, bootstrap_p(boots), cl.n, deff, hl, lo, hi
+        comparison=comparison,
+        n=n,
+        mean_diff=float(np.mean(d)) if n else 0.0,
+        test="mcnemar",
+        p=1.0,
+        bootstrap_p=bootstrap_p(boots),
+        n_clusters=cl.n,
+        design_effect=deff,
+        hl=hl,
+        hl_low=lo,
+        hl_high=hi,
     )
     if is_binary(xa, ya):
         res.p, res.discordant = mcnemar_exact(xa, ya), [int(np.sum(d > 0)), int(np.sum(d < 0))]

@@ -60,12 +60,23 @@ def browser_data(
             row[4][ri] = answer
     if not rows:
         return None
+    loads = {x["run"]: x for x in (summary.get("provenance") or {}).get("loads") or []}
     return {
         "runs": runs,
+        # each run's weights digest, shortened (a served model's: its store fingerprint, the weights being remote)
+        "weights": [_short(loads.get(r)) for r in runs],
         "settings": settings,
         "texts": inputs.texts if inputs else [],
         "rows": [rows[k] for k in sorted(rows)],
     }
+
+
+def _short(load: dict[str, Any] | None) -> str:
+    if not load:
+        return "weights unknown"
+    if load.get("weights_digest"):
+        return f"weights {load['weights_digest'][:12]}"
+    return f"served, fingerprint {str(load.get('store_fingerprint'))[:12]}"
 
 
 def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
@@ -147,8 +158,13 @@ _JS = """
     var head = document.querySelector('#items thead');
     head.innerHTML = '';
     var hr = head.insertRow();
-    ['item', 'setting', 'group', 'gold'].concat(runs.map(function (i) { return D.runs[i]; }))
-      .forEach(function (h) { var th = document.createElement('th'); th.textContent = h; hr.appendChild(th); });
+    ['item', 'setting', 'group', 'gold'].forEach(function (h) {
+      var th = document.createElement('th'); th.textContent = h; hr.appendChild(th);
+    });
+    runs.forEach(function (i) {
+      var th = document.createElement('th'); th.textContent = D.runs[i]; th.title = (D.weights || [])[i] || '';
+      hr.appendChild(th);
+    });
     var body = document.querySelector('#items tbody');
     body.innerHTML = '';
     rows.slice(0, shown).forEach(function (r) {
@@ -195,7 +211,8 @@ _JS = """
         td.appendChild(p);
       };
       td.style.verticalAlign = 'top';
-      add(D.runs[i], a[2] === 1 ? 'correct' : a[2] === 0 ? 'incorrect' : '');
+      add(D.runs[i] + ((D.weights || [])[i] ? ' (' + D.weights[i] + ')' : ''),
+          a[2] === 1 ? 'correct' : a[2] === 0 ? 'incorrect' : '');
       add('raw output', a[0]);
       add('parsed', a[1]);
       add('gold', r[3]);

@@ -8,7 +8,7 @@ from typing import Any
 from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.ranking import has_score
 from ..tasks.base import Metric
-from .tables import Table, ci_text, task_class
+from .tables import Table, ci_text, ranked, task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
 
@@ -128,7 +128,7 @@ def _heat(values: list[float | None], higher_is_better: bool) -> list[str]:
     return out
 
 
-def leaderboard_matrix(task: str, runs: list[dict[str, Any]]) -> Table:
+def leaderboard_matrix(task: str, runs: list[dict[str, Any]], summary: dict[str, Any]) -> Table:
     """Rows = runs (best mean rank first), columns = the task's settings, cells = the primary metric [CI]."""
     cls = task_class(task)
     primary = (
@@ -142,13 +142,13 @@ def leaderboard_matrix(task: str, runs: list[dict[str, Any]]) -> Table:
     values = {
         (n, s): (v if has_score(v := cell.get((n, s), {}).get(primary.name)) else None) for n in names for s in settings
     }
-    sign = 1 if primary.higher_is_better else -1
-    # Mean rank over the settings a run has: the order a reader scans, each column keeping its own scale.
+    # Mean rank over the settings a run has, each setting ranked once by the sweep: the order a reader scans,
+    # each column keeping its own scale.
     rank: dict[str, list[int]] = {n: [] for n in names}
     for s in settings:
-        col = {n: sign * v for n in names if (v := values[(n, s)]) is not None}
-        for n, v in col.items():
-            rank[n].append(1 + sum(1 for w in col.values() if w > v))  # ties share a rank
+        for r, n in ranked(summary, s):
+            if r is not None and n in rank:
+                rank[n].append(r)
     names.sort(key=lambda n: (sum(rank[n]) / len(rank[n]) if rank[n] else float("inf"), n))
     heat = {s: _heat([values[(n, s)] for n in names], primary.higher_is_better) for s in settings}
     rows, styles = [], []
@@ -178,4 +178,6 @@ def leaderboard_matrix(task: str, runs: list[dict[str, Any]]) -> Table:
 
 def leaderboard_matrices(summary: dict[str, Any]) -> list[Table]:
     runs = summary.get("runs") or []
-    return [leaderboard_matrix(t, [r for r in runs if r["task"] == t]) for t in sorted({r["task"] for r in runs})]
+    return [
+        leaderboard_matrix(t, [r for r in runs if r["task"] == t], summary) for t in sorted({r["task"] for r in runs})
+    ]

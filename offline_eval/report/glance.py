@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..metrics.ranking import has_score, rank_key
-from .tables import task_class
+from ..metrics.ranking import has_score
+from .tables import ranked, task_class
 
 
 def _fmt(v: float) -> str:
@@ -25,8 +25,9 @@ def glance(summary: dict[str, Any]) -> list[str]:
     for setting in sorted({r["setting"] for r in runs}):
         group = [r for r in runs if r["setting"] == setting]
         metric = group[0].get("primary_metric") or "mean"
-        ranked = sorted(group, key=lambda r: rank_key(r["metrics"].get(metric), r["run"]))
-        scored = [r for r in ranked if has_score(r["metrics"].get(metric))]
+        by_run = {r["run"]: r for r in group}
+        order = [by_run[run] for _, run in ranked(summary, setting) if run in by_run]  # the sweep's ranking
+        scored = [r for r in order if has_score(r["metrics"].get(metric))]
         if not scored:
             lines.append(f"{setting}: no run scored any item.")
             continue

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..metrics.bootstrap import MIN_CLUSTERS
-from ..metrics.ranking import has_score, rank_runs
+from ..metrics.ranking import has_score
 from ..results import PlainRecord
 from ..tasks.base import Metric, Task
 
@@ -45,26 +46,49 @@ def ci_text(m: dict[str, Any], name: str, digits: int = 3, clusters: str = "n_cl
 VIOLATIONS = "constraint_violations"  # answers that broke their constraint (scored as parse failures)
 
 
-def leaderboard(task: type[Task], runs: list[dict[str, Any]]) -> Table:
-    """A task's runs ranked by its primary metric, one column per declared metric (CIs where declared)."""
+def ranked(summary: dict[str, Any], setting: str) -> list[tuple[int | None, str]]:
+    """(rank, run) in the order of the summary's leaderboard for one setting, where the sweep ranked the runs
+    once (best first, which way is better being the task's): runs with the same value share a rank; a run with
+    no score has none."""
+    out: list[tuple[int | None, str]] = []
+    rows = (summary.get("leaderboards") or {}).get(setting) or []
+    for i, row in enumerate(rows):
+        if not has_score(row.get("value")):
+            out.append((None, row["run"]))
+        elif i and rows[i - 1].get("value") == row["value"] and out[-1][0] is not None:
+            out.append((out[-1][0], row["run"]))
+        else:
+            out.append((i + 1, row["run"]))
+    return out
+
+
+def leaderboard(task: type[Task], runs: list[dict[str, Any]], summary: dict[str, Any]) -> Table:
+    """A task's runs per setting, in the summary's ranking by the primary metric, one column per declared metric
+    (CIs where declared)."""
     metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
     if any(VIOLATIONS in r["metrics"] for r in runs):  # every task's runs carry it: next to its parse failures
         at = next((i + 1 for i, x in enumerate(metrics) if "failures" in x.name), len(metrics))
         metrics = (*metrics[:at], Metric(VIOLATIONS, "constraint violations", False), *metrics[at:])
     primary = metrics[0]
+    by_key = {(r["run"], r["setting"]): r for r in runs}
     rows = []
-    for i, r in enumerate(rank_runs(runs, primary.name, primary.higher_is_better), 1):
-        m = r["metrics"]
-        scored = has_score(m.get(primary.name))
-        cells = [
-            (ci_text(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits))
-            if scored or not x.ci
-            else "no items"
-            for x in metrics
-        ]
-        rows.append([str(i) if scored else "–", r["run"], r["setting"], *cells])
+    for setting in sorted({r["setting"] for r in runs}):
+        for rank, run in ranked(summary, setting):
+            r = by_key.get((run, setting))
+            if r is None:
+                continue
+            m = r["metrics"]
+            scored = has_score(m.get(primary.name))
+            cells = [
+                (ci_text(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits))
+                if scored or not x.ci
+                else "no items"
+                for x in metrics
+            ]
+            rows.append([str(rank) if rank is not None else "–", r["run"], r["setting"], *cells])
     header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
-    return Table(f"{task.name}: every metric per run", header, rows, task.leaderboard_note)
+    note = f"Ranked within each setting by {primary.label}. {task.leaderboard_note}".strip()
+    return Table(f"{task.name}: every metric per run", header, rows, note)
 
 
 def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
@@ -278,6 +302,80 @@ def clusters(runs: list[dict[str, Any]]) -> Table:
     )
 
 
+def provenance(summary: dict[str, Any]) -> list[Table]:
+    """What produced the numbers: the code and machine, each load's weights and engine, each setting's data."""
+    prov = summary.get("provenance")
+    if not prov:
+        return []
+    sw = prov["sweep"]
+    unknown = sw.get("unknown") or {}
+
+    def known(key: str, shown: str | None) -> str:
+        return shown if shown is not None else f"unknown: {unknown.get(key, 'not recorded')}"
+
+    gpus = sw.get("gpus")
+    rows = [
+        ["offline-eval", sw["offline_eval_version"]],
+        [
+            "git revision",
+            known(
+                "git_revision",
+                sw.get("git_revision") and sw["git_revision"] + (" (dirty)" if sw.get("git_dirty") else ""),
+            ),
+        ],
+        ["command", " ".join(sw["command"])],
+        ["config", f"{sw.get('config') or 'not a file'} (sha256 {sw['config_sha256'][:16]}…)"],
+        ["Python, OS", f"{sw['python']}, {sw['os']}"],
+        ["CPU", f"{known('cpu_model', sw.get('cpu_model'))} x {sw.get('cpu_count')}"],
+        [
+            "GPUs",
+            known(
+                "gpus",
+                None if gpus is None else ", ".join(f"{g['name']} (driver {g['driver']})" for g in gpus) or "none",
+            ),
+        ],
+        ["engine libraries", ", ".join(f"{k} {v}" for k, v in sorted(sw["libraries"].items())) or "none imported"],
+        ["started, ended", f"{sw['started']}, {sw.get('ended')}"],
+    ]
+    loads = [
+        [
+            x["run"],
+            x["role"],
+            f"{x['engine']} ({x['engine_version']})",
+            (x.get("weights_digest") or "–")[:16],
+            str(len(x.get("files") or [])),
+            x["prompt_format"] + (f" {x['chat_template_sha256'][:12]}" if x.get("chat_template_sha256") else ""),
+            x["store_fingerprint"][:16],
+        ]
+        for x in prov["loads"]
+    ]
+    settings = [
+        [
+            x["setting"],
+            str(x["n_items"]),
+            "; ".join(f"{Path(f['path']).name} {f['sha256'][:12]}" for f in x["data_files"]) or "–",
+            x["prompt_template_sha256"][:12],
+            (x.get("constraint") or {}).get("type", "none"),
+        ]
+        for x in prov["settings"]
+    ]
+    return [
+        Table("Provenance: the sweep", ["what", "value"], rows, "Read locally; nothing contacts a network."),
+        Table(
+            "Provenance: each load",
+            ["run", "role", "engine", "weights sha256", "files", "prompt format", "store fingerprint"],
+            loads,
+            "Every weights file is listed with its size and full sha256 in summary.json; `offline-eval verify` "
+            "hashes them again.",
+        ),
+        Table(
+            "Provenance: each task setting",
+            ["setting", "items", "data files (sha256)", "prompt template sha256", "constraint"],
+            settings,
+        ),
+    ]
+
+
 def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
     """The report's details, below its first screen: each task's own sections (every metric, breakdowns, its
     paper's tables), then what every sweep has."""
@@ -295,11 +393,10 @@ def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
     if fams:
         out.append((f"Pairwise ablation tests ({len(fams)} families)", fams))
     out.append(("Cost and throughput", [throughput(runs)]))
+    prov = provenance(summary)
+    if prov:
+        out.append(("Provenance", prov))
     return out
-
-
-def build_tables(summary: dict[str, Any]) -> list[Table]:
-    return [t for _, tables in detail_sections(summary) for t in tables]
 
 
 def task_class(name: str) -> type[Task]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
 from ..fileio import write_text_atomic
-from ..results import SUMMARY_VERSION, ResultsFolder
+from ..results import ResultsFolder
+from ..summary import Summary
 from .browser import browser_data, browser_html
 from .first import leaderboard_matrices, verdict_tables
 from .glance import glance
@@ -95,92 +94,13 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 """
 
 
-_COMPARISON = {
-    "run",
-    "setting",
-    "task",
-    "variant",
-    "max_model_len",
-    "n",
-    "margin",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "verdict",
-}
-_RUN_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "run": str,
-    "setting": str,
-    "task": str,
-    "model": str,
-    "metrics": dict,
-    "throughput": dict,
-}
-
-
-def _check_summary(summary: object, path: Path) -> None:
-    """The structure the report reads, checked first, so a damaged file is one line naming the field."""
-    if not isinstance(summary, dict) or not isinstance(summary.get("runs"), list):
-        raise InputError(
-            "not an offline-eval summary (expected an object with a `runs` list)", file=str(path), field="runs"
-        )
-    if summary.get("version") != SUMMARY_VERSION:
-        raise InputError(
-            f"written by another offline-eval (summary version {summary.get('version')!r}, this one reads "
-            f"{SUMMARY_VERSION}); re-run the sweep into this folder (its store serves every output again)",
-            file=str(path),
-            field="version",
-        )
-    for i, r in enumerate(summary["runs"]):
-        if not isinstance(r, dict):
-            raise InputError("expected an object", file=str(path), record=i, field=f"runs.{i}")
-        for key, kind in _RUN_FIELDS.items():
-            if not isinstance(r.get(key), kind):
-                what = "missing" if key not in r else f"expected {getattr(kind, '__name__', kind)}"
-                raise InputError(
-                    f"{what}; re-run the sweep to rewrite summary.json",
-                    file=str(path),
-                    record=i,
-                    field=f"runs.{i}.{key}",
-                )
-    for key in ("failures", "ablations", "noninferiority"):
-        if not isinstance(summary.get(key, []), list):
-            raise InputError("expected a list", file=str(path), field=key)
-    for i, m in enumerate(summary.get("noninferiority") or []):
-        if (
-            not isinstance(m, dict)
-            or not isinstance(m.get("model"), str)
-            or not isinstance(m.get("reference"), str)
-            or not isinstance(m.get("comparisons"), list)
-            or not all(isinstance(c, dict) and _COMPARISON <= c.keys() for c in m["comparisons"])
-        ):
-            raise InputError(
-                "expected {model, reference, comparisons: [{" + ", ".join(sorted(_COMPARISON)) + "}]}; "
-                "re-run the sweep to rewrite summary.json",
-                file=str(path),
-                record=i,
-                field=f"noninferiority.{i}",
-            )
-    for i, f in enumerate(summary.get("failures") or []):
-        if not isinstance(f, dict) or not isinstance(f.get("run"), str) or not isinstance(f.get("reason"), str):
-            raise InputError("expected {run, reason}", file=str(path), record=i, field=f"failures.{i}")
-
-
-def write_report(out_dir: str | Path, summary: dict[str, Any] | None = None, inputs: ItemInputs | None = None) -> Path:
+def write_report(out_dir: str | Path, summary: Summary | None = None, inputs: ItemInputs | None = None) -> Path:
     """report.md, report.html and plots/ for a sweep's summary (read from OUT/summary.json when not given:
     `offline-eval report DIR`); `inputs`, from the sweep, adds the prompts and diffs to the item browser."""
     folder = ResultsFolder(Path(out_dir))
-    out, p = folder.root, folder.summary
     if summary is None:
-        if not p.exists():
-            raise InputError("no summary.json here; run a sweep into this folder first", file=str(out))
-        try:
-            summary = json.loads(p.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
-        _check_summary(summary, p)
-    assert summary is not None
-    _write(folder, summary, inputs)
+        summary = Summary.read(folder.summary)
+    _write(folder, summary.to_json(), inputs)
     return folder.report_md
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from pydantic import BaseModel, ValidationError
 
+from ..constraints import Constraint
 from ..errors import InputError
 from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport
@@ -55,7 +56,7 @@ class Task(ABC, Generic[R]):
 
     @classmethod
     def from_options(cls, options: dict[str, Any], source: str | None = None, prefix: str = "") -> Task:
-        from ..config import format_validation_error
+        from ..errors import format_validation_error
 
         try:
             return cls(cls.Options.model_validate(options))
@@ -83,6 +84,27 @@ class Task(ABC, Generic[R]):
 
     @abstractmethod
     def aggregate(self, records: Sequence[R], setting: Setting) -> dict[str, float | None]: ...
+
+    def run_metrics(self, records: Sequence[R], setting: Setting) -> dict[str, Any]:
+        """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
+        aggregate and the answers that broke their constraint."""
+        violations = sum(1 for r in records if r.finish_reason == "violation")
+        return {**self.aggregate(records, setting), "constraint_violations": violations}
+
+    def prompt_template(self, setting: Setting) -> str:
+        """The text the setting's prompts are made from (system prompts, templates with placeholders for the
+        item's fields, the exemplars chosen): its sha256 is part of the sweep's provenance."""
+        raise NotImplementedError
+
+    def evaluation_constraint(self, setting: Setting) -> Constraint | None:
+        """The constraint the judges' or the evaluator's answers on this setting are decoded under (None: none,
+        or no second stage)."""
+        return None
+
+    def evaluation_answers(self, record: R) -> list[str]:
+        """The judges' or evaluator's raw answers that were parsed into this record's scores, for `verify` to
+        check against evaluation_constraint."""
+        return []
 
     def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:
         """The items one setting runs on (a task with sub-tasks gives each setting its own)."""
@@ -132,7 +154,7 @@ class Task(ABC, Generic[R]):
         """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
         from ..report.tables import leaderboard
 
-        return [leaderboard(cls, runs)]
+        return [leaderboard(cls, runs, summary)]
 
     @classmethod
     def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:

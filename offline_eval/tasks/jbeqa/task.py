@@ -416,6 +416,15 @@ class JBEQATask(Task[JBEQARecord]):
     def item_score(self, record: JBEQARecord) -> float | None:
         return None if record.skipped else float(record.scores["correct"])
 
+    def prompt_template(self, setting: Setting) -> str:
+        """The system prompt, the user message with the release's field names in place of their values, and the
+        exemplars the setting's shots put before it."""
+        fields = ("subject_jp", "theme", "lead_in", "instruction", "question", "remark")
+        shots = [e["id"] for e in self._exemplars[: setting["shots"]]] if setting["shots"] else []
+        return "\n\n".join(
+            [SYSTEM_PROMPT, user_message({f: f"{{{f}}}" for f in fields}), f"exemplars: {', '.join(shots)}"]
+        )
+
     @classmethod
     def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
         from .report import breakdown_tables

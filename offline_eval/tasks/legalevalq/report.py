@@ -5,18 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 from ...metrics.adjscore import tier
-from ...metrics.ranking import has_score, rank_runs
-from ...report.tables import Table, _f, ci_text
+from ...metrics.ranking import has_score
+from ...report.tables import Table, _f, ci_text, ranked
 
 
-def quality_leaderboard(runs: list[dict[str, Any]], task: str) -> Table:
+def quality_leaderboard(runs: list[dict[str, Any]], task: str, summary: dict[str, Any]) -> Table:
+    """In the summary's ranking by AdjScore, one setting after another."""
     rows = []
-    for i, r in enumerate(rank_runs(runs, "adj_score"), 1):
+    by_key = {(r["run"], r["setting"]): r for r in runs}
+    order = [
+        (rank, by_key[(run, s)])
+        for s in sorted({r["setting"] for r in runs})
+        for rank, run in ranked(summary, s)
+        if (run, s) in by_key
+    ]
+    for rank, r in order:
         m = r["metrics"]
         adj = m.get("adj_score")
         rows.append(
             [
-                str(i) if has_score(adj) else "– (no items)",
+                str(rank) if rank is not None else "– (no items)",
                 r["run"],
                 _f(m.get("mean"), 2),
                 _f(m.get("std"), 2),

@@ -72,6 +72,25 @@ def _without_position_ids(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def resolve_encoder(folder: Path, encoder: str) -> str:
+    """A scorer's encoder path as its config gives it: relative to the scorer folder (older folders: to the working
+    directory)."""
+    if Path(encoder).is_absolute():
+        return encoder
+    beside = folder / encoder
+    return os.path.normpath(beside) if beside.is_dir() or not Path(encoder).is_dir() else encoder
+
+
+def scorer_files(folder: str | Path) -> list[str]:
+    """The scorer folder and its encoder's folder: what a sweep's scores are made with, for its provenance."""
+    d = Path(folder)
+    try:
+        encoder = json.loads((d / "scorer_config.json").read_text(encoding="utf-8")).get("encoder")
+    except (OSError, ValueError, AttributeError):
+        return [str(d)]
+    return [str(d), resolve_encoder(d, encoder)] if isinstance(encoder, str) else [str(d)]
+
+
 class Scorer:
     """Tokenizer + model, always in eval mode for prediction (dropout never comes back on)."""
 
@@ -156,10 +175,8 @@ class Scorer:
             raise InputError("missing", file=str(cfg_file), field="encoder")
         if not weights.is_file():
             raise InputError("not a scorer folder (no scorer.safetensors)", file=str(d))
-        if isinstance(raw["encoder"], str) and not Path(raw["encoder"]).is_absolute():
-            beside = d / raw["encoder"]  # relative to the scorer folder (older folders: to the working directory)
-            if beside.is_dir() or not Path(raw["encoder"]).is_dir():
-                raw["encoder"] = os.path.normpath(beside)
+        if isinstance(raw["encoder"], str):
+            raw["encoder"] = resolve_encoder(d, raw["encoder"])
         s = cls(ScorerConfig(**raw))
         try:
             state = load_file(str(weights))

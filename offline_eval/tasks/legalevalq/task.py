@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
+from ...datafiles import note
 from ...errors import InputError, is_url, missing
 from ...metrics.adjscore import summarize, tier
 from ...metrics.bootstrap import (
@@ -108,7 +109,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
         from .report import quality_leaderboard
 
-        return [quality_leaderboard(runs, cls.name)]
+        return [quality_leaderboard(runs, cls.name, summary)]
 
     @classmethod
     def browser_view(cls, record: LegalEvalQRecord) -> dict[str, Any]:
@@ -149,6 +150,10 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
             raise InputError(
                 "not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer"
             )
+        from .scorer import scorer_files
+
+        for path in scorer_files(o.scorer):  # the scores are made with these: the setting's provenance names them
+            note(path)
         items = [{**q, "id": str(q["datasets_id"]), "split": "train"} for q in load_queries(o.data)]
         if o.validation_data:
             items += [
@@ -299,3 +304,15 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
 
     def item_score(self, record: LegalEvalQRecord) -> float | None:
         return record.scores.get("quality")
+
+    def prompt_template(self, setting: Setting) -> str:
+        """The answer's system prompt, then the evaluator's system prompt and user message with placeholders."""
+        return "\n\n".join([ANSWER_SYSTEM, ev.SYSTEM, ev.user_message("{query}", "{answer}", "{resource}")])
+
+    def evaluation_constraint(self, setting: Setting) -> JsonSchema | None:
+        o = self.options
+        return JsonSchema(ev.schema(o.comment_max_chars)) if o.evaluator_mode == "json" else None
+
+    def evaluation_answers(self, record: LegalEvalQRecord) -> list[str]:
+        e = record.evaluation
+        return [e["raw"]] if e and record.parsed is not None else []

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...datafiles import note
 from ...errors import InputError, is_url
 from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
@@ -43,6 +44,7 @@ def read_human_scores(path: str) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise InputError("human scores file not found", file=path, field="tasks.legalrikai.human_scores")
+    note(p)
     raw: list[tuple[str, dict[str, Any]]] = []
     try:
         text = p.read_text(encoding="utf-8-sig")

@@ -25,6 +25,12 @@ def _template(name: str) -> Template:
     return _env().get_template(f"{name}.j2")
 
 
+def template_source(name: str) -> str:
+    """A template's text as the package ships it."""
+    source, _, _ = _env().loader.get_source(_env(), f"{name}.j2")  # type: ignore[union-attr]
+    return source
+
+
 def system() -> str:
     return _template("system").render().strip()
 

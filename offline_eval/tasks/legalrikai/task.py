@@ -363,6 +363,23 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         """The source item: every candidate's output for it shares its statutes and contract."""
         return f"{record.subtask}/{record.id}"
 
+    def prompt_template(self, setting: Setting) -> str:
+        """The package's templates this setting renders (system, its sub-task's, the judge's) and the rubric."""
+        from importlib import resources
+
+        return "\n\n".join(
+            [*(prompts.template_source(n) for n in ("system", setting["subtask"], "judge"))]
+            + [resources.files(rubric.__package__).joinpath("rubrics.yaml").read_text(encoding="utf-8")]
+        )
+
+    def evaluation_constraint(self, setting: Setting) -> JsonSchema | None:
+        if not self.options.judges:
+            return None
+        return JsonSchema(rubric.judge_schema(setting["subtask"], self.options.rationale_max_chars))
+
+    def evaluation_answers(self, record: LegalRikaiRecord) -> list[str]:
+        return [v["raw"] for v in record.judges.values() if v.get("scores") is not None and "raw" in v]
+
     def item_score(self, record: LegalRikaiRecord) -> float | None:
         crits = [c.code for c in rubric.criteria(record.subtask)]
         s = record.scores

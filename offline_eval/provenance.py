@@ -1,0 +1,226 @@
+"""What produced a sweep's numbers: the code and the machine, every load's weights and engine, every setting's data,
+prompt template and constraint. All of it read locally (files, the git checkout, /proc, nvidia-smi where it is
+installed); nothing contacts a network. A value that cannot be known is None, with the reason in `unknown`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .backends.base import LoadSpec
+from .backends.fingerprint import HashCache, engine_version, file_sha256, files_fingerprint, spec_fingerprint
+from .summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
+
+# The engine libraries whose versions a sweep records, by module name, when this process imported them.
+LIBRARIES = {
+    "vllm": "vllm",
+    "llama_cpp": "llama-cpp-python",
+    "transformers": "transformers",
+    "torch": "torch",
+    "xgrammar": "xgrammar",
+}
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="backslashreplace")).hexdigest()
+
+
+def digest(paths: Sequence[str]) -> list[FileDigest]:
+    """Every file named, or inside a folder named (a `datasets` folder, a model folder), with its size and sha256."""
+    out: dict[str, FileDigest] = {}
+    for raw in paths:
+        p = Path(raw)
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        for f in files:
+            if f.is_file():
+                where = str(f.resolve())
+                out[where] = FileDigest(path=where, size=f.stat().st_size, sha256=file_sha256(f))
+    return [out[k] for k in sorted(out)]
+
+
+def sweep(command: Sequence[str], config: str | None, config_sha256: str) -> SweepProvenance:
+    unknown: dict[str, str] = {}
+    revision, dirty = _git(unknown)
+    cpu_model = _cpu_model()
+    if cpu_model is None:
+        unknown["cpu_model"] = "the OS does not say (no 'model name' in /proc/cpuinfo)"
+    return SweepProvenance(
+        offline_eval_version=_version(),
+        git_revision=revision,
+        git_dirty=dirty,
+        command=list(command),
+        config=config,
+        config_sha256=config_sha256,
+        python=platform.python_version(),
+        os=platform.platform(),
+        cpu_model=cpu_model,
+        cpu_count=os.cpu_count(),
+        gpus=_gpus(unknown),
+        libraries={},
+        started=now(),
+        unknown=unknown,
+    )
+
+
+def finish(p: SweepProvenance) -> None:
+    """At the end of the sweep: the engine libraries it imported, and when it ended."""
+    for module, dist in LIBRARIES.items():
+        mod = sys.modules.get(module)
+        if mod is not None:
+            p.libraries[dist] = str(getattr(mod, "__version__", None) or _dist_version(dist) or "unknown")
+    p.ended = now()
+
+
+def config_digest(path: str | None, config: Any) -> str:
+    """The config file's sha256, or that of the config's canonical JSON when it did not come from a file."""
+    if path is not None and Path(path).is_file():
+        return file_sha256(Path(path))
+    return sha256_text(json.dumps(config, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_template: str | None) -> LoadProvenance:
+    """One load: the fingerprint that keys its outputs in the store and the files behind it. `chat_template` is
+    the template's text (None: the plain format)."""
+    from .backends.registry import get_engine
+
+    unknown: dict[str, str] = {}
+    remote = get_engine(spec.backend).remote
+    files: list[FileDigest] | None = None
+    weights: str | None = None
+    if remote:
+        unknown["files"] = unknown["weights_digest"] = "a served model: its weights are on the server"
+        unknown["chat_template_sha256"] = "a served model is prompted with the server's own chat template"
+    else:
+        found = files_fingerprint(spec.path, cache)
+        files = [
+            FileDigest(path=name, size=int(v.split(":", 1)[0]), sha256=v.split(":", 1)[1]) for name, v in found.items()
+        ]
+        weights = sha256_text("".join(f"{f.path} {f.size} {f.sha256}\n" for f in files))
+    options = {k: v for k, v in spec.describe().items() if k not in ("path", "variant")}
+    return LoadProvenance(
+        run=run,
+        role=role,
+        engine=spec.backend,
+        engine_version=engine_version(spec.backend),
+        path=spec.path if remote else str(Path(spec.path).resolve()),
+        load_options=json.loads(json.dumps(options, default=str)),
+        store_fingerprint=spec_fingerprint(spec, cache),
+        weights_digest=weights,
+        files=files,
+        chat_template_sha256=None if remote or chat_template is None else sha256_text(chat_template),
+        prompt_format="server" if remote else ("plain" if chat_template is None else "chat"),
+        unknown=unknown,
+    )
+
+
+def setting(
+    task: str,
+    name: str,
+    options: dict[str, Any],
+    data_files: Sequence[str],
+    n_items: int,
+    template: str,
+    constraint: dict[str, Any] | None,
+    evaluation_constraint: dict[str, Any] | None,
+) -> SettingProvenance:
+    return SettingProvenance(
+        task=task,
+        setting=name,
+        task_options=json.loads(json.dumps(options, default=str)),
+        data_files=digest(data_files),
+        n_items=n_items,
+        prompt_template_sha256=sha256_text(template),
+        constraint=constraint,
+        evaluation_constraint=evaluation_constraint,
+    )
+
+
+def _version() -> str:
+    return _dist_version("offline-eval") or __import__("offline_eval").__version__
+
+
+def _dist_version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _git(unknown: dict[str, str]) -> tuple[str | None, bool | None]:
+    """The checkout's revision and whether its tracked files differ from it, where offline-eval runs from one."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        unknown["git_revision"] = unknown["git_dirty"] = "offline-eval is not running from a git checkout"
+        return None, None
+    git = shutil.which("git")
+    if git is None:
+        unknown["git_revision"] = unknown["git_dirty"] = "running from a checkout, but git is not installed"
+        return None, None
+    try:
+        rev = subprocess.run([git, "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        st = subprocess.run(
+            [git, "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        unknown["git_revision"] = unknown["git_dirty"] = f"git failed: {type(e).__name__}"
+        return None, None
+    if rev.returncode != 0:
+        unknown["git_revision"] = unknown["git_dirty"] = f"git failed: {rev.stderr.strip()[:200]}"
+        return None, None
+    return rev.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").split("\n"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _gpus(unknown: dict[str, str]) -> list[Gpu] | None:
+    """NVIDIA GPUs as nvidia-smi lists them (a local command); [] when it lists none; None when it cannot tell."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        unknown["gpus"] = "nvidia-smi is not installed: no NVIDIA driver here (other GPUs are not looked for)"
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        unknown["gpus"] = f"nvidia-smi failed: {type(e).__name__}"
+        return None
+    if out.returncode != 0:
+        unknown["gpus"] = f"nvidia-smi failed: {(out.stderr or out.stdout).strip()[:200]}"
+        return None
+    gpus = []
+    for line in out.stdout.strip().split("\n"):
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) >= 3 and parts[0]:
+            memory = int(parts[2]) if parts[2].isdigit() else None
+            gpus.append(Gpu(name=parts[0], driver=parts[1] or None, memory_mb=memory))
+    return gpus

@@ -1,0 +1,252 @@
+"""summary.json as one typed model: the sweep writes it, and `offline-eval report`, `offline-eval verify` and the
+Python API read it, all through `Summary`. Its JSON Schema ships with the package
+(offline_eval/schemas/summary.schema.json; `offline-eval schema summary` prints it), so others can read results
+without this code. A summary of another schema version is refused in one line, never half-read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from .consistency import ConsistencyRow
+from .errors import InputError, format_validation_error
+from .fileio import write_json_atomic
+from .metrics.noninferiority import NonInferiority
+from .metrics.stats import PairedResult
+from .results import ItemRecord, PlainRecord, ResultsFolder, RunEntry
+
+SCHEMA_VERSION = 3  # 3: typed, with provenance; 2: clustered CIs and score intervals; 1: the first
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Failure(_Model):
+    """A run (or an evaluator) that did not finish: its reason in one line."""
+
+    run: str
+    model: str
+    variant: str
+    backend: str
+    max_model_len: int | None
+    reason: str
+
+
+class LeaderboardRow(BaseModel):
+    """One run in a task setting's ranking (best first; a run with no score last, with a note). A task may add
+    fields of its own (LegalEval-Q: the tier)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run: str
+    metric: str
+    value: float | None
+    note: str | None = None
+
+
+class Verdict(NonInferiority):
+    """One run against its model's reference on one task setting."""
+
+    run: str
+    variant: str
+    max_model_len: int
+    task: str
+    setting: str
+    metric: str
+
+
+class ModelVerdicts(_Model):
+    model: str
+    backend: str
+    reference: str
+    comparisons: list[Verdict]
+    reference_missing: list[str]
+
+
+class Ablation(_Model):
+    """One family (a model's variants at one context length, or its context lengths at one variant), every pair
+    of members compared on the items all of them scored."""
+
+    kind: str
+    family: str
+    task: str
+    setting: str
+    members: list[str]
+    n_items: int
+    n_clusters: int
+    comparisons: list[PairedResult]
+
+
+class FileDigest(_Model):
+    path: str  # relative to a model folder for weights; as read for data files
+    size: int
+    sha256: str
+
+
+class Gpu(_Model):
+    name: str
+    driver: str | None
+    memory_mb: int | None
+
+
+class SweepProvenance(_Model):
+    """What ran the sweep. A value that cannot be known is null, and `unknown` says why: it is never guessed."""
+
+    offline_eval_version: str
+    git_revision: str | None
+    git_dirty: bool | None
+    command: list[str]
+    config: str | None  # the config file, or None for a config given as a dict or built from the command line
+    config_sha256: str  # of the file's bytes, or of the config's canonical JSON
+    python: str
+    os: str
+    cpu_model: str | None
+    cpu_count: int | None
+    gpus: list[Gpu] | None
+    libraries: dict[str, str]  # the engine libraries this process imported, and their versions
+    started: str
+    ended: str | None = None
+    unknown: dict[str, str] = Field(default_factory=dict)
+
+
+class LoadProvenance(_Model):
+    """One engine load, judges and evaluators included."""
+
+    run: str
+    role: str  # candidate | evaluator
+    engine: str
+    engine_version: str
+    path: str
+    load_options: dict[str, Any]
+    store_fingerprint: str  # the model part of every store key of this load: weights, engine, load options
+    weights_digest: str | None  # sha256 over the files below ("path size sha256" lines, sorted)
+    files: list[FileDigest] | None
+    chat_template_sha256: str | None  # None where the prompt format is plain
+    prompt_format: str  # chat | plain | server (a served model applies its own template)
+    unknown: dict[str, str] = Field(default_factory=dict)
+
+
+class SettingProvenance(_Model):
+    """One task setting: what its items and prompts were made from."""
+
+    task: str
+    setting: str
+    task_options: dict[str, Any]  # the task's options as the sweep validated them (paths resolved)
+    data_files: list[FileDigest]
+    n_items: int
+    prompt_template_sha256: str
+    constraint: dict[str, Any] | None  # the candidates' answers' constraint
+    evaluation_constraint: dict[str, Any] | None = None  # the judges' or evaluator's, where the task has them
+
+
+class Provenance(_Model):
+    sweep: SweepProvenance
+    loads: list[LoadProvenance]
+    settings: list[SettingProvenance]
+
+
+class Summary(_Model):
+    schema_version: int
+    provenance: Provenance | None = None  # None only in a dry run
+    runs: list[RunEntry] = Field(default_factory=list)
+    failures: list[Failure] = Field(default_factory=list)
+    leaderboards: dict[str, list[LeaderboardRow]] = Field(default_factory=dict)
+    noninferiority: list[ModelVerdicts] = Field(default_factory=list)
+    ablations: list[Ablation] = Field(default_factory=list)
+    consistency: list[ConsistencyRow] = Field(default_factory=list)
+    task_reports: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    timings: dict[str, Any] | None = None  # wall-clock, like each run's throughput: differs between equal sweeps
+    _folder: Path | None = PrivateAttr(default=None)  # the output folder it was written to or read from
+
+    @property
+    def folder(self) -> Path | None:
+        return self._folder
+
+    def records(self, run: str, setting: str) -> list[ItemRecord]:
+        """One run's per-item records on one task setting, typed by its task's record class (a task this
+        installation lacks gives the generic fields only)."""
+        from .tasks import get_task_class, task_names
+
+        entry = next((r for r in self.runs if r.run == run and r.setting == setting), None)
+        if entry is None:
+            raise InputError(f"no run {run!r} on setting {setting!r} in this summary", field="run")
+        if self._folder is None:
+            raise InputError("this summary has no output folder to read records from", field="run")
+        reader = get_task_class(entry.task).Record.from_json if entry.task in task_names() else PlainRecord.from_json
+        recs = ResultsFolder(self._folder).read_records(entry.key, reader)
+        if recs is None:
+            raise InputError("missing or unreadable", file=str(ResultsFolder(self._folder).results_file(entry.key)))
+        return recs
+
+    def dataframe(self, run: str | None = None, setting: str | None = None) -> Any:
+        """Every record of the runs (or one run, or one setting) as a pandas DataFrame: one row per item and run,
+        with `run` and `setting` columns. Needs pandas (pip install 'offline-eval[pandas]')."""
+        try:
+            import pandas as pd
+        except ImportError:
+            from .errors import MissingExtraError
+
+            raise MissingExtraError("pandas", "pandas", "library") from None
+        rows = [
+            {"run": r.run, "setting": r.setting, **rec.to_json()}
+            for r in self.runs
+            if (run is None or r.run == run) and (setting is None or r.setting == setting)
+            for rec in self.records(r.run, r.setting)
+        ]
+        return pd.DataFrame(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        """What summary.json holds (keys a part left unset are left out, as they were written)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def write(self, path: str | Path) -> None:
+        write_json_atomic(path, self.to_json())
+        self._folder = Path(path).parent
+
+    @classmethod
+    def read(cls, path: str | Path) -> Summary:
+        """summary.json, checked whole; any problem is one line naming the file and the field."""
+        p = Path(path)
+        if not p.is_file():
+            raise InputError("no summary.json here; run a sweep into this folder first", file=str(p.parent))
+        try:
+            raw = json.loads(p.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
+        summary = cls.parse(raw, str(p))
+        summary._folder = p.parent
+        return summary
+
+    @classmethod
+    def parse(cls, raw: Any, source: str) -> Summary:
+        if not isinstance(raw, dict) or not isinstance(raw.get("runs"), list):
+            raise InputError("not an offline-eval summary (expected an object with a `runs` list)", file=source)
+        version = raw.get("schema_version", raw.get("version"))
+        if version != SCHEMA_VERSION:
+            writer = ((raw.get("provenance") or {}).get("sweep") or {}).get("offline_eval_version")
+            raise InputError(
+                f"written by {f'offline-eval {writer}' if writer else 'another offline-eval'} in summary schema "
+                f"version {version!r}; this one reads version {SCHEMA_VERSION}: re-run the sweep into this folder "
+                f"(its store serves every output it holds, nothing is generated again)",
+                file=source,
+                field="schema_version",
+            )
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            raise format_validation_error(e, source) from None
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of summary.json (what offline_eval/schemas/summary.schema.json holds)."""
+    schema = Summary.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"offline-eval summary.json, schema version {SCHEMA_VERSION}"
+    return schema
+
+
+SCHEMA_FILE = Path(__file__).parent / "schemas" / "summary.schema.json"
