@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .backends.base import LoadSpec, PromptCounter
 from .backends.registry import get_engine
-from .config import ModelSpec
+from .backends.spec import LoadSpec, PromptCounter
 from .fit import fits, place, tokens_needed
+from .modelspec import ModelSpec
 from .requests import Request
 
 

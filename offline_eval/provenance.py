@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .backends.base import LoadSpec
 from .backends.fingerprint import HashCache, engine_version, file_sha256, files_fingerprint, spec_fingerprint
+from .backends.spec import LoadSpec
 from .summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 
 # The engine libraries whose versions a sweep records, by module name, when this process imported them.

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import provenance
-from .backends.base import Backend, LazyBackend, LoadSpec
+from .backends.base import Backend, LazyBackend
 from .backends.chat import model_chat_template, model_prompt_format
-from .config import ModelSpec, SweepConfig, data_path_problems
+from .backends.spec import LoadSpec
+from .config import SweepConfig, data_path_problems
 from .consistency import ConsistencyRow
 from .datafiles import reading
 from .enginelog import EngineLog, terminal
@@ -29,6 +30,7 @@ from .executors import Executor, make_executor
 from .lock import OutputLock
 from .memory import PeakMemory, weights_bytes
 from .metrics.ranking import has_score, rank_runs
+from .modelspec import ModelSpec
 from .requests import Phase, Result
 from .results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
 from .runner import PhaseStats, Runner

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .config import ModelSpec
 from .metrics.noninferiority import NonInferiority, adjust, compare
+from .modelspec import ModelSpec
 from .results import ItemRecord, Records, RunEntry
 from .tasks.base import Task
 

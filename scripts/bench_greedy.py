@@ -35,8 +35,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the engine's default)")
     a = ap.parse_args()
 
-    from offline_eval.backends.base import LoadSpec
     from offline_eval.backends.registry import load_backend
+    from offline_eval.backends.spec import LoadSpec
     from offline_eval.constraints import JsonSchema
     from offline_eval.requests import Sampling
     from offline_eval.tasks import make_task

@@ -26,7 +26,7 @@ def tiny() -> Path:
 
 
 def spec_for(backend: str, tiny: Path, **kw):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.base import LoadSpec
+    from offline_eval.backends.spec import LoadSpec
 
     path = tiny / "gguf" / "tiny-q8_0.gguf" if backend == "llamacpp" else tiny / "hf"
     return LoadSpec(name=f"tiny-{backend}", backend=backend, path=str(path), max_model_len=kw.pop("ctx", 2048), **kw)

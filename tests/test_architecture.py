@@ -124,7 +124,8 @@ def test_an_evaluator_is_one_load(tmp_path):
 
 @pytest.mark.parametrize("answers, expected", [({"default": "1"}, "1"), ({"answers": {"記述": "0"}}, "0")])
 def test_the_fake_engine_is_scripted_and_honours_constraints(tmp_path, answers, expected):
-    from offline_eval.backends.base import LoadSpec, load_backend
+    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.spec import LoadSpec
     from offline_eval.constraints import Choice, JsonSchema
     from offline_eval.requests import Request, Sampling
 

@@ -12,7 +12,6 @@ import pytest
 import yaml
 from conftest import DATA, TINY, run_cli, run_tiny_jbeqa
 
-from offline_eval.backends.base import LoadSpec
 from offline_eval.backends.chat import (
     PLAIN_ANSWER,
     PLAIN_QUESTION,
@@ -23,7 +22,8 @@ from offline_eval.backends.chat import (
     render_plain,
 )
 from offline_eval.backends.fingerprint import spec_fingerprint
-from offline_eval.config import ModelSpec
+from offline_eval.backends.spec import LoadSpec
+from offline_eval.modelspec import ModelSpec
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import SYSTEM_PROMPT
 

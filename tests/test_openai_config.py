@@ -59,3 +59,31 @@ def test_served_model_spec(tmp_path):  # type: ignore[no-untyped-def]
     assert spec.engine_options["base_url"] == "http://10.0.0.5:8000/v1"
     assert spec.engine_options["tokenizer"] == str(tmp_path / "tok") and spec.engine_options["max_concurrency"] is None
     assert m.server_urls() == ["http://10.0.0.5:8000/v1"] and m.path_problem("default", "f", 0) is None
+
+
+def test_a_judges_and_an_evaluators_relative_tokenizer_resolve_against_the_config_file(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """The same key, the same rule, wherever the model is declared: under `models:`, as a LegalRikai judge, as
+    LegalEval-Q's evaluator (it used to be resolved only at the top level)."""
+    from offline_eval.tasks import make_task
+
+    (tmp_path / "tok").mkdir()
+    served = {"backend": "openai", "base_url": "http://10.0.0.5:8000/v1", "model": "m", "tokenizer": "tok"}
+    (tmp_path / "models.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "models": [{"name": "s", **served}],
+                "tasks": {
+                    "legalrikai": {"data": "d", "judges": [{"name": "j", **served}]},
+                    "legalevalq": {"data": "q.json", "scorer": "sc", "evaluator": {"name": "e", **served}},
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path.parent)  # the working directory is not the config's folder
+    cfg = load_config(tmp_path / "models.yaml")
+    want = str(tmp_path / "tok")
+    assert cfg.models[0].engine_options["tokenizer"] == want
+    (judge,) = make_task("legalrikai", cfg.tasks["legalrikai"]).options.judges  # type: ignore[attr-defined]
+    evaluator = make_task("legalevalq", cfg.tasks["legalevalq"]).options.evaluator  # type: ignore[attr-defined]
+    assert judge.engine_options["tokenizer"] == want and evaluator.engine_options["tokenizer"] == want

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import TINY
 
-from offline_eval.backends.base import LazyBackend, LoadSpec
+from offline_eval.backends.base import LazyBackend
+from offline_eval.backends.spec import LoadSpec
 from offline_eval.constraints import Choice
 from offline_eval.errors import InputError
 from offline_eval.requests import Phase, Request, Result, Sampling

@@ -71,8 +71,8 @@ def rate_line(summary: dict) -> str:
 
 
 def backend(server: HostileServer, **opts: object):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.base import LoadSpec
     from offline_eval.backends.openai_backend import OpenAIBackend
+    from offline_eval.backends.spec import LoadSpec
 
     spec = LoadSpec(
         name="s",

@@ -2,78 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .chat import hf_encode, hf_render, read_chat_template, render_chat  # noqa: F401 - re-exported
 from .fingerprint import HashCache, files_fingerprint, spec_fingerprint
 from .registry import load_backend
+from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 Progress = Callable[[int], None] | None
-
-
-@dataclass
-class LoadSpec:
-    """Everything an engine needs to load one model variant."""
-
-    name: str
-    backend: str
-    path: str
-    variant: str = "default"
-    max_model_len: int = 4096
-    dtype: str | None = None
-    quantization: str | None = None
-    chat_template: str | None = None
-    trust_remote_code: bool = False
-    seed: int = 0
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float | None = None
-    n_gpu_layers: int | None = None
-    threads: int | None = None
-    batch_size: int = 16
-    enable_prefix_caching: bool = True
-    engine_args: dict[str, Any] = field(default_factory=dict)
-    engine_options: dict[str, Any] = field(default_factory=dict)  # the engine's own models.yaml keys
-
-    def describe(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d.pop("name")
-        return d
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """What one replica of an engine reserves on a Ray cluster. `engine_places_workers`: the engine starts
-    its own Ray workers (vLLM's distributed_executor_backend: ray), so the unit reserves a placement group of
-    `gpus` one-GPU bundles for them and its own process takes no GPU."""
-
-    cpus: float = 1
-    gpus: float = 0
-    engine_places_workers: bool = False
-
-
-class PromptCounter(Protocol):
-    def encode(self, requests: Sequence[Request]) -> list[list[int]]: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass
-class PromptCount:
-    """Prompt tokens handed to the engine and those it actually computed (the rest came from its prefix cache),
-    counted since the engine started."""
-
-    submitted: int = 0
-    computed: int = 0
-
-    def add(self, submitted: int, computed: int) -> None:
-        self.submitted += submitted
-        self.computed += computed
 
 
 class Backend(ABC):
@@ -179,7 +118,6 @@ class LazyBackend:
         self.fingerprint = spec_fingerprint(spec, hashes)
         self._load = load  # in this process, or an engine on a Ray worker (offline_eval.executors)
         self._backend: Backend | None = None
-        self.load_s = 0.0  # the engine's start, kept apart from the phases' throughput
 
     @property
     def loaded(self) -> bool:
@@ -187,9 +125,7 @@ class LazyBackend:
 
     def get(self) -> Backend:
         if self._backend is None:
-            t0 = time.perf_counter()
             self._backend = self._load(self.spec)
-            self.load_s = time.perf_counter() - t0
         return self._backend
 
     def close(self) -> None:

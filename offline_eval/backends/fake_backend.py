@@ -20,9 +20,10 @@ from typing import Any
 
 from ..constraints import Choice, JsonSchema, Regex
 from ..requests import Request, Result
-from .base import LoadSpec, Progress, PromptCount, PromptCounter, TokenizingBackend, check_engine_args
+from .base import Progress, TokenizingBackend, check_engine_args
 from .chat import choose_template, render_chat, render_plain
 from .registry import Engine
+from .spec import LoadSpec, PromptCount, PromptCounter
 
 ENGINE = Engine(name="fake", backend_class="FakeBackend", requires="json", extra="test", weights="any")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .base import LoadSpec
+    from .spec import LoadSpec
 
 
 class HashCache(Protocol):

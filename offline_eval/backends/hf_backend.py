@@ -9,11 +9,12 @@ from typing import Any
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import LoadSpec, Progress, PromptCount, TokenizingBackend, check_engine_args, hf_vocab_bytes
+from .base import Progress, TokenizingBackend, check_engine_args, hf_vocab_bytes
 from .chat import choose_template, hf_encode, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer
 from .registry import Engine
+from .spec import LoadSpec, PromptCount
 
 _DTYPES = {
     "bfloat16": "bfloat16",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..requests import Request
-from .base import LoadSpec, PromptCounter
 from .chat import choose_template, hf_encode, hf_own_template
+from .spec import LoadSpec, PromptCounter
 
 
 class HFPromptCounter:

@@ -16,21 +16,13 @@ import numpy as np
 
 from ..errors import EngineError
 from ..requests import Request, Result
-from .base import (
-    LoadSpec,
-    Progress,
-    PromptCount,
-    PromptCounter,
-    Reservation,
-    TokenizingBackend,
-    check_engine_args,
-    signature_params,
-)
+from .base import Progress, TokenizingBackend, check_engine_args, signature_params
 from .chat import adds_special_tokens, choose_template, render_chat, render_plain
 from .grammars import gbnf
 from .llamacpp_greedy import GrammarCheck, greedy
 from .llamacpp_prefill import PromptCache, last_logits
 from .registry import Engine
+from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 _RESERVED = {
     "model_path": "path (or a variant's file)",

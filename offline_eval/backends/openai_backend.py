@@ -20,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 from ..constraints import Choice, Constraint, JsonSchema
 from ..errors import EngineError, InputError, PartialFailure, is_url, missing
 from ..requests import Request, Result
-from .base import Backend, LoadSpec, Progress, PromptCounter
+from .base import Backend, Progress
 from .fingerprint import HashCache
 from .registry import Engine
 from .server_client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
+from .spec import LoadSpec, PromptCounter
 
 
 class OpenAIOptions(BaseModel):
@@ -79,6 +80,7 @@ ENGINE = Engine(
     extra="server",
     weights="remote",
     options=OpenAIOptions,
+    path_options=("tokenizer",),
 )
 
 

@@ -16,7 +16,8 @@ from ..errors import InputError, MissingExtraError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from .base import Backend, LoadSpec
+    from .base import Backend
+    from .spec import LoadSpec
 
 # remote: no local weights (a server); the engine's own `options` keys say where the model is served.
 Weights = Literal["gguf", "hf", "any", "remote"]
@@ -31,6 +32,7 @@ class Engine:
     dists: tuple[str, ...] = ()  # distributions whose version is part of the store key
     weights: Weights = "hf"  # a .gguf file, an HF model folder, anything that exists, or none (remote)
     options: type[BaseModel] | None = None  # models.yaml keys of this engine alone, validated by config
+    path_options: tuple[str, ...] = ()  # those of its keys that are local paths (resolved against models.yaml)
     module: str = ""
 
     @property

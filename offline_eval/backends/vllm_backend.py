@@ -9,21 +9,12 @@ from typing import Any
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
-from .base import (
-    LoadSpec,
-    Progress,
-    PromptCount,
-    Reservation,
-    TokenizingBackend,
-    check_engine_args,
-    hf_vocab_bytes,
-    logsumexp,
-    signature_params,
-)
+from .base import Progress, TokenizingBackend, check_engine_args, hf_vocab_bytes, logsumexp, signature_params
 from .chat import adds_special_tokens, choose_template, hf_own_template, hf_render
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer
 from .registry import Engine
+from .spec import LoadSpec, PromptCount, Reservation
 
 _SHUTDOWN_GRACE_S = 0.5
 

@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend, LoadSpec
-    from ..config import ModelSpec
+    from ..backends.base import Backend
+    from ..backends.spec import LoadSpec
+    from ..modelspec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

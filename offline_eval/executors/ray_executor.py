@@ -17,8 +17,9 @@ from .base import Log
 from .remote_backend import EngineReplica, RemoteBackend, RemoteTokenizingBackend, get, unwrap
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend, LoadSpec
-    from ..config import ModelSpec
+    from ..backends.base import Backend
+    from ..backends.spec import LoadSpec
+    from ..modelspec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

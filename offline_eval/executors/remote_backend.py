@@ -12,8 +12,9 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backends.base import Backend, LoadSpec, Progress, TokenizingBackend
+from ..backends.base import Backend, Progress, TokenizingBackend
 from ..backends.registry import get_engine, load_backend
+from ..backends.spec import LoadSpec
 from ..errors import EngineError, OfflineEvalError
 from ..netguard import allow_only
 from ..requests import Request, Result

@@ -9,8 +9,9 @@ from ..backends.registry import load_backend
 from .base import Log
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend, LoadSpec
-    from ..config import ModelSpec
+    from ..backends.base import Backend
+    from ..backends.spec import LoadSpec
+    from ..modelspec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

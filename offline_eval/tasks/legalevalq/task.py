@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...datafiles import note
 from ...errors import InputError, is_url, missing
@@ -26,6 +25,7 @@ from ...metrics.bootstrap import (
     mean_of,
     moments_columns,
 )
+from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import JsonRecord, Records
 from ..base import Item, Metric, Setting, Task

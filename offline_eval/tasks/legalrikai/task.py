@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ... import judges
-from ...config import ModelSpec, one_load
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url, missing
 from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, mean_columns, mean_of
+from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset
 from ..base import Item, Metric, Setting, Task
