@@ -127,12 +127,13 @@ def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
             elif isinstance(opts.get(key), dict):  # one path per sub-task
                 opts[key] = {k: resolve_path(base, v) if isinstance(v, str) else v for k, v in opts[key].items()}
         for key in task.model_options:  # an evaluation model, a list of LLM judges: resolved as under `models:`
-            value = opts.get(key)
-            opts[key] = (
-                [resolve_model_paths(m, base) for m in value]
-                if isinstance(value, list)
-                else (resolve_model_paths(value, base))
-            )
+            if key in opts:
+                value = opts[key]
+                opts[key] = (
+                    [resolve_model_paths(m, base) for m in value]
+                    if isinstance(value, list)
+                    else resolve_model_paths(value, base)
+                )
     try:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:

@@ -87,3 +87,24 @@ def test_a_judges_and_an_evaluators_relative_tokenizer_resolve_against_the_confi
     (judge,) = make_task("legalrikai", cfg.tasks["legalrikai"]).options.judges  # type: ignore[attr-defined]
     evaluator = make_task("legalevalq", cfg.tasks["legalevalq"]).options.evaluator  # type: ignore[attr-defined]
     assert judge.engine_options["tokenizer"] == want and evaluator.engine_options["tokenizer"] == want
+
+
+def test_a_task_without_judges_or_an_evaluator_is_read_as_written(tmp_path):  # type: ignore[no-untyped-def]
+    """Resolving the paths of a task's models leaves an absent key absent: it was set to null, which LegalRikai
+    refused as 'judges: Input should be a valid list' and LegalEval-Q blamed on the evaluator's type."""
+    from offline_eval.tasks import make_task
+
+    (tmp_path / "models.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "models": [{"name": "m", "backend": "fake", "path": "w.bin"}],
+                "tasks": {"legalrikai": {"data": "d"}, "legalevalq": {"data": "q.json", "scorer": "sc"}},
+            }
+        ),
+        encoding="utf-8",
+    )
+    cfg = load_config(tmp_path / "models.yaml")
+    assert "judges" not in cfg.tasks["legalrikai"] and "evaluator" not in cfg.tasks["legalevalq"]
+    assert make_task("legalrikai", cfg.tasks["legalrikai"]).options.judges == []  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match=r"tasks\.legalevalq\.evaluator': Field required"):
+        make_task("legalevalq", cfg.tasks["legalevalq"])
