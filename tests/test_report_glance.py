@@ -62,8 +62,8 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     from dataclasses import replace
 
     from offline_eval.report.first import leaderboard_matrix
-    from offline_eval.report.tables import leaderboard
     from offline_eval.results import RunEntry
+    from offline_eval.sections import leaderboard
     from offline_eval.sweep import leaderboards
     from offline_eval.tasks.jbeqa.task import JBEQATask
 
@@ -80,5 +80,5 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     summary = {"runs": runs, "leaderboards": boards}
     assert glance(summary)[1].startswith("s0: best b.x (f1 0.400), worst a.x (0.600)")
     assert [row[0] for row in leaderboard_matrix("jbeqa", runs, summary).rows] == ["b.x", "a.x", "c.x"]
-    table = leaderboard(JBEQATask, runs, summary)
+    table = leaderboard("jbeqa", JBEQATask.metrics, "", runs, summary)
     assert [(row[0], row[1]) for row in table.rows] == [("1", "b.x"), ("2", "a.x"), ("–", "c.x")]

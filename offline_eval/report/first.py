@@ -7,26 +7,21 @@ from typing import Any
 
 from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.ranking import has_score
-from ..tasks.base import Metric
-from .tables import Table, ci_text, ranked, task_class
+from ..sections import Metric, Table, ci_text, fmt, ranked
+from .tables import task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
-
-
-def _num(v: float, digits: int) -> str:
-    return f"{v:+.{digits}f}"
 
 
 def verdict_cell(c: dict[str, Any], digits: int) -> str:
     """The difference [CI] and the verdict; without a CI that can be trusted, the verdict and the reason."""
     if c.get("estimate") is None:
         return f"inconclusive ({c.get('reason') or str(c['n']) + ' shared items'})"
+    est, lo, hi = (fmt(c.get(k), digits, sign=True) for k in ("estimate", "ci_low", "ci_high"))
     if c.get("ci_low") is None or c.get("ci_high") is None:
-        text = f"{_num(c['estimate'], digits)}, {c['verdict']} ({c.get('reason') or 'no interval'})"
+        text = f"{est}, {c['verdict']} ({c.get('reason') or 'no interval'})"
     else:
-        text = (
-            f"{_num(c['estimate'], digits)} [{_num(c['ci_low'], digits)}, {_num(c['ci_high'], digits)}] {c['verdict']}"
-        )
+        text = f"{est} [{lo}, {hi}] {c['verdict']}"
     if c.get("items_needed"):
         text += f" (~{c['items_needed']} items)"
     return text

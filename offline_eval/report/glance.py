@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..metrics.ranking import has_score
-from .tables import ranked, task_class
+from ..sections import ranked
+from .tables import task_class
 
 
 def _fmt(v: float) -> str:

@@ -2,58 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import itertools
-import warnings
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass
-class Plot:
-    name: str  # file name without extension
-    title: str
-    png: bytes
-    caption: str = ""  # what to read from it
-
-
-def fig_module():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    japanese_font()
-    return plt
-
-
-def japanese_font() -> bool:
-    """Whether plots can draw Japanese: matplotlib-fontja (the `report` extra) sets a bundled font."""
-    try:
-        import matplotlib_fontja  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def save(plt, fig, name: str, title: str, caption: str = "") -> Plot:
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig.tight_layout()
-        fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return Plot(name, title, buf.getvalue(), caption)
-
-
-def _front(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The points no other point beats on both: smaller x and larger y."""
-    front, best = [], float("-inf")
-    for x, y in sorted(pts, key=lambda p: (p[0], -p[1])):
-        if y > best:
-            front.append((x, y))
-            best = y
-    return front
+from ..figures import Plot, fig_module, pareto_front, primary_score, safe_name, save
 
 
 def pareto(runs: list[dict[str, Any]]) -> Plot | None:
@@ -82,7 +34,7 @@ def pareto(runs: list[dict[str, Any]]) -> Plot | None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#4477aa")
         for x, y, label in pts:
             ax.annotate(label, (x, y), fontsize=5, xytext=(3, 3), textcoords="offset points")
-        front = _front([(p[0], p[1]) for p in pts])
+        front = pareto_front([(p[0], p[1]) for p in pts])
         ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label="Pareto front")
         metric = task_class(task).primary_metric
         ax.set_xlabel("peak memory (MB)")
@@ -98,15 +50,6 @@ def pareto(runs: list[dict[str, Any]]) -> Plot | None:
         "task's settings against its peak memory. Up and left is better; the dashed line joins the runs no "
         "other run beats on both.",
     )
-
-
-def primary_score(r: dict[str, Any]) -> float | None:
-    v = r["metrics"].get(r.get("primary_metric") or "mean")
-    return float(v) if isinstance(v, (int, float)) else None
-
-
-def safe_name(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
 
 
 def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
@@ -129,11 +72,7 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
         for (x, y), names in labels.items():
             text = names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
             ax.annotate(text, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-        front, best = [], float("-inf")
-        for x, y, _ in sorted(pts, key=lambda p: (p[0], -p[1])):
-            if y > best:
-                front.append((x, y))
-                best = y
+        front = pareto_front([(x, y) for x, y, _ in pts])
         ax.plot(
             [p[0] for p in front],
             [p[1] for p in front],

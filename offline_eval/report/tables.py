@@ -1,121 +1,14 @@
-"""Tables built from summary.json runs; rendered to Markdown and HTML by the same code."""
+"""The sweep's own tables (every task's runs, whatever the task): clusters, consistency, ablations, cost and
+provenance; and the report's detail sections in order, each task's own first."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..metrics.bootstrap import MIN_CLUSTERS
-from ..metrics.ranking import has_score
 from ..results import PlainRecord
-from ..tasks.base import Metric, Task
-
-
-@dataclass
-class Table:
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-    note: str = ""
-    classes: list[list[str]] | None = None  # per cell: a CSS class of report.html (e.g. a verdict's colour)
-    styles: list[list[str]] | None = None  # per cell: inline CSS (e.g. a heat colour)
-
-
-def _f(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-def ci_text(m: dict[str, Any], name: str, digits: int = 3, clusters: str = "n_clusters") -> str:
-    """A metric with its 95% CI, "v [lo, hi]"; where the CI was withheld, why: "n too small" (fewer clusters than
-    a bootstrap needs) or "no spread" (every resample gave the same value), never a point interval [v, v]."""
-    if f"{name}_ci_low" not in m or not has_score(m.get(name)):
-        return _f(m.get(name), digits)
-    lo, hi = m.get(f"{name}_ci_low"), m.get(f"{name}_ci_high")
-    if lo is None or hi is None:
-        n = m.get(clusters)
-        why = "no spread" if isinstance(n, int) and n >= MIN_CLUSTERS else "n too small"
-        return f"{_f(m.get(name), digits)} ({why}{f': {n} clusters' if isinstance(n, int) else ''})"
-    return f"{_f(m.get(name), digits)} [{_f(lo, digits)}, {_f(hi, digits)}]"
-
-
-VIOLATIONS = "constraint_violations"  # answers that broke their constraint (scored as parse failures)
-
-
-def ranked(summary: dict[str, Any], setting: str) -> list[tuple[int | None, str]]:
-    """(rank, run) in the order of the summary's leaderboard for one setting, where the sweep ranked the runs
-    once (best first, which way is better being the task's): runs with the same value share a rank; a run with
-    no score has none."""
-    out: list[tuple[int | None, str]] = []
-    rows = (summary.get("leaderboards") or {}).get(setting) or []
-    for i, row in enumerate(rows):
-        if not has_score(row.get("value")):
-            out.append((None, row["run"]))
-        elif i and rows[i - 1].get("value") == row["value"] and out[-1][0] is not None:
-            out.append((out[-1][0], row["run"]))
-        else:
-            out.append((i + 1, row["run"]))
-    return out
-
-
-def leaderboard(task: type[Task], runs: list[dict[str, Any]], summary: dict[str, Any]) -> Table:
-    """A task's runs per setting, in the summary's ranking by the primary metric, one column per declared metric
-    (CIs where declared)."""
-    metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
-    if any(VIOLATIONS in r["metrics"] for r in runs):  # every task's runs carry it: next to its parse failures
-        at = next((i + 1 for i, x in enumerate(metrics) if "failures" in x.name), len(metrics))
-        metrics = (*metrics[:at], Metric(VIOLATIONS, "constraint violations", False), *metrics[at:])
-    primary = metrics[0]
-    by_key = {(r["run"], r["setting"]): r for r in runs}
-    rows = []
-    for setting in sorted({r["setting"] for r in runs}):
-        for rank, run in ranked(summary, setting):
-            r = by_key.get((run, setting))
-            if r is None:
-                continue
-            m = r["metrics"]
-            scored = has_score(m.get(primary.name))
-            cells = [
-                (ci_text(m, x.name, x.digits) if x.ci else _f(m.get(x.name), x.digits))
-                if scored or not x.ci
-                else "no items"
-                for x in metrics
-            ]
-            rows.append([str(rank) if rank is not None else "–", r["run"], r["setting"], *cells])
-    header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
-    note = f"Ranked within each setting by {primary.label}. {task.leaderboard_note}".strip()
-    return Table(f"{task.name}: every metric per run", header, rows, note)
-
-
-def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
-    """One column per key found between prefix and suffix in the runs' metrics (per subject, per year...)."""
-    keys = sorted(
-        {
-            k[len(prefix) : -len(suffix)]
-            for r in runs
-            for k in r["metrics"]
-            if k.startswith(prefix) and k.endswith(suffix)
-        }
-    )
-    if not keys:
-        return None
-    rows = [
-        [
-            r["run"],
-            r["setting"],
-            *[ci_text(r["metrics"], f"{prefix}{k}{suffix}", clusters=f"{prefix}{k}.n_clusters") for k in keys],
-        ]
-        for r in runs
-    ]
-    note = (
-        "[95% CI]: a bootstrap that resamples clusters within the group (JBE-QA: exam questions); "
-        f"'n too small' where the group has fewer than {MIN_CLUSTERS} clusters."
-    )
-    return Table(title, ["run", "setting", *keys], rows, note)
+from ..sections import Table, fmt
+from ..tasks.base import Task
 
 
 def throughput(runs: list[dict[str, Any]]) -> Table:
@@ -126,16 +19,16 @@ def throughput(runs: list[dict[str, Any]]) -> Table:
             [
                 r["run"],
                 r["setting"],
-                _f(t.get("items_per_s"), 1),
-                _f(t.get("tokens_per_s"), 0),
-                _f(t.get("peak_rss_mb"), 0),
-                _f(r.get("weights_mb"), 1),
-                _f(t.get("wall_s"), 2),
-                _f(t.get("load_s"), 2),
-                _f(t.get("prompt_tokens")),
-                _f(t.get("output_tokens")),
-                _f(t.get("generated")),
-                _f(t.get("cached")),
+                fmt(t.get("items_per_s"), 1),
+                fmt(t.get("tokens_per_s"), 0),
+                fmt(t.get("peak_rss_mb"), 0),
+                fmt(r.get("weights_mb"), 1),
+                fmt(t.get("wall_s"), 2),
+                fmt(t.get("load_s"), 2),
+                fmt(t.get("prompt_tokens")),
+                fmt(t.get("output_tokens")),
+                fmt(t.get("generated")),
+                fmt(t.get("cached")),
             ]
         )
     return Table(
@@ -189,7 +82,7 @@ def ablations(summary: dict[str, Any]) -> list[Table]:
                     _p(c["q_bh"]),
                     _p(c.get("bootstrap_p")),
                     f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]",
-                    _f(c["cohens_d"]),
+                    fmt(c["cohens_d"]),
                     _p(c["t_p"]),
                 ]
             )
@@ -237,12 +130,12 @@ def consistency(summary: dict[str, Any]) -> Table | None:
                 c["setting"],
                 c["run_a"],
                 c["run_b"],
-                _f(c.get("n_items")),
+                fmt(c.get("n_items")),
                 "–" if share is None else f"{100 * share:.1f}%",
-                _f(c.get("kappa")),
+                fmt(c.get("kappa")),
                 "–" if c.get("delta") is None else f"{c['metric']} {c['delta']:+.3f}",
                 f"{_p(c.get('p'))} ({c.get('paired_test')})",
-                _f(c.get("mean_abs_diff_p_true"), 4),
+                fmt(c.get("mean_abs_diff_p_true"), 4),
             ]
         )
     if not rows:
@@ -273,10 +166,10 @@ def clusters(runs: list[dict[str, Any]]) -> Table:
         [
             r["run"],
             r["setting"],
-            _f(r.get("n_items")),
-            _f(r["metrics"].get("n_clusters")),
-            _f(r["metrics"].get("n_unclustered")),
-            f"{r.get('primary_metric')} {_f(r['metrics'].get('design_effect'), 2)}",
+            fmt(r.get("n_items")),
+            fmt(r["metrics"].get("n_clusters")),
+            fmt(r["metrics"].get("n_unclustered")),
+            f"{r.get('primary_metric')} {fmt(r['metrics'].get('design_effect'), 2)}",
         ]
         for r in runs
     ]

@@ -11,13 +11,14 @@ from typing import Any
 
 from ..fileio import write_text_atomic
 from ..results import ResultsFolder
+from ..sections import Table
 from ..summary import Summary
 from .browser import browser_data, browser_html
 from .first import leaderboard_matrices, verdict_tables
 from .glance import glance
 from .inputs import ItemInputs
 from .plots import Plot, all_plots, pareto
-from .tables import Table, detail_sections
+from .tables import detail_sections
 
 
 def _md(t: Table, level: str = "##") -> str:

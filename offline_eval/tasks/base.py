@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from pydantic import BaseModel, ValidationError
@@ -13,26 +12,15 @@ from ..constraints import Constraint
 from ..errors import InputError
 from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport
+from ..sections import Metric
 
 if TYPE_CHECKING:
+    from ..figures import Plot
     from ..metrics.bootstrap import SumStat
-    from ..report.plots import Plot
-    from ..report.tables import Table
+    from ..sections import Table
 
 Setting = dict[str, Any]
 Item = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Metric:
-    """One number a task reports per run: the report's leaderboard columns come from these."""
-
-    name: str
-    label: str
-    higher_is_better: bool = True
-    ci: bool = False  # the run's metrics also hold <name>_ci_low and <name>_ci_high
-    digits: int = 3
-    margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
 
 
 class Task(ABC, Generic[R]):
@@ -152,9 +140,10 @@ class Task(ABC, Generic[R]):
     @classmethod
     def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
         """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
-        from ..report.tables import leaderboard
+        from ..sections import leaderboard
 
-        return [leaderboard(cls, runs, summary)]
+        metrics = cls.metrics or (Metric(cls.primary_metric, cls.primary_metric),)
+        return [leaderboard(cls.name, metrics, cls.leaderboard_note, runs, summary)]
 
     @classmethod
     def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:

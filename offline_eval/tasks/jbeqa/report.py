@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ...report.plots import Plot, fig_module, japanese_font, primary_score, safe_name, save
-from ...report.tables import Table, breakdown
+from ...figures import Plot, fig_module, japanese_font, primary_score, safe_name, save
+from ...sections import Table, breakdown
 
 # Without a Japanese font (the `report` extra) plot labels fall back to English: boxes for 民法 help no one.
 SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}

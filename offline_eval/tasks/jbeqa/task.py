@@ -40,8 +40,8 @@ from ...results import UNSET, JsonRecord, Unset
 from ..base import Item, Metric, Setting, Task
 
 if TYPE_CHECKING:
-    from ...report.plots import Plot
-    from ...report.tables import Table
+    from ...figures import Plot
+    from ...sections import Table
 
 SYSTEM_PROMPT = (
     "あなたは日本の司法試験の問題に解答する法律の専門家です。"

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...metrics.adjscore import tier
 from ...metrics.ranking import has_score
-from ...report.tables import Table, _f, ci_text, ranked
+from ...sections import Table, ci_text, fmt, ranked
 
 
 def quality_leaderboard(runs: list[dict[str, Any]], task: str, summary: dict[str, Any]) -> Table:
@@ -26,15 +26,15 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str, summary: dict[str
             [
                 str(rank) if rank is not None else "– (no items)",
                 r["run"],
-                _f(m.get("mean"), 2),
-                _f(m.get("std"), 2),
-                _f(m.get("median"), 2),
+                fmt(m.get("mean"), 2),
+                fmt(m.get("std"), 2),
+                fmt(m.get("median"), 2),
                 ci_text(m, "adj_score", 2),
                 tier(adj) if has_score(adj) else "–",
-                _f(m.get("adj_score_delta"), 2),
-                _f(m.get("n_scored")),
-                _f(m.get("evaluator_parse_failures")),
-                _f(m.get("truncated_answers")),
+                fmt(m.get("adj_score_delta"), 2),
+                fmt(m.get("n_scored")),
+                fmt(m.get("evaluator_parse_failures")),
+                fmt(m.get("truncated_answers")),
                 (r.get("evaluator") or {}).get("run", "–"),
             ]
         )

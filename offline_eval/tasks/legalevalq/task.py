@@ -33,7 +33,7 @@ from . import evaluator as ev
 from .data import load_annotated, load_queries
 
 if TYPE_CHECKING:
-    from ...report.tables import Table
+    from ...sections import Table
 
 ANSWER_SYSTEM = (
     "あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...metrics.agreement import format_rho
-from ...report.tables import Table, _f
+from ...sections import Table, fmt
 
 _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
 _REVISION = ("statrev", "reqrev", "riskrev")
@@ -25,7 +25,7 @@ def _groups(rep: dict[str, Any]) -> list[tuple[str, list[str], list[str]]]:
 
 
 def _v(x: Any) -> str:
-    return "–" if x is None else f"{x:.2f}"
+    return fmt(x if x is None else float(x), 2)  # a mean, also where every record counted a whole number
 
 
 def score_tables(rep: dict[str, Any]) -> list[Table]:
@@ -40,7 +40,7 @@ def score_tables(rep: dict[str, Any]) -> list[Table]:
                 []
                 if title == "AmendExp"
                 else [
-                    _f(c.get("diff_chars"), 0),
+                    fmt(c.get("diff_chars"), 0),
                     _v(c.get("changed_precision")),
                     _v(c.get("changed_recall")),
                     _v(c.get("introduced_defects")),
@@ -226,12 +226,12 @@ def overflow_table(runs: list[dict[str, Any]]) -> Table | None:
                 r["run"],
                 r["setting"],
                 r["options"].get("overflow", "–"),
-                _f(m.get("n_full")),
-                _f(m.get("n_focused")),
-                _f(m.get("n_skipped")),
+                fmt(m.get("n_full")),
+                fmt(m.get("n_focused")),
+                fmt(m.get("n_skipped")),
                 _v(max(shares)) if shares else "–",
-                _f(m.get("truncated")),
-                _f(m.get("format_failures")),
+                fmt(m.get("truncated")),
+                fmt(m.get("format_failures")),
             ]
         )
     if not rows:

@@ -24,7 +24,7 @@ from . import prompts, rubric
 from .rubric import SUBTASKS
 
 if TYPE_CHECKING:
-    from ...report.tables import Table
+    from ...sections import Table
 
 _FORMATS = (".jsonl", ".json", ".parquet")
 

@@ -1,0 +1,132 @@
+"""What a task's part of the report is made of: the metrics it declares, tables, and the helpers that fill them
+(one number format, CIs that say why they are missing, the sweep's rankings, breakdowns). The report renders
+them; tasks build them, so nothing here imports a task or the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .metrics.bootstrap import MIN_CLUSTERS
+from .metrics.ranking import has_score
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number a task reports per run: the report's leaderboard columns come from these."""
+
+    name: str
+    label: str
+    higher_is_better: bool = True
+    ci: bool = False  # the run's metrics also hold <name>_ci_low and <name>_ci_high
+    digits: int = 3
+    margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    classes: list[list[str]] | None = None  # per cell: a CSS class of report.html (e.g. a verdict's colour)
+    styles: list[list[str]] | None = None  # per cell: inline CSS (e.g. a heat colour)
+
+
+def fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
+    """A number as every table prints it: floats to `digits` places (with a sign where asked), "–" for none."""
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
+    return str(v)
+
+
+def ci_text(m: dict[str, Any], name: str, digits: int = 3, clusters: str = "n_clusters") -> str:
+    """A metric with its 95% CI, "v [lo, hi]"; where the CI was withheld, why: "n too small" (fewer clusters than
+    a bootstrap needs) or "no spread" (every resample gave the same value), never a point interval [v, v]."""
+    if f"{name}_ci_low" not in m or not has_score(m.get(name)):
+        return fmt(m.get(name), digits)
+    lo, hi = m.get(f"{name}_ci_low"), m.get(f"{name}_ci_high")
+    if lo is None or hi is None:
+        n = m.get(clusters)
+        why = "no spread" if isinstance(n, int) and n >= MIN_CLUSTERS else "n too small"
+        return f"{fmt(m.get(name), digits)} ({why}{f': {n} clusters' if isinstance(n, int) else ''})"
+    return f"{fmt(m.get(name), digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+VIOLATIONS = "constraint_violations"  # answers that broke their constraint (scored as parse failures)
+
+
+def ranked(summary: dict[str, Any], setting: str) -> list[tuple[int | None, str]]:
+    """(rank, run) in the order of the summary's leaderboard for one setting, where the sweep ranked the runs
+    once (best first, which way is better being the task's): runs with the same value share a rank; a run with
+    no score has none."""
+    out: list[tuple[int | None, str]] = []
+    rows = (summary.get("leaderboards") or {}).get(setting) or []
+    for i, row in enumerate(rows):
+        if not has_score(row.get("value")):
+            out.append((None, row["run"]))
+        elif i and rows[i - 1].get("value") == row["value"] and out[-1][0] is not None:
+            out.append((out[-1][0], row["run"]))
+        else:
+            out.append((i + 1, row["run"]))
+    return out
+
+
+def leaderboard(
+    name: str, metrics: tuple[Metric, ...], note: str, runs: list[dict[str, Any]], summary: dict[str, Any]
+) -> Table:
+    """A task's runs per setting, in the summary's ranking by the primary metric (the first declared), one column
+    per declared metric (CIs where declared)."""
+    if any(VIOLATIONS in r["metrics"] for r in runs):  # every task's runs carry it: next to its parse failures
+        at = next((i + 1 for i, x in enumerate(metrics) if "failures" in x.name), len(metrics))
+        metrics = (*metrics[:at], Metric(VIOLATIONS, "constraint violations", False), *metrics[at:])
+    primary = metrics[0]
+    by_key = {(r["run"], r["setting"]): r for r in runs}
+    rows = []
+    for setting in sorted({r["setting"] for r in runs}):
+        for rank, run in ranked(summary, setting):
+            r = by_key.get((run, setting))
+            if r is None:
+                continue
+            m = r["metrics"]
+            scored = has_score(m.get(primary.name))
+            cells = [
+                (ci_text(m, x.name, x.digits) if x.ci else fmt(m.get(x.name), x.digits))
+                if scored or not x.ci
+                else "no items"
+                for x in metrics
+            ]
+            rows.append([str(rank) if rank is not None else "–", r["run"], r["setting"], *cells])
+    header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
+    return Table(
+        f"{name}: every metric per run", header, rows, f"Ranked within each setting by {primary.label}. {note}".strip()
+    )
+
+
+def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
+    """One column per key found between prefix and suffix in the runs' metrics (per subject, per year...)."""
+    keys = sorted(
+        {
+            k[len(prefix) : -len(suffix)]
+            for r in runs
+            for k in r["metrics"]
+            if k.startswith(prefix) and k.endswith(suffix)
+        }
+    )
+    if not keys:
+        return None
+    rows = [
+        [
+            r["run"],
+            r["setting"],
+            *[ci_text(r["metrics"], f"{prefix}{k}{suffix}", clusters=f"{prefix}{k}.n_clusters") for k in keys],
+        ]
+        for r in runs
+    ]
+    note = (
+        "[95% CI]: a bootstrap that resamples clusters within the group (JBE-QA: exam questions); "
+        f"'n too small' where the group has fewer than {MIN_CLUSTERS} clusters."
+    )
+    return Table(title, ["run", "setting", *keys], rows, note)
