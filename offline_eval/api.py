@@ -14,16 +14,9 @@ def sweep(config: str | Path | dict[str, Any], **options: Any) -> Summary:
     (relative paths then resolve against the working directory). `options` are the command's: out_dir, only,
     only_tasks, limit, fresh, dry_run, ray, progress (False: no progress bars), log (a function taking each line)
     and engine_log (True: the engines' own output goes to OUT/engines.log, as under the CLI)."""
-    from .config import load_config, parse_config
-    from .sweep import run_sweep
+    from .sweep import from_config
 
-    if isinstance(config, dict):
-        cfg, source = parse_config(config, Path.cwd(), "config dict"), "config dict"
-    else:
-        cfg, source = load_config(config), str(config)
-    shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k != "log")
-    command = [f"offline_eval.sweep({source!r}{', ' + shown if shown else ''})"]
-    return run_sweep(cfg, source=source, command=command, **options)
+    return from_config(config, **options)
 
 
 def load(out_dir: str | Path) -> Summary:

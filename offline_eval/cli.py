@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import OfflineEvalError
+from .errors import OfflineEvalError, described
 
 if TYPE_CHECKING:
     from .summary import Summary
@@ -474,10 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the contract is one line, no traceback, unless --debug
         if args.debug:
             raise
-        first = str(e).splitlines()[0] if str(e) else ""
-        print(
-            f"offline-eval: error: {type(e).__name__}: {first} (re-run with --debug for the traceback)", file=sys.stderr
-        )
+        print(f"offline-eval: error: {described(e)} (re-run with --debug for the traceback)", file=sys.stderr)
         return 1
 
 

@@ -54,6 +54,17 @@ class MissingExtraError(OfflineEvalError):
         super().__init__(f"the '{module}' {kind} is not installed: pip install 'offline-eval[{extra}]'")
 
 
+def first_line(e: BaseException, limit: int | None = None) -> str:
+    """An exception's message as one line: its first non-empty line (engines and libraries write pages)."""
+    line = next((x.strip() for x in str(e).splitlines() if x.strip()), "")
+    return line[:limit] if limit else line
+
+
+def described(e: BaseException, limit: int | None = None) -> str:
+    """ "TypeName: first line", for an exception we did not raise ourselves."""
+    return f"{type(e).__name__}: {first_line(e, limit)}"
+
+
 def missing(path: str) -> str | None:
     """Why a local path cannot be used, in a few words ("does not exist", a symbolic link that resolves to
     nothing or loops); None when it exists."""

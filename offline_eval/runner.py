@@ -13,10 +13,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .backends.base import Backend, LazyBackend, TokenizingBackend
+from .backends.base import Backend, TokenizingBackend
+from .backends.lazy import LazyBackend
 from .constraints import violation
 from .enginelog import terminal
-from .errors import EngineError, InputError, OfflineEvalError, PartialFailure
+from .errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
 from .fit import fits, place, tokens_needed
 from .requests import Phase, Request, Result, request_json, request_key
 from .store import Store
@@ -30,8 +31,7 @@ def engine_errors(phase: str) -> Iterator[None]:
     except (OfflineEvalError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - engines raise anything (numpy, CUDA, ValueError); keep it one line
-        first = str(e).splitlines()[0][:300] if str(e) else ""
-        raise EngineError(f"the engine failed in {phase}: {type(e).__name__}: {first}") from e
+        raise EngineError(f"the engine failed in {phase}: {described(e, 300)}") from e
 
 
 @dataclass

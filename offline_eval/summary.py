@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from .consistency import ConsistencyRow
 from .errors import InputError, format_validation_error
 from .fileio import write_json_atomic
 from .metrics.noninferiority import NonInferiority
@@ -147,6 +146,27 @@ class Provenance(_Model):
     sweep: SweepProvenance
     loads: list[LoadProvenance]
     settings: list[SettingProvenance]
+
+
+class ConsistencyRow(BaseModel):
+    """Two runs of the same weights on one task setting, on the items both answered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    setting: str
+    task: str
+    run_a: str
+    run_b: str
+    n_items: int
+    identical: float | None  # the share of identical answers
+    kappa: float | None
+    metric: str
+    metric_a: float | None
+    metric_b: float | None
+    delta: float | None
+    paired_test: str  # mcnemar (0/1 scores) | wilcoxon | none
+    p: float | None
+    mean_abs_diff_p_true: float | None = None  # logprob settings only
 
 
 class Summary(_Model):

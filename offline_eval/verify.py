@@ -139,7 +139,7 @@ def _verdicts(
     records: dict[tuple[str, str], list[ItemRecord] | None],
     runs: dict[Any, RunEntry],
 ) -> list[str]:
-    from .verdicts import paired_verdict
+    from .analyses.verdicts import paired_verdict
 
     out = []
     for model in summary.noninferiority:

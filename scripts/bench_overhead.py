@@ -74,7 +74,7 @@ def main() -> int:
     ap.add_argument("--model", default=str(ROOT / "models/tiny/hf"))
     ap.add_argument("--repeats", type=int, default=5, help="alternating raw/ours passes; best of each is kept")
     a = ap.parse_args()
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
 
     with tempfile.TemporaryDirectory() as t:

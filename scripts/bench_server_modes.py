@@ -23,7 +23,7 @@ def main() -> None:
     a = ap.parse_args()
     from test_openai_server import Server
 
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
     from offline_eval.tasks.jbeqa.task import JBEQATask
 

@@ -38,7 +38,7 @@ _ENGINES: dict[str, object] = {}
 @pytest.fixture(scope="session", params=["vllm", "llamacpp", "transformers"])
 def engine(request, tiny):  # type: ignore[no-untyped-def]
     """Each real engine once per session (vLLM takes ~20 s to start)."""
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
 
     name = request.param
     if name not in _ENGINES:

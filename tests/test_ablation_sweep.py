@@ -149,7 +149,7 @@ def test_engines_release_memory_between_loads(tiny):
 
     import psutil
 
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
     from offline_eval.memory import tree_rss
 

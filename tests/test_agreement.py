@@ -75,7 +75,7 @@ def test_judge_agreement_and_bias_by_hand():
     is half their mean difference, with and without enough source items for a CI."""
     from offline_eval.results import RunKey
     from offline_eval.tasks.legalrikai.agreement import judge_agreement
-    from offline_eval.tasks.legalrikai.task import LegalRikaiRecord
+    from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
 
     def rec(item: str, a: int, b: int) -> LegalRikaiRecord:
         r = LegalRikaiRecord(

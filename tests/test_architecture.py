@@ -124,7 +124,7 @@ def test_an_evaluator_is_one_load(tmp_path):
 
 @pytest.mark.parametrize("answers, expected", [({"default": "1"}, "1"), ({"answers": {"記述": "0"}}, "0")])
 def test_the_fake_engine_is_scripted_and_honours_constraints(tmp_path, answers, expected):
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
     from offline_eval.constraints import Choice, JsonSchema
     from offline_eval.requests import Request, Sampling
@@ -183,3 +183,23 @@ def test_generic_modules_name_no_task_and_no_task_metric():
     ]
     assert len(generic) > 30
     assert found == []
+
+
+def test_validating_a_config_leaves_the_environment_alone():
+    """Every engine module is imported to validate a config; none may change this process's environment (vLLM's
+    module set VLLM_USE_V2_MODEL_RUNNER at import, for every sweep, vLLM or not)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, json, offline_eval\n"  # the package itself turns the HF libraries offline, on purpose
+        "before = dict(os.environ)\n"
+        "from offline_eval.backends.registry import engine_names, get_engine\n"
+        "for n in engine_names(): get_engine(n).declared_class()\n"
+        "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []

@@ -105,7 +105,7 @@ def test_encode_matches_prompt_tokens(engine):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("backend", ["llamacpp"])
 def test_gguf_quantizations_load_and_constrain(tiny, backend):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
 
     for q in ("f16", "q4_0"):
@@ -121,7 +121,7 @@ def test_gguf_quantizations_load_and_constrain(tiny, backend):  # type: ignore[n
 
 @pytest.mark.parametrize("quant", ["int8", "int4"])
 def test_transformers_weight_only_quantization(tiny, quant):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
 
     b = load_backend(

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, spec_for
 
-from offline_eval.backends.base import load_backend
 from offline_eval.backends.llamacpp_greedy import _ends_inside_utf8
+from offline_eval.backends.registry import load_backend
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.constraints import Choice, JsonSchema, Regex
 from offline_eval.requests import Request, Sampling

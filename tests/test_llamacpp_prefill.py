@@ -94,7 +94,7 @@ def test_answers_do_not_depend_on_the_request_before(tiny: Path) -> None:
     pytest.importorskip("llama_cpp")
     from conftest import spec_for
 
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.requests import Request, Sampling
 
     rng = np.random.default_rng(1)
@@ -127,7 +127,7 @@ def test_a_request_split_where_it_differs_reuses_its_neighbours_whole_head(tiny:
     pytest.importorskip("llama_cpp")
     from conftest import spec_for
 
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.constraints import Choice
     from offline_eval.requests import Request, Sampling
 
@@ -173,7 +173,7 @@ def test_a_template_that_refuses_the_cut_message_only_loses_the_hint(tiny: Path)
     pytest.importorskip("llama_cpp")
     from conftest import spec_for
 
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.requests import Request, Sampling
 
     template = (

@@ -212,7 +212,7 @@ JUDGE = {
 
 
 def _runner(server: Server, tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.base import LazyBackend
+    from offline_eval.backends.lazy import LazyBackend
     from offline_eval.runner import Runner
     from offline_eval.store import Store
 

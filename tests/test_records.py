@@ -11,7 +11,7 @@ from offline_eval.requests import Result
 from offline_eval.results import UNSET, ResultsFolder, RunKey
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa.task import JBEQARecord
-from offline_eval.tasks.legalrikai.task import LegalRikaiRecord
+from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
 
 
 def _jbeqa_records() -> tuple[JBEQARecord, JBEQARecord]:

@@ -216,7 +216,7 @@ def test_gbnf_for_a_long_bound_stays_small_and_exact():
 def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
     from conftest import spec_for
 
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.constraints import Choice
     from offline_eval.errors import EngineError
     from offline_eval.requests import Request, Sampling
@@ -236,7 +236,7 @@ def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
 def test_default_legalevalq_evaluator_on_llamacpp_does_not_crash(tmp_path, tiny):
     from conftest import spec_for
 
-    from offline_eval.backends.base import load_backend
+    from offline_eval.backends.registry import load_backend
     from offline_eval.constraints import JsonSchema
     from offline_eval.requests import Request, Sampling
     from offline_eval.tasks.legalevalq.evaluator import schema as json_schema

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import TINY
 
-from offline_eval.backends.base import LazyBackend
+from offline_eval.backends.lazy import LazyBackend
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.constraints import Choice
 from offline_eval.errors import InputError

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 from ..errors import InputError
 from ..requests import Request, Result
 from .fingerprint import HashCache, files_fingerprint, spec_fingerprint
-from .registry import load_backend
 from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 Progress = Callable[[int], None] | None
@@ -106,32 +105,6 @@ class TokenizingBackend(Backend):
         if key not in cache:
             cache[key] = choice_token_ids(self.encode_text, self.render(request), choices, self.vocab_bytes)
         return cache[key]
-
-
-class LazyBackend:
-    """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine."""
-
-    def __init__(
-        self, spec: LoadSpec, hashes: HashCache | None = None, load: Callable[[LoadSpec], Backend] = load_backend
-    ) -> None:
-        self.spec = spec
-        self.fingerprint = spec_fingerprint(spec, hashes)
-        self._load = load  # in this process, or an engine on a Ray worker (offline_eval.executors)
-        self._backend: Backend | None = None
-
-    @property
-    def loaded(self) -> bool:
-        return self._backend is not None
-
-    def get(self) -> Backend:
-        if self._backend is None:
-            self._backend = self._load(self.spec)
-        return self._backend
-
-    def close(self) -> None:
-        if self._backend is not None:
-            self._backend.close()
-            self._backend = None
 
 
 def choice_token_ids(

@@ -9,10 +9,10 @@ from typing import Any
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Progress, TokenizingBackend, check_engine_args, hf_vocab_bytes
-from .chat import choose_template, hf_encode, hf_own_template, hf_render
+from .base import Progress, TokenizingBackend, check_engine_args
+from .chat import choose_template, hf_encode, hf_own_template
 from .grammars import xgrammar_ebnf
-from .hf_tokenizer import CountsWithHFTokenizer
+from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from .registry import Engine
 from .spec import LoadSpec, PromptCount
 
@@ -47,7 +47,7 @@ ENGINE = Engine(
 )
 
 
-class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
+class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
     name = "transformers"
 
     def __init__(self, spec: LoadSpec) -> None:
@@ -76,15 +76,6 @@ class HFBackend(CountsWithHFTokenizer, TokenizingBackend):
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._compiler: Any = None
         self.prompt_count = self._count = PromptCount()  # no cache across calls: every prompt token is computed
-
-    def render(self, r: Request) -> str:
-        return hf_render(self.tokenizer, self.chat_template, r)
-
-    def encode_text(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def vocab_bytes(self) -> list[bytes]:
-        return hf_vocab_bytes(self.tokenizer)
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         return hf_encode(self.tokenizer, self.chat_template, requests)

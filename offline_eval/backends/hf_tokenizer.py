@@ -1,12 +1,14 @@
-"""An HF tokenizer folder's prompt ids without an engine: the dry-run planner's counter for engines that read
-HF folders (vLLM, transformers), rendered exactly as they render."""
+"""What engines that read HF model folders (vLLM, transformers) share: prompts rendered and encoded through the
+folder's tokenizer and chat template, and the dry-run planner's counter, which renders exactly as they do."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..requests import Request
-from .chat import choose_template, hf_encode, hf_own_template
+from .base import hf_vocab_bytes
+from .chat import choose_template, hf_encode, hf_own_template, hf_render
 from .spec import LoadSpec, PromptCounter
 
 
@@ -30,3 +32,19 @@ class CountsWithHFTokenizer:
     @classmethod
     def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
         return HFPromptCounter(spec)
+
+
+class HFTokenized:
+    """An engine's prompt text and token ids through its HF tokenizer and chosen chat template."""
+
+    tokenizer: Any
+    chat_template: str | None
+
+    def render(self, r: Request) -> str:
+        return hf_render(self.tokenizer, self.chat_template, r)
+
+    def encode_text(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def vocab_bytes(self) -> list[bytes]:
+        return hf_vocab_bytes(self.tokenizer)

@@ -24,7 +24,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import EngineError
+from ..errors import EngineError, described
 
 BODY_BASE = 8 * 2**20  # bytes any answer may take (a /props with its chat template, a long /models list)
 BODY_PER_TOKEN = 4096  # and per requested token: far above an answer's JSON, top logprobs included
@@ -136,7 +136,7 @@ class ServerClient:
                     f"max_concurrency if the server answers one request at a time"
                 ) from None
             except httpx.HTTPError as e:  # connection refused or reset, a half-closed reply
-                last = self.redact(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                last = self.redact(described(e))
                 continue
             finally:
                 _deadline.at = None

@@ -9,18 +9,14 @@ from typing import Any
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
-from .base import Progress, TokenizingBackend, check_engine_args, hf_vocab_bytes, logsumexp, signature_params
-from .chat import adds_special_tokens, choose_template, hf_own_template, hf_render
+from .base import Progress, TokenizingBackend, check_engine_args, logsumexp, signature_params
+from .chat import adds_special_tokens, choose_template, hf_own_template
 from .grammars import xgrammar_ebnf
-from .hf_tokenizer import CountsWithHFTokenizer
+from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from .registry import Engine
 from .spec import LoadSpec, PromptCount, Reservation
 
 _SHUTDOWN_GRACE_S = 0.5
-
-# Structured outputs crash on the V2 model runner (vllm issue 51283).
-os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-
 
 _RESERVED = {
     "model": "path (or a variant's file)",
@@ -54,7 +50,7 @@ ENGINE = Engine(
 )
 
 
-class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
+class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
     name = "vllm"
 
     @classmethod
@@ -69,6 +65,9 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
+        # Structured outputs crash on the V2 model runner (vllm issue 51283); set only where vLLM is started, not
+        # where this module is imported to validate a config.
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         from vllm import LLM
         from vllm.platforms import current_platform
 
@@ -103,15 +102,6 @@ class VLLMBackend(CountsWithHFTokenizer, TokenizingBackend):
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._param_cache: dict[Any, Any] = {}
-
-    def render(self, r: Request) -> str:
-        return hf_render(self.tokenizer, self.chat_template, r)
-
-    def encode_text(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False)
-
-    def vocab_bytes(self) -> list[bytes]:
-        return hf_vocab_bytes(self.tokenizer)
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         # One conversation per call: the batched form of apply_chat_template measured 8x slower.

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..backends.registry import get_engine
-from ..errors import MissingExtraError, OfflineEvalError
+from ..errors import MissingExtraError, OfflineEvalError, first_line
 from .base import Log
 from .remote_backend import EngineReplica, RemoteBackend, RemoteTokenizingBackend, get, unwrap
 
@@ -58,7 +58,7 @@ class RayExecutor:
                     return
             ray.init(address=address, **opts)
         except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, ValueError, RuntimeError...
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = first_line(e) or type(e).__name__
             raise OfflineEvalError(f"--ray {address}: cannot connect to the Ray cluster: {first}") from None
 
     def _demand(self, model: ModelSpec, spec: LoadSpec) -> tuple[dict[str, float], bool]:

@@ -15,7 +15,7 @@ from typing import Any
 from ..backends.base import Backend, Progress, TokenizingBackend
 from ..backends.registry import get_engine, load_backend
 from ..backends.spec import LoadSpec
-from ..errors import EngineError, OfflineEvalError
+from ..errors import EngineError, OfflineEvalError, described
 from ..netguard import allow_only
 from ..requests import Request, Result
 
@@ -86,8 +86,7 @@ def get(refs: Any) -> Any:
     try:
         return ray.get(refs)
     except ray.exceptions.RayError as e:
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
-        raise EngineError(f"the Ray worker running this engine was lost ({type(e).__name__}: {first})") from None
+        raise EngineError(f"the Ray worker running this engine was lost ({described(e, 200)})") from None
 
 
 class RemoteBackend(Backend):

@@ -7,10 +7,13 @@ statute articles cost their length once."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..requests import Phase, Request
-from ..results import RunKey
+from ..results import ItemRecord, Records, RunKey
+
+if TYPE_CHECKING:
+    from ..pipeline.plan import PlannedTask
 
 # A prompt: [[role, line index, ...], ...]; a raw (non-chat) prompt has the role "prompt".
 Prompt = list[list[Any]]
@@ -51,3 +54,23 @@ class ItemInputs:
     def add_diffs(self, key: RunKey, item_id: str, diffs: dict[str, Segments]) -> None:
         if diffs:
             self.diffs.setdefault(key, {})[item_id] = diffs
+
+
+def from_plan(tasks: list[PlannedTask], records: Records[ItemRecord]) -> ItemInputs:
+    """Each planned setting's prompts and its task's diffs, for the runs whose records the sweep holds; never
+    written to the results files."""
+    inputs = ItemInputs()
+    for t in tasks:
+        for s in t.settings:
+            keys = [k for k in records if k.setting == s.name]
+            if not keys:
+                continue
+            ids = [str(it["id"]) for it in s.items]
+            inputs.add_phase(s.name, ids, s.phase)
+            by_id = dict(zip(ids, s.items))
+            for key in keys:
+                for rec in records[key]:
+                    item = by_id.get(str(rec.id))
+                    if item is not None:
+                        inputs.add_diffs(key, str(rec.id), t.task.browser_diffs(item, rec))
+    return inputs

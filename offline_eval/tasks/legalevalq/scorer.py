@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ...errors import InputError
+from ...errors import InputError, first_line
 
 Example = dict[str, Any]  # query, answer, comment, conclusion, score (0-100)
 
@@ -201,16 +201,14 @@ class Scorer:
         except pickle.UnpicklingError as e:
             # torch's message is many lines of advice; the reason is the text after "WeightsUnpickler error:".
             why = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\n|$)", str(e))
-            reason = why.group(1).strip() if why else str(e).splitlines()[0]
+            reason = why.group(1).strip() if why else first_line(e)
             if "Unsupported global" in reason:
                 raise InputError(
                     f"refused: the checkpoint holds objects other than tensors ({reason})", file=str(pth)
                 ) from None
             raise InputError(f"not a torch checkpoint ({reason})", file=str(pth)) from None
         except (RuntimeError, EOFError, OSError) as e:
-            raise InputError(
-                f"not a torch checkpoint ({str(e).splitlines()[0] if str(e) else type(e).__name__})", file=str(pth)
-            ) from None
+            raise InputError(f"not a torch checkpoint ({first_line(e) or type(e).__name__})", file=str(pth)) from None
         state = blob.get("state_dict", blob) if isinstance(blob, dict) else None
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise InputError("expected a dict with 'state_dict' (parameter name -> tensor)", file=str(pth))

@@ -27,8 +27,8 @@ from ...metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
 from ...metrics.bootstrap import Clusters, mean_columns, mean_of, resample, trusted
 from ...results import Records, RunEntry
 from . import rubric
+from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
-from .task import LegalRikaiRecord, LegalRikaiTask
 
 FIELDS = ("item_id", "model", "criterion", "score", "annotator")
 
@@ -250,7 +250,7 @@ def judge_agreement(
             out.alpha[sub][c.code] = {"alpha": _nan_none(alpha) if alpha is not None else None, "n": int(rated.sum())}
             norm = (raw[:, rated] - c.lo) / (c.hi - c.lo)
             consensus = np.nanmean(norm, axis=0)
-            labels = [LegalRikaiTask.cluster(r) for r, keep in zip(mine, rated) if keep]
+            labels = [r.source_item for r, keep in zip(mine, rated) if keep]
             for i, j in enumerate(judges):
                 has = ~np.isnan(norm[i])
                 diff = norm[i][has] - consensus[has]

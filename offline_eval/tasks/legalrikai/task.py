@@ -5,7 +5,6 @@ output against the paper's rubric in constrained JSON, and the scores are normal
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -18,9 +17,10 @@ from ...errors import InputError, is_url, missing
 from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, mean_columns, mean_of
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
-from ...results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset
+from ...results import Records, RunEntry, TaskReport, Unset
 from ..base import Item, Metric, Setting, Task
 from . import prompts, rubric
+from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
 
 if TYPE_CHECKING:
@@ -53,29 +53,6 @@ class LegalRikaiOptions(BaseModel):
     limit: int | None = Field(None, ge=1, description="items per sub-task")
     bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="resamples for the 95% CIs (0 = off)")
     seed: int = 0
-
-
-@dataclass(kw_only=True)
-class LegalRikaiRecord(JsonRecord):
-    """One candidate output; the judges' stage fills in judges and scores."""
-
-    id: str
-    subtask: str
-    input: str  # full | focused (the statutes cut, overflow policy 'focus') | skipped (did not fit)
-    output: str
-    finish_reason: str
-    prompt_tokens: int
-    output_tokens: int
-    gold: Any  # AmendExp: {summary, impact}; the revised contract otherwise
-    parsed: Any = None  # the answer in the asked-for form (sections, revised articles); None: a format failure
-    checks: dict[str, Any] | None = None  # the deterministic checks of a revised contract
-    judges: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge run -> its verdict (judges.judge_entry)
-    scores: dict[str, float] = field(default_factory=dict)  # criterion -> mean over the judges, in [0, 1]
-    revised: str | Unset = UNSET  # StatRev: the input contract with the output's articles merged back
-
-    @property
-    def skipped(self) -> bool:
-        return self.input == "skipped"
 
 
 class LegalRikaiTask(Task[LegalRikaiRecord]):
@@ -360,8 +337,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
 
     @classmethod
     def cluster(cls, record: LegalRikaiRecord) -> str | None:
-        """The source item: every candidate's output for it shares its statutes and contract."""
-        return f"{record.subtask}/{record.id}"
+        return record.source_item
 
     def prompt_template(self, setting: Setting) -> str:
         """The package's templates this setting renders (system, its sub-task's, the judge's) and the rubric."""

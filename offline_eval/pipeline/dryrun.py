@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from .backends.registry import get_engine
-from .backends.spec import LoadSpec, PromptCounter
-from .fit import fits, place, tokens_needed
-from .modelspec import ModelSpec
-from .requests import Request
+from ..backends.registry import get_engine
+from ..backends.spec import LoadSpec, PromptCounter
+from ..fit import fits, place, tokens_needed
+from ..requests import Request
+from .plan import Load, Plan, PlannedTask
 
 
 @dataclass
@@ -32,22 +31,21 @@ def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
 
 def prompt_format(spec: LoadSpec) -> str:
     """chat or plain, as the engine will prompt this model (read from its files, no engine started)."""
-    from .backends.chat import model_prompt_format
+    from ..backends.chat import model_prompt_format
 
     return model_prompt_format(spec.chat_template, spec.backend, spec.path)
 
 
-def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[PhasePlan]:
+def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
     out: list[PhasePlan] = []
     # (backend, path, chat template, setting) -> prompt lengths (None: the engine cannot count them locally)
     lengths: dict[tuple[str, ...], list[int] | None] = {}
-    for m, variant, ctx in loads:
-        spec = m.load_spec(variant, ctx)
+    for ld in loads:
+        spec, ctx = ld.spec(), ld.ctx
         count = _LazyCounter(spec)
         for t in tasks:
-            for setting in t.task.settings():
-                name = t.task.setting_name(setting)
-                phase = t.task.build(t.task.setting_items(t.items, setting), setting)
+            for s in t.settings:
+                name, phase = s.name, s.phase
                 key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name)
                 if key not in lengths:
                     lengths[key] = count(phase.requests)
@@ -55,7 +53,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                 limit = ctx or count.context()  # 0: the length a server reports
                 extra = [tokens_needed(0, r, phase.method) for r in phase.requests]
                 if counted is None:
-                    out.append(PhasePlan(m.run_name(variant, ctx), name, len(phase.requests), None, sum(extra), [], []))
+                    out.append(PhasePlan(ld.run, name, len(phase.requests), None, sum(extra), [], []))
                     continue
                 n = list(counted)
                 fbs = phase.fallbacks or [None] * len(n)
@@ -75,7 +73,7 @@ def plan(loads: list[tuple[ModelSpec, str, int]], tasks: list[Any]) -> list[Phas
                             n[i], ok[i], focused[i] = fb_lengths[i], True, True
                 out.append(
                     PhasePlan(
-                        m.run_name(variant, ctx),
+                        ld.run,
                         name,
                         len(phase.requests),
                         sum(x for x, f in zip(n, ok) if f),
@@ -118,22 +116,15 @@ class _LazyCounter:
             self.counter.close()
 
 
-def print_plan(
-    loads: list[tuple[ModelSpec, str, int]],
-    tasks: list[Any],
-    source: str,
-    index: dict[int, int],
-    log: Callable[[str], None],
-) -> list[PhasePlan]:
-    log(f"plan: {len(loads)} model load(s), {sum(len(t.task.settings()) for t in tasks)} task setting(s) each")
-    ok = [(m, v, c) for m, v, c in loads if m.path_problem(v, source, index[id(m)]) is None]
-    plans = plan(ok, tasks)
-    for k, (m, v, c) in enumerate(loads, 1):
-        run = m.run_name(v, c)
-        problem = m.path_problem(v, source, index[id(m)])
-        note = f"will fail: {problem}" if problem else f"prompt format: {prompt_format(m.load_spec(v, c))}"
-        log(f"[{k}/{len(loads)}] load {run}  ({note})")
-        for p in (p for p in plans if p.run == run):
+def print_plan(the: Plan, source: str, log: Callable[[str], None]) -> list[PhasePlan]:
+    loads, tasks = the.loads, the.tasks
+    log(f"plan: {len(loads)} model load(s), {sum(len(t.settings) for t in tasks)} task setting(s) each")
+    plans = phase_plans([ld for ld in loads if ld.problem(source) is None], tasks)
+    for k, ld in enumerate(loads, 1):
+        problem = ld.problem(source)
+        note = f"will fail: {problem}" if problem else f"prompt format: {prompt_format(ld.spec())}"
+        log(f"[{k}/{len(loads)}] load {ld.run}  ({note})")
+        for p in (p for p in plans if p.run == ld.run):
             over = f"{len(p.overflow_ids)} overflow" + (
                 f" ({', '.join(p.overflow_ids[:5])}{', ...' if len(p.overflow_ids) > 5 else ''})"
                 if p.overflow_ids

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .metrics.noninferiority import NonInferiority, adjust, compare
-from .modelspec import ModelSpec
-from .results import ItemRecord, Records, RunEntry
-from .tasks.base import Task
+from ..metrics.noninferiority import NonInferiority, adjust, compare
+from ..modelspec import ModelSpec
+from ..results import ItemRecord, Records, RunEntry
+from ..tasks.base import Task
 
 
 def _scores(task: Task, records: Sequence[ItemRecord]) -> dict[str, tuple[float, str | None]]:

@@ -8,9 +8,9 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from .metrics.bootstrap import Clusters
-from .metrics.stats import adjust_family, paired_test
-from .results import ItemRecord, Records, RunEntry
+from ..metrics.bootstrap import Clusters
+from ..metrics.stats import adjust_family, paired_test
+from ..results import ItemRecord, Records, RunEntry
 
 ItemScore = Callable[[ItemRecord], "float | None"]
 ItemCluster = Callable[[ItemRecord], "str | None"]

@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from .metrics.agreement import cohen_kappa
-from .metrics.paired import is_binary, mcnemar_exact
-from .results import ItemRecord, Records, RunEntry, RunKey
-from .tasks.base import Task
+from ..metrics.agreement import cohen_kappa
+from ..metrics.paired import is_binary, mcnemar_exact
+from ..results import ItemRecord, Records, RunEntry, RunKey
+from ..summary import ConsistencyRow
+from ..tasks.base import Task
 
 
 def twin_pairs(runs: Sequence[RunEntry], declared: Callable[[str, str], str | None]) -> list[tuple[str, str]]:
@@ -44,27 +43,6 @@ def _paired_p(a: list[float], b: list[float]) -> tuple[str, float | None]:
     if all(x == y for x, y in zip(a, b)):
         return "wilcoxon", 1.0
     return "wilcoxon", float(wilcoxon(a, b).pvalue)
-
-
-class ConsistencyRow(BaseModel):
-    """Two runs of the same weights on one task setting, on the items both answered."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    setting: str
-    task: str
-    run_a: str
-    run_b: str
-    n_items: int
-    identical: float | None  # the share of identical answers
-    kappa: float | None
-    metric: str
-    metric_a: float | None
-    metric_b: float | None
-    delta: float | None
-    paired_test: str  # mcnemar (0/1 scores) | wilcoxon | none
-    p: float | None
-    mean_abs_diff_p_true: float | None = None  # logprob settings only
 
 
 def compare(

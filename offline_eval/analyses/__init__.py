@@ -1,0 +1,50 @@
+"""What a sweep concludes across its runs, from their records: leaderboards, ablation families, non-inferiority
+verdicts against each model's reference, the consistency of runs of the same weights, and each task's own
+cross-run report. Each is a field of summary.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..modelspec import ModelSpec
+from ..results import ItemRecord, Records, RunEntry
+from ..tasks.base import Task
+from . import ablations, consistency, leaderboards, verdicts
+
+
+def analyse(
+    models: list[ModelSpec],
+    margins: dict[str, float],
+    runs: list[RunEntry],
+    records: Records[ItemRecord],
+    tasks: dict[str, Task],
+) -> dict[str, Any]:
+    """summary.json's analysis fields. `runs`: every current run (this sweep's and those carried over);
+    `records`: theirs; `tasks`: the tasks this sweep planned (only their runs are analysed)."""
+    known = [r for r in runs if r.task in tasks]
+    specs = {m.name: m for m in models}
+
+    def declared(model: str, variant: str) -> str | None:
+        m = specs.get(model)
+        return m.declared_twin(variant) if m is not None and variant in m.variants else None
+
+    return {
+        "task_reports": task_reports(runs, records, tasks),
+        "ablations": ablations.build(
+            records, known, lambda task: tasks[task].item_score, lambda task: tasks[task].cluster
+        ),
+        "noninferiority": verdicts.build(models, margins, records, runs, tasks),
+        "consistency": consistency.build(known, records, tasks, declared),
+        "leaderboards": leaderboards.build(runs),
+    }
+
+
+def task_reports(runs: list[RunEntry], records: Records[ItemRecord], tasks: dict[str, Task]) -> dict[str, Any]:
+    reports = {}
+    for name, task in tasks.items():
+        entries = [r for r in runs if r.task == name]
+        mine = {r.key: records[r.key] for r in entries if r.key in records}
+        rep = task.sweep_report(entries, mine) if entries else None
+        if rep is not None:
+            reports[name] = rep.to_json()
+    return reports

@@ -1,0 +1,32 @@
+"""Per task setting, the runs ranked once by the task's primary metric, honouring which way is better (best
+first; no score last). The report's every ranking reads these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..metrics.ranking import has_score, rank_runs
+from ..results import RunEntry
+from ..summary import LeaderboardRow
+from ..tasks import get_task_class, task_names
+from ..tasks.base import Task
+
+
+def build(runs: list[RunEntry]) -> dict[str, list[LeaderboardRow]]:
+    out: dict[str, list[LeaderboardRow]] = {}
+    for setting in sorted({r.setting for r in runs}):
+        group = [r for r in runs if r.setting == setting]
+        metric = group[0].primary_metric or "mean"
+        task = get_task_class(group[0].task) if group[0].task in task_names() else Task
+        declared = next((m for m in task.metrics if m.name == metric), None)
+        rows = []
+        for r in rank_runs(group, metric, declared.higher_is_better if declared else True):
+            value = r.metrics.get(metric)
+            row: dict[str, Any] = {"run": r.run, "metric": metric, "value": value}
+            if value is None or not has_score(value):
+                row["value"], row["note"] = None, "no items"
+            else:
+                row.update(task.leaderboard_row(value))
+            rows.append(LeaderboardRow.model_validate(row))
+        out[setting] = rows
+    return out

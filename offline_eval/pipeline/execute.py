@@ -1,0 +1,218 @@
+"""A unit of a sweep: one model load, every planned setting through one runner, each scored as it finishes.
+What went wrong becomes the run's one failure record, built here and only here."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import provenance
+from ..backends.base import Backend
+from ..backends.chat import model_chat_template, model_prompt_format
+from ..backends.lazy import LazyBackend
+from ..backends.spec import LoadSpec
+from ..enginelog import EngineLog
+from ..errors import InputError, OfflineEvalError, described
+from ..executors import Executor
+from ..memory import PeakMemory, weights_bytes
+from ..metrics.ranking import has_score
+from ..modelspec import ModelSpec
+from ..results import ItemRecord, Records, RunEntry, RunKey
+from ..runner import PhaseStats, Runner
+from ..store import Store
+from ..summary import Failure, LoadProvenance
+from ..timings import Timings
+from .plan import Load, PlannedTask
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Stage:
+    """What every unit of one sweep shares: its store, runner options, executor, log, timings and engine log."""
+
+    store: Store
+    store_path: Path
+    executor: Executor
+    log: Log
+    timings: Timings
+    chunk_size: int
+    fresh: bool
+    progress: bool | None
+    noise: EngineLog | None = None
+
+    def runner(self, engine: LazyBackend, store: Store, variant: str, progress: bool | None) -> Runner:
+        return Runner(engine, store, variant, chunk_size=self.chunk_size, fresh=self.fresh, progress=progress)
+
+    def engine(self, m: ModelSpec, spec: LoadSpec, run: str, store: Store) -> LoggingEngine:
+        return LoggingEngine(spec, run, self.log, store, self.executor.loader(m, run, self.log))
+
+    def mark(self) -> int:
+        return self.noise.offset() if self.noise else 0
+
+    def engine_said(self, mark: int) -> None:
+        """What the engine wrote while it ran, for a failed load (it went to engines.log, not the terminal)."""
+        said = self.noise.since(mark) if self.noise else ""
+        if said and self.noise is not None:
+            lines = "\n".join(f"    {line}" for line in said.split("\n"))
+            self.log(f"  the engine's last lines ({self.noise.path}):\n{lines}")
+
+
+@dataclass
+class Unit:
+    """What one engine load produced: its records and run entries, or why it failed."""
+
+    run: str
+    records: Records[ItemRecord] = field(default_factory=dict)
+    runs: list[RunEntry] = field(default_factory=list)
+    failure: Failure | None = None
+    abort: InputError | None = None  # bad data, or an overflow under policy 'fail': stops the sweep
+    load: LoadProvenance | None = None
+
+
+def failure(m: ModelSpec, variant: str, ctx: int, reason: str) -> Failure:
+    return Failure(
+        run=m.run_name(variant, ctx), model=m.name, variant=variant, backend=m.backend, max_model_len=ctx, reason=reason
+    )
+
+
+def reason(e: BaseException) -> str:
+    """Why a load failed, in one line."""
+    if isinstance(e, OfflineEvalError):
+        return str(e)
+    if isinstance(e, MemoryError):
+        return "out of memory"
+    return described(e)
+
+
+def attempt(stage: Stage, k: int, n: int, ld: Load, tasks: list[PlannedTask], source: str) -> Unit:
+    """Unit k of n; a failure fails this run only, bad data (an InputError naming a record) stops the sweep."""
+    unit = Unit(ld.run)
+    stage.log(f"[{k}/{n}] {unit.run}")
+    mark = stage.mark()
+    # SQLite allows one connection per thread: a unit running beside others opens its own.
+    store = Store(stage.store_path) if stage.executor.parallel else stage.store
+    try:
+        if problem := ld.problem(source):
+            raise OfflineEvalError(problem)
+        unit.load = run_model(stage, ld, tasks, store, unit)
+    except InputError as e:
+        if e.record is None:
+            unit.failure = failure(ld.model, ld.variant, ld.ctx, reason(e))
+        else:
+            unit.abort = e  # bad data or an overflow under policy 'fail': the user must fix it first
+    except Exception as e:  # noqa: BLE001 - a damaged model file can break any reader; fail this run only
+        if os.environ.get("OFFLINE_EVAL_DEBUG") and not isinstance(e, (OfflineEvalError, MemoryError)):
+            raise
+        unit.failure = failure(ld.model, ld.variant, ld.ctx, reason(e))
+    finally:
+        if store is not stage.store:
+            store.close()
+    if unit.failure:
+        stage.log(f"[{unit.run}] FAILED: {unit.failure.reason}")
+        stage.engine_said(mark)
+    return unit
+
+
+def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, unit: Unit) -> LoadProvenance:
+    run, m, timings = ld.run, ld.model, stage.timings
+    with timings.stage("prepare", run=run):  # the model files' hash (once per file: the store keeps it)
+        spec = ld.spec()
+        engine = stage.engine(m, spec, run, store)
+        facts = load_facts(spec, run, "candidate", store)
+        size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
+        runner = stage.runner(engine, store, ld.variant, False if stage.executor.parallel else stage.progress)
+    try:
+        for t in tasks:
+            for s in t.settings:
+                with PeakMemory() as mem:
+                    results, stats = runner.run(s.phase)
+                phase_timings(timings, "engine_load", "phase", run, s.name, stats)
+                with timings.stage("scoring", run=run, setting=s.name):
+                    scored = [t.task.score(it, r, s.options) for it, r in zip(s.items, results)]
+                    unit.records[RunKey(run, s.name)] = scored
+                    metrics = t.task.run_metrics(scored, s.options)
+                unit.runs.append(
+                    RunEntry(
+                        model=m.name,
+                        variant=ld.variant,
+                        backend=m.backend,
+                        run=run,
+                        max_model_len=ld.ctx,
+                        task=t.name,
+                        setting=s.name,
+                        options=s.options,
+                        prompt_format=engine.prompt_format,
+                        n_items=len(scored),
+                        primary_metric=t.task.primary_metric,
+                        metrics=metrics,
+                        weights_mb=round(size / 2**20, 2),
+                        throughput={**stats.throughput(), "peak_rss_mb": round(mem.peak / 2**20, 1)},
+                    )
+                )
+                shown = ", ".join(
+                    [f"{x.name}={metrics[x.name]:.3f}" for x in t.task.metrics if has_score(metrics.get(x.name))][:3]
+                )
+                pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
+                stage.log(f"[{run}] {s.name}: {shown or pending}  ({rate(stats)})")
+    finally:
+        with timings.stage("close", run=run):
+            engine.close()
+    return facts
+
+
+def load_facts(spec: LoadSpec, run: str, role: str, store: Store) -> LoadProvenance:
+    """A load's provenance, from its files (hashed once: the store keeps their digests) and its chat template."""
+    return provenance.load(spec, run, role, store, model_chat_template(spec.chat_template, spec.backend, spec.path))
+
+
+def rate(stats: PhaseStats) -> str:
+    """The phase's own rate (an engine start it triggered is shown apart), and what the prefix cache saved."""
+    line = f"{stats.n_generated} generated, {stats.n_cached} cached"
+    if stats.n_generated:  # a phase served from the store did no engine work: no rate to speak of
+        line += f", {stats.throughput()['items_per_s']:.1f} items/s"
+    reuse = stats.prefix_reuse()
+    if reuse and reuse["ratio"]:
+        line += f", prompt tokens computed 1/{reuse['ratio']:.1f} of submitted"
+    return line + (f"; engine start {stats.load_s:.1f} s" if stats.load_s else "")
+
+
+def phase_timings(timings: Timings, load: str, stage: str, run: str, setting: str, stats: PhaseStats) -> None:
+    if stats.load_s:
+        timings.add(load, stats.load_s, run=run)
+    info: dict[str, Any] = {
+        "items": stats.n_requests,
+        "generated": stats.n_generated,
+        "items_per_s": stats.throughput()["items_per_s"],
+    }
+    if (reuse := stats.prefix_reuse()) is not None:
+        info["prefix_reuse"] = reuse
+    timings.add(stage, stats.wall_s, run=run, setting=setting, **info)
+
+
+class LoggingEngine(LazyBackend):
+    """Loads on the first stored-output miss, says so, and turns engine crashes at load into one line."""
+
+    def __init__(self, spec: LoadSpec, run: str, log: Log, store: Store, load: Callable[[LoadSpec], Backend]) -> None:
+        super().__init__(spec, store, load)
+        self.run, self.log = run, log
+        try:
+            self.prompt_format: str | None = model_prompt_format(spec.chat_template, spec.backend, spec.path)
+        except InputError:
+            self.prompt_format = None  # an unreadable model file: loading the engine names the problem in its run
+        if self.prompt_format == "plain" and spec.chat_template is None:
+            log(f"[{run}] the model has no chat template: prompts use the plain format (chat_template: auto)")
+
+    def get(self) -> Any:
+        if not self.loaded:
+            self.log(f"[{self.run}] loading {self.spec.backend} model from {self.spec.path}")
+            try:
+                return super().get()
+            except OfflineEvalError:
+                raise
+            except Exception as e:  # noqa: BLE001 - engines raise anything on a bad model; keep it one line
+                raise OfflineEvalError(f"the engine could not load {self.spec.path}: {described(e)}") from e
+        return super().get()

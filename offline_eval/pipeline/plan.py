@@ -1,0 +1,136 @@
+"""The plan: every task built and its data read, each setting's items and phase built once, and the model loads,
+before any engine starts, so bad data fails in seconds, not after a model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .. import provenance
+from ..backends.spec import LoadSpec
+from ..config import SweepConfig, data_path_problems
+from ..datafiles import reading
+from ..errors import InputError
+from ..modelspec import ModelSpec
+from ..requests import Phase
+from ..results import RunKey
+from ..summary import SettingProvenance
+from ..tasks import load_items, make_task
+from ..tasks.base import Item, Setting, Task
+
+
+@dataclass
+class PlannedSetting:
+    name: str
+    options: Setting
+    items: Sequence[Item]
+    phase: Phase  # the same for every model: built once
+
+
+@dataclass
+class PlannedTask:
+    name: str
+    task: Task
+    items: list[Item]
+    data_files: list[str] = field(default_factory=list)  # every data file or folder the task read
+    settings: list[PlannedSetting] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Load:
+    """One engine load: a model's variant at one context length."""
+
+    model: ModelSpec
+    variant: str
+    ctx: int
+    index: int  # the model's place under `models:`, which a path problem names
+
+    @property
+    def run(self) -> str:
+        return self.model.run_name(self.variant, self.ctx)
+
+    def spec(self) -> LoadSpec:
+        return self.model.load_spec(self.variant, self.ctx)
+
+    def problem(self, source: str) -> str | None:
+        return self.model.path_problem(self.variant, source, self.index)
+
+
+@dataclass
+class Plan:
+    tasks: list[PlannedTask]
+    loads: list[Load]
+    settings: list[SettingProvenance]
+
+    def keys(self) -> list[RunKey]:
+        """Every results file the sweep will write."""
+        return [RunKey(ld.run, s.name) for ld in self.loads for t in self.tasks for s in t.settings]
+
+
+def plan(
+    cfg: SweepConfig, source: str, only: list[str] | None, only_tasks: list[str] | None, limit: int | None
+) -> Plan:
+    models = [m for m in cfg.models if not only or m.name in only]
+    if only and len(models) != len(set(only)):
+        missing = set(only) - {m.name for m in models}
+        raise InputError(f"--only names models not in the config: {', '.join(sorted(missing))}")
+    if problems := data_path_problems(cfg, source):
+        raise InputError(problems[0])
+    tasks = plan_tasks(cfg, only_tasks, limit, source)
+    index = {id(m): i for i, m in enumerate(cfg.models)}
+    loads = [Load(m, v, c, index[id(m)]) for m in models for v, c in m.runs()]
+    return Plan(tasks, loads, [x for t in tasks for x in setting_provenance(t)])
+
+
+def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None, source: str) -> list[PlannedTask]:
+    out = []
+    for name, opts in cfg.tasks.items():
+        if only_tasks and name not in only_tasks:
+            continue
+        opts = dict(opts)
+        if limit is not None:
+            opts["limit"] = limit
+        task = make_task(name, opts, source)
+        with reading() as files:
+            items = load_items(task, source)
+        settings = []
+        for options in task.settings():
+            chosen = task.setting_items(items, options)
+            settings.append(PlannedSetting(task.setting_name(options), options, chosen, task.build(chosen, options)))
+        out.append(PlannedTask(name, task, items, files, settings))
+    if only_tasks:
+        unknown = set(only_tasks) - {p.name for p in out}
+        if unknown:
+            raise InputError(f"--tasks names tasks not in the config: {', '.join(sorted(unknown))}")
+    return out
+
+
+def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
+    """Each setting of a planned task: its data, prompt template and constraints."""
+    out = []
+    for s in t.settings:
+        constraint = s.phase.requests[0].constraint if s.phase.requests else None
+        evaluation = t.task.evaluation_constraint(s.options)
+        out.append(
+            provenance.setting(
+                t.name,
+                s.name,
+                t.task.options.model_dump(mode="json"),
+                t.data_files,
+                len(s.items),
+                t.task.prompt_template(s.options),
+                constraint.to_dict() if constraint else None,
+                evaluation.to_dict() if evaluation else None,
+            )
+        )
+    return out
+
+
+def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> None:
+    """A config that names servers: from here on this process connects to their hosts and nowhere else."""
+    from ..netguard import allow_only
+
+    specs = [*cfg.models, *(ev for t in tasks for ev in t.task.evaluator_models())]
+    urls = [url for m in specs for url in m.server_urls()]
+    if urls:
+        allow_only(urls)

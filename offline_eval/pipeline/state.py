@@ -1,0 +1,72 @@
+"""What a sweep into a folder starts from and ends with: the earlier summary's runs, failures and provenance,
+carried over where this sweep did not redo them; one current state per run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from ..results import ItemRecord, Records, ResultsFolder, RunEntry
+from ..summary import SCHEMA_VERSION, Failure, LoadProvenance, Provenance, SettingProvenance, Summary, SweepProvenance
+from ..tasks.base import Task
+
+
+@dataclass
+class State:
+    earlier: Summary
+    runs: list[RunEntry]
+    failures: list[Failure]
+    records: Records[ItemRecord] = field(default_factory=dict)
+    loads: list[LoadProvenance] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, folder: ResultsFolder, attempted: set[str], log: Callable[[str], None]) -> State:
+        earlier = read_earlier(folder, log)
+        # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
+        return cls(earlier, list(earlier.runs), [f for f in earlier.failures if f.run not in attempted])
+
+    def failed(self, f: Failure) -> None:
+        """One current state per run: a failed run leaves the leaderboard, whatever an earlier sweep stored for it
+        (its outputs stay in the store, so a fixed re-run costs nothing)."""
+        self.failures.append(f)
+        self.runs = [r for r in self.runs if r.run != f.run]
+
+    def put(self, entry: RunEntry) -> None:
+        """This sweep's entry replaces an earlier one of the same run and setting; runs stay sorted."""
+        self.runs = sorted([r for r in self.runs if r.key != entry.key] + [entry], key=lambda r: r.key)
+
+    def everything(self, folder: ResultsFolder, tasks: dict[str, Task]) -> Records[ItemRecord]:
+        """This sweep's records, plus those of runs an earlier sweep into this folder produced (read once)."""
+        out = dict(self.records)
+        for entry in self.runs:
+            key = entry.key
+            if key not in out and entry.task in tasks:
+                earlier = folder.read_records(key, tasks[entry.task].Record.from_json)
+                if earlier is not None:
+                    out[key] = earlier
+        return out
+
+    def provenance(self, facts: SweepProvenance, settings: list[SettingProvenance]) -> Provenance:
+        """This sweep's, and an earlier sweep's for the runs and settings it carried over."""
+        loads = self.loads
+        here = {x.run for x in loads}
+        kept = {r.run for r in self.runs} | here
+        before = self.earlier.provenance
+        if before is not None:
+            loads = loads + [x for x in before.loads if x.run not in here and x.run in kept]
+            planned = {x.setting for x in settings}
+            settings = settings + [x for x in before.settings if x.setting not in planned]
+        return Provenance(sweep=facts, loads=loads, settings=settings)
+
+
+def read_earlier(folder: ResultsFolder, log: Callable[[str], None]) -> Summary:
+    """An earlier sweep's summary in this folder, whose runs this one carries over; one this version cannot read
+    whole is set aside (its runs are made again from the store), never half-read."""
+    if not folder.summary.exists():
+        return Summary(schema_version=SCHEMA_VERSION)
+    try:
+        return Summary.read(folder.summary)
+    except InputError as e:
+        log(f"{e}; its runs are not carried over (this sweep's are written, and the store keeps every output)")
+        return Summary(schema_version=SCHEMA_VERSION)
