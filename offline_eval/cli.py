@@ -164,12 +164,11 @@ def _field_map(text: str | None) -> dict[str, Any] | None:
 def cmd_data_validate(a: argparse.Namespace) -> int:
     """The task's own loaders and checks, so a file that validates is a file the sweep accepts."""
     from .errors import InputError
-    from .tasks import _tasks
+    from .tasks import data_kinds, task_classes
 
-    owner = next((cls for cls in _tasks().values() if a.task == cls.name or a.task in cls.data_kinds), None)
+    owner = next((cls for cls in task_classes() if a.task == cls.name or a.task in cls.data_kinds), None)
     if owner is None:
-        kinds = [k for cls in _tasks().values() for k in (cls.name, *cls.data_kinds)]
-        raise InputError(f"unknown task '{a.task}', expected one of {', '.join(kinds)}", field="task")
+        raise InputError(f"unknown task '{a.task}', expected one of {', '.join(data_kinds())}", field="task")
     print(f"{a.path}: OK ({owner.validate_path(a.task, a.path, a.split, _field_map(a.field_map))})")
     return 0
 
@@ -266,60 +265,12 @@ def cmd_quantize(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_leq_train(a: argparse.Namespace) -> int:
-    from .errors import InputError, is_url
-    from .tasks.legalevalq.data import load_annotated
-    from .tasks.legalevalq.scorer import train
-
-    if is_url(a.encoder) or not os.path.isdir(a.encoder):
-        raise InputError("encoder must be a local BERT-like model folder", file=a.encoder)
-    rep = train(
-        load_annotated(a.data),
-        a.encoder,
-        a.out,
-        epochs=a.epochs,
-        lr=a.lr,
-        batch_size=a.batch_size,
-        val_fraction=a.val_fraction,
-        patience=a.patience,
-        seed=a.seed,
-        error_input=a.error_input,
-        max_length=a.max_length,
-    )
-    print(
-        f"wrote {a.out}/scorer.safetensors: best validation loss {rep['best_val_loss']:.5f} "
-        f"(predicting the mean: {rep['mean_predictor_val_loss']:.5f})"
-    )
-    return 0
-
-
-def cmd_leq_predict(a: argparse.Namespace) -> int:
-    from .fileio import dumps, write_jsonl_atomic
-    from .metrics.adjscore import summarize
-    from .tasks.legalevalq.data import load_annotated
-    from .tasks.legalevalq.scorer import Scorer
-
-    if a.from_pth:
-        if not a.encoder:
-            from .errors import InputError
-
-            raise InputError("--from-pth needs --encoder (the BERT-like folder the checkpoint was trained on)")
-        scorer = Scorer.from_author_checkpoint(a.from_pth, a.encoder)
-    else:
-        scorer = Scorer.load(a.scorer)
-    rows = load_annotated(a.data)
-    scores = scorer.predict(rows)
-    if a.out:
-        write_jsonl_atomic(a.out, [{**r, "predicted": s} for r, s in zip(rows, scores)])
-    print(dumps(summarize(scores)))
-    return 0
-
-
 _VERBOSE = "show the engines' own output (library warnings, native logs) here, not only in OUT/engines.log"
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .backends.registry import engine_names
+    from .tasks import data_kinds, task_classes
 
     p = argparse.ArgumentParser(
         prog="offline-eval", description="Japanese legal benchmarks on local models, with no network."
@@ -382,17 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("data", help="dataset tools")
     dsub = d.add_subparsers(dest="data_command", required=True)
     dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
-    dv.add_argument(
-        "task",
-        help="a task (jbeqa, legalevalq, legalrikai: a folder of its four sub-tasks) or a "
-        "LegalRikai sub-task (amendexp, statrev, reqrev, riskrev)",
-    )
+    dv.add_argument("task", help=f"a task or a part of one: {', '.join(data_kinds())}")
     dv.add_argument("path")
-    dv.add_argument("--split", default="test", help="for a folder of splits (LegalRikai tasks)")
+    dv.add_argument("--split", default="test", help="for a folder of splits: the split to check")
     dv.add_argument(
         "--field-map",
-        help='LegalRikai: JSON {"our_field": "their_field", ...} (for legalrikai, '
-        'also per sub-task: {"statrev": {...}})',
+        help='JSON {"our_field": "their_field", ...}, for tasks that rename fields (per part of a task: '
+        '{"part": {...}})',
     )
     dv.set_defaults(func=cmd_data_validate)
 
@@ -409,28 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--threads", type=int, default=0)
     q.set_defaults(func=cmd_quantize)
 
-    lq = sub.add_parser("legaleval-q", help="LegalEval-Q's regression scorer: train and predict")
-    lqs = lq.add_subparsers(dest="leq_command", required=True)
-    lt = lqs.add_parser("train", help="train the multi-source scorer on annotated JSONL")
-    lt.add_argument("--data", required=True, help="JSONL of {query, answer, comment, conclusion, score 0-100}")
-    lt.add_argument("--encoder", required=True, help="a local BERT-like model folder")
-    lt.add_argument("--out", required=True)
-    lt.add_argument("--epochs", type=int, default=20)
-    lt.add_argument("--lr", type=float, default=2e-5, help="2e-5 suits a pre-trained BERT; a random one needs ~1e-3")
-    lt.add_argument("--batch-size", type=int, default=16)
-    lt.add_argument("--val-fraction", type=float, default=0.2)
-    lt.add_argument("--patience", type=int, default=3, help="epochs without validation gain before stopping")
-    lt.add_argument("--max-length", type=int, default=256)
-    lt.add_argument("--seed", type=int, default=0)
-    lt.add_argument("--error-input", action="store_true", help="add negatives: answers swapped across queries, score 0")
-    lt.set_defaults(func=cmd_leq_train)
-    lp = lqs.add_parser("predict", help="score (query, answer, comment, conclusion) rows")
-    lp.add_argument("--data", required=True)
-    lp.add_argument("--scorer", help="a folder written by train")
-    lp.add_argument("--from-pth", help="the authors' released .pth checkpoint instead of --scorer")
-    lp.add_argument("--encoder", help="with --from-pth: the BERT-like folder it was trained on")
-    lp.add_argument("--out", help="write the rows with a `predicted` score here (JSONL)")
-    lp.set_defaults(func=cmd_leq_predict)
+    for cls in task_classes():  # a task's own tools (e.g. training its scorer): adding a task touches no file here
+        cls.add_commands(sub)
 
     j = sub.add_parser("ja", help="Japanese legal text tools: statistics, diffs, structure checks")
     jsub = j.add_subparsers(dest="ja_command", required=True)

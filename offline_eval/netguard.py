@@ -43,10 +43,6 @@ def allow_only(urls: Iterable[str]) -> None:
         _installed = True
 
 
-def allowed_hosts() -> frozenset[str]:
-    return frozenset(_ALLOWED)
-
-
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     if event != "socket.connect":
         return

@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
@@ -50,7 +50,6 @@ class PhaseStats:
     # engine cannot say, or nothing ran.
     prompt_submitted: int | None = None
     prompt_computed: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def prefix_reuse(self) -> dict[str, Any] | None:
         if self.prompt_submitted is None or self.prompt_computed is None:

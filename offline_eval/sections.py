@@ -105,8 +105,9 @@ def leaderboard(
     )
 
 
-def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) -> Table | None:
-    """One column per key found between prefix and suffix in the runs' metrics (per subject, per year...)."""
+def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str, clusters: str) -> Table | None:
+    """One column per key found between prefix and suffix in the runs' metrics (per subject, per year...);
+    `clusters`: what the task's clusters are, for the note."""
     keys = sorted(
         {
             k[len(prefix) : -len(suffix)]
@@ -126,7 +127,7 @@ def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str) 
         for r in runs
     ]
     note = (
-        "[95% CI]: a bootstrap that resamples clusters within the group (JBE-QA: exam questions); "
+        f"[95% CI]: a bootstrap that resamples clusters within the group ({clusters}); "
         f"'n too small' where the group has fewer than {MIN_CLUSTERS} clusters."
     )
     return Table(title, ["run", "setting", *keys], rows, note)

@@ -49,11 +49,13 @@ def test_choice_constraint_gives_only_labels(engine):  # type: ignore[no-untyped
 def test_japanese_choice_constraint(engine):  # type: ignore[no-untyped-def]
     choices = ["適合する", "適合しない", "判断できない"]
     out = engine.generate(prompts(20, Sampling(max_tokens=24), Choice(choices)))
+    assert len(out) == 20
     assert all(r.text in choices for r in out), [r.text for r in out]
 
 
 def test_json_schema_outputs_parse_and_validate(engine):  # type: ignore[no-untyped-def]
     out = engine.generate(prompts(50, Sampling(max_tokens=96), JsonSchema(SCHEMA)))
+    assert len(out) == 50
     for r in out:
         assert r.finish_reason == "stop", r
         obj = parse_json_strict(r.text)  # strict: a raw control character in a string fails here
@@ -63,11 +65,13 @@ def test_json_schema_outputs_parse_and_validate(engine):  # type: ignore[no-unty
 
 def test_regex_constraint(engine):  # type: ignore[no-untyped-def]
     out = engine.generate(prompts(10, Sampling(max_tokens=12), Regex(r"第[0-9]{1,3}条")))
+    assert len(out) == 10
     assert all(re.fullmatch(r"第[0-9]{1,3}条", r.text) for r in out), [r.text for r in out]
 
 
 def test_max_tokens_cut_is_reported_as_length(engine):  # type: ignore[no-untyped-def]
     out = engine.generate(prompts(5, Sampling(max_tokens=3)))
+    assert len(out) == 5
     # Random weights rarely emit EOS within 3 tokens; every cut-off generation must say so.
     assert all(r.finish_reason in ("stop", "length") for r in out)
     assert any(r.finish_reason == "length" for r in out)
@@ -80,6 +84,7 @@ def test_choice_logprobs_agree_with_constrained_greedy(engine):  # type: ignore[
     reqs = prompts(50, Sampling(max_tokens=4), Choice(["0", "1"]))
     lp = engine.choice_logprobs(reqs, ["0", "1"])
     gen = engine.generate(reqs)
+    assert len(lp) == len(gen) == 50
     for r in lp:
         assert set(r.logprobs) == {"0", "1"}
         assert all(v <= 0 for v in r.logprobs.values())
@@ -98,6 +103,7 @@ def test_encode_matches_prompt_tokens(engine):  # type: ignore[no-untyped-def]
     reqs = prompts(3, Sampling(max_tokens=4), Choice(["0", "1"]))
     enc = engine.encode(reqs)
     out = engine.generate(reqs, enc)
+    assert len(enc) == len(out) == 3
     assert [r.prompt_tokens for r in out] == [len(e) for e in enc]
     assert all(e[0] == 1 for e in enc)  # BOS exactly once, from the chat template
     assert all(e[1] != 1 for e in enc)

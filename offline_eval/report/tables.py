@@ -160,6 +160,12 @@ def consistency(summary: dict[str, Any]) -> Table | None:
     )
 
 
+def _clusters(runs: list[dict[str, Any]]) -> str:
+    """What a cluster is, in each task of these runs, as the task declares it."""
+    found = [task_class(t) for t in sorted({r["task"] for r in runs})]
+    return "; ".join(f"{c.title or c.name}: {c.clusters}" for c in found if c.clusters) or "each item its own"
+
+
 def clusters(runs: list[dict[str, Any]]) -> Table:
     """Per run and setting: items, clusters, items with no cluster, and the primary metric's design effect."""
     rows = [
@@ -175,10 +181,8 @@ def clusters(runs: list[dict[str, Any]]) -> Table:
     ]
     unclustered = sum(int(r["metrics"].get("n_unclustered") or 0) for r in runs)
     note = (
-        "Every CI in this report is clustered: its bootstrap resamples clusters, not items (JBE-QA: the exam "
-        "question, parsed from the release's id, e.g. 令和５年-民法-１８-１ is statement 1 of question 18; "
-        "LegalEval-Q: the question; LegalRikai: the source item), and the paired right/wrong intervals are "
-        "widened by the design effect. The design effect is the variance of the clustered bootstrap over that "
+        f"Every CI in this report is clustered: its bootstrap resamples clusters, not items ({_clusters(runs)}), "
+        "and the paired right/wrong intervals are widened by the design effect. The design effect is the variance of the clustered bootstrap over that "
         "of an item bootstrap, for the primary metric: 1 where items are independent, about 1 + (m - 1) ICC "
         "for questions of m correlated statements; an item-level CI would be narrower by its square root."
     )

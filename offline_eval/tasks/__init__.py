@@ -28,6 +28,15 @@ def task_names() -> tuple[str, ...]:
     return tuple(_tasks())
 
 
+def task_classes() -> tuple[type[Task], ...]:
+    return tuple(_tasks().values())
+
+
+def data_kinds() -> list[str]:
+    """What `data validate` accepts: every task, and the parts of a task it declares (e.g. sub-tasks)."""
+    return [k for cls in _tasks().values() for k in (cls.name, *cls.data_kinds)]
+
+
 def get_task_class(name: str) -> type[Task]:
     tasks = _tasks()
     if name not in tasks:

@@ -38,6 +38,8 @@ class Task(ABC, Generic[R]):
     path_options: ClassVar[tuple[str, ...]] = ("data",)  # options that hold paths (relative to models.yaml)
     model_options: ClassVar[tuple[str, ...]] = ()  # options that hold model specs (evaluators, judges)
     data_kinds: ClassVar[tuple[str, ...]] = ()  # extra names `data validate` accepts (e.g. sub-tasks)
+    title: ClassVar[str] = ""  # how the report names the task (default: its name)
+    clusters: ClassVar[str] = ""  # what one cluster of its items is (cluster()), for the report's notes
 
     def __init__(self, options: BaseModel) -> None:
         self.options = options
@@ -166,6 +168,10 @@ class Task(ABC, Generic[R]):
     def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
         """What the report's opening lines should add about one setting's scored runs (None: nothing)."""
         return None
+
+    @classmethod
+    def add_commands(cls, sub: Any) -> None:
+        """The task's own `offline-eval` subcommands, added to the CLI's subparsers (none by default)."""
 
     @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:

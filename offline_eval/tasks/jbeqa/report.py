@@ -14,8 +14,8 @@ SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Consti
 
 def breakdown_tables(runs: list[dict[str, Any]]) -> list[Table]:
     tables = [
-        breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject"),
-        breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year"),
+        breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject", "exam questions"),
+        breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year", "exam questions"),
     ]
     return [t for t in tables if t is not None]
 

@@ -254,6 +254,10 @@ def parse_answer(text: str) -> int | None:
 
 class JBEQATask(Task[JBEQARecord]):
     name = "jbeqa"
+    title = "JBE-QA"
+    clusters = (
+        "the exam question, parsed from the release's id, e.g. 令和５年-民法-１８-１ is statement 1 of question 18"
+    )
     Options = JBEQAOptions
     Record = JBEQARecord
     primary_metric = "f1"

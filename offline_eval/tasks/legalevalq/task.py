@@ -80,6 +80,8 @@ class LegalEvalQRecord(JsonRecord):
 
 class LegalEvalQTask(Task[LegalEvalQRecord]):
     name = "legalevalq"
+    title = "LegalEval-Q"
+    clusters = "the question"
     Options = LegalEvalQOptions
     Record = LegalEvalQRecord
     options: LegalEvalQOptions
@@ -124,6 +126,12 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                 "quality score": record.scores.get("quality"),
             },
         }
+
+    @classmethod
+    def add_commands(cls, sub: Any) -> None:
+        from .commands import add_commands
+
+        add_commands(sub)
 
     @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:

@@ -57,6 +57,8 @@ class LegalRikaiOptions(BaseModel):
 
 class LegalRikaiTask(Task[LegalRikaiRecord]):
     name = "legalrikai"
+    title = "LegalRikai"
+    clusters = "the source item"
     Options = LegalRikaiOptions
     Record = LegalRikaiRecord
     options: LegalRikaiOptions
