@@ -170,7 +170,7 @@ def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subje
     ],
 )
 def test_statements_cluster_by_exam_question(item_id, question):
-    from offline_eval.tasks.jbeqa.task import question_of
+    from offline_eval.tasks.jbeqa.data import question_of
 
     assert question_of(item_id) == question
 

@@ -22,6 +22,7 @@ from ..errors import EngineError, InputError, PartialFailure, is_url, missing
 from ..requests import Request, Result
 from .base import Backend, Progress
 from .fingerprint import HashCache
+from .openai_reply import Reply, top_alternatives
 from .registry import Engine
 from .server_client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
 from .spec import LoadSpec, PromptCounter
@@ -278,7 +279,7 @@ class OpenAIBackend(Backend):
         body.update(self.constraint_fields(r.constraint))
         t0 = time.perf_counter()
         resp = self.client.post(path, body)
-        reply = _Reply(resp, self.o.base_url, path)
+        reply = Reply(resp, self.o.base_url, path)
         ch = reply.choice()
         if "message" in ch:
             message = ch["message"]
@@ -329,8 +330,8 @@ class OpenAIBackend(Backend):
                 f"the {self.kind} server at {self.o.base_url} refused logprobs ({e.message}); "
                 f"use mode 'constrained' instead"
             ) from None
-        reply = _Reply(resp, self.o.base_url, path)
-        alternatives = _top_alternatives(reply.choice())
+        reply = Reply(resp, self.o.base_url, path)
+        alternatives = top_alternatives(reply.choice())
         if not alternatives:
             raise EngineError(
                 f"the {self.kind} server at {self.o.base_url} returned no top logprobs; use mode 'constrained' instead"
@@ -416,74 +417,6 @@ def _default_concurrency(kind: str, props: dict[str, Any]) -> int:
         return _VLLM_CONCURRENCY
     slots = props.get("total_slots")
     return slots if isinstance(slots, int) and slots > 0 else 1
-
-
-class _Reply:
-    """A server's reply, read field by field: what it lacks or holds in the wrong form is named in one line."""
-
-    def __init__(self, data: dict[str, Any], base_url: str, path: str) -> None:
-        self.data, self.base_url, self.path = data, base_url, path
-
-    def bad(self, what: str, got: Any) -> BadReply:
-        import json
-
-        shown = json.dumps(got, ensure_ascii=False, default=str)
-        return BadReply(f"the server at {self.base_url} answered {self.path} with a reply that is not an answer: "
-                        f"{what} (got {shown[:200]})")  # fmt: skip
-
-    def choice(self) -> dict[str, Any]:
-        choices = self.data.get("choices")
-        if not isinstance(choices, list):
-            raise self.bad("no 'choices' list", self.data)
-        if not choices:
-            raise self.bad("'choices' is empty", self.data)
-        if not isinstance(choices[0], dict):
-            raise self.bad("choices[0] is not an object", choices[0])
-        return choices[0]
-
-    def tokens(self, key: str) -> int:
-        usage = self.data.get("usage")
-        if usage is None:
-            return 0
-        if not isinstance(usage, dict):
-            raise self.bad("'usage' is not an object", usage)
-        v = usage.get(key)
-        if v is None:
-            return 0
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or v != int(v):
-            raise self.bad(f"usage.{key} is not a count of tokens", v)
-        return int(v)
-
-
-def _number(v: Any) -> float:
-    """A logprob as the server sent it; NaN where it is not a number (null, a string, a boolean), which the
-    runner then takes for what it is: a parse failure, never an answer."""
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
-
-
-def _top_alternatives(choice: dict[str, Any]) -> list[tuple[str, float]]:
-    """(token text, logprob) for the first generated position: chat logprobs carry the exact bytes (so a
-    byte-fallback token and a piece that spell the same label both count); completions give a string map."""
-    lp = choice.get("logprobs") or {}
-    if not isinstance(lp, dict):
-        return []
-    content = lp.get("content")
-    if isinstance(content, list) and content and isinstance(content[0], dict):
-        out = []
-        for alt in content[0].get("top_logprobs") or []:
-            if not isinstance(alt, dict):
-                continue
-            raw = alt.get("bytes")
-            try:
-                text = bytes(raw).decode("utf-8", errors="replace") if raw else str(alt.get("token", ""))
-            except (TypeError, ValueError):
-                text = str(alt.get("token", ""))
-            out.append((text, _number(alt.get("logprob"))))
-        return out
-    tops = lp.get("top_logprobs")
-    if isinstance(tops, list) and tops and isinstance(tops[0], dict):
-        return [(str(t), _number(v)) for t, v in tops[0].items()]
-    return []
 
 
 class _Counter:

@@ -1,7 +1,8 @@
-"""JBE-QA: true/false statements from the Japanese bar exam, zero- and few-shot (task.py), and its report
-sections (report.py)."""
+"""JBE-QA: true/false statements from the Japanese bar exam, zero- and few-shot (task.py), its data in the
+release's form (data.py), and its report sections (report.py)."""
 
-from .task import SYSTEM_PROMPT, JBEQATask, choose_exemplars, gregorian_year, load_items, parse_answer, user_message
+from .data import gregorian_year, load_items
+from .task import SYSTEM_PROMPT, JBEQATask, choose_exemplars, parse_answer, user_message
 
 TASK = JBEQATask
 __all__ = [

@@ -12,8 +12,6 @@ results are keyed by the Gregorian year either way.
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,21 +21,19 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictBool,
     StrictInt,
-    ValidationError,
-    computed_field,
     field_validator,
 )
 
 from ...constraints import Choice
-from ...datafiles import has_split, read_records
+from ...datafiles import has_split
 from ...errors import InputError
 from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, f1_columns, f1_of, mean_columns, mean_of
 from ...metrics.classification import accuracy, precision_recall_f1
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
 from ..base import Item, Metric, Setting, Task
+from .data import load_items, question_of
 
 if TYPE_CHECKING:
     from ...figures import Plot
@@ -77,137 +73,6 @@ class JBEQAOptions(BaseModel):
         if any(k < 0 for k in v):
             raise ValueError("shots must be >= 0")
         return v
-
-
-# First Gregorian year of each era, and its last year number where the era has ended.
-_ERAS = {"明治": (1868, 45), "大正": (1912, 15), "昭和": (1926, 64), "平成": (1989, 31), "令和": (2019, None)}
-_ERA_YEAR = re.compile(r"(明治|大正|昭和|平成|令和)\s*(元|\d+|[〇一二三四五六七八九十]+)\s*年度?")
-_AD_YEAR = re.compile(r"(\d{4})\s*年?度?")
-_AD_RANGE = (1868, 2100)
-
-
-# A statement's id in the release: era year, subject, question, statement (令和５年-民法-１８-１).
-_STATEMENT_ID = re.compile(rf"(?P<year>{_ERA_YEAR.pattern})-(?P<subject>[^-]+)-(?P<question>\d+)-\d+")
-
-
-def question_of(item_id: str) -> str | None:
-    """The exam question a statement belongs to, from the release's id: 令和５年-民法-１８-１ is statement 1 of
-    question 18 of the 2023 Civil Law paper, "2023-民法-18" (half- or full-width digits, any era year
-    `gregorian_year` reads). None: an id of another shape."""
-    m = _STATEMENT_ID.fullmatch(unicodedata.normalize("NFKC", str(item_id)).strip())
-    if m is None:
-        return None
-    try:
-        year = gregorian_year(m["year"])
-    except ValueError:
-        return None
-    return f"{year}-{m['subject']}-{int(m['question'])}"
-
-
-def gregorian_year(value: int | str) -> int:
-    """The Gregorian year of a JBE-QA `year`: 平成27年 -> 2015, 平成３０年 -> 2018, 令和元年 -> 2019,
-    令和６年 -> 2024 (half- or full-width or kanji digits); an integer or "2024" is already Gregorian."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"expected an era year such as '令和5年' or a Gregorian year, got {value!r}")
-    if isinstance(value, int):
-        year = value
-    else:
-        text = unicodedata.normalize("NFKC", value).strip()  # full-width digits, and ㍻/㋿ to 平成/令和
-        if m := _ERA_YEAR.fullmatch(text):
-            era, num = m.group(1), m.group(2)
-            if num == "元":
-                n = 1
-            elif num.isdigit():
-                n = int(num)
-            else:
-                from ...ja.numerals import kanji_to_int
-
-                n = kanji_to_int(num)
-            start, last = _ERAS[era]
-            if n < 1 or (last is not None and n > last):
-                raise ValueError(
-                    f"{value!r} does not exist: {era} runs from 元年 to {f'{last}年' if last else 'today'}"
-                )
-            return start + n - 1
-        if not (m := _AD_YEAR.fullmatch(text)):
-            raise ValueError(
-                f"cannot read the year {value!r}: expected an era year such as '平成27年', '令和元年' "
-                f"or '令和５年', or a Gregorian year such as 2015"
-            )
-        year = int(m.group(1))
-    if not _AD_RANGE[0] <= year <= _AD_RANGE[1]:
-        raise ValueError(f"year {value!r} is not a Gregorian year between {_AD_RANGE[0]} and {_AD_RANGE[1]}")
-    return year
-
-
-class JBEQAItem(BaseModel):
-    """The real dataset's schema. Unknown extra columns are ignored; `year` is kept as given, and
-    `year_ad` is its Gregorian year."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
-    year: int | str
-    subject: str
-    subject_jp: str
-    theme: str | None = None
-    question_type: str | None = None
-    instruction: str
-    remark: str | None = None
-    label: Literal["Y", "N"]
-    lead_in: str | None = None
-    question: str = Field(min_length=1)
-    answer: StrictBool
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
-
-    @field_validator("year", mode="before")
-    @classmethod
-    def _year(cls, v: Any) -> Any:
-        gregorian_year(v)
-        return v
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def year_ad(self) -> int:
-        return gregorian_year(self.year)
-
-
-def load_items(path: str, split: str) -> list[Item]:
-    items, seen = [], set()
-    for where, raw in read_records(path, split):
-        try:
-            it = JBEQAItem.model_validate(raw)
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(x) for x in err["loc"])
-            rid = raw.get("id")
-            rec = f"{where} (id {rid})" if rid is not None else where
-            got = f", got {err['input']!r}" if err["type"] not in ("missing", "value_error") else ""
-            msg = (
-                "missing"
-                if err["type"] == "missing"
-                else str(err["ctx"]["error"])
-                if err["type"] == "value_error"
-                else err["msg"]
-            )
-            raise InputError(f"{msg}{got}"[:300], file=str(path), record=rec, field=field) from None
-        if (it.label == "Y") != it.answer:
-            raise InputError(
-                f"label {it.label!r} disagrees with answer {str(it.answer).lower()} (label 'Y' "
-                f"goes with answer true, 'N' with false)",
-                file=str(path),
-                record=f"{where} (id {it.id})",
-                field="label/answer",
-            )
-        if it.id in seen:
-            raise InputError("duplicate id", file=str(path), record=f"{where} (id {it.id})", field="id")
-        seen.add(it.id)
-        items.append(it.model_dump())
-    return items
 
 
 def _present(v: str | None) -> bool:
