@@ -13,7 +13,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
 from .contract import Article, Document
-from .diff import DiffStats, diff_texts
+from .diff import DiffStats, affordable, diff_texts
 
 MIN_SIMILARITY = 0.5
 
@@ -43,12 +43,21 @@ def align(a: Document, b: Document) -> list[Pair]:
     return pairs
 
 
+def _similarity(x: str, y: str) -> float:
+    """fuzz.ratio / 100 (1 - indel distance / total length); for two articles too long to compare exactly in
+    bounded time, the same from the bounded character diff (a lower bound: its edit is an upper bound)."""
+    if affordable(len(x), len(y)):
+        return fuzz.ratio(x, y) / 100
+    total = len(x) + len(y)
+    return 1 - diff_texts(x, y, with_morphemes=False).stats.diff_chars / total
+
+
 def _dp(ka: list[str], kb: list[str], a0: int, a1: int, b0: int, b1: int) -> list[Pair]:
     """Order-preserving matching of ka[a0:a1] to kb[b0:b1] that maximises total similarity."""
     n, m = a1 - a0, b1 - b0
     if n == 0 or m == 0:
         return [Pair(a0 + i, None, 0.0) for i in range(n)] + [Pair(None, b0 + j, 0.0) for j in range(m)]
-    sim = [[fuzz.ratio(ka[a0 + i], kb[b0 + j]) / 100 for j in range(m)] for i in range(n)]
+    sim = [[_similarity(ka[a0 + i], kb[b0 + j]) for j in range(m)] for i in range(n)]
     best = [[0.0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):

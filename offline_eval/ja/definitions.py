@@ -14,13 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .contract import Document
-from .numerals import NUM
+from .numerals import NUM, NUM_CHARS
 
 _ABBREV = re.compile(
     r"以下(?P<scope>[^「『」』。\n]{0,30}?)[「『](?P<t>[^」』\n]{1,30})[」』]と(?:いう|総称する|略称する|略す)"
 )
 _MEANS = re.compile(r"[「『](?P<u>[^」』\n]{1,30})[」』]とは")
-_SCOPE = re.compile(rf"(?:この|本|前|次|同|第{NUM})[編章節款条項号](?:[^。「]{{0,30}})において")
+_SCOPE = re.compile(rf"(?:この|本|前|次|同|第[{NUM_CHARS}]{{1,12}})[編章節款条項号](?:[^。「]{{0,30}})において")
+_SCOPE_LEN = 2 + 12 + 30 + 4  # the longest text _SCOPE matches
 _HEADING_LINE = re.compile(
     rf"^[ \t\u3000]*(?:#.*|第{NUM}[編章節款目](?:の{NUM})?(?:[ \t\u3000].*)?|附[ \t\u3000]*則.*|"
     r"[（(][^）)\n]{1,40}[）)][ \t\u3000]*|Article .*)$",
@@ -67,18 +68,24 @@ class Sentences:
 
     def __init__(self, text: str) -> None:
         self.starts = [0]
-        depth = 0
-        for m in _MARKS.finditer(text):
-            c = m.group(0)
-            if c == "\n":
+        pos, n = 0, len(text)
+        while pos < n:
+            eol = text.find("\n", pos)
+            stop = n if eol < 0 else eol
+            if text.find("。", pos, stop) >= 0:  # a line with no 。 has no sentence start but its own
                 depth = 0
-                self.starts.append(m.end())
-            elif c in _OPEN:
-                depth += 1
-            elif c in _CLOSE:
-                depth = max(0, depth - 1)
-            elif depth == 0:
-                self.starts.append(m.end())
+                for m in _MARKS.finditer(text, pos, stop):
+                    c = m.group(0)
+                    if c in _OPEN:
+                        depth += 1
+                    elif c in _CLOSE:
+                        depth = max(0, depth - 1)
+                    elif depth == 0:
+                        self.starts.append(m.end())
+            if eol < 0:
+                break
+            self.starts.append(eol + 1)
+            pos = eol + 1
 
     def start_of(self, pos: int) -> int:
         return self.starts[bisect.bisect_right(self.starts, pos) - 1]
@@ -89,9 +96,17 @@ def definitions(text: str, sentences: Sentences) -> list[Definition]:
     for m in _ABBREV.finditer(text):
         s = sentences.start_of(m.start())
         out.append(Definition(m.group("t"), m.start(), True, "において" in m.group("scope"), s))
+    # Whether the sentence says where the definition holds before it: read each sentence once, however many
+    # definitions it holds (a sentence runs on inside brackets, so one can hold thousands).
+    sentence, upto, scoped = -1, -1, False
     for m in _MEANS.finditer(text):
         s = sentences.start_of(m.start())
-        out.append(Definition(m.group("u"), m.start(), False, bool(_SCOPE.search(text, s, m.start())), s))
+        if s != sentence:
+            sentence, upto, scoped = s, s, False
+        if not scoped and m.start() > upto:
+            scoped = bool(_SCOPE.search(text, max(s, upto - _SCOPE_LEN), m.start()))
+            upto = m.start()
+        out.append(Definition(m.group("u"), m.start(), False, scoped, s))
     return sorted(out, key=lambda d: d.start)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _DIGITS = {
     "〇": 0,
@@ -77,8 +78,9 @@ def _below_10000(n: int, names: str) -> str:
     return s + (names[n] if n else "")
 
 
+@lru_cache(maxsize=8192)
 def to_int(s: str) -> int:
-    """Arabic, full-width or kanji digits."""
+    """Arabic, full-width or kanji digits (memoised: a statute writes the same few numbers over and over)."""
     t = unicodedata.normalize("NFKC", s).strip()
     return int(t) if t.isdigit() else kanji_to_int(t)
 

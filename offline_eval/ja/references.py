@@ -2,9 +2,12 @@
 external (into another law or contract, with its name where the text gives one) or dangling.
 
 Chains come from `refscan` (前条第二項から第四項まで, 第十五条第三項又は第四項, 同法第三条...). Within a chain a
-bare later element inherits the article (and paragraph) of the element before it. 同条 / 同項 / 同号 mean the
-article / paragraph / item mentioned last, in this law or another. English "Article N" is read too.
-Everything is one pass over the text plus O(log n) lookups per reference.
+bare later element inherits the article (and paragraph) of the element before it, and the chain goes on past
+a bracketed insertion or a part word: in 第四十三条第一項（前条において…を含む。）、第四項（…）及び第五項 and in
+第七十三条第一項ただし書、第三項, the bare paragraphs are 第四十三条's and 第七十三条's. 同条 / 同項 / 同号 mean the
+article / paragraph / item mentioned last, in this law or another, leaving out what was mentioned only inside a
+bracket that has closed since. English "Article N" is read too. Everything is one pass over the text plus
+O(log n) lookups per reference, and memory per open bracket is constant, however deep brackets nest.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import gc
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from .brackets import OPEN, Brackets, merged, quotes
 from .contract import DELETED, Article, Document, Item, Paragraph
+from .docindex import DocIndex
 from .refscan import Path, chains
 
 _EN = re.compile(
@@ -55,98 +60,24 @@ class Reference:
         return "internal" if self.resolved else "dangling"
 
 
-class _Index:
-    """Positions and numbers of a parsed document, for O(log n) lookups."""
-
-    def __init__(self, doc: Document) -> None:
-        self.doc = doc
-        self.starts = [a.start for a in doc.articles]
-        self.order: dict[str, int] = {}
-        for k, a in enumerate(doc.articles):
-            self.order.setdefault(a.label, k)
-        self._paras: dict[int, dict[int, Paragraph]] = {}
-        self._pstarts: dict[int, list[int]] = {}
-        self._istarts: dict[int, list[int]] = {}
-        self._items: dict[int, dict[tuple[int, int | None], Item]] = {}
-        self._listed: dict[int, list[Paragraph]] = {}
-        self.heads = [(a.start, a.start + len(a.head_raw)) for a in doc.articles]
-
-    def locate(self, pos: int) -> tuple[int | None, Paragraph | None, int | None]:
-        """(article index, paragraph, index of the top-level item) that a position falls in."""
-        k = bisect.bisect_right(self.starts, pos) - 1
-        if k < 0 or pos >= self.doc.articles[k].end:
-            return None, None, None
-        paras = self.doc.articles[k].paragraphs
-        if not paras:
-            return k, None, None
-        j = bisect.bisect_right(self._para_starts(k), pos) - 1
-        p = paras[max(j, 0)]
-        i = bisect.bisect_right(self._item_starts(p), pos) - 1
-        return k, p, (i if i >= 0 and pos < p.items[i].end else None)
-
-    def _para_starts(self, k: int) -> list[int]:
-        if k not in self._pstarts:
-            self._pstarts[k] = [p.start for p in self.doc.articles[k].paragraphs]
-        return self._pstarts[k]
-
-    def _item_starts(self, p: Paragraph) -> list[int]:
-        if id(p) not in self._istarts:
-            self._istarts[id(p)] = [it.start for it in p.items]
-        return self._istarts[id(p)]
-
-    def para_index(self, k: int, p: Paragraph | None) -> int:
-        """Position of a paragraph in its article (-1 for none)."""
-        if p is None:
-            return -1
-        j = bisect.bisect_left(self._para_starts(k), p.start)
-        return j if j < len(self.doc.articles[k].paragraphs) and self.doc.articles[k].paragraphs[j] is p else -1
-
-    def item(self, p: Paragraph, number: int, branch: int | None) -> Item | None:
-        if id(p) not in self._items:
-            found: dict[tuple[int, int | None], Item] = {}
-            for it in p.items:
-                found.setdefault((it.number, it.suffix), it)
-            self._items[id(p)] = found
-        return self._items[id(p)].get((number, branch))
-
-    def first_with_items(self, art: Article) -> list[Paragraph]:
-        k = self.order[art.label]
-        if k not in self._listed:
-            self._listed[k] = [p for p in art.paragraphs if p.items][:1]
-        return self._listed[k]
-
-    def article(self, label: str) -> Article | None:
-        k = self.order.get(label)
-        return None if k is None else self.doc.articles[k]
-
-    def paragraph(self, art: Article, number: int) -> Paragraph | None:
-        k = self.order[art.label]
-        if k not in self._paras:
-            self._paras[k] = {}
-            for p in art.paragraphs:
-                self._paras[k].setdefault(p.number, p)
-        return self._paras[k].get(number)
-
-
-@dataclass
+@dataclass(frozen=True)
 class _Mentions:
-    """What 同条 / 同項 / 同号 and 同法 refer to: the last article, paragraph, item and law mentioned."""
+    """What 同条 / 同項 / 同号 and 同法 refer to: the last article, paragraph, item and law mentioned. Immutable,
+    so that the state at an opening bracket can be kept (by reference) and put back at its closing one."""
 
     article: tuple[str | None, Target] | None = None
     paragraph: tuple[str | None, Target] | None = None
     item: tuple[str | None, Target] | None = None
     law: str | None = None
 
-    def note(self, law: str | None, t: Target, names_article: bool) -> None:
+    def noted(self, law: str | None, t: Target, names_article: bool) -> _Mentions:
         """A reference names an article only when it says 条 (第三条, 前条, 同条); 前項 names a paragraph."""
-        if names_article:
-            self.article = (law, Target(t.article))
-        if t.paragraph is not None:
-            self.paragraph = (law, Target(t.article, t.paragraph))
-        if t.item is not None:
-            self.item = (law, Target(t.article, t.paragraph, t.item, branch=t.branch))
-        if law:
-            self.law = law
+        return _Mentions(
+            (law, Target(t.article)) if names_article else self.article,
+            (law, Target(t.article, t.paragraph)) if t.paragraph is not None else self.paragraph,
+            (law, Target(t.article, t.paragraph, t.item, branch=t.branch)) if t.item is not None else self.item,
+            law or self.law,
+        )
 
 
 @dataclass
@@ -176,14 +107,17 @@ def scan(doc: Document) -> list[Reference]:
 
 
 def _scan(doc: Document) -> list[Reference]:
-    ix = _Index(doc)
+    ix = DocIndex(doc)
     seen = _Mentions()
     refs: list[Reference] = []
     # The signature block and supplementary provisions (附則, numbered afresh) are not read.
     end = doc.signature_start if doc.articles and doc.signature_start >= 0 else len(doc.source)
     deleted = [m.span() for m in DELETED.finditer(doc.source)]
+    quoted = quotes(doc.source)
+    brackets: Brackets[_Mentions, tuple[tuple[str | None, Target] | None, bool]] = Brackets(doc.source, quoted)
     before: tuple[int, tuple[str | None, Target] | None] = (-1, None)  # end and last target of the last chain
-    for ch in chains(doc.source, _merged(ix.heads + _quotes(doc.source) + deleted), end):
+    for ch in chains(doc.source, merged(ix.heads + quoted + deleted), end):
+        seen = brackets.advance(ch.start, seen)
         k, para, item = ix.locate(ch.start)
         here = _Here(k, para, item)
         law = ch.law
@@ -191,7 +125,10 @@ def _scan(doc: Document) -> list[Reference]:
             law = seen.law  # 同法: the law named last
         prev: tuple[str | None, Target] | None = None
         prev_names = False
-        if ch.start == before[0] + 1 and doc.source[before[0]] == "（":
+        carried = brackets.carried(ch.start)
+        if carried is not None:
+            prev, prev_names = carried  # 第四十三条第一項（…）、第四項: the list goes on past the insertion
+        elif ch.start == before[0] + 1 and doc.source[before[0]] in OPEN:
             prev, prev_names = before[1], True  # 第十二条第一項（第二号に係る部分に限る。）: the item is 12(1)'s
         for path, until in ch.elements:
             r = _element(ix, here, path, until, law, prev, seen)
@@ -200,11 +137,13 @@ def _scan(doc: Document) -> list[Reference]:
             if r.targets:
                 prev = (r.law, r.targets[-1])
                 for t in r.targets:
-                    seen.note(r.law, t, names)
+                    seen = seen.noted(r.law, t, names)
             elif law is not None:
-                seen.law = law
+                seen = replace(seen, law=law)
             prev_names = names
         before = (ch.end, prev)
+        if prev is not None:
+            brackets.offer(ch.end, (prev, prev_names))
     for m in _EN.finditer(doc.source, 0, end):
         h = bisect.bisect_right(ix.starts, m.start()) - 1
         if h >= 0 and ix.heads[h][0] <= m.start() < ix.heads[h][1]:
@@ -229,25 +168,6 @@ def _scan(doc: Document) -> list[Reference]:
     return refs
 
 
-_QUOTE = re.compile(r"「[^」\n]*」|『[^』\n]*』")
-
-
-def _quotes(text: str) -> list[tuple[int, int]]:
-    """Quoted text holds no references of this place: 第十五条第三項中「第一項」とあるのは「第三十条」と (a
-    reading-as provision quotes another article's words), 「第三号被保険者」とは (a term)."""
-    return [m.span() for m in _QUOTE.finditer(text)]
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
 def extract(doc: Document) -> list[Reference]:
     """The references into the document itself (resolved or dangling); external ones are left out."""
     return [r for r in scan(doc) if r.law is None]
@@ -260,12 +180,12 @@ def counts(refs: list[Reference]) -> dict[str, int]:
     return out
 
 
-def _label(ix: _Index, k: int | None) -> str | None:
+def _label(ix: DocIndex, k: int | None) -> str | None:
     return None if k is None else ix.doc.articles[k].label
 
 
 def _element(
-    ix: _Index,
+    ix: DocIndex,
     here: _Here,
     path: Path,
     until: Path | None,
@@ -273,7 +193,7 @@ def _element(
     prev: tuple[str | None, Target] | None,
     seen: _Mentions,
 ) -> Reference:
-    end = ix.doc.source.find("まで", until.end) + 2 if until is not None else path.end
+    end = path.end if until is None else until.end + (2 if ix.doc.source.startswith("まで", until.end) else 0)
     text = ix.doc.source[path.start : end]
     kind = (
         "range"
@@ -294,7 +214,7 @@ def _element(
 
 
 def _targets(
-    ix: _Index,
+    ix: DocIndex,
     here: _Here,
     path: Path,
     law: str | None,
@@ -352,7 +272,7 @@ def _targets(
     return out
 
 
-def _relative(ix: _Index, here: _Here, path: Path, r: Reference) -> list[Target]:
+def _relative(ix: DocIndex, here: _Here, path: Path, r: Reference) -> list[Target]:
     word = (
         (path.anchor or "") + ("" if path.count in (None, 1) else "各" if path.count == 0 else "N") + (path.level or "")
     )
@@ -418,7 +338,7 @@ def _item_target(art: Article, paragraph: int | None, it: Item) -> Target:
     return Target(art.label, paragraph, it.number, branch=it.suffix)
 
 
-def _resolve(ix: _Index, r: Reference) -> None:
+def _resolve(ix: DocIndex, r: Reference) -> None:
     """Mark an internal reference resolved if every target exists; else record what is missing."""
     if r.law is not None:
         r.resolved, r.problem = False, ""
@@ -440,11 +360,11 @@ def _resolve(ix: _Index, r: Reference) -> None:
     r.resolved = True
 
 
-def _order(ix: _Index, t: Target) -> tuple[int, int, int]:
+def _order(ix: DocIndex, t: Target) -> tuple[int, int, int]:
     return ix.order.get(t.article, -1), t.paragraph or 0, t.item or 0
 
 
-def _missing(ix: _Index, t: Target) -> str:
+def _missing(ix: DocIndex, t: Target) -> str:
     art = ix.article(t.article)
     if art is None:
         return f"article {t.article} does not exist"

@@ -1,6 +1,7 @@
 """Reference expressions in legal Japanese, read left to right in one pass (linear in the text).
 
-A reference expression is a chain of paths joined by 及び / 又は / 並びに / 若しくは / 、 or a range から…まで:
+A reference expression is a chain of paths joined by 及び / 又は / 並びに / 若しくは / 、 or a range から…まで
+(乃至 in older statutes):
 
     内閣府設置法（平成十一年法律第八十九号）第四十九条第一項
     前条第二項から第四項まで        第十五条第三項又は第四項        同条第二項及び第四項
@@ -34,10 +35,11 @@ _PATH = re.compile(
     rf"(?P<sub>[{IROHA}](?![ァ-ヶー]))?"
 )
 _START = re.compile(rf"第{NUM}[条項号]|(?:前|次)(?:各|[二三四五六七八九十2-9２-９]+)?[条項号]|(?:本|この|同)[条項号]")
-_JOIN = re.compile(r"及び|並びに|又は|若しくは|、|，|,|・|から")
+_JOIN = re.compile(r"及び|並びに|又は|若しくは|、|，|,|・|から|乃至")
 _UNTIL = re.compile(r"まで")
 # Law names end in one of these; 本契約 / この法律 / 当規程 name the document itself.
 _LAW_KIND = r"(?:法律|法|政令|省令|府令|令|規則|規程|条例|条約|協定|契約|覚書|約款|規約|附則)"
+# What precedes a law reference; `_prefix` finds this match directly, in time bounded per reference.
 _PREFIX = re.compile(r"(?P<name>[^\s、。，,・（）()「」『』\n条項号]{0,40}?)(?P<paren>（[^（）\n]{0,80}）)?\Z")
 _ENDS_IN_KIND = re.compile(rf"{_LAW_KIND}\Z")
 _LAW_NUMBER = re.compile(r"(?:法律|政令|令|規則|条例|告示|訓令|条約|様式|書式|別記)\Z")
@@ -117,15 +119,31 @@ def _path(m: re.Match[str]) -> Path | None:
     )
 
 
+_NAME_BAD = re.compile(r"[\s、。，,・（）()「」『』\n条項号]")
+
+
+def _prefix(window: str) -> tuple[str, str | None]:
+    """(name, paren) as `_PREFIX.search(window)` finds them, directly: the bracket (a law number) is the last
+    （…） of the window if it ends it, and the name is the longest run of name characters (at most 40) before
+    it. The regex tried every start in the window with every name length (thousands of steps a reference)."""
+    n = len(window)
+    q = window.rfind("（")
+    paren = None
+    end = n
+    if 0 <= q < n - 1 and window[-1] == "）" and n - q - 2 <= 80:
+        inner = window[q + 1 : n - 1]
+        if "）" not in inner and "\n" not in inner:
+            paren, end = window[q:], q
+    run = window[max(0, end - 40) : end]
+    bad = _NAME_BAD.search(run[::-1])  # the last character that cannot be in a name
+    return (run if bad is None else run[len(run) - bad.start() :]), paren
+
+
 def _law_before(text: str, start: int) -> str | None:
     """The other law this chain points into (see Chain.law), from the text just before it."""
     if not start or text[start - 1] not in _PREFIX_ENDS:
         return None
-    window = text[max(0, start - _LOOKBACK) : start]
-    m = _PREFIX.search(window)
-    if m is None:
-        return None
-    name, paren = m.group("name"), m.group("paren")
+    name, paren = _prefix(text[max(0, start - _LOOKBACK) : start])
     if paren and _HAS_LAW_NUMBER.search(paren):
         # 皇室典範（昭和二十二年法律第三号）第二十六条: a law number names a law, whatever its name ends in.
         return _trim(name) if name else ""
@@ -184,7 +202,10 @@ def chains(text: str, skip: list[tuple[int, int]] | None = None, end: int | None
             nxt = _path(nm) if nm else None
             if nxt is None:
                 break
-            if j.group(0) == "から":
+            if j.group(0) == "乃至":  # 第一項乃至第四項 (older statutes): a range with no まで
+                elements[-1] = (elements[-1][0], nxt)
+                pos = nxt.end
+            elif j.group(0) == "から":
                 u = _UNTIL.match(text, nxt.end)
                 if not u:
                     break

@@ -1,11 +1,19 @@
 """fugashi + unidic-lite morphemes with one tagger per process, and token counts for any model tokenizer.
 
 MeCab is fed bounded pieces: a line of a few megabytes crashes it (SIGSEGV). Longer texts are cut after the
-last 。 or line break before PIECE characters, else after a 、 or space, else at PIECE itself.
+last 。 or line break before PIECE characters, else after a 、 or space, else at PIECE itself. A long run of
+one character class that MeCab groups into unknown words (brackets and other symbols, Latin letters, digits,
+katakana: 「（「（…, ）」）」…) is not given to MeCab at all: MeCab reads such a run to its end from each of its
+characters, which is quadratic in the run's length (a 20k-character 「（ nesting took 4 s); each of its
+characters is a morpheme, as MeCab makes them past its grouping limit.
 """
 
 from __future__ import annotations
 
+import array
+import os
+import re
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,6 +35,78 @@ def tagger() -> Any:
 
 
 PIECE = 100_000
+RUN = 128  # a run of one grouped character class this long or longer is not given to MeCab
+_RUNS: re.Pattern[str] | None = None
+
+
+def _grouped_classes(tg: Any) -> list[str]:
+    """Regex character classes, one per MeCab character category, of the characters that MeCab groups into
+    unknown words (char.def: GROUP 1, and INVOKE 1 or no dictionary word of their own), from the dictionary's
+    char.bin. Characters outside the BMP count with the DEFAULT category."""
+    path = os.path.join(os.path.dirname(tg.dictionary_info[0]["filename"]), "char.bin")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        (n,) = struct.unpack_from("<I", data, 0)
+        names = [data[4 + 32 * k : 36 + 32 * k].split(b"\0")[0].decode() for k in range(n)]
+        info = array.array("I")
+        info.frombytes(data[4 + 32 * n : 4 + 32 * n + 4 * 0xFFFF])
+    except (OSError, struct.error, UnicodeDecodeError, ValueError):
+        # No char.bin: the symbol, Latin, digit and katakana blocks of the usual char.def.
+        return [
+            r"!-/:-@\[-`{-~\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65",
+            r"A-Za-z\uff21-\uff3a\uff41-\uff5a",
+            r"0-9\uff10-\uff19",
+            r"\u30a1-\u30ff\u31f0-\u31ff\uff66-\uff9f",
+        ]
+    members: dict[int, list[int]] = {}
+    for code, v in enumerate(info):
+        category, group, invoke = (v >> 18) & 0xFF, (v >> 30) & 1, v >> 31
+        if not group or names[category] == "SPACE" or 0xD800 <= code < 0xE000:
+            continue
+        if invoke or names[category] == "DEFAULT" or tg(chr(code))[0].is_unk:
+            members.setdefault(category, []).append(code)
+    if "DEFAULT" in names:
+        members.setdefault(names.index("DEFAULT"), []).append(0x10000)
+    out = []
+    for category, codes in members.items():
+        ranges: list[list[int]] = []
+        for c in codes:
+            if ranges and c == ranges[-1][1] + 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+        if names[category] == "DEFAULT":
+            ranges[-1][1] = 0x10FFFF
+        out.append("".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges))
+    return out
+
+
+def _runs() -> re.Pattern[str]:
+    """Runs of RUN or more characters of one grouped class, each found from its first character only."""
+    global _RUNS
+    if _RUNS is None:
+        tg = tagger()
+        with _LOCK:
+            if _RUNS is None:
+                _RUNS = re.compile("|".join(f"(?<![{c}])[{c}]{{{RUN},}}" for c in _grouped_classes(tg)))
+    return _RUNS
+
+
+def chunks(text: str) -> Iterator[tuple[int, str, bool]]:
+    """(offset, piece, whole) covering `text` in order, as it is tokenized: `pieces` for MeCab, and each run of
+    RUN or more characters of one grouped class as one piece (whole=True) whose characters are a morpheme
+    each, which is what MeCab makes of such a run (one unknown word per character, past its grouping limit),
+    without reading the run to its end from each of them. A run's morphemes so do not depend on where it
+    starts, and an edit in it changes only its own."""
+    pos = 0
+    for m in _runs().finditer(text):
+        for off, piece in pieces(text[pos : m.start()]):
+            yield pos + off, piece, False
+        yield m.start(), m.group(0), True
+        pos = m.end()
+    for off, piece in pieces(text[pos:] if pos else text):
+        yield pos + off, piece, False
 
 
 def pieces(text: str, size: int = PIECE) -> Iterator[tuple[int, str]]:
@@ -46,11 +126,9 @@ def pieces(text: str, size: int = PIECE) -> Iterator[tuple[int, str]]:
 def morphemes(text: str) -> list[str]:
     """Surface forms, as fugashi gives them (whitespace between morphemes is not a token)."""
     tg = tagger()
-    if len(text) <= PIECE:
-        return [w.surface for w in tg(text)]
     out: list[str] = []
-    for _, piece in pieces(text):
-        out += [w.surface for w in tg(piece)]
+    for _, piece, whole in chunks(text):
+        out += list(piece) if whole else [w.surface for w in tg(piece)]
     return out
 
 
@@ -58,7 +136,10 @@ def morpheme_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) character offsets of each morpheme in `text`."""
     out = []
     tg = tagger()
-    for base, piece in pieces(text):
+    for base, piece, whole in chunks(text):
+        if whole:
+            out += [(base + k, base + k + 1) for k in range(len(piece))]
+            continue
         pos = 0
         for w in tg(piece):
             pos += len(w.white_space)
@@ -73,7 +154,7 @@ def morpheme_spans(text: str) -> list[tuple[int, int]]:
 def morpheme_count(text: str) -> int:
     """Morphemes, not counting whitespace."""
     tg = tagger()
-    return sum(len(tg(piece)) for _, piece in pieces(text))
+    return sum(len(piece) if whole else len(tg(piece)) for _, piece, whole in chunks(text))
 
 
 def model_token_count(text: str, tokenizer: Any | Callable[[str], list[int]]) -> int:
