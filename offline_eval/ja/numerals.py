@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from functools import lru_cache
 
@@ -85,23 +84,6 @@ def to_int(s: str) -> int:
     return int(t) if t.isdigit() else kanji_to_int(t)
 
 
-_ARTICLE = re.compile(rf"第({NUM})条(?:の({NUM}))?")
-
-
-def parse_article_number(text: str) -> tuple[int, int | None]:
-    """第百九条 -> (109, None); 第二十三条の二 -> (23, 2); 第２３条の２ -> (23, 2)."""
-    m = _ARTICLE.fullmatch(text.strip())
-    if not m:
-        raise ValueError(f"not an article number: {text!r}")
-    return to_int(m.group(1)), (to_int(m.group(2)) if m.group(2) else None)
-
-
 def article_label(number: int, suffix: int | None = None) -> str:
     """(23, 2) -> "23-2"; (109, None) -> "109"."""
     return f"{number}-{suffix}" if suffix else str(number)
-
-
-def format_article(number: int, suffix: int | None = None, style: str = "kanji") -> str:
-    """(23, 2) -> 第二十三条の二 (kanji) or 第23条の2 (arabic)."""
-    f = int_to_kanji if style == "kanji" else str
-    return f"第{f(number)}条" + (f"の{f(suffix)}" if suffix else "")
