@@ -96,6 +96,6 @@ def format_validation_error(e: ValidationError, file: str | None, prefix: str = 
     loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + parts)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        msg = "unknown key (check the spelling; see the README's models.yaml reference)"
+        msg = "unknown key (check the spelling; see docs/configuration.md)"
     more = f" (and {len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
     return InputError(msg + more, file=file, field=loc or None)

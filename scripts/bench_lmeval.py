@@ -16,7 +16,7 @@ process under it: vLLM's engine and worker), the engine start and the scoring ph
 (offline-eval: summary.json's throughput; before issue 16 its items/s included the engine start; lm-eval: its
 vLLM start and `loglikelihood` call, timed by scripts/lmeval_task/timed_lmeval.py), and accuracy (both score by
 the more likely label, so the two should agree). Then the ratios after vs before and after vs lm-eval.
-lm-eval is not a dependency: --lmeval-python is a Python that has it (README, "Benchmarks").
+lm-eval is not a dependency: --lmeval-python is a Python that has it (docs/benchmarks.md).
 """
 
 from __future__ import annotations
