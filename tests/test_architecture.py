@@ -83,6 +83,7 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
     assert "gone: every metric per run" in [t.title for t in build_tables({"runs": [other]})]
 
 
+@pytest.mark.slow
 def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_path, monkeypatch):
     from offline_eval.config import load_config
     from offline_eval.results import ResultsFolder
@@ -140,6 +141,7 @@ def test_the_fake_engine_is_scripted_and_honours_constraints(tmp_path, answers, 
     assert json.loads(js.text) == {"score": 1}
 
 
+@pytest.mark.slow
 def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
     """A phase that starts the engine reports the start as load_s; its wall_s and items/s are the phase's own."""
     import time
@@ -180,6 +182,7 @@ def _code_tokens(text: str):  # type: ignore[no-untyped-def]
             prev = t.type
 
 
+@pytest.mark.slow
 def test_outside_the_tasks_no_code_line_names_a_task_or_its_metrics():
     """Only a task's folder may know its name, its title and its parts (and, with the metric library, its
     metrics): the sweep, the report, the CLI, the engines and the executors render and rank what tasks declare.

@@ -217,10 +217,12 @@ def _count(db: Path) -> int:
 
 
 @pytest.mark.parametrize("cmd", [[], ["sweep"], ["run"], ["report"], ["data", "validate"], ["models", "check"]])
+@pytest.mark.slow
 def test_every_command_has_help(cmd):
     proc = run_cli(*cmd, "--help")
     assert proc.returncode == 0 and "usage:" in proc.stdout
 
 
+@pytest.mark.slow
 def test_report_on_missing_dir(tmp_path):
     assert_one_line_error(run_cli("report", str(tmp_path)), "no summary.json")

@@ -129,6 +129,7 @@ def test_store_keys_differ_between_none_and_auto_and_follow_the_template_file(tm
 
 
 @pytest.mark.parametrize("value", ["missing.jinja", "templates/chat_ja.j2", "prompts/base_model"])
+@pytest.mark.slow
 def test_missing_template_file_is_an_error_in_models_yaml(tmp_path: Path, value: str):
     cfg = write_config(tmp_path, [gguf_model("m", TINY / "gguf" / "tiny-q8_0.gguf", chat_template=value)])
     for cmd in (["models", "check", str(cfg)], ["sweep", str(cfg), "--limit", "2"], ["sweep", str(cfg), "--dry-run"]):
@@ -138,6 +139,7 @@ def test_missing_template_file_is_an_error_in_models_yaml(tmp_path: Path, value:
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_missing_template_file_is_an_error_in_run(tmp_path: Path):
     proc = run_tiny_jbeqa(
         "--limit",
@@ -151,6 +153,7 @@ def test_missing_template_file_is_an_error_in_run(tmp_path: Path):
     assert not (tmp_path / "o" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_jinja_syntax_error_names_the_field_and_the_line(tmp_path: Path):
     bad = tmp_path / "bad.jinja"
     bad.write_text("{{ bos_token }}\n{% for m in messages %}\n{{ m['content'] }\n{% endfor %}\n", encoding="utf-8")
@@ -168,6 +171,7 @@ def test_jinja_syntax_error_names_the_field_and_the_line(tmp_path: Path):
     one_line_error(proc, "field '--chat-template'", "Jinja syntax error on line 2 of the template text")
 
 
+@pytest.mark.slow
 def test_template_that_ignores_the_messages_is_refused(tmp_path: Path):
     cfg = write_config(tmp_path, [gguf_model("m", TINY / "gguf" / "tiny-q8_0.gguf", chat_template="{{ bos_token }}")])
     one_line_error(run_cli("models", "check", str(cfg)), "field 'models.0.chat_template'", "never uses `messages`")

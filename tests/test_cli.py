@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from conftest import DATA, ROOT, TINY, run_cli, run_tiny_jbeqa
 
@@ -34,6 +35,7 @@ def test_run_one_model_one_task_writes_the_sweep_layout(tmp_path, tiny):
     assert (out / "report.md").exists() and (out / "store.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_data_validate(tmp_path):
     ok = run_cli("data", "validate", "jbeqa", str(DATA))
     assert ok.returncode == 0 and "test: 26 items; train: 12 items" in ok.stdout

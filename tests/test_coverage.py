@@ -50,6 +50,7 @@ def mc_error(p: float, sims: int = SIMS) -> float:
 
 
 @pytest.mark.parametrize(("k", "m", "icc"), SETTINGS)
+@pytest.mark.slow
 def test_clustered_score_interval_covers_and_rarely_declares_a_false_non_inferiority(k, m, icc, capsys):
     for p, bounded in ((PAIRS, True), (RARE, False)):
         rng = np.random.default_rng(2026)
@@ -75,6 +76,7 @@ def test_clustered_score_interval_covers_and_rarely_declares_a_false_non_inferio
         assert items < 0.9
 
 
+@pytest.mark.slow
 def test_the_verdict_is_the_interval_read_against_the_margin():
     """compare(), one data set at a time, gives the vectorised interval and its verdict."""
     rng = np.random.default_rng(5)

@@ -169,6 +169,7 @@ def test_other_findings_hand_made():
     assert len(got) == 5
 
 
+@pytest.mark.slow
 def test_ja_cli(tmp_path):
     a, b = str(C / "service_agreement.md"), str(C / "service_agreement.revised_insert.md")
     st = run_cli("ja", "stats", a, "--json")

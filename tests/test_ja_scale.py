@@ -7,6 +7,7 @@ import json
 import sys
 import time
 
+import pytest
 from conftest import ROOT, run_cli
 
 from offline_eval.ja.checks import check
@@ -16,6 +17,8 @@ from offline_eval.ja.tokenize import PIECE, morpheme_count, morpheme_spans, morp
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_ja import big_statute  # noqa: E402
+
+pytestmark = pytest.mark.slow  # megabytes of text: `make test` runs them, the fast tier does not
 
 SENTENCE = "甲は乙に対し本契約に基づく業務の遂行状況を書面により報告しなければならない"
 

@@ -209,6 +209,7 @@ def test_run_metrics_resample_questions_and_count_items_without_one(tmp_path: Pa
     assert few["n_clusters"] == 4 and few["accuracy_ci_low"] is None and few["f1_ci_high"] is None
 
 
+@pytest.mark.slow
 def test_unparseable_year_is_a_one_line_error_naming_file_record_field(tmp_path: Path):
     f = write_jsonl(
         tmp_path / "test.jsonl",

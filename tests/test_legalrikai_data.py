@@ -15,6 +15,7 @@ D = ROOT / "data" / "legalrikai"
 
 
 @pytest.mark.parametrize("task", ["amendexp", "statrev", "reqrev", "riskrev"])
+@pytest.mark.slow
 def test_samples_validate(task):
     items = load_items(task, str(D / f"{task}.jsonl"))
     assert len(items) >= 3
@@ -33,6 +34,7 @@ def test_sample_properties_the_issue_asks_for():
     assert all(len(parse(a["statute_pre"]).articles) >= 5 and a["statute_pre"] != a["statute_post"] for a in amend)
 
 
+@pytest.mark.slow
 def test_field_map_loads_a_renamed_copy(tmp_path):
     rows = [json.loads(x) for x in (D / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()]
     renamed = [
@@ -61,6 +63,7 @@ def test_field_map_loads_a_renamed_copy(tmp_path):
         ),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_named(tmp_path, mutate, needle):
     row = json.loads((D / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()[1])
     mutate(row)
@@ -71,6 +74,7 @@ def test_bad_input_is_named(tmp_path, mutate, needle):
     assert "line 1 (id reqrev-002)" in proc.stderr and needle in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_legalevalq_files_validate():
     p1 = run_cli("data", "validate", "legalevalq", str(ROOT / "data" / "legalevalq" / "queries.json"))
     p2 = run_cli("data", "validate", "legalevalq", str(ROOT / "data" / "legalevalq" / "train.jsonl"))

@@ -379,6 +379,7 @@ def test_validate_data_cli_for_the_whole_folder():
     assert "3 amendexp, 3 statrev, 3 reqrev, 3 riskrev" in p.stdout
 
 
+@pytest.mark.slow
 def test_validate_cli_field_map_errors_are_one_line():
     from conftest import run_cli
 

@@ -143,6 +143,7 @@ def test_lower_is_better_flips_the_sign():
     assert wrong.estimate == pytest.approx(-0.25) and wrong.method == SCORE and wrong.verdict == INFERIOR
 
 
+@pytest.mark.slow
 def test_matches_scipy_on_normal_differences():
     rng = np.random.default_rng(7)
     ref = rng.normal(50, 10, 250)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -71,6 +72,7 @@ def test_engines_count_the_prompt_tokens_they_compute(engine):  # type: ignore[n
         assert computed == len(b)
 
 
+@pytest.mark.slow
 def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
     """Two fake candidates answer one item per LegalRikai sub-task; one fake judge (which, like llama.cpp, keeps
     the previous prompt) judges both. Each item's two judge prompts differ only in the last characters, so the

@@ -393,6 +393,7 @@ def test_duplicate_keys_in_models_yaml_name_both_lines(tmp_path):
         (lambda r: r["models"][0].update(trust_remote_code="yes"), "models.0.trust_remote_code"),
     ],
 )
+@pytest.mark.slow
 def test_meaningless_config_values_are_refused(tmp_path, change, needle):
     cfg = write_config(tmp_path, str(DATA))
     _edit(cfg, change)
@@ -401,6 +402,7 @@ def test_meaningless_config_values_are_refused(tmp_path, change, needle):
 
 
 @pytest.mark.parametrize("args, needle", [(["--only", ""], "--only"), (["--tasks", ","], "--tasks")])
+@pytest.mark.slow
 def test_empty_name_lists_are_refused(tmp_path, args, needle):
     cfg = write_config(tmp_path, str(DATA))
     assert_one_line_error(run_cli("sweep", str(cfg), *args), needle, "empty list")
@@ -431,6 +433,7 @@ def test_engine_args_that_clash_or_do_not_exist_fail_that_variant_only(tmp_path,
     assert {r["model"] for r in summary["runs"]} == {"tiny-gguf"}  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_field_map_only_where_a_task_has_one_and_only_known_fields(tmp_path):
     assert_one_line_error(
         run_cli("data", "validate", "jbeqa", str(DATA), "--field-map", '{"id": "x"}'), "--field-map", "no field map"
@@ -446,6 +449,7 @@ def test_field_map_only_where_a_task_has_one_and_only_known_fields(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_data_validate_runs_the_sweeps_checks(tmp_path):
     only_train = tmp_path / "jbe"
     only_train.mkdir()
@@ -460,6 +464,7 @@ def test_data_validate_runs_the_sweeps_checks(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_report_on_a_damaged_summary_names_the_field(tmp_path):
     (tmp_path / "summary.json").write_text(
         json.dumps({"schema_version": 3, "runs": [{"run": "a", "setting": "s", "task": "jbeqa", "model": "m"}]})

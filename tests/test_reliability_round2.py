@@ -56,6 +56,7 @@ def analyses(s: dict) -> dict:
     return {k: s[k] for k in ("consistency", "ablations", "noninferiority")}
 
 
+@pytest.mark.slow
 def test_line_separators_in_outputs_ids_and_data_survive_an_only_rerun(tmp_path):
     """Each separator once in an id, once in a question and once in an answer: after `--only twin`, m's runs are
     read back from their results files, and every analysis and the item browser still hold them."""
@@ -95,6 +96,7 @@ def test_results_files_split_on_newlines_only(tmp_path):
     assert back is not None and [r.id for r in back] == [r.id for r in recs]
 
 
+@pytest.mark.slow
 def test_html_breakers_in_outputs_leave_the_report_working(tmp_path, offline_browser):  # type: ignore[no-untyped-def]
     """Outputs that switch the HTML parser's state inside a <script> (<!--, <script, </script), line
     separators, and a lone surrogate (a \\ud800 escape in a results file): the page keeps its title, logs no
@@ -147,6 +149,7 @@ def test_a_lone_surrogate_in_data_names_the_file_record_and_field(tmp_path):
     assert "lone surrogate (\\ud800" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_phase_that_did_no_engine_work_prints_no_rate(tmp_path):
     cfg = fake_sweep_config(tmp_path, DATA, {})
     first = sweep(cfg)
@@ -175,6 +178,7 @@ def test_a_read_only_store_says_so_and_does_not_suggest_fresh(tmp_path, monkeypa
     assert "--fresh" not in str(e.value) and "make store.sqlite and its folder writable" in str(e.value)
 
 
+@pytest.mark.slow
 def test_an_output_path_in_the_way_is_named_before_anything_runs(tmp_path):
     from offline_eval.errors import InputError
 
@@ -201,6 +205,7 @@ def test_a_bad_limit_on_the_command_line_is_blamed_on_the_option(tmp_path):
     assert "tasks.jbeqa" not in proc.stderr and str(cfg) not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_symlink_loop_as_the_data_path_says_it_loops(tmp_path):
     loop = tmp_path / "loop"
     os.symlink(loop, loop)

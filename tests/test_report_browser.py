@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from test_verdicts import _config
 
 from offline_eval.tasks.jbeqa.task import SYSTEM_PROMPT
+
+pytestmark = pytest.mark.slow  # headless Chromium: `make test` runs them, the fast tier does not
 
 
 def _sweep(tmp: Path) -> Path:

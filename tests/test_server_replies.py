@@ -16,6 +16,10 @@ import yaml
 from conftest import CLI, DATA, ROOT
 from hostile_server import MODEL, HostileServer, Reply, as_json, chat_reply, top_logprobs, trickle
 
+pytestmark = (
+    pytest.mark.slow
+)  # hostile servers that trickle and time out on purpose: `make test` runs them, the fast tier does not
+
 pytest.importorskip("httpx")  # the `server` extra
 
 KEY = "sk-hostile-probe-4b1d9e"

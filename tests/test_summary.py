@@ -41,6 +41,7 @@ def test_a_written_summary_validates_against_the_shipped_schema_and_reads_back_t
     assert "version" not in raw  # the old untyped key
 
 
+@pytest.mark.slow
 def test_another_schema_version_is_refused_in_one_line(swept):
     raw = json.loads((swept / "summary.json").read_text(encoding="utf-8"))
     raw["schema_version"] = 2
@@ -52,6 +53,7 @@ def test_another_schema_version_is_refused_in_one_line(swept):
     assert "written by offline-eval 0.0.9 in summary schema version 2" in err and "re-run the sweep" in err
 
 
+@pytest.mark.slow
 def test_provenance_names_code_machine_loads_and_settings(swept):
     s = Summary.read(swept / "summary.json")
     assert s.provenance is not None
@@ -81,6 +83,7 @@ def test_provenance_names_code_machine_loads_and_settings(swept):
     assert "## Provenance" in md and "### Provenance: each load" in md
 
 
+@pytest.mark.slow
 def test_the_python_api_sweeps_and_loads_typed_records(tmp_path):
     import yaml
 

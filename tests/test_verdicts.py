@@ -47,6 +47,7 @@ def _config(tmp: Path, **extra: object) -> Path:
     return cfg
 
 
+@pytest.mark.slow
 def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path):
     from offline_eval.config import load_config
     from offline_eval.sweep import run_sweep
@@ -71,6 +72,7 @@ def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path
     assert written["noninferiority"] == json.loads(json.dumps(summary["noninferiority"]))
 
 
+@pytest.mark.slow
 def test_reference_and_margin_come_from_models_yaml(tmp_path):
     from offline_eval.config import load_config
     from offline_eval.sweep import run_sweep
@@ -88,6 +90,7 @@ def test_reference_and_margin_come_from_models_yaml(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_bad_reference_or_margin_is_one_line_naming_the_field(tmp_path):
     cfg = _config(tmp_path, reference="int4")
     proc = run_cli("models", "check", str(cfg))

@@ -11,6 +11,10 @@ import pytest
 from conftest import run_cli
 from test_verdicts import _config
 
+pytestmark = (
+    pytest.mark.slow
+)  # a sweep per test, edited and verified again: `make test` runs them, the fast tier does not
+
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
