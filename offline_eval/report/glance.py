@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..metrics.ranking import has_score
-from ..sections import ranked
+from ..sections import fmt, ranked
 from .tables import task_class
 
 
 def _fmt(v: float) -> str:
-    return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+    return fmt(v, 3 if abs(v) < 10 else 1)  # F1 0.512, AdjScore 57.8
 
 
 def glance(summary: dict[str, Any]) -> list[str]:
