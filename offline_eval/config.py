@@ -124,6 +124,8 @@ def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
         for key in task.path_options:
             if isinstance(opts.get(key), str):
                 opts[key] = resolve_path(base, opts[key])
+            elif isinstance(opts.get(key), list):  # several files (one per annotator)
+                opts[key] = [resolve_path(base, v) if isinstance(v, str) else v for v in opts[key]]
             elif isinstance(opts.get(key), dict):  # one path per sub-task
                 opts[key] = {k: resolve_path(base, v) if isinstance(v, str) else v for k, v in opts[key].items()}
         for key in task.model_options:  # an evaluation model, a list of LLM judges: resolved as under `models:`

@@ -5,6 +5,8 @@ Every record comes back with a label ("line 7", "row 3") so schema errors can na
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -114,11 +116,27 @@ def _check_text(value: Any, file: str, record: str, field: str = "") -> None:
             _check_text(v, file, record, f"{field}.{i}" if field else str(i))
 
 
+def read_table(path: str | Path) -> list[Record]:
+    """Rows of a .csv (a header row, then one record per row; quoted cells may span lines) or of a JSONL
+    file (one object per line, split on "\\n" only), as written by a spreadsheet or `offline-eval annotate`."""
+    p = Path(path)
+    if p.suffix.lower() != ".csv":
+        return list(_read_jsonl(p))
+    try:
+        text = p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", file=str(p)) from None
+    try:
+        return [(f"row {i}", dict(r)) for i, r in enumerate(csv.DictReader(io.StringIO(text, newline="")), 2)]
+    except csv.Error as e:
+        raise InputError(f"malformed CSV ({e})", file=str(p)) from None
+
+
 def _read_jsonl(p: Path) -> Iterator[Record]:
     with p.open("rb") as fh:
         for n, raw in enumerate(fh, 1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
             except UnicodeDecodeError:
                 raise InputError("not UTF-8 text", file=str(p), record=f"line {n}") from None
             if not line.strip():

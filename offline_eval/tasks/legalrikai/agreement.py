@@ -7,12 +7,11 @@ name with one run. Several annotators of one output are averaged on the [0, 1] s
 
 from __future__ import annotations
 
-import csv
-import json
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from pathlib import Path
 from statistics import mean
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ...datafiles import note
+from ...datafiles import note, read_table
 from ...errors import InputError, is_url
 from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
@@ -37,34 +36,40 @@ def _criteria_scales() -> dict[str, Criterion]:
     return {c.code: c for s in SUBTASKS for c in rubric.criteria(s)}
 
 
-def read_human_scores(path: str) -> list[dict[str, Any]]:
-    """Rows with a valid criterion and an integer score on its scale; errors name the file, row and field."""
+def read_human_scores(paths: str | list[str]) -> list[dict[str, Any]]:
+    """Every file's rows (one file per annotator, or one for all); the same score given twice with two values
+    is an error naming both places."""
+    rows: list[dict[str, Any]] = []
+    seen: dict[tuple[str, ...], dict[str, Any]] = {}
+    for path in [paths] if isinstance(paths, str) else paths:
+        for r in _read_file(path):
+            key = (r["annotator"], str(r["task"]), r["item_id"], r["model"], r["criterion"])
+            first = seen.setdefault(key, r)
+            if first is not r and first["score"] != r["score"]:
+                raise InputError(
+                    f"{r['annotator']} scored {r['criterion']} of {r['item_id']} ({r['model']}) {r['score']} here and "
+                    f"{first['score']} in {first['file']}, {first['where']}",
+                    file=path,
+                    record=r["where"],
+                    field="score",
+                )
+            rows.append(r)
+    return rows
+
+
+def _read_file(path: str) -> list[dict[str, Any]]:
+    """Rows with a valid criterion and an integer score on its scale; errors name the file, row and field. An
+    export of `offline-eval annotate` also carries its sample id and the sha256 of each output it scores."""
     if is_url(path):
         raise InputError("URLs are refused; give a local path", file=path)
     p = Path(path)
     if not p.is_file():
         raise InputError("human scores file not found", file=path, field="tasks.legalrikai.human_scores")
     note(p)
-    raw: list[tuple[str, dict[str, Any]]] = []
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", file=path) from None
-    if p.suffix == ".csv":
-        raw = [(f"row {i}", dict(r)) for i, r in enumerate(csv.DictReader(text.splitlines()), 2)]
-    else:
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"invalid JSON ({e.msg})", file=path, record=f"line {i}") from None
-            if not isinstance(obj, dict):
-                raise InputError("expected a JSON object", file=path, record=f"line {i}")
-            raw.append((f"line {i}", obj))
+    raw = read_table(p)
     scales = _criteria_scales()
     rows = []
+    samples: dict[str, str] = {}  # sample id -> where it first appears
     for where, r in raw:
         for f in FIELDS:
             if r.get(f) in (None, ""):
@@ -105,11 +110,30 @@ def read_human_scores(path: str) -> list[dict[str, Any]]:
                 "annotator": str(r["annotator"]).strip(),
                 "task": task,
                 "where": where,
+                "file": path,
+                "output_sha256": str(r.get("output_sha256") or "").strip() or None,
             }
         )
+        sample = str(r.get("sample") or "").strip()
+        if sample:
+            samples.setdefault(sample, where)
+            if len(samples) > 1:
+                first = next(iter(samples))
+                raise InputError(
+                    f"rows of two annotation samples in one file ({first} from {samples[first]}, {sample} here): "
+                    "give each sample's export as its own file",
+                    file=path,
+                    record=where,
+                    field="sample",
+                )
     if not rows:
         raise InputError("no human scores in the file", file=path)
     return rows
+
+
+def output_sha256(text: str) -> str:
+    """As the annotation page names the output it scores (annotation.Case.output_sha256)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _nan_none(v: float) -> float | None:
@@ -125,6 +149,7 @@ def _match(
         for r in recs:
             ids[r.id].add(r.subtask)
     present = {(s, i) for i, subs in ids.items() for s in subs}
+    by_output = {(r.subtask, key.run, r.id): r for key, recs in records.items() for r in recs}
     runs_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (sub-task, model or run name) -> runs
     for e in runs:
         sub = e.options["subtask"]
@@ -155,7 +180,17 @@ def _match(
                 else f"model '{h['model']}' matches {len(cand)} runs; give the run name"
             ] += 1
         else:
-            out[(sub, next(iter(cand)), h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
+            run = next(iter(cand))
+            rec = by_output.get((sub, run, h["item_id"]))
+            if h["output_sha256"] and rec is not None and h["output_sha256"] != output_sha256(rec.output):
+                raise InputError(
+                    f"scores another output of {run} on {h['item_id']} than this sweep's: it was exported from "
+                    "another sweep (or the run was made again since)",
+                    file=h["file"],
+                    record=h["where"],
+                    field="output_sha256",
+                )
+            out[(sub, run, h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
     return out, [f"{n} row(s): {why}" for why, n in sorted(unmatched.items())]
 
 
@@ -200,6 +235,10 @@ class Agreement:
     kappa: dict[str, dict[str, dict[str, Any]]]  # sub-task -> criterion -> {kappa, n}
     spearman: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {rho, p, n}
     mae: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {mae, n}
+    # Among the annotators: Krippendorff's alpha (ordinal) over the outputs two or more of them scored.
+    alpha: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # sub-task -> criterion -> {alpha, n}
+    # Each judge (and Avg) minus the annotators' mean on [0, 1], with a CI resampling source items.
+    bias: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -270,10 +309,14 @@ def judge_agreement(
     return out
 
 
+def _shown(paths: str | list[str]) -> str:
+    return paths if isinstance(paths, str) else ", ".join(paths)
+
+
 def sweep_report(
     runs: Sequence[RunEntry],
     records: Records[LegalRikaiRecord],
-    human_path: str | None,
+    human_path: str | list[str] | None,
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> LegalRikaiReport:
@@ -298,7 +341,11 @@ def sweep_report(
                 },
             )
         )
-    human = agreement(read_human_scores(human_path), runs, records, judges, human_path) if human_path else None
+    human = (
+        agreement(read_human_scores(human_path), runs, records, judges, _shown(human_path), n_resamples, seed)
+        if human_path
+        else None
+    )
     return LegalRikaiReport(
         subtasks=subs,
         criteria={s: [c.code for c in rubric.criteria(s)] for s in subs},
@@ -315,6 +362,8 @@ def agreement(
     records: Records[LegalRikaiRecord],
     judges: list[str],
     path: str,
+    n_resamples: int = 1000,
+    seed: int = 0,
 ) -> Agreement:
     cells, notes = _match(rows, runs, records)
     by_output: dict[tuple[str, str, str], LegalRikaiRecord] = {}
@@ -334,19 +383,21 @@ def agreement(
         mae={},
     )
     for sub in sorted({k[0] for k in cells}, key=SUBTASKS.index):
-        res.human_scores[sub], res.kappa[sub] = {}, {}
+        res.human_scores[sub], res.kappa[sub], res.alpha[sub] = {}, {}, {}
         res.spearman[sub] = {j: {} for j in [*judges, "Avg"]}
         res.mae[sub] = {j: {} for j in [*judges, "Avg"]}
+        res.bias[sub] = {j: {} for j in [*judges, "Avg"]}
         for c in rubric.criteria(sub):
             mine = {k: v for k, v in cells.items() if k[0] == sub and k[3] == c.code}
             kappa, n = _kappa(list(mine.values()))
             res.kappa[sub][c.code] = {"kappa": _nan_none(kappa) if kappa is not None else None, "n": n}
+            res.alpha[sub][c.code] = _annotator_alpha(list(mine.values()), c)
             human = {k[1:3]: mean(crit[c.code].normalise(s) for s in v.values()) for k, v in mine.items()}
             for run in sorted({k[0] for k in human}):
                 vals = [v for k, v in human.items() if k[0] == run]
                 res.human_scores[sub].setdefault(run, {})[c.code] = round(mean(vals), 4)
             for j in [*judges, "Avg"]:
-                pairs = []
+                pairs, items = [], []
                 for (run, item), hv in sorted(human.items()):
                     rec = by_output.get((sub, run, item))
                     if rec is None:
@@ -358,6 +409,8 @@ def agreement(
                         jv = c.normalise(js[c.code]) if js else None
                     if jv is not None:
                         pairs.append((jv, hv))
+                        items.append(f"{sub}/{item}")
+                res.bias[sub][j][c.code] = _bias([a - b for a, b in pairs], items, n_resamples, seed)
                 rho, p = spearman([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (math.nan, math.nan)
                 res.spearman[sub][j][c.code] = {"rho": _nan_none(rho), "p": _nan_none(p), "n": len(pairs)}
                 res.mae[sub][j][c.code] = {
@@ -365,3 +418,31 @@ def agreement(
                     "n": len(pairs),
                 }
     return res
+
+
+def _annotator_alpha(cells: list[dict[str, int]], c: Criterion) -> dict[str, Any]:
+    """Krippendorff's alpha (ordinal) between the annotators, over the outputs two or more of them scored."""
+    names = sorted({a for cell in cells for a in cell})
+    rated = [cell for cell in cells if len(cell) >= 2]
+    if len(names) < 2 or not rated:
+        return {"alpha": None, "n": len(rated)}
+    raw = np.array([[cell.get(a, np.nan) for cell in rated] for a in names], dtype=float)
+    alpha = krippendorff_alpha(raw, list(range(c.lo, c.hi + 1)))
+    return {"alpha": _nan_none(alpha) if alpha is not None else None, "n": len(rated)}
+
+
+def _bias(diffs: list[float], items: list[str], n_resamples: int, seed: int) -> dict[str, Any]:
+    """The mean of judge minus human on [0, 1] (positive: the judge is more lenient), with a 95% CI that resamples
+    source items (withheld under 20 of them)."""
+    if not diffs:
+        return {"bias": None, "n": 0}
+    out: dict[str, Any] = {"bias": round(float(np.mean(diffs)), 4), "n": len(diffs)}
+    if n_resamples:
+        clusters = Clusters.of(items)
+        iv = trusted(resample(mean_of, mean_columns(np.array(diffs)), clusters, n_resamples, seed), clusters.n)
+        out.update(
+            ci_low=_nan_none(iv.low) if iv.low is not None else None,
+            ci_high=_nan_none(iv.high) if iv.high is not None else None,
+            n_clusters=clusters.n,
+        )
+    return out

@@ -117,9 +117,22 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
                 f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)",
                 ["task", *crits],
                 rows,
-                "nan: every output got the same label, so kappa is undefined (as in the paper).",
+                "nan: every output got the same label, so kappa is undefined (as in the paper). n: outputs both "
+                "annotators scored (the most of any pair).",
             )
         )
+        if any(h.get("alpha", {}).get(s) for s in subs):
+            rows = [[_NAMES[s], *[_alpha((h.get("alpha") or {}).get(s, {}).get(k)) for k in crits]] for s in subs]
+            tables.append(
+                Table(
+                    f"LegalRikai {title}: agreement among the annotators (Krippendorff's alpha, ordinal)",
+                    ["task", *crits],
+                    rows,
+                    "Over the outputs two annotators or more scored (n per cell), any number of annotators and "
+                    "missing scores allowed; 1 = perfect agreement, 0 = what chance gives. From the `krippendorff` "
+                    "package.",
+                )
+            )
         rows = [[_NAMES[s], j, *[_rho(h["spearman"][s][j].get(k)) for k in crits]] for s in subs for j in judges]
         tables.append(
             Table(
@@ -136,9 +149,25 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
                 f"LegalRikai {title}: mean absolute error, judges vs humans (Table 8)",
                 ["task", "judge", *crits],
                 rows,
-                "On the [0, 1] scale.",
+                "On the [0, 1] scale; n: outputs both the judge and an annotator scored.",
             )
         )
+        if any(h.get("bias", {}).get(s) for s in subs):
+            rows = [
+                [_NAMES[s], j, *[_bias((h.get("bias") or {}).get(s, {}).get(j, {}).get(k)) for k in crits]]
+                for s in subs
+                for j in judges
+            ]
+            tables.append(
+                Table(
+                    f"LegalRikai {title}: each judge's bias against the annotators",
+                    ["task", "judge", *crits],
+                    rows,
+                    "The mean, over the outputs both scored, of the judge's score minus the annotators' mean, on "
+                    "[0, 1] (positive: the judge is more lenient than your annotators) [95% CI resampling source "
+                    "items; 'n too small' under 20 items]; n: outputs.",
+                )
+            )
     return tables
 
 
@@ -192,26 +221,27 @@ def _bias(x: dict[str, Any] | None) -> str:
         return "–"
     text = f"{x['bias']:+.3f}"
     if x.get("ci_low") is not None and x.get("ci_high") is not None:
-        return text + f" [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
-    return text + (f" (n too small: {x['n_clusters']} items)" if "n_clusters" in x else "")
+        return text + f" [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}] (n={x['n']})"
+    return text + (f" (n too small: {x['n_clusters']} items; n={x['n']})" if "n_clusters" in x else f" (n={x['n']})")
 
 
 def _kappa(x: dict[str, Any] | None) -> str:
     if not x or not x["n"]:
         return "–"
-    return "nan" if x["kappa"] is None else f"{x['kappa']:.2f}"
+    return ("nan" if x["kappa"] is None else f"{x['kappa']:.2f}") + f" (n={x['n']})"
 
 
 def _rho(x: dict[str, Any] | None) -> str:
     if not x or not x["n"]:
         return "–"
-    return "nan" if x["rho"] is None else format_rho(x["rho"], x["p"] if x["p"] is not None else 1.0)
+    rho = "nan" if x["rho"] is None else format_rho(x["rho"], x["p"] if x["p"] is not None else 1.0)
+    return f"{rho} (n={x['n']})"
 
 
 def _mae(x: dict[str, Any] | None) -> str:
     if not x or not x["n"]:
         return "–"
-    return "nan" if x["mae"] is None else f"{x['mae']:.2f}"
+    return ("nan" if x["mae"] is None else f"{x['mae']:.2f}") + f" (n={x['n']})"
 
 
 def overflow_table(runs: list[dict[str, Any]]) -> Table | None:
