@@ -121,6 +121,25 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_annotate(a: argparse.Namespace) -> int:
+    from .annotate import annotate
+
+    path, n, sid = annotate(
+        a.dir,
+        a.task,
+        n=a.sample,
+        seed=a.seed,
+        runs=_csv(a.runs, "--runs"),
+        items=a.items,
+        annotator=a.annotator or "",
+        out=a.out,
+        blind=not a.unblind,
+        resume=a.resume,
+    )
+    print(f"wrote {path}: {n} outputs to score (sample {sid}); open it in a browser, no server needed")
+    return 0
+
+
 def cmd_verify(a: argparse.Namespace) -> int:
     from .verify import verify
 
@@ -318,6 +337,19 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write report.md and report.html for an output folder")
     rep.add_argument("dir")
     rep.set_defaults(func=cmd_report)
+
+    ann = sub.add_parser("annotate", help="a page on which people score a sweep's outputs (blind), offline")
+    ann.add_argument("dir", help="the sweep's output folder")
+    ann.add_argument("--task", required=True, choices=[c.name for c in task_classes() if c.annotation_form is not None])
+    ann.add_argument("--sample", type=int, default=30, help="outputs to score, stratified over sub-task and run")
+    ann.add_argument("--seed", type=int, default=0)
+    ann.add_argument("--runs", help="comma-separated run names: sample from these only")
+    ann.add_argument("--items", help="a CSV of run,item_id lines: these outputs instead of a sample")
+    ann.add_argument("--annotator", help="your name, as every exported row will carry it (editable on the page)")
+    ann.add_argument("--out", help="the page's path (default: DIR/annotate-TASK-SAMPLE.html)")
+    ann.add_argument("--unblind", action="store_true", help="show each output's run and judge scores from the start")
+    ann.add_argument("--resume", nargs="+", help="an earlier export of this sample: the page starts from its scores")
+    ann.set_defaults(func=cmd_annotate)
 
     ver = sub.add_parser(
         "verify",

@@ -15,6 +15,7 @@ from ..results import ItemRecord, R, Records, RunEntry, TaskReport
 from ..sections import Metric
 
 if TYPE_CHECKING:
+    from ..annotation import Case, Form
     from ..figures import Plot
     from ..metrics.bootstrap import SumStat
     from ..sections import Table
@@ -112,6 +113,13 @@ class Task(ABC, Generic[R]):
     def finish_evaluation(self, records: Records[R], phase: Phase, results: dict[str, Sequence[Result]]) -> Records[R]:
         """Fold each evaluator's results (keyed by its run name; a failed evaluator is absent) into records."""
         raise NotImplementedError
+
+    # Human annotation (`offline-eval annotate`): a task that declares its export form offers its outputs.
+    annotation_form: ClassVar[Form | None] = None
+
+    def annotation_case(self, entry: RunEntry, item: Item, record: R) -> Case | None:
+        """One candidate output for an annotator (None: nothing to annotate, e.g. an input that was skipped)."""
+        return None
 
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[R]) -> TaskReport | None:
         """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""

@@ -27,12 +27,14 @@ from ...metrics.bootstrap import (
 )
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
-from ...results import JsonRecord, Records
+from ...results import JsonRecord, Records, RunEntry
 from ..base import Item, Metric, Setting, Task
+from . import annotate
 from . import evaluator as ev
 from .data import load_annotated, load_queries
 
 if TYPE_CHECKING:
+    from ...annotation import Case
     from ...sections import Table
 
 ANSWER_SYSTEM = (
@@ -84,6 +86,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     clusters = "the question"
     Options = LegalEvalQOptions
     Record = LegalEvalQRecord
+    annotation_form = annotate.FORM
     options: LegalEvalQOptions
     primary_metric = "adj_score"
     metrics = (
@@ -126,6 +129,9 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                 "quality score": record.scores.get("quality"),
             },
         }
+
+    def annotation_case(self, entry: RunEntry, item: Item, record: LegalEvalQRecord) -> Case | None:
+        return annotate.case(entry, item, record)
 
     @classmethod
     def add_commands(cls, sub: Any) -> None:

@@ -19,11 +19,12 @@ from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset
 from ..base import Item, Metric, Setting, Task
-from . import prompts, rubric
+from . import annotate, prompts, rubric
 from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
 
 if TYPE_CHECKING:
+    from ...annotation import Case
     from ...sections import Table
 
 _FORMATS = (".jsonl", ".json", ".parquet")
@@ -47,8 +48,10 @@ class LegalRikaiOptions(BaseModel):
     max_tokens: int = Field(2048, ge=1)
     judge_max_tokens: int = Field(1024, ge=16)
     rationale_max_chars: int = Field(200, ge=1)
-    human_scores: str | None = Field(
-        None, description="CSV or JSONL: item_id, model, criterion, score, annotator (optional: task)"
+    human_scores: str | list[str] | None = Field(
+        None,
+        description="CSV or JSONL: item_id, model, criterion, score, annotator (optional: task); or a list of "
+        "them, one per annotator (offline-eval annotate's exports)",
     )
     limit: int | None = Field(None, ge=1, description="items per sub-task")
     bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="resamples for the 95% CIs (0 = off)")
@@ -67,6 +70,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     path_options = ("data", "human_scores")
     model_options = ("judges",)
     data_kinds = SUBTASKS
+    annotation_form = annotate.FORM
 
     @classmethod
     def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
@@ -103,6 +107,9 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
                 diff_texts(item["contract"], revised, with_morphemes=False)
             )
         }
+
+    def annotation_case(self, entry: RunEntry, item: Item, record: LegalRikaiRecord) -> Case | None:
+        return annotate.case(entry, item, record, self.browser_diffs(item, record))
 
     @classmethod
     def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:

@@ -1,0 +1,342 @@
+(function () {
+  "use strict";
+  // Every text from a model or a data file goes through textContent: none of it is parsed as markup or script.
+  var data = JSON.parse(document.getElementById("payload").textContent);
+  var KEY = "offline-eval-annotate:" + data.sample;
+  var cases = data.cases;
+  var state = restore();
+  var at = Math.max(0, Math.min(cases.length - 1, state.at || 0));
+
+  function restore() {
+    var s = null;
+    try {
+      s = JSON.parse(window.localStorage.getItem(KEY) || "null");
+    } catch (e) {
+      s = null;
+    }
+    if (!s || s.sample !== data.sample || typeof s.cases !== "object") {
+      s = { sample: data.sample, annotator: data.annotator || "", cases: {}, at: 0 };
+    }
+    Object.keys(data.prefill || {}).forEach(function (k) {
+      var p = data.prefill[k];
+      if (!s.cases[k]) {
+        s.cases[k] = { scores: p.scores || {}, comments: p.comments || {}, saved: true, skipped: false };
+      }
+      if (!s.annotator && p.annotator) {
+        s.annotator = p.annotator;
+      }
+    });
+    return s;
+  }
+
+  function keep() {
+    state.at = at;
+    try {
+      window.localStorage.setItem(KEY, JSON.stringify(state));
+    } catch (e) {
+      say("This browser refused to keep the progress (" + e.name + "): export before closing the page.");
+    }
+  }
+
+  function entry(c) {
+    if (!state.cases[c.key]) {
+      state.cases[c.key] = { scores: {}, comments: {}, saved: false, skipped: false };
+    }
+    return state.cases[c.key];
+  }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) {
+      e.className = cls;
+    }
+    if (text !== undefined && text !== null) {
+      e.textContent = String(text);
+    }
+    return e;
+  }
+
+  function say(text) {
+    document.getElementById("message").textContent = text;
+  }
+
+  function doc(d) {
+    var body;
+    if (d.diff) {
+      body = el("pre", "diff");
+      d.diff.forEach(function (seg) {
+        var cls = { "+": "ins", "-": "del", "…": "gap" }[seg[0]] || "same";
+        body.appendChild(el("span", cls, seg[1]));
+      });
+    } else {
+      body = el("pre", "text", d.text);
+    }
+    if (d.open) {
+      var s = el("section", "doc");
+      s.appendChild(el("h3", "", d.title));
+      s.appendChild(body);
+      return s;
+    }
+    var det = el("details", "doc");
+    det.appendChild(el("summary", "", d.title));
+    det.appendChild(body);
+    return det;
+  }
+
+  function counts() {
+    var done = 0, skipped = 0;
+    cases.forEach(function (c) {
+      var e = state.cases[c.key];
+      if (e && e.saved) {
+        done += 1;
+      } else if (e && e.skipped) {
+        skipped += 1;
+      }
+    });
+    return { done: done, skipped: skipped, left: cases.length - done - skipped };
+  }
+
+  function progress() {
+    var n = counts();
+    document.getElementById("progress").textContent =
+      "done " + n.done + " · skipped " + n.skipped + " · left " + n.left + " (of " + cases.length + ")";
+    var pick = document.getElementById("pick");
+    pick.textContent = "";
+    cases.forEach(function (c, i) {
+      var e = state.cases[c.key];
+      var mark = e && e.saved ? "✓ " : e && e.skipped ? "– " : "  ";
+      var o = el("option", "", mark + (i + 1) + ". " + c.stratum + " / " + c.item_id);
+      o.value = String(i);
+      pick.appendChild(o);
+    });
+    pick.value = String(at);
+  }
+
+  function scale(c, s, e) {
+    var f = el("fieldset", "scale");
+    f.appendChild(el("legend", "", s.name + " (" + s.code + ")"));
+    f.appendChild(el("p", "definition", s.definition));
+    var levels = el("ul", "levels");
+    s.levels.forEach(function (lv) {
+      levels.appendChild(el("li", "", lv[0] + ": " + lv[1]));
+    });
+    f.appendChild(levels);
+    var name = "score-" + s.code;
+    var row = el("div", "choices");
+    if (s.hi - s.lo <= 10) {
+      for (var v = s.lo; v <= s.hi; v += 1) {
+        var lab = el("label", "choice");
+        var r = el("input");
+        r.type = "radio";
+        r.name = name;
+        r.value = String(v);
+        r.checked = e.scores[s.code] !== undefined && Number(e.scores[s.code]) === v;
+        r.addEventListener("change", pickScore(c, s.code));
+        lab.appendChild(r);
+        lab.appendChild(document.createTextNode(" " + v));
+        row.appendChild(lab);
+      }
+    } else {
+      var num = el("input", "number");
+      num.type = "number";
+      num.min = String(s.lo);
+      num.max = String(s.hi);
+      num.step = "1";
+      num.name = name;
+      if (e.scores[s.code] !== undefined) {
+        num.value = String(e.scores[s.code]);
+      }
+      num.addEventListener("input", pickScore(c, s.code));
+      row.appendChild(num);
+      row.appendChild(el("span", "range", s.lo + "–" + s.hi));
+    }
+    f.appendChild(row);
+    var com = el("textarea", "comment");
+    com.name = "comment-" + s.code;
+    com.placeholder = "comment (optional)";
+    com.value = e.comments[s.code] || "";
+    com.addEventListener("input", function () {
+      entry(c).comments[s.code] = com.value;
+      keep();
+    });
+    f.appendChild(com);
+    return f;
+  }
+
+  function pickScore(c, code) {
+    return function (ev) {
+      entry(c).scores[code] = ev.target.value;
+      keep();
+    };
+  }
+
+  function valid(c, e) {
+    for (var i = 0; i < c.scales.length; i += 1) {
+      var s = c.scales[i];
+      var raw = e.scores[s.code];
+      var v = Number(raw);
+      if (raw === undefined || raw === "" || !Number.isInteger(v) || v < s.lo || v > s.hi) {
+        return s.name + " (" + s.code + "): give a whole number from " + s.lo + " to " + s.hi;
+      }
+    }
+    return "";
+  }
+
+  function show() {
+    var c = cases[at];
+    var e = entry(c);
+    var box = document.getElementById("case");
+    box.textContent = "";
+    box.appendChild(el("h2", "", "Output " + (at + 1) + " of " + cases.length + ": " + c.stratum + " / " + c.item_id));
+    if (c.prompt.length) {
+      var p = el("details", "prompt");
+      p.appendChild(el("summary", "", "The candidate's prompt"));
+      c.prompt.forEach(function (m) {
+        p.appendChild(el("h4", "", m[0]));
+        p.appendChild(el("pre", "text", m[1]));
+      });
+      box.appendChild(p);
+    }
+    c.shown.forEach(function (d) {
+      box.appendChild(doc(d));
+    });
+    if (c.gold.length) {
+      var g = el("details", "gold");
+      g.appendChild(el("summary", "", "The gold answer (show)"));
+      c.gold.forEach(function (d) {
+        g.appendChild(doc(d));
+      });
+      box.appendChild(g);
+    }
+    var form = el("div", "scales");
+    c.scales.forEach(function (s) {
+      form.appendChild(scale(c, s, e));
+    });
+    box.appendChild(form);
+    var buttons = el("div", "buttons");
+    var save = el("button", "save", e.saved ? "Save again" : "Save my scores");
+    save.type = "button";
+    save.addEventListener("click", function () {
+      var why = valid(c, entry(c));
+      if (why) {
+        say(why);
+        return;
+      }
+      var x = entry(c);
+      x.saved = true;
+      x.skipped = false;
+      keep();
+      say("Saved.");
+      show();
+    });
+    var skip = el("button", "skip", "Skip");
+    skip.type = "button";
+    skip.addEventListener("click", function () {
+      var x = entry(c);
+      if (!x.saved) {
+        x.skipped = true;
+      }
+      keep();
+      move(1);
+    });
+    buttons.appendChild(save);
+    buttons.appendChild(skip);
+    box.appendChild(buttons);
+    if (e.saved || !data.blind) {
+      var h = el("section", "revealed");
+      h.appendChild(el("h3", "", data.blind ? "Revealed now that you have scored" : "Not blind (--unblind)"));
+      c.hidden.forEach(function (d) {
+        h.appendChild(doc(d));
+      });
+      box.appendChild(h);
+    }
+    progress();
+  }
+
+  function move(step) {
+    at = Math.max(0, Math.min(cases.length - 1, at + step));
+    keep();
+    say("");
+    show();
+  }
+
+  function csvCell(v) {
+    var s = v === undefined || v === null ? "" : String(v);
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  function exportRows() {
+    var rows = [];
+    cases.forEach(function (c) {
+      var e = state.cases[c.key];
+      if (!e || !e.saved || valid(c, e)) {
+        return;
+      }
+      var common = { annotator: state.annotator, sample: data.sample, output_sha256: c.output_sha256 };
+      if (data.form.kind === "csv") {
+        c.scales.forEach(function (s) {
+          var r = Object.assign({}, c.export, common, { criterion: s.code, score: Number(e.scores[s.code]) });
+          r[data.form.comment_field] = e.comments[s.code] || "";
+          rows.push(r);
+        });
+      } else {
+        var s0 = c.scales[0];
+        var r = Object.assign({}, c.export, common, { score: Number(e.scores[s0.code]) });
+        r[data.form.comment_field] = e.comments[s0.code] || "";
+        rows.push(r);
+      }
+    });
+    return rows;
+  }
+
+  function download() {
+    if (!state.annotator.trim()) {
+      say("Give your name as the annotator first: every exported row carries it.");
+      return;
+    }
+    var rows = exportRows();
+    if (!rows.length) {
+      say("Nothing to export yet: save your scores for an output first.");
+      return;
+    }
+    var text;
+    if (data.form.kind === "csv") {
+      var cols = data.form.columns;
+      text = cols.join(",") + "\n" + rows.map(function (r) {
+        return cols.map(function (k) { return csvCell(r[k]); }).join(",");
+      }).join("\n") + "\n";
+    } else {
+      text = rows.map(function (r) { return JSON.stringify(r); }).join("\n") + "\n";
+    }
+    var blob = new Blob([text], { type: data.form.kind === "csv" ? "text/csv;charset=utf-8" : "application/jsonl" });
+    var a = el("a");
+    var tag = state.annotator.trim().replace(/[\\/:*?"<>|\u0000-\u001f\s]+/g, "_");
+    var name = data.form.file_name.replace(/(\.[a-z]+)$/, "-" + data.sample + "-" + tag + "$1");
+    a.href = URL.createObjectURL(blob);
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(function () {
+      URL.revokeObjectURL(a.href);
+      a.remove();
+    }, 1000);
+    say("Exported " + rows.length + " row(s) to " + name + ": one file per annotator, give them all to the sweep.");
+  }
+
+  var who = document.getElementById("annotator");
+  who.value = state.annotator;
+  who.addEventListener("input", function () {
+    state.annotator = who.value;
+    keep();
+  });
+  document.getElementById("export").addEventListener("click", download);
+  document.getElementById("prev").addEventListener("click", function () { move(-1); });
+  document.getElementById("next").addEventListener("click", function () { move(1); });
+  document.getElementById("pick").addEventListener("change", function (ev) {
+    at = Number(ev.target.value);
+    keep();
+    say("");
+    show();
+  });
+  show();
+})();

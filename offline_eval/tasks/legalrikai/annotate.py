@@ -1,0 +1,71 @@
+"""LegalRikai's outputs for a lawyer to score against the paper's rubrics: the statutes and the contract as
+documents, a revised contract as its diff against the input, the gold answer behind a toggle; the judges' scores
+revealed once the annotator has saved theirs. The export is the human_scores CSV the task reads back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...annotation import Case, Doc, Form
+from ...results import RunEntry
+from ..base import Item
+from . import rubric
+from .record import LegalRikaiRecord
+
+FORM = Form(
+    file_name="human_scores.csv",
+    kind="csv",
+    columns=("task", "item_id", "model", "criterion", "score", "annotator", "comment", "sample", "output_sha256"),
+)
+
+
+def case(entry: RunEntry, item: Item, record: LegalRikaiRecord, diffs: dict[str, Any]) -> Case | None:
+    if record.skipped:
+        return None  # the candidate never saw it: nothing was answered
+    sub = record.subtask
+    shown = _inputs(item)
+    if sub == "amendexp" or not diffs:
+        shown.append(Doc("The candidate's answer", record.output))
+    else:
+        shown.append(
+            Doc("The candidate's revised contract, against the input contract", diff=next(iter(diffs.values())))
+        )
+        shown.append(Doc("The candidate's answer as it wrote it", record.output, open=False))
+    gold = (
+        [Doc("Gold: summary", item.get("gold_summary", "")), Doc("Gold: impact", item.get("gold_impact", ""))]
+        if sub == "amendexp"
+        else [Doc("Gold: the revised contract", str(item.get("gold", "")))]
+    )
+    hidden = [Doc("Run", entry.run)]
+    for judge, verdict in sorted(record.judges.items()):
+        scores = verdict.get("scores")
+        lines = [f"{k}: {v}" for k, v in scores.items()] if scores else [f"failed ({verdict.get('finish_reason')})"]
+        lines += [f"{k}: {t}" for k, t in (verdict.get("rationales") or {}).items()]
+        hidden.append(Doc(f"Judge {judge}", "\n".join(lines)))
+    return Case(
+        run=entry.run,
+        setting=entry.setting,
+        item_id=record.id,
+        stratum=sub,
+        output=record.output,
+        shown=shown,
+        gold=gold,
+        scales=list(rubric.criteria(sub)),
+        hidden=hidden,
+        export={"task": sub, "item_id": record.id, "model": entry.run},
+    )
+
+
+def _inputs(item: Item) -> list[Doc]:
+    out = []
+    if item.get("law_name"):
+        dates = [f"{k}: {item[k]}" for k in ("promulgation_date", "enforcement_date") if item.get(k)]
+        out.append(Doc("The law", "\n".join([str(item["law_name"]), *dates])))
+    for key, title in (("statute_pre", "The statute before the amendment"), ("statute_post", "The statute after it")):
+        if item.get(key):
+            out.append(Doc(title, str(item[key])))
+    if item.get("instructions"):
+        out.append(Doc("Instructions", "\n".join(f"{i}. {x}" for i, x in enumerate(item["instructions"], 1))))
+    if item.get("contract"):
+        out.append(Doc("The input contract", str(item["contract"]), open=False))
+    return out
