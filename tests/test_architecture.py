@@ -230,3 +230,13 @@ def test_validating_a_config_leaves_the_environment_alone():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_modules_stay_small_and_the_sweep_an_orchestrator():
+    pkg = Path(__file__).resolve().parent.parent / "offline_eval"
+    sizes = {
+        p.relative_to(pkg).as_posix(): len(p.read_text(encoding="utf-8").split("\n")) - 1 for p in pkg.rglob("*.py")
+    }
+    assert len(sizes) > 100
+    assert {m: n for m, n in sizes.items() if n > 450} == {}
+    assert sizes["sweep.py"] < 200
