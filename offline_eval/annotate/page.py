@@ -31,9 +31,9 @@ def page(title: str, sid: str, task: str, form: Form, cases: list[Case], annotat
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     csp = f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; connect-src 'none'"
     blind_note = (
-        "Blind: which run wrote an output, and what the judges gave it, are shown once you have saved your scores."
+        "Blind: which run wrote an output, and the scores the sweep gave it, are shown once you have saved yours."
         if blind
-        else "Not blind (--unblind): the run and the judges' scores are shown from the start."
+        else "Not blind (--unblind): the run and the sweep's scores are shown from the start."
     )
     return (
         "<!DOCTYPE html>\n"
