@@ -78,6 +78,21 @@ def stored_rows(db: Path) -> int:
         return 0
 
 
+# What says how and when a sweep was invoked, not what it computed: another command line, config file or clock.
+INVOCATION = ("command", "config", "config_sha256", "started", "ended")
+
+
+def comparable(summary: dict) -> dict:  # type: ignore[type-arg]
+    """What two sweeps over the same data and models must agree on: everything but the wall clock (timings, each
+    run's throughput) and the invocation's own provenance; every load's and setting's provenance is kept."""
+    out = {k: v for k, v in summary.items() if k != "timings"}
+    out["runs"] = [{k: v for k, v in r.items() if k != "throughput"} for r in summary["runs"]]
+    prov = dict(out["provenance"])
+    prov["sweep"] = {k: v for k, v in prov["sweep"].items() if k not in INVOCATION}
+    out["provenance"] = prov
+    return out
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
 

@@ -77,6 +77,12 @@ SHAPES = [
 ]
 
 
+# 8x the text: linear work takes about 8x the time, quadratic 64x. The bound sits between them, far enough from
+# both that a loaded machine (the whole suite runs engines beside) does not cross it: at 4x and a bound of 8,
+# CI's load made linear work read 8.3.
+GROWTH = 24
+
+
 def _best(fn, n: int = 2) -> float:  # type: ignore[no-untyped-def]
     times = []
     for _ in range(n):
@@ -107,9 +113,9 @@ def test_nesting_20k_deep_costs_what_flat_text_of_its_size_costs():
 @pytest.mark.parametrize("kind", SHAPES)
 def test_stats_and_check_scale_linearly_with_any_bracket_shape(kind):
     tagger()
-    small, large = shape(kind, 50_000), shape(kind, 200_000)
-    ratio = _best(_stats_and_check(large)) / _best(_stats_and_check(small))
-    assert ratio < 8, ratio  # 4x the text: linear is about 4, quadratic 16
+    small, large = shape(kind, 25_000), shape(kind, 200_000)
+    ratio = _best(_stats_and_check(large), 3) / _best(_stats_and_check(small), 3)
+    assert ratio < GROWTH, ratio
 
 
 @pytest.mark.parametrize("kind", ["nested", "opening", "alternating", "references"])
@@ -132,8 +138,8 @@ def test_diff_scales_linearly_with_any_bracket_shape(kind):
 
         return run
 
-    ratio = _best(work(200_000)) / _best(work(50_000))  # 200k characters: 600 KB
-    assert ratio < 8, ratio
+    ratio = _best(work(200_000), 3) / _best(work(25_000), 3)  # 200k characters: 600 KB
+    assert ratio < GROWTH, ratio
 
 
 def test_cli_stats_and_check_on_a_1_2_mb_unbalanced_nesting(tmp_path):

@@ -426,7 +426,7 @@ replica = EngineReplica(ModelSpec.model_validate({model!r}).load_spec("default")
 print(unwrap(replica.load())["max_model_len"])
 replica.close()
 """
-    assert _then_probe(code, llamacpp_server.port)[-3:] == ["2048", "['127.0.0.1']", "ConnectionNotAllowed"]
+    assert _then_probe(code, llamacpp_server.port)[-3:] == ["2048", "127.0.0.1 reachable", "ConnectionNotAllowed"]
 
 
 def _then_probe(code: str, port: int) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CLI, DATA, ROOT, TINY, run_cli, stored_rows
+from conftest import CLI, DATA, ROOT, TINY, comparable, run_cli, stored_rows
 
 LIMIT = 10
 QUANTS = ("f16", "q8_0", "q4_0")
@@ -71,10 +71,7 @@ def _results(out: Path) -> dict[str, bytes]:
 
 
 def _summary(out: Path) -> dict:
-    s = json.loads((out / "summary.json").read_text())
-    s["runs"] = [{k: v for k, v in r.items() if k != "throughput"} for r in s["runs"]]  # wall-clock varies
-    s.pop("timings")  # so does the whole sweep's
-    return s
+    return comparable(json.loads((out / "summary.json").read_text()))
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import yaml
-from conftest import CLI, DATA, ROOT, TINY, run_cli, stored_rows
+from conftest import CLI, DATA, ROOT, TINY, comparable, run_cli, stored_rows
 
 N = 240
 
@@ -50,10 +50,7 @@ def _config(tmp: Path, data: Path, out: Path) -> Path:
 
 def _snapshot(out: Path) -> tuple[dict[str, bytes], dict]:
     results = {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "results").rglob("*.jsonl"))}
-    s = json.loads((out / "summary.json").read_text())
-    s["runs"] = [{k: v for k, v in r.items() if k != "throughput"} for r in s["runs"]]  # wall-clock varies
-    s.pop("timings")  # so does the whole sweep's
-    return results, s
+    return results, comparable(json.loads((out / "summary.json").read_text()))
 
 
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, tiny):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, comparable, run_cli
 
 
 def _results(out: Path) -> dict[str, bytes]:
@@ -21,12 +21,6 @@ def _candidate_view(results: dict[str, bytes]) -> dict[str, list[dict]]:
         ]
         for k, v in results.items()
     }
-
-
-def _without_throughput(summary: dict) -> dict:
-    """What two sweeps over the same data must agree on: everything but wall-clock and cache state."""
-    rest = {k: v for k, v in summary.items() if k != "timings"}
-    return {**rest, "runs": [{k: v for k, v in r.items() if k != "throughput"} for r in summary["runs"]]}
 
 
 def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
@@ -87,7 +81,7 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     s2 = json.loads((out / "summary.json").read_text())
     assert all(r["throughput"]["generated"] == 0 for r in s2["runs"])
     assert _results(out) == first
-    assert _without_throughput(s2) == _without_throughput(summary)  # ablations included
+    assert comparable(s2) == comparable(summary)  # ablations included
 
     # --fresh regenerates (one model, to keep the test short), with the same outputs at temperature 0.
     proc3 = run_cli("sweep", str(ROOT / "models.yaml"), "--out", str(out), "--only", "tiny-gguf", "--fresh")
