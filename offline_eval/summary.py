@@ -106,7 +106,7 @@ class SweepProvenance(_Model):
     cpu_model: str | None
     cpu_count: int | None
     gpus: list[Gpu] | None
-    libraries: dict[str, str]  # the engine libraries this process imported, and their versions
+    libraries: dict[str, str]  # the engine libraries installed, and their versions
     started: str
     ended: str | None = None
     unknown: dict[str, str] = Field(default_factory=dict)

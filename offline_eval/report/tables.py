@@ -231,7 +231,7 @@ def provenance(summary: dict[str, Any]) -> list[Table]:
                 None if gpus is None else ", ".join(f"{g['name']} (driver {g['driver']})" for g in gpus) or "none",
             ),
         ],
-        ["engine libraries", ", ".join(f"{k} {v}" for k, v in sorted(sw["libraries"].items())) or "none imported"],
+        ["engine libraries", ", ".join(f"{k} {v}" for k, v in sorted(sw["libraries"].items())) or "none installed"],
         ["started, ended", f"{sw['started']}, {sw.get('ended')}"],
     ]
     loads = [
