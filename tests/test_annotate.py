@@ -276,7 +276,9 @@ def test_annotate_in_chromium_blind_then_export_and_sweep_again(rikai, tmp_path,
     for k in range(3):
         text = page.locator("body").inner_text()
         assert RUN not in text and "Judge j" not in text  # blind until saved
-        assert '</script><script>document.title="pwned"</script><img src=x' in text  # the output, as text
+        # The output, as text (a diff view shows the answer as written behind a toggle: textContent reads it there).
+        assert '</script><script>document.title="pwned"</script><img src=x' in page.locator("#case").text_content()
+        assert page.locator("#case img, #case b, script:not([id=payload])").count() == 1  # the page's own script only
         page.locator("details.gold summary").click()
         for fieldset in page.locator("fieldset.scale").all():
             fieldset.locator("input[type=radio]").last.check()
