@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
 from ..fileio import write_text_atomic
 from .page import page
 from .sample import offered, read_sweep, resumed, sample, sample_id
@@ -28,8 +27,7 @@ def annotate(
     made, cases = offered(summary, task, out_dir)
     chosen = sample(cases, n, seed, runs, items)
     form = made.annotation_form
-    if form is None:
-        raise InputError(f"'{task}' offers nothing to annotate", field="--task")
+    assert form is not None  # offered() refuses a task without one
     sid = sample_id(task, chosen)
     prefill = resumed(resume or [], form, sid, chosen)
     path = Path(out) if out else Path(out_dir) / f"annotate-{task}-{sid}.html"

@@ -49,15 +49,16 @@ def offered(summary: Summary, task_name: str, source: str) -> tuple[Task, list[C
         raise InputError(f"summary.json has no provenance for {', '.join(missing)}: run the sweep again", file=source)
     folder = ResultsFolder(Path(source))
     task = make_task(task_name, next(iter(settings.values())).task_options, source)
-    items = {str(it["id"]): it for it in task.load()}
+    loaded = task.load()
     cases: list[Case] = []
     for entry in sorted(entries, key=lambda r: r.key):
         records = folder.read_records(entry.key, cls.Record.from_json) or []
-        chosen = list(task.setting_items(list(items.values()), entry.options))
+        chosen = list(task.setting_items(loaded, entry.options))
         phase = task.build(chosen, entry.options)
-        # One request per item, in the items' order (as the item browser reads them).
-        ids = [str(it["id"]) for it in chosen]
-        prompts = dict(zip(ids, zip(phase.requests, phase.fallbacks or [None] * len(phase.requests))))
+        # The setting's own items by id (an id may repeat across LegalRikai's sub-tasks), and one request per item,
+        # in the items' order (as the item browser reads them).
+        items = {str(it["id"]): it for it in chosen}
+        prompts = dict(zip(items, zip(phase.requests, phase.fallbacks or [None] * len(phase.requests))))
         for rec in records:
             item = items.get(str(rec.id))
             case = task.annotation_case(entry, item, rec) if item is not None else None
