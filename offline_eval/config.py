@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     Field,
-    PositiveFloat,
+    StrictFloat,
     StrictInt,
     ValidationError,
     field_validator,
@@ -18,6 +18,7 @@ from pydantic import (
 
 from .errors import InputError, format_validation_error, is_url, missing
 from .modelspec import ModelSpec, Strict, VariantSpec, resolve_model_paths, resolve_path
+from .sections import Metric
 
 
 class RunnerSpec(Strict):
@@ -35,8 +36,9 @@ class SweepConfig(Strict):
     models: list[ModelSpec] = Field(min_length=1)
     tasks: dict[str, dict[str, Any]] = Field(min_length=1)
     runner: RunnerSpec = Field(default_factory=RunnerSpec)
-    margin: dict[str, PositiveFloat] = Field(
-        default_factory=dict, description="non-inferiority margin per task metric, in its units: {accuracy: 0.02}"
+    margin: dict[str, Annotated[StrictFloat, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="non-inferiority margin per task metric, in its units and inside its range: {accuracy: 0.02}",
     )
 
     @field_validator("models")
@@ -112,7 +114,7 @@ def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
         raw["output_dir"] = resolve_path(base, raw["output_dir"])
     if isinstance(raw.get("models"), list):
         raw["models"] = [resolve_model_paths(m, base) for m in raw["models"]]
-    declared: set[str] = set()
+    declared: dict[str, Metric] = {}
     for name, opts in (raw.get("tasks") or {}).items() if isinstance(raw.get("tasks"), dict) else ():
         if not isinstance(opts, dict):
             continue
@@ -120,7 +122,8 @@ def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
             task = get_task_class(name)
         except InputError as e:
             raise InputError(e.detail, file=source, field=f"tasks.{name}") from None
-        declared.add(task.noninferiority_metric().name)
+        metric = task.noninferiority_metric()
+        declared[metric.name] = metric
         for key in task.path_options:
             if isinstance(opts.get(key), str):
                 opts[key] = resolve_path(base, opts[key])
@@ -140,11 +143,18 @@ def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:
         raise format_validation_error(e, source) from None
-    for key in cfg.margin:
+    for key, value in cfg.margin.items():
         if key not in declared:
             raise InputError(
                 f"no task of this config tests '{key}' for non-inferiority (its tasks test: "
                 f"{', '.join(sorted(declared))})",
+                file=source,
+                field=f"margin.{key}",
+            )
+        bounds = declared[key].bounds
+        if bounds is not None and not value < bounds[1] - bounds[0]:
+            raise InputError(
+                f"a margin of {value:g} is not inside {key}'s range: it must lie in (0, {bounds[1] - bounds[0]:g})",
                 file=source,
                 field=f"margin.{key}",
             )

@@ -28,14 +28,16 @@ def paired_verdict(
     """One run against its reference on the items both scored (clustered as the task declares)."""
     scores, ref_scores = _scores(task, records), _scores(task, reference)
     shared = sorted(set(scores) & set(ref_scores))
+    metric, statistic = task.noninferiority_metric(), task.paired_statistic()
     return compare(
         [scores[i][0] for i in shared],
         [ref_scores[i][0] for i in shared],
         margin,
         clusters=[ref_scores[i][1] for i in shared],
-        statistic=task.paired_statistic(),
-        higher_is_better=task.noninferiority_metric().higher_is_better,
+        statistic=statistic,
+        higher_is_better=metric.higher_is_better,
         seed=seed,
+        bounds=metric.bounds if statistic is None else None,  # the mean of item scores: the metric's own range
     )
 
 

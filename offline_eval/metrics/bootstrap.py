@@ -5,7 +5,10 @@ items independently makes every interval too narrow. Here the unit drawn is the 
 clusters with replacement out of K, and the statistic is recomputed on the pooled items of the drawn clusters.
 A statistic is a function of column sums (correct and total; tp, fp and fn; n, sum and sum of squares), so a
 resample is a weighted sum of the clusters' own sums and a thousand resamples are one matrix product. With
-every item its own cluster, in item order, the draws are exactly those of an item bootstrap with the same seed.
+every item its own cluster the draws are exactly those of an item bootstrap with the same seed.
+
+The clusters are put in one canonical order (by their sums) before the draws, and each cluster's sums are added
+up in one order, so every interval depends on the records, never on the order a results file lists them in.
 """
 
 from __future__ import annotations
@@ -49,11 +52,18 @@ class Clusters:
         return cls(np.arange(n, dtype=np.int64), n)
 
     def sums(self, values: np.ndarray) -> np.ndarray:
-        """(items, columns) -> (clusters, columns): each cluster's column sums."""
+        """(items, columns) -> (clusters, columns): each cluster's column sums, added in one order (by cluster,
+        then by value) whatever the items' order, so that the sums are the same to the last bit."""
         v = np.asarray(values, dtype=float).reshape(len(self.index), -1)
+        order = np.lexsort((*v.T[::-1], self.index))
         out = np.zeros((self.n, v.shape[1]))
-        np.add.at(out, self.index, v)
+        np.add.at(out, self.index[order], v[order])
         return out
+
+    @property
+    def nested(self) -> bool:
+        """Whether some cluster holds several items: only then is a design effect estimated from the clusters."""
+        return self.n < len(self.index)
 
     def subset(self, mask: np.ndarray) -> Clusters:
         """The clusters of the items where mask is true (renumbered)."""
@@ -77,11 +87,22 @@ def weights(n_clusters: int, n_resamples: int, seed: int) -> Iterator[np.ndarray
         yield np.bincount(flat, minlength=b * n_clusters).reshape(b, n_clusters).astype(float)
 
 
+def canonical(*sums: np.ndarray) -> list[np.ndarray]:
+    """The clusters' sums (one or more (clusters, columns) arrays of the same clusters) in one order, by their
+    values: which cluster a draw picks then depends on what the clusters hold, not on the order in which their
+    items came (the resampled statistic is a function of the clusters' sums only)."""
+    if not sums or len(sums[0]) < 2:
+        return list(sums)
+    key = np.round(np.hstack([s.reshape(len(s), -1) for s in sums]), 9)
+    order = np.lexsort(key.T[::-1])
+    return [s[order] for s in sums]
+
+
 def resample(
     stat: SumStatistic, values: np.ndarray, clusters: Clusters, n_resamples: int = 1000, seed: int = 0
 ) -> np.ndarray:
     """The statistic on every cluster resample: (resamples,)."""
-    sums = clusters.sums(values)
+    (sums,) = canonical(clusters.sums(values))
     return np.concatenate([stat(w @ sums) for w in weights(clusters.n, n_resamples, seed)])
 
 
@@ -118,12 +139,16 @@ def design_effect(
     n_resamples: int,
     seed: int,
     clustered: np.ndarray | None = None,
-) -> float:
+) -> float | None:
     """The variance of the clustered bootstrap over that of the item bootstrap (same seed, same statistic):
-    how much the clusters widen the statistic's uncertainty. 1.0 where every item is its own cluster.
-    `clustered`: the clustered resamples, where already drawn."""
-    if clusters.n == len(clusters.index):
+    how much the clusters widen the statistic's uncertainty. 1.0 where every item is its own cluster; None
+    (undefined) with fewer than MIN_CLUSTERS clusters of several items: one cluster has no variance between
+    clusters at all, and a handful give a ratio that is noise. `clustered`: the clustered resamples, where
+    already drawn."""
+    if not clusters.nested:
         return 1.0
+    if clusters.n < MIN_CLUSTERS:
+        return None
     if clustered is None:
         clustered = resample(stat, values, clusters, n_resamples, seed)
     items = resample(stat, values, Clusters.singletons(len(clusters.index)), n_resamples, seed)
@@ -191,7 +216,8 @@ class SumStat:
     of: SumStatistic
 
     def __call__(self, x: ArrayLike) -> float:
-        return float(self.of(self.columns(np.asarray(x, dtype=float)).sum(axis=0, keepdims=True))[0])
+        # summed in sorted order: the same value to the last bit whatever the items' order
+        return float(self.of(self.columns(np.sort(np.asarray(x, dtype=float))).sum(axis=0, keepdims=True))[0])
 
 
 MEAN = SumStat("mean", mean_columns, mean_of)
@@ -209,8 +235,9 @@ def clustered_cis(
 ) -> dict[str, float | int | None]:
     """`<name>_ci_low` and `<name>_ci_high` for each named statistic (its item columns and its function of their
     sums), all from the same cluster draws; None where the interval is withheld (fewer than MIN_CLUSTERS
-    clusters, or zero width). With `design_effect_of`, that statistic's design effect too."""
-    sums = {k: clusters.sums(v) for k, (v, _) in columns.items()}
+    clusters, or zero width). With `design_effect_of`, that statistic's design effect too (None, undefined, with
+    fewer than MIN_CLUSTERS clusters of several items: n_clusters says why)."""
+    sums = dict(zip(columns, canonical(*(clusters.sums(v) for v, _ in columns.values()))))
     boots: dict[str, list[np.ndarray]] = {k: [] for k in columns}
     for w in weights(clusters.n, n_resamples, seed):
         for k, (_, f) in columns.items():
@@ -223,5 +250,5 @@ def clustered_cis(
     if design_effect_of is not None:
         values, f = columns[design_effect_of]
         deff = design_effect(f, values, clusters, n_resamples, seed, drawn[design_effect_of])
-        out["design_effect"] = round(deff, 4)
+        out["design_effect"] = None if deff is None else round(deff, 4)
     return out

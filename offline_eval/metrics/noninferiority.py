@@ -4,10 +4,14 @@ The difference is variant minus reference of a per-item statistic (the mean by d
 positive is better. Its 95% CI depends on what the items hold:
 - 0/1 outcomes on both sides (JBE-QA correct/incorrect): Tango's score interval for paired proportions,
   widened by the clusters' design effect (metrics.paired). It keeps an honest width with few items or no
-  discordant pair; McNemar's exact test is the two-sided test of no difference.
-- graded scores: a percentile bootstrap that resamples clusters, drawn once for both runs. With fewer than
-  MIN_CLUSTERS clusters, or a zero-width interval, it gives no interval and the verdict is inconclusive, with
-  the reason; the Wilcoxon signed-rank and paired t tests are the two-sided tests.
+  discordant pair; McNemar's exact test is the two-sided test of no difference. Where items share clusters,
+  fewer than MIN_CLUSTERS of them give no design effect to trust, so no interval and no verdict.
+- graded scores: a percentile bootstrap that resamples clusters, drawn once for both runs, with two
+  pseudo-clusters at the worst differences the scores allow among the draws, so that a few differing clusters
+  cannot pin a bound to 0. With fewer than MIN_CLUSTERS clusters, or a zero-width interval, it gives no interval
+  and the verdict is inconclusive, with the reason; the Wilcoxon signed-rank and paired t tests are the
+  two-sided tests.
+One cluster: no bootstrap p, no design effect, no interval (every resample is the data itself).
 The verdict reads the CI against the margin: non-inferior when the lower bound is above -margin, inferior when
 the upper bound is below it, otherwise inconclusive, with the items an interval of the observed (clustered)
 spread would need to decide. The cluster bootstrap's own p-values stand beside the score test's; Holm adjusts
@@ -23,12 +27,23 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, SumStat, bootstrap_p, trusted, weights
+from .bootstrap import (
+    MEAN,
+    MIN_CLUSTERS,
+    Clusters,
+    SumStat,
+    bootstrap_p,
+    canonical,
+    percentile,
+    trusted,
+    weights,
+)
 from .paired import clustered_difference, is_binary, mcnemar_exact
 from .stats import cluster_hodges_lehmann, holm, paired_pvalues
 
 NON_INFERIOR, INFERIOR, INCONCLUSIVE = "non-inferior", "inferior", "inconclusive"
 SCORE, BOOTSTRAP = "tango score, clustered", "cluster bootstrap"
+ONE_CLUSTER = "one cluster: the items cannot be told apart from their question (no p, design effect or interval)"
 _Z = 1.959963984540054  # the normal 97.5% quantile
 HL_MAX_ITEMS = 300  # the Walsh averages grow as n^2: past this HL's bootstrap costs seconds per comparison
 
@@ -93,11 +108,23 @@ def items_needed(estimate: float, se: float, n: int, margin: float) -> int | Non
 
 
 def _boot_differences(
-    x: np.ndarray, y: np.ndarray, stat: SumStat, clusters: Clusters, n_resamples: int, seed: int
+    x: np.ndarray,
+    y: np.ndarray,
+    stat: SumStat,
+    clusters: Clusters,
+    n_resamples: int,
+    seed: int,
+    worst: tuple[float, float] | None = None,
 ) -> np.ndarray:
-    """The statistic's difference on every cluster resample, the same clusters drawn for both runs."""
-    sx, sy = clusters.sums(stat.columns(x)), clusters.sums(stat.columns(y))
-    return np.concatenate([stat.of(w @ sx) - stat.of(w @ sy) for w in weights(clusters.n, n_resamples, seed)])
+    """The statistic's difference on every cluster resample, the same clusters drawn for both runs. `worst`:
+    the lowest and highest score; two pseudo-clusters of the mean cluster size join the draws, one where the
+    variant scores the lowest and the reference the highest on every item, one the reverse."""
+    sx, sy = canonical(clusters.sums(stat.columns(x)), clusters.sums(stat.columns(y)))
+    if worst is not None:
+        size = len(x) / clusters.n
+        low, high = (size * stat.columns(np.array([v])) for v in worst)
+        sx, sy = np.vstack([sx, low, high]), np.vstack([sy, high, low])
+    return np.concatenate([stat.of(w @ sx) - stat.of(w @ sy) for w in weights(len(sx), n_resamples, seed)])
 
 
 def compare(
@@ -111,9 +138,11 @@ def compare(
     n_resamples: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    bounds: tuple[float, float] | None = None,
 ) -> NonInferiority:
     """variant[i] and reference[i] score the same item, in cluster clusters[i] (None: each item its own).
-    margin > 0, in the statistic's units."""
+    margin > 0, in the statistic's units. bounds: the range a per-item score can take (None: the range the
+    scores of both runs span), for the graded interval's worst-case pseudo-clusters."""
     if margin <= 0:
         raise ValueError(f"the margin must be positive, got {margin}")
     x, y = np.asarray(variant, dtype=float), np.asarray(reference, dtype=float)
@@ -134,11 +163,19 @@ def compare(
     est = stat(x) - stat(y)
     boots = _boot_differences(x, y, stat, cl, n_resamples, seed)
     res = _result(n, margin, est, n_clusters=cl.n)
+    if cl.n < 2:  # every resample is the data itself: no p, no design effect, no interval
+        res.method, res.paired_test = (SCORE, "mcnemar") if binary else (BOOTSTRAP, "wilcoxon")
+        res.paired_p = mcnemar_exact(x, y) if binary else paired_pvalues(x.tolist(), y.tolist())[1]
+        res.reason = ONE_CLUSTER
+        return res
     res.bootstrap_p = bootstrap_p(boots)
     if binary:
         res.method, res.paired_test, res.paired_p = SCORE, "mcnemar", mcnemar_exact(x, y)
-        if cl.n < 2:
-            res.reason = "one cluster: the items cannot be told apart from their question"
+        if cl.nested and cl.n < MIN_CLUSTERS:
+            res.reason = (
+                f"n too small: {cl.n} clusters; a design effect (and the interval it widens) needs at least "
+                f"{MIN_CLUSTERS}"
+            )
             return res
         d = clustered_difference(x, y, cl, confidence)
         res.ci_low, res.ci_high, res.design_effect = d.low, d.high, round(d.design_effect, 6)
@@ -148,31 +185,40 @@ def compare(
             res.reason = _contains(d.low, d.high, margin, confidence)
             res.items_needed = d.items_to_decide(-margin, confidence)
         return res
-    else:
-        res.method, res.paired_test = BOOTSTRAP, "wilcoxon"
-        _, res.paired_p, _, res.t_p, _ = paired_pvalues(x.tolist(), y.tolist())
-        res.design_effect = _bootstrap_design_effect(x, y, stat, cl, boots, n_resamples, seed)
-        iv = trusted(boots, cl.n, confidence)
-        se = float(np.std(boots))  # of the cluster bootstrap: it holds the design effect
-        if iv.low is None or iv.high is None:
-            res.reason = (
-                f"n too small: {cl.n} clusters, a bootstrap interval needs at least {MIN_CLUSTERS}"
-                if iv.reason == "n too small"
-                else "no spread: every resample gives the same difference (a zero-width interval)"
-            )
-            res.items_needed = items_needed(est, se, n, margin) if iv.reason == "n too small" else None
-            return res
-        res.ci_low, res.ci_high = iv.low, iv.high
-        res.p_noninferiority = (1 + int(np.sum(boots <= -margin))) / (n_resamples + 1)
-        if statistic is None and n <= HL_MAX_ITEMS and len(np.unique(x - y)) > 3:
-            # A shift estimate fits graded scores; on 0/1 scores the Walsh averages are mostly 0 and say nothing.
-            res.hl, res.hl_low, res.hl_high = cluster_hodges_lehmann(
-                x - y, cl, seed=seed, n_resamples=min(n_resamples, 1000), confidence=confidence
-            )
-    res.verdict = verdict(iv.low, iv.high, margin)
+    res.method, res.paired_test = BOOTSTRAP, "wilcoxon"
+    _, res.paired_p, _, res.t_p, _ = paired_pvalues(x.tolist(), y.tolist())
+    res.design_effect = _bootstrap_design_effect(x, y, stat, cl, boots, n_resamples, seed)
+    spread = trusted(boots, cl.n, confidence)
+    se = float(np.std(boots))  # of the cluster bootstrap: it holds the design effect
+    if spread.low is None:
+        res.reason = (
+            f"n too small: {cl.n} clusters, a bootstrap interval needs at least {MIN_CLUSTERS}"
+            if spread.reason == "n too small"
+            else "no spread: every resample gives the same difference (a zero-width interval)"
+        )
+        res.items_needed = items_needed(est, se, n, margin) if spread.reason == "n too small" else None
+        return res
+    # The interval's draws hold two pseudo-clusters at the worst differences the scores allow, so that a few
+    # differing clusters cannot pin a bound to 0 (or near it): see docs/statistics.md.
+    seen = (float(min(x.min(), y.min())), float(max(x.max(), y.max())))
+    if bounds is None:
+        worst = seen
+    else:  # signed as the scores were above, and never narrower than what they span
+        low, high = bounds if higher_is_better else (-bounds[1], -bounds[0])
+        worst = (min(low, seen[0]), max(high, seen[1]))
+    guarded = _boot_differences(x, y, stat, cl, n_resamples, seed, worst)
+    lo, hi = percentile(guarded, confidence)
+    res.ci_low, res.ci_high = lo, hi
+    res.p_noninferiority = (1 + int(np.sum(guarded <= -margin))) / (n_resamples + 1)
+    if statistic is None and n <= HL_MAX_ITEMS and len(np.unique(x - y)) > 3:
+        # A shift estimate fits graded scores; on 0/1 scores the Walsh averages are mostly 0 and say nothing.
+        res.hl, res.hl_low, res.hl_high = cluster_hodges_lehmann(
+            x - y, cl, seed=seed, n_resamples=min(n_resamples, 1000), confidence=confidence
+        )
+    res.verdict = verdict(lo, hi, margin)
     if res.verdict == INCONCLUSIVE:
-        res.reason = _contains(iv.low, iv.high, margin, confidence)
-        res.items_needed = items_needed(est, se, n, margin)
+        res.reason = _contains(lo, hi, margin, confidence)
+        res.items_needed = items_needed(est, float(np.std(guarded)), n, margin)
     return res
 
 
@@ -188,9 +234,11 @@ def _bootstrap_design_effect(
     boots: np.ndarray,
     n_resamples: int,
     seed: int,
-) -> float:
-    if clusters.n == len(x):
+) -> float | None:
+    if not clusters.nested:
         return 1.0
+    if clusters.n < MIN_CLUSTERS:
+        return None
     items = _boot_differences(x, y, statistic, Clusters.singletons(len(x)), n_resamples, seed)
     vi = float(np.var(items))
     return round(float(np.var(boots)) / vi, 6) if vi > 0 else 1.0

@@ -85,17 +85,33 @@ def paired_design_effect(d: ArrayLike, clusters: Clusters) -> np.ndarray:
     return np.maximum(ratio, 1.0)
 
 
+def guarded_design_effect(d: ArrayLike, clusters: Clusters) -> np.ndarray:
+    """paired_design_effect with two pseudo-clusters of the mean cluster size among the clusters, one whose items
+    all favour the first run and one the second (the worst case, ICC 1): where few clusters disagree, or none,
+    the estimate is not the 1 that "no difference varies" would give, but near the mean cluster size, so a rare
+    question that the two runs answer differently cannot hide behind the many they answer alike. Where many
+    clusters disagree, the two weigh little. 1 where no cluster holds several items; inf with one cluster."""
+    da = np.asarray(d, dtype=float)
+    n = da.shape[-1]
+    if not clusters.nested or clusters.n < 2:
+        return paired_design_effect(da, clusters)
+    size = max(1, round(n / clusters.n))
+    pad = np.broadcast_to(np.repeat([1.0, -1.0], size), (*da.shape[:-1], 2 * size))
+    index = np.concatenate([clusters.index, np.repeat([clusters.n, clusters.n + 1], size)])
+    return paired_design_effect(np.concatenate([da, pad], axis=-1), Clusters(index, clusters.n + 2))
+
+
 def clustered_interval(
     x: ArrayLike, y: ArrayLike, clusters: Clusters, confidence: float = 0.95
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(estimate, low, high, design effect) of x - y for paired 0/1 outcomes, vectorised over leading axes
     ((..., items), one cluster structure for all): Tango's interval on the discordant counts and the number of
-    pairs, each divided by the design effect."""
+    pairs, each divided by the (guarded) design effect."""
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     n = xa.shape[-1]
     b = np.sum((xa == 1) & (ya == 0), axis=-1)
     c = np.sum((xa == 0) & (ya == 1), axis=-1)
-    f = paired_design_effect(xa - ya, clusters)
+    f = guarded_design_effect(xa - ya, clusters)
     finite = np.isfinite(f)
     g = np.where(finite, f, 1.0)
     lo, hi = tango_interval(b / g, c / g, n / g, confidence)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from .bootstrap import MEAN, Clusters, bootstrap_p, percentile, resample, weights
+from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, bootstrap_p, canonical, percentile, resample, weights
 from .paired import is_binary, mcnemar_exact, paired_design_effect
 
 
@@ -79,6 +79,7 @@ def cluster_hodges_lehmann(
     values, inverse = np.unique(np.asarray(d, dtype=float), return_inverse=True)
     counts = np.zeros((clusters.n, len(values)))
     np.add.at(counts, (clusters.index, inverse), 1)
+    (counts,) = canonical(counts)  # the draws depend on the clusters' contents, not on the items' order
     est = float(_walsh_medians(values, counts.sum(axis=0))[0])
     boots = np.concatenate([_walsh_medians(values, w @ counts) for w in weights(clusters.n, n_resamples, seed)])
     lo, hi = percentile(boots, confidence)
@@ -128,12 +129,16 @@ class PairedResult(BaseModel):
     mean_diff: float
     test: str  # mcnemar (0/1 outcomes on both sides, exact) or wilcoxon (graded scores): two-sided, no difference
     p: float  # that test's p; the family's adjustments are of this p
-    bootstrap_p: float  # the cluster bootstrap's two-sided p of no mean difference, beside it
+    # The cluster bootstrap's two-sided p of no mean difference, beside it; None (undefined) with one cluster.
+    bootstrap_p: float | None
     n_clusters: int
-    design_effect: float  # clustered over independent-items variance of the mean difference
+    # Clustered over independent-items variance of the mean difference; None (undefined) with fewer than
+    # MIN_CLUSTERS clusters of several items.
+    design_effect: float | None
     hl: float
-    hl_low: float
-    hl_high: float
+    hl_low: float | None  # None (undefined) with one cluster
+    hl_high: float | None
+    undefined: str | None = None  # why bootstrap_p, design_effect or the HL CI is None
     discordant: list[int] | None = None  # mcnemar: [first right only, second right only]
     # graded scores only
     shapiro_w: float | None = None
@@ -193,20 +198,25 @@ def paired_test(
     cl = clusters or Clusters.singletons(n)
     boots = resample(MEAN.of, MEAN.columns(d), cl, n_resamples, seed)
     hl, lo, hi = cluster_hodges_lehmann(d, cl, seed=seed, n_resamples=n_resamples)
-    deff = round(float(paired_design_effect(d, cl)), 6)
     res = PairedResult(
         comparison=comparison,
         n=n,
-        mean_diff=float(np.mean(d)) if n else 0.0,
+        mean_diff=float(np.mean(np.sort(d))) if n else 0.0,  # summed in one order, whatever the items'
         test="mcnemar",
         p=1.0,
         bootstrap_p=bootstrap_p(boots),
         n_clusters=cl.n,
-        design_effect=deff,
+        design_effect=round(float(paired_design_effect(d, cl)), 6),
         hl=hl,
         hl_low=lo,
         hl_high=hi,
     )
+    if cl.n < 2 and n > 1:  # every resample is the data itself
+        res.bootstrap_p = res.design_effect = res.hl_low = res.hl_high = None
+        res.undefined = "one cluster: no cluster bootstrap (p, HL CI) and no design effect"
+    elif cl.nested and cl.n < MIN_CLUSTERS:
+        res.design_effect = None
+        res.undefined = f"n too small: {cl.n} clusters; a design effect needs at least {MIN_CLUSTERS}"
     if is_binary(xa, ya):
         res.p, res.discordant = mcnemar_exact(xa, ya), [int(np.sum(d > 0)), int(np.sum(d < 0))]
         return res
