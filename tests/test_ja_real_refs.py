@@ -216,6 +216,75 @@ def test_sozei_previous_article_paragraph_and_item():
     assert find(d, "前条第一項第二号", "8-5")[3:] == ("internal", [("8-4", 1, 2)])
 
 
+# 行政手続法 第四十三条第五項 (with its two items) as enacted, as the e-Gov text reads it; the other articles and
+# paragraphs are 略, with the enacted numbering (第三十九条第四項 has eight items, 第四十三条第一項 four).
+GYOTE_43 = """行政手続法（抄）
+
+（意見公募手続）
+第三十九条　略
+２　略
+３　略
+４　略
+一　略
+二　略
+三　略
+四　略
+五　略
+六　略
+七　略
+八　略
+
+第四十条　略
+２　略
+
+第四十一条　略
+
+第四十二条　略
+
+（結果の公示等）
+第四十三条　略
+一　略
+二　略
+三　略
+四　略
+２　略
+３　略
+４　略
+５　命令等制定機関は、第三十九条第四項各号のいずれかに該当することにより意見公募手続を実施しないで命令等を定めた場合には、当該命令等の公布と同時期に、次に掲げる事項を公示しなければならない。ただし、第一号に掲げる事項のうち命令等の趣旨については、同項第一号から第四号までのいずれかに該当することにより意見公募手続を実施しなかった場合において、当該命令等自体から明らかでないときに限る。
+一　命令等の題名及び趣旨
+二　意見公募手続を実施しなかった旨及びその理由
+"""
+
+
+def test_gyote_43_same_paragraph_is_the_one_named_last_not_one_a_bare_item_sits_in():
+    """行政手続法 第四十三条第五項: 同項 is 第三十九条第四項, the paragraph named last. The bare 第一号 in between is
+    this paragraph's item (第四十三条第五項第一号) and names no paragraph, so it does not make 同項 第四十三条第五項
+    (which has two items, and was reported as lacking item 4)."""
+    d = parse(GYOTE_43)
+    assert render(d) == GYOTE_43
+    assert find(d, "第三十九条第四項各号", "43", 5)[3:] == ("internal", [("39", 4, None)])
+    assert find(d, "第一号", "43", 5)[3:] == ("internal", [("43", 5, 1)])
+    assert find(d, "同項第一号から第四号まで", "43", 5)[3:] == ("internal", [("39", 4, 1), ("39", 4, 4)])
+    assert check(d) == []
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        # 同項 is 第三十九条第四項, which has eight items: a ninth is still a finding.
+        ("同項第一号から第四号まで", "同項第一号から第九号まで", "article 39 paragraph 4 has no item 9"),
+        # Nothing before 同項 names a paragraph (第三十九条各号, and the bare 第一号, name none): 同項 has no
+        # antecedent, and is not taken to be the paragraph it is written in.
+        ("第三十九条第四項各号", "第三十九条各号", "no earlier paragraph reference for 同項"),
+    ],
+)
+def test_gyote_43_a_wrong_same_paragraph_still_gives_its_finding(old, new, message):
+    d = parse(GYOTE_43.replace(old, new, 1))
+    found = [f for f in check(d) if f.kind == "dangling_reference"]
+    assert len(found) == 1 and found[0].location == "第43条第5項", found
+    assert found[0].message.startswith("同項第一号から") and message in found[0].message, found
+
+
 # Constructed (not real): the variants a probe would try, on a text whose targets are all known.
 PROBE = """架空法
 

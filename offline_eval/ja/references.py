@@ -6,8 +6,10 @@ bare later element inherits the article (and paragraph) of the element before it
 a bracketed insertion or a part word: in 第四十三条第一項（前条において…を含む。）、第四項（…）及び第五項 and in
 第七十三条第一項ただし書、第三項, the bare paragraphs are 第四十三条's and 第七十三条's. 同条 / 同項 / 同号 mean the
 article / paragraph / item mentioned last, in this law or another, leaving out what was mentioned only inside a
-bracket that has closed since. English "Article N" is read too. Everything is one pass over the text plus
-O(log n) lookups per reference, and memory per open bracket is constant, however deep brackets nest.
+bracket that has closed since; a reference mentions an article only when it says 条 and a paragraph only when it
+says 項 (a bare 第一号 is an item of the paragraph it sits in, and 同項 after it is still the one named before).
+English "Article N" is read too. Everything is one pass over the text plus O(log n) lookups per reference, and
+memory per open bracket is constant, however deep brackets nest.
 """
 
 from __future__ import annotations
@@ -70,13 +72,32 @@ class _Mentions:
     item: tuple[str | None, Target] | None = None
     law: str | None = None
 
-    def noted(self, law: str | None, t: Target, names_article: bool) -> _Mentions:
-        """A reference names an article only when it says 条 (第三条, 前条, 同条); 前項 names a paragraph."""
+    def noted(self, law: str | None, t: Target, names: _Names) -> _Mentions:
+        """A reference names an article only when it says 条 (第三条, 前条, 同条), and a paragraph only when it
+        says 項 (第四項, 前項, 同項): a bare 第一号 is an item of the paragraph it is written in and leaves 同項
+        the paragraph named last (第三十九条第四項各号…ただし、第一号…同項第一号: 同項 is 第三十九条第四項)."""
         return _Mentions(
-            (law, Target(t.article)) if names_article else self.article,
-            (law, Target(t.article, t.paragraph)) if t.paragraph is not None else self.paragraph,
+            (law, Target(t.article)) if names.article else self.article,
+            (law, Target(t.article, t.paragraph)) if t.paragraph is not None and names.paragraph else self.paragraph,
             (law, Target(t.article, t.paragraph, t.item, branch=t.branch)) if t.item is not None else self.item,
             law or self.law,
+        )
+
+
+@dataclass(frozen=True)
+class _Names:
+    """Whether an element names its article and its paragraph (says 条 / 項, or goes on from one that did)."""
+
+    article: bool = False
+    paragraph: bool = False
+
+    def next(self, path: Path) -> _Names:
+        """What `path` names, coming after an element that named these: 第三十九条第四項第一号及び第二号 names
+        article and paragraph in both; in 第一号及び第二号 neither does."""
+        goes_on = path.anchor is None
+        return _Names(
+            path.article is not None or path.level == "条" or (self.article and goes_on),
+            path.paragraph is not None or path.level == "項" or (self.paragraph and goes_on),
         )
 
 
@@ -114,8 +135,9 @@ def _scan(doc: Document) -> list[Reference]:
     end = doc.signature_start if doc.articles and doc.signature_start >= 0 else len(doc.source)
     deleted = [m.span() for m in DELETED.finditer(doc.source)]
     quoted = quotes(doc.source)
-    brackets: Brackets[_Mentions, tuple[tuple[str | None, Target] | None, bool]] = Brackets(doc.source, quoted)
-    before: tuple[int, tuple[str | None, Target] | None] = (-1, None)  # end and last target of the last chain
+    brackets: Brackets[_Mentions, tuple[tuple[str | None, Target] | None, _Names]] = Brackets(doc.source, quoted)
+    # The end, last target and what its element named, of the last chain.
+    before: tuple[int, tuple[str | None, Target] | None, _Names] = (-1, None, _Names())
     for ch in chains(doc.source, merged(ix.heads + quoted + deleted), end):
         seen = brackets.advance(ch.start, seen)
         k, para, item = ix.locate(ch.start)
@@ -124,16 +146,17 @@ def _scan(doc: Document) -> list[Reference]:
         if law is not None and law.startswith("同") and seen.law:
             law = seen.law  # 同法: the law named last
         prev: tuple[str | None, Target] | None = None
-        prev_names = False
+        prev_names = _Names()
         carried = brackets.carried(ch.start)
         if carried is not None:
             prev, prev_names = carried  # 第四十三条第一項（…）、第四項: the list goes on past the insertion
         elif ch.start == before[0] + 1 and doc.source[before[0]] in OPEN:
-            prev, prev_names = before[1], True  # 第十二条第一項（第二号に係る部分に限る。）: the item is 12(1)'s
+            # 第十二条第一項（第二号に係る部分に限る。）: the item is 12(1)'s
+            prev, prev_names = before[1], replace(before[2], article=True)
         for path, until in ch.elements:
             r = _element(ix, here, path, until, law, prev, seen)
             refs.append(r)
-            names = path.article is not None or path.level == "条" or (prev_names and path.anchor is None)
+            names = prev_names.next(path)
             if r.targets:
                 prev = (r.law, r.targets[-1])
                 for t in r.targets:
@@ -141,7 +164,7 @@ def _scan(doc: Document) -> list[Reference]:
             elif law is not None:
                 seen = replace(seen, law=law)
             prev_names = names
-        before = (ch.end, prev)
+        before = (ch.end, prev, prev_names)
         if prev is not None:
             brackets.offer(ch.end, (prev, prev_names))
     for m in _EN.finditer(doc.source, 0, end):
