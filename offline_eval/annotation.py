@@ -2,11 +2,13 @@
 annotator reads, the gold answer, the scales they score on, what stays hidden until they have scored (the run's
 name, the judges' scores), and the fields of the rows the page exports; and the form of that export, the file the
 task reads back (LegalRikai's human_scores) or trains on (LegalEval-Q's scorer). Tasks build these; the annotate
-command samples them and writes the page."""
+command samples them and writes the page, which names each output by its case id only: the run and the hidden
+documents go to the reveal file, and the sweep finds the run again from the id (`case_id`)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -39,7 +41,7 @@ class Case:
     gold: list[Doc]  # behind a toggle
     scales: list[Criterion]  # one score each, within its scale
     hidden: list[Doc]  # shown once the annotator has saved their scores (blind mode): the judges' scores
-    export: dict[str, Any]  # the fixed fields of its exported rows (which item, which run)
+    export: dict[str, Any]  # the fixed fields of its exported rows (which item; never the run: the case id names it)
     prompt: list[tuple[str, str]] = field(default_factory=list)  # (role, text): what the candidate was asked
 
     @property
@@ -50,11 +52,38 @@ class Case:
     def output_sha256(self) -> str:
         return hashlib.sha256(self.output.encode("utf-8", "surrogatepass")).hexdigest()
 
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.update(key=self.key, output_sha256=self.output_sha256, scales=[_scale(c) for c in self.scales])
-        del out["output"]  # the page shows the output through `shown`; the hash identifies it
-        return out
+    def case_id(self, sample: str) -> str:
+        return case_id(sample, self.run, self.setting, self.item_id)
+
+    def to_page(self, sample: str) -> dict[str, Any]:
+        """What the page holds of it: nothing that names the run or gives a judge's score or rationale (those are
+        `reveal`'s); the output is shown through `shown`, its hash identifies it."""
+        return {
+            "case": self.case_id(sample),
+            "item_id": self.item_id,
+            "stratum": self.stratum,
+            "shown": [asdict(d) for d in self.shown],
+            "gold": [asdict(d) for d in self.gold],
+            "scales": [_scale(c) for c in self.scales],
+            "export": self.export,
+            "prompt": [list(m) for m in self.prompt],
+            "output_sha256": self.output_sha256,
+        }
+
+    def reveal(self) -> dict[str, Any]:
+        """What the reveal file holds of it: the run, and the documents hidden until the annotator has scored."""
+        return {
+            "run": self.run,
+            "setting": self.setting,
+            "item_id": self.item_id,
+            "hidden": [asdict(d) for d in self.hidden],
+        }
+
+
+def case_id(sample: str, run: str, setting: str, item_id: str) -> str:
+    """The name the page and its export give one output of a sample: `c-` and 16 hex digits hashing the sample, the
+    run, the setting and the item. The sweep that reads an export finds the run again by hashing its own runs."""
+    return "c-" + hashlib.sha256(json.dumps([sample, run, setting, item_id]).encode()).hexdigest()[:16]
 
 
 def _scale(c: Criterion) -> dict[str, Any]:

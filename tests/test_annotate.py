@@ -77,8 +77,7 @@ def test_the_sample_is_stratified_seeded_and_named_by_its_outputs(rikai):  # typ
     assert sample_id("legalrikai", four) == sample_id("legalrikai", four[::-1]) != sample_id("legalrikai", cases)
     statrev = next(c for c in cases if c.stratum == "statrev")
     assert statrev.prompt and statrev.prompt[-1][0] == "user" and "改正" in statrev.prompt[-1][1]
-    assert any(d.diff for d in statrev.shown) and statrev.export == {"task": "statrev", "item_id": statrev.item_id,
-                                                                      "model": RUN}  # fmt: skip
+    assert any(d.diff for d in statrev.shown) and statrev.export == {"task": "statrev", "item_id": statrev.item_id}
     assert [s.code for s in statrev.scales] == ["IF", "SC", "CP", "TA", "WA"]
 
 
@@ -163,17 +162,20 @@ def test_listed_pairs_instead_of_a_sample(rikai, tmp_path):  # type: ignore[no-u
     assert proc.returncode == 2 and f"{pairs}, line 1: run {RUN} has no output to annotate" in proc.stderr
 
 
-def _export(rikai: Path, cases: list, path: Path, sample: str, score: int = 2) -> Path:  # type: ignore[type-arg]
-    """What the page exports for these cases (the browser test checks the page writes exactly this form)."""
+def _export(rikai: Path, cases: list, path: Path, sample: str, score: int = 2, annotator: str = "A",
+            comment: str = "") -> Path:  # type: ignore[type-arg]  # fmt: skip
+    """What the page exports for these cases (the browser test checks the page writes exactly this form): UTF-8
+    with a byte order mark, each output named by its case id, formula-like cells escaped."""
+    from offline_eval.datafiles import escape_cell
     from offline_eval.tasks.legalrikai.annotate import FORM
 
-    with path.open("w", newline="", encoding="utf-8") as f:
+    with path.open("w", newline="", encoding="utf-8-sig") as f:
         w = csv.writer(f)
         w.writerow(FORM.columns)
         for c in cases:
             for s in c.scales:
-                w.writerow([c.export["task"], c.item_id, c.run, s.code, min(score, s.hi), "A", "", sample,
-                            c.output_sha256])  # fmt: skip
+                w.writerow([escape_cell(str(v)) for v in (c.export["task"], c.item_id, c.case_id(sample), s.code,
+                            min(score, s.hi), annotator, comment, sample, c.output_sha256)])  # fmt: skip
     return path
 
 
@@ -190,12 +192,19 @@ def test_an_export_of_another_sample_or_sweep_is_refused_naming_the_mismatch(rik
         proc.stderr
     )
     mine = _export(rikai, three, tmp_path / "mine.csv", sid)
-    text = mine.read_text(encoding="utf-8").splitlines()
+    text = mine.read_text(encoding="utf-8-sig").splitlines()
     text[1] = text[1].replace(three[0].output_sha256, "0" * 64)  # scores of an output this sweep did not write
-    mine.write_text("\n".join(text) + "\n", encoding="utf-8")
+    mine.write_text("\n".join(text) + "\n", encoding="utf-8-sig")
     proc = run_cli("annotate", str(rikai), "--task", "legalrikai", "--sample", "3", "--resume", str(mine))
     assert proc.returncode == 2 and "field 'output_sha256': scores another output" in proc.stderr
     assert "exported from another sweep" in proc.stderr
+    # This sample's own export starts the page from its scores, by case id.
+    from offline_eval.annotate.sample import resumed
+    from offline_eval.tasks.legalrikai.annotate import FORM
+
+    prefill = resumed([str(_export(rikai, three, tmp_path / "ok.csv", sid, score=2))], FORM, sid, three)
+    assert set(prefill) == {c.case_id(sid) for c in three} and prefill[three[0].case_id(sid)]["annotator"] == "A"
+    assert all(v == "2" for p in prefill.values() for v in p["scores"].values())
     # The sweep refuses it the same way: these scores are not for its outputs.
     cfg = tmp_path / "again.yaml"
     raw = yaml.safe_load((rikai.parent / "m.yaml").read_text(encoding="utf-8"))
@@ -217,9 +226,7 @@ def test_human_scores_from_several_files_agree_by_krippendorff_and_judge_bias(ri
     _, cases = offered(read_sweep(str(rikai)), "legalrikai", str(rikai))
     sid = sample_id("legalrikai", cases)
     a = _export(rikai, cases, tmp_path / "a.csv", sid, score=3)
-    b = _export(rikai, cases, tmp_path / "b.csv", sid, score=1)
-    rows = b.read_text(encoding="utf-8").splitlines()
-    b.write_text("\n".join(r.replace(",A,", ",B,") for r in rows) + "\n", encoding="utf-8")
+    b = _export(rikai, cases, tmp_path / "b.csv", sid, score=1, annotator="B")
     cfg = tmp_path / "two.yaml"
     raw = yaml.safe_load((rikai.parent / "m.yaml").read_text(encoding="utf-8"))
     raw["tasks"]["legalrikai"]["human_scores"] = [str(a), str(b)]
@@ -250,8 +257,9 @@ def test_human_scores_from_several_files_agree_by_krippendorff_and_judge_bias(ri
 @pytest.mark.slow
 def test_annotate_in_chromium_blind_then_export_and_sweep_again(rikai, tmp_path, offline_browser):  # type: ignore[no-untyped-def]
     """Three outputs scored on the page, offline, with hostile outputs in it: nothing injected runs, nothing
-    connects anywhere, the run and the judges stay hidden until each is scored, a reload keeps the scores, and
-    the export, given to the sweep as human_scores, shows in the agreement tables with nothing generated."""
+    connects anywhere, the run and the judges stay hidden until each is scored (and shown then only from the
+    reveal file loaded into the page), a reload keeps the scores, and the export, given to the sweep as
+    human_scores, shows in the agreement tables with nothing generated."""
     page_file = tmp_path / "annotate.html"
     proc = run_cli("annotate", str(rikai), "--task", "legalrikai", "--sample", "3", "--seed", "2", "--out",
                    str(page_file), "--annotator", "弁護士A")  # fmt: skip
@@ -273,6 +281,7 @@ def test_annotate_in_chromium_blind_then_export_and_sweep_again(rikai, tmp_path,
     page.goto(page_file.as_uri())
     title = page.title()
     assert title.startswith("offline-eval: annotate LegalRikai (3 outputs, sample s-")
+    reveal = page_file.with_name("annotate.reveal.json")
     for k in range(3):
         text = page.locator("body").inner_text()
         assert RUN not in text and "Judge j" not in text  # blind until saved
@@ -283,6 +292,10 @@ def test_annotate_in_chromium_blind_then_export_and_sweep_again(rikai, tmp_path,
         for fieldset in page.locator("fieldset.scale").all():
             fieldset.locator("input[type=radio]").last.check()
         page.locator("button.save").click()
+        if k == 0:  # saved, but the page holds no run: it says where to find it
+            assert page.locator(".revealed").count() == 0 and "reveal file" in page.locator(".unrevealed").inner_text()
+            assert RUN not in page.locator("body").inner_text()
+            page.locator("#reveal").set_input_files(str(reveal))
         assert RUN in page.locator(".revealed").inner_text()
         assert "Judge j" in page.locator(".revealed").inner_text()
         if k < 2:
@@ -300,8 +313,8 @@ def test_annotate_in_chromium_blind_then_export_and_sweep_again(rikai, tmp_path,
     got.value.save_as(export)
     assert page.title() == title and errors == [] and remote == []
     context.close()
-    rows = list(csv.DictReader(export.read_text(encoding="utf-8").splitlines()))
-    assert list(rows[0]) == ["task", "item_id", "model", "criterion", "score", "annotator", "comment", "sample",
+    rows = list(csv.DictReader(export.read_text(encoding="utf-8-sig").splitlines()))
+    assert list(rows[0]) == ["task", "item_id", "case", "criterion", "score", "annotator", "comment", "sample",
                              "output_sha256"]  # fmt: skip
     assert len({(r["task"], r["item_id"]) for r in rows}) == 3 and {r["annotator"] for r in rows} == {"弁護士A"}
     # The sweep again, with the export: the agreement tables from the store.
@@ -380,3 +393,219 @@ def test_tables_split_records_where_csv_and_jsonl_do_not_where_str_splitlines_do
     j.write_text('{"c": 1}\n{"c": \n', encoding="utf-8")
     with pytest.raises(InputError, match="line 2"):
         read_table(j)
+
+
+def test_data_changed_since_the_sweep_is_refused_in_one_line_unless_allowed(tmp_path):  # type: ignore[no-untyped-def]
+    """The page rebuilds documents and prompts from the data: edited after the sweep, it would show them beside
+    outputs made from the old data. Refused naming the file; --allow-changed-data goes on and the page says so."""
+    import shutil
+
+    data = tmp_path / "legalrikai"
+    shutil.copytree(DATA / "legalrikai", data)
+    cfg = _config(tmp_path, _rikai(tmp_path))
+    raw = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    raw["tasks"]["legalrikai"]["data"] = str(data)
+    raw["tasks"]["legalrikai"]["human_scores"] = str(data / "human_scores.csv")
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    out = _sweep(cfg)
+    assert run_cli("annotate", str(out), "--task", "legalrikai", "--sample", "2").returncode == 0
+    # The human scores are not what the page is built from: a second round of annotation may change them.
+    with (data / "human_scores.csv").open("a", encoding="utf-8") as fh:
+        fh.write("\n")
+    assert run_cli("annotate", str(out), "--task", "legalrikai", "--sample", "2").returncode == 0
+    edited = data / "statrev.jsonl"
+    edited.write_text(edited.read_text(encoding="utf-8").replace("契約", "約款", 1), encoding="utf-8")
+    proc = run_cli("annotate", str(out), "--task", "legalrikai", "--sample", "2")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"{edited.resolve()}, field 'data_files': changed since the sweep (sha256 " in proc.stderr
+    assert "run the sweep again, or give --allow-changed-data" in proc.stderr
+    page_file = tmp_path / "changed.html"
+    proc = run_cli("annotate", str(out), "--task", "legalrikai", "--sample", "2", "--allow-changed-data", "--out",
+                   str(page_file))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "offline-eval: warning: The data changed since the sweep" in proc.stderr and str(edited.resolve()) in (
+        proc.stderr
+    )
+    html = page_file.read_text(encoding="utf-8")
+    assert '<p class="warning">The data changed since the sweep: ' + str(edited.resolve()) in html
+    edited.unlink()
+    proc = run_cli("annotate", str(out), "--task", "legalrikai", "--sample", "2")
+    assert proc.returncode == 2 and f"{edited.resolve()}, field 'data_files': is missing" in proc.stderr
+
+
+def test_the_page_source_holds_no_run_name_judge_score_or_rationale_before_save(rikai, tmp_path):  # type: ignore[no-untyped-def]
+    """Blind in the source, not only on screen: the page names outputs by case id; the reveal file beside it
+    holds each case's run and the judges' scores and rationales (--unblind puts them in the page)."""
+    from offline_eval.annotate.sample import offered, read_sweep
+
+    page_file = tmp_path / "blind.html"
+    proc = run_cli("annotate", str(rikai), "--task", "legalrikai", "--sample", "8", "--out", str(page_file))
+    assert proc.returncode == 0, proc.stderr
+    reveal_file = tmp_path / "blind.reveal.json"
+    assert f"wrote {reveal_file}: which run wrote each output" in proc.stdout
+    html = page_file.read_text(encoding="utf-8")
+    _, cases = offered(read_sweep(str(rikai)), "legalrikai", str(rikai))
+    judged = [c for c in cases if any(d.title.startswith("Judge ") for d in c.hidden)]
+    assert judged
+    for secret in (RUN, "m.fake", "j.fake", "Judge j", "rationale", '"hidden"', '"run"', "\\tlegalrikai."):
+        assert secret not in html, secret
+    reveal = json.loads(reveal_file.read_text(encoding="utf-8"))
+    sid = reveal["sample"]
+    assert sid in html and set(reveal["cases"]) == {c.case_id(sid) for c in cases}
+    for c in cases:
+        assert c.case_id(sid) in html
+        got = reveal["cases"][c.case_id(sid)]
+        assert got["run"] == RUN and [d["title"] for d in got["hidden"]] == [d.title for d in c.hidden]
+    judge = next(d for d in reveal["cases"][judged[0].case_id(sid)]["hidden"] if d["title"].startswith("Judge "))
+    code = judged[0].scales[0].code  # the fake judge gives each criterion 1, with the rationale "x"
+    assert judge["title"] == "Judge j.fake.default.ctx65536" and f"{code}: 1\n" in judge["text"]
+    assert f"{code}: x" in judge["text"]
+    open_file = tmp_path / "open.html"
+    assert run_cli("annotate", str(rikai), "--task", "legalrikai", "--sample", "8", "--unblind", "--out",
+                   str(open_file)).returncode == 0  # fmt: skip
+    assert "Judge j.fake.default.ctx65536" in open_file.read_text(encoding="utf-8")
+
+
+def test_the_same_annotator_name_in_two_files_is_refused_naming_both_files(rikai, tmp_path):  # type: ignore[no-untyped-def]
+    """Two people who typed the same name would be merged into one (or one contradicting themselves)."""
+    from offline_eval.annotate.sample import offered, read_sweep, sample_id
+    from offline_eval.errors import InputError
+    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+
+    _, cases = offered(read_sweep(str(rikai)), "legalrikai", str(rikai))
+    sid = sample_id("legalrikai", cases)
+    a = _export(rikai, cases, tmp_path / "a.csv", sid, score=3, annotator="弁護士A")
+    b = _export(rikai, cases, tmp_path / "b.csv", sid, score=1, annotator="弁護士A")
+    with pytest.raises(InputError) as e:
+        read_human_scores([str(a), str(b)])
+    assert str(e.value).startswith(
+        f"{b}, record row 2, field 'annotator': annotator '弁護士A' is in {a} (row 2) and in"
+    )
+    assert "give each annotator a name of their own" in str(e.value)
+    cfg = tmp_path / "same.yaml"
+    raw = yaml.safe_load((rikai.parent / "m.yaml").read_text(encoding="utf-8"))
+    raw["tasks"]["legalrikai"]["human_scores"] = [str(a), str(b)]
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    proc = run_cli("sweep", str(cfg))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert str(a) in proc.stderr and str(b) in proc.stderr
+    with pytest.raises(InputError, match="given twice"):
+        read_human_scores([str(a), str(a)])
+    # Several annotators in one file stay several people, and two files of two names are read.
+    assert len(read_human_scores([str(a), str(_export(rikai, cases, tmp_path / "c.csv", sid, annotator="B"))])) > 0
+
+
+def test_a_cp932_resave_is_refused_with_the_command_that_converts_it(rikai, tmp_path):  # type: ignore[no-untyped-def]
+    """Japanese Excel saves "CSV" as cp932: refused in one line, with the iconv line that converts it; the
+    converted file is read."""
+    import shlex
+    import shutil
+    import subprocess
+
+    from offline_eval.annotate.sample import offered, read_sweep, sample_id
+    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+
+    _, cases = offered(read_sweep(str(rikai)), "legalrikai", str(rikai))
+    sid = sample_id("legalrikai", cases)
+    utf8 = _export(rikai, cases[:1], tmp_path / "utf8.csv", sid, annotator="弁護士A", comment="条文の引用が正確")
+    resaved = tmp_path / "excel.csv"
+    resaved.write_bytes(utf8.read_text(encoding="utf-8-sig").encode("cp932"))  # no BOM: as Excel writes it
+    cfg = tmp_path / "cp932.yaml"
+    raw = yaml.safe_load((rikai.parent / "m.yaml").read_text(encoding="utf-8"))
+    raw["tasks"]["legalrikai"]["human_scores"] = str(resaved)
+    cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    proc = run_cli("sweep", str(cfg))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    fixed = tmp_path / "excel.utf8.csv"
+    command = f"iconv -f CP932 -t UTF-8 {shlex.quote(str(resaved))} > {shlex.quote(str(fixed))}"
+    assert f"{resaved}, line 2: not UTF-8 but cp932" in proc.stderr and proc.stderr.strip().endswith(command)
+    if shutil.which("iconv"):
+        subprocess.run(command, shell=True, check=True)
+        assert {r["annotator"] for r in read_human_scores(str(fixed))} == {"弁護士A"}
+    # Bytes that are not cp932 Japanese either are refused as not UTF-8, with no wrong advice.
+    resaved.write_bytes(b"task,item_id\nstatrev,\xff\xfe\n")
+    proc = run_cli("sweep", str(cfg))
+    assert proc.returncode == 2 and "line 2: not UTF-8 text (byte 0xff): save it as UTF-8" in proc.stderr
+
+
+def test_csv_cells_a_spreadsheet_would_evaluate_are_unescaped_on_read(tmp_path):  # type: ignore[no-untyped-def]
+    """OWASP's CSV injection rule: a cell starting with =, +, -, @, tab or CR is written with a leading quote (one
+    more for a cell already starting with quotes before one), and read back as it was; other quotes stay."""
+    from offline_eval.datafiles import escape_cell, read_table, unescape_cell
+
+    cells = ["=1+1", "+81 3", "-引用条文", "@SUM(A1)", "\tタブ", "\r改行", "'=引用", "''-x", "'quoted", "正常", ""]
+    for c in cells:
+        assert unescape_cell(escape_cell(c)) == c
+        assert escape_cell(c)[:1] not in ("=", "+", "-", "@", "\t", "\r")
+    p = tmp_path / "x.csv"
+    with p.open("w", encoding="utf-8-sig", newline="") as fh:
+        csv.writer(fh).writerows([["comment"], *[[escape_cell(c)] for c in cells]])
+    assert [r["comment"] for _, r in read_table(p)] == cells
+
+
+def _browser_export(browser, page_file: Path, annotator: str, comments: list[str], save_as: Path) -> Path:  # type: ignore[no-untyped-def]
+    """Every output of the page scored (the lowest score), its comments filled in turn from `comments`, exported."""
+    context = browser.new_context(accept_downloads=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(page_file.as_uri())
+    page.locator("#annotator").fill(annotator)
+    n = int(re.search(r"of (\d+)\)", page.locator("#progress").inner_text()).group(1))  # type: ignore[union-attr]
+    k = 0
+    for _ in range(n):
+        for fieldset in page.locator("fieldset.scale").all():
+            fieldset.locator("input[type=radio]").first.check()
+            fieldset.locator("textarea.comment").fill(comments[k % len(comments)])
+            k += 1
+        page.locator("button.save").click()
+        page.locator("#next").click()
+    with page.expect_download() as got:
+        page.locator("#export").click()
+    got.value.save_as(save_as)
+    context.close()
+    assert errors == []
+    return save_as
+
+
+@pytest.mark.slow
+def test_csv_cells_a_spreadsheet_would_evaluate_are_escaped_on_export(rikai, tmp_path, offline_browser):  # type: ignore[no-untyped-def]
+    """Comments and a name starting with =, +, -, @ or tab leave the page with a leading quote (a spreadsheet
+    shows them as text, runs nothing), as datafiles.escape_cell writes them, and the sweep reads them as typed."""
+    from offline_eval.datafiles import escape_cell, read_table
+    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+
+    page_file = tmp_path / "escape.html"
+    assert (
+        run_cli("annotate", str(rikai), "--task", "legalrikai", "--sample", "2", "--out", str(page_file)).returncode
+        == 0
+    )
+    comments = ['=HYPERLINK("http://x","y")', "+81 3", "-引用条文が違う", "@SUM(A1)", "\tタブ", "'=引用", "普通"]
+    name = "=cmd|' /C calc'!A0"
+    export = _browser_export(offline_browser, page_file, name, comments, tmp_path / "escape.csv")
+    raw = list(csv.reader(export.read_text(encoding="utf-8-sig").splitlines()))
+    col = raw[0].index("comment")
+    assert [r[col] for r in raw[1:]] == [escape_cell(comments[i % len(comments)]) for i in range(len(raw) - 1)]
+    assert {r[raw[0].index("annotator")] for r in raw[1:]} == {"'" + name}
+    assert not [cell for r in raw for cell in r if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    back = [r for _, r in read_table(export)]
+    assert [r["comment"] for r in back] == [comments[i % len(comments)] for i in range(len(back))]
+    assert {r["annotator"] for r in read_human_scores(str(export))} == {name}
+
+
+@pytest.mark.slow
+def test_the_export_is_utf8_with_a_bom_and_the_reader_accepts_it(rikai, tmp_path, offline_browser):  # type: ignore[no-untyped-def]
+    """Japanese Excel reads a CSV without a byte order mark as cp932 (mojibake): the page writes one; the sweep's
+    reader skips it, so the first column is `task`, not "\\ufefftask"."""
+    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+
+    page_file = tmp_path / "bom.html"
+    assert (
+        run_cli("annotate", str(rikai), "--task", "legalrikai", "--sample", "1", "--out", str(page_file)).returncode
+        == 0
+    )
+    export = _browser_export(offline_browser, page_file, "弁護士A", ["条文の引用が正確"], tmp_path / "bom.csv")
+    data = export.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbftask,item_id,case,") and data.count(b"\xef\xbb\xbf") == 1
+    rows = read_human_scores(str(export))
+    assert rows and {r["annotator"] for r in rows} == {"弁護士A"} and all(r["task"] for r in rows)

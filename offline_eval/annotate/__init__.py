@@ -1,13 +1,25 @@
 """`offline-eval annotate DIR --task T`: a sample of a finished sweep's outputs, written as one self-contained HTML
-page on which a lawyer scores them (blind by default); its export is the file the task reads back or trains on."""
+page on which a lawyer scores them (blind by default: the page names each output by an opaque case id, and the
+runs and the judges' scores go to a reveal file beside it); its export is the file the task reads back or trains
+on, from which the sweep finds each case's run again."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..fileio import write_text_atomic
-from .page import page
-from .sample import offered, read_sweep, resumed, sample, sample_id
+from ..fileio import write_json_atomic, write_text_atomic
+from .page import page, reveal
+from .sample import changed_data, offered, read_sweep, resumed, sample, sample_id
+
+
+@dataclass(frozen=True)
+class Written:
+    page: Path
+    reveal: Path  # each case's run and the sweep's scores for it, by case id
+    n: int  # outputs on the page
+    sample: str
+    warnings: list[str]  # data changed since the sweep (--allow-changed-data), as the page says
 
 
 def annotate(
@@ -21,9 +33,11 @@ def annotate(
     out: str | None = None,
     blind: bool = True,
     resume: list[str] | None = None,
-) -> tuple[Path, int, str]:
-    """Writes the page; (its path, the outputs in it, the sample id)."""
+    allow_changed_data: bool = False,
+) -> Written:
+    """Writes the page and its reveal file."""
     summary = read_sweep(out_dir)
+    warnings = changed_data(summary, task, out_dir, allow_changed_data)
     made, cases = offered(summary, task, out_dir)
     chosen = sample(cases, n, seed, runs, items)
     form = made.annotation_form
@@ -31,6 +45,8 @@ def annotate(
     sid = sample_id(task, chosen)
     prefill = resumed(resume or [], form, sid, chosen)
     path = Path(out) if out else Path(out_dir) / f"annotate-{task}-{sid}.html"
+    key = path.with_name(f"{path.stem}.reveal.json")
     title = f"offline-eval: annotate {made.title or made.name} ({len(chosen)} outputs, sample {sid})"
-    write_text_atomic(path, page(title, sid, task, form, chosen, annotator, blind, prefill))
-    return path, len(chosen), sid
+    write_json_atomic(key, reveal(sid, task, chosen))
+    write_text_atomic(path, page(title, sid, task, form, chosen, annotator, blind, prefill, key.name, warnings))
+    return Written(path, key, len(chosen), sid, warnings)

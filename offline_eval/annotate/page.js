@@ -4,6 +4,8 @@
   var data = JSON.parse(document.getElementById("payload").textContent);
   var KEY = "offline-eval-annotate:" + data.sample;
   var cases = data.cases;
+  // The runs and the judges' scores, by case id: inline only under --unblind, else loaded from the reveal file.
+  var reveal = data.reveal;
   var state = restore();
   var at = Math.max(0, Math.min(cases.length - 1, state.at || 0));
 
@@ -39,10 +41,10 @@
   }
 
   function entry(c) {
-    if (!state.cases[c.key]) {
-      state.cases[c.key] = { scores: {}, comments: {}, saved: false, skipped: false };
+    if (!state.cases[c.case]) {
+      state.cases[c.case] = { scores: {}, comments: {}, saved: false, skipped: false };
     }
-    return state.cases[c.key];
+    return state.cases[c.case];
   }
 
   function el(tag, cls, text) {
@@ -86,7 +88,7 @@
   function counts() {
     var done = 0, skipped = 0;
     cases.forEach(function (c) {
-      var e = state.cases[c.key];
+      var e = state.cases[c.case];
       if (e && e.saved) {
         done += 1;
       } else if (e && e.skipped) {
@@ -103,7 +105,7 @@
     var pick = document.getElementById("pick");
     pick.textContent = "";
     cases.forEach(function (c, i) {
-      var e = state.cases[c.key];
+      var e = state.cases[c.case];
       var mark = e && e.saved ? "✓ " : e && e.skipped ? "– " : "  ";
       var o = el("option", "", mark + (i + 1) + ". " + c.stratum + " / " + c.item_id);
       o.value = String(i);
@@ -242,13 +244,17 @@
     buttons.appendChild(save);
     buttons.appendChild(skip);
     box.appendChild(buttons);
-    if (e.saved || !data.blind) {
+    var hidden = reveal && Object.prototype.hasOwnProperty.call(reveal.cases, c.case) && reveal.cases[c.case];
+    if ((e.saved || !data.blind) && hidden && Array.isArray(hidden.hidden)) {
       var h = el("section", "revealed");
       h.appendChild(el("h3", "", data.blind ? "Revealed now that you have scored" : "Not blind (--unblind)"));
-      c.hidden.forEach(function (d) {
+      hidden.hidden.forEach(function (d) {
         h.appendChild(doc(d));
       });
       box.appendChild(h);
+    } else if (e.saved) {
+      box.appendChild(el("p", "unrevealed", "Saved. Which run wrote this output, and the sweep's scores for it, are " +
+        "in the reveal file (" + data.reveal_file + "): load it above to see them for the outputs you have scored."));
     }
     progress();
   }
@@ -262,17 +268,22 @@
 
   function csvCell(v) {
     var s = v === undefined || v === null ? "" : String(v);
+    // A cell a spreadsheet would evaluate (OWASP's CSV injection rule: =, +, -, @, tab, CR first) gets a leading
+    // quote, as does one that already starts with quotes before such a character, so the reader strips exactly one.
+    if (/^'*[=+\-@\t\r]/.test(s)) {
+      s = "'" + s;
+    }
     return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   }
 
   function exportRows() {
     var rows = [];
     cases.forEach(function (c) {
-      var e = state.cases[c.key];
+      var e = state.cases[c.case];
       if (!e || !e.saved || valid(c, e)) {
         return;
       }
-      var common = { annotator: state.annotator, sample: data.sample, output_sha256: c.output_sha256 };
+      var common = { "case": c.case, annotator: state.annotator, sample: data.sample, output_sha256: c.output_sha256 };
       if (data.form.kind === "csv") {
         c.scales.forEach(function (s) {
           var r = Object.assign({}, c.export, common, { criterion: s.code, score: Number(e.scores[s.code]) });
@@ -302,7 +313,8 @@
     var text;
     if (data.form.kind === "csv") {
       var cols = data.form.columns;
-      text = cols.join(",") + "\n" + rows.map(function (r) {
+      // With a byte order mark: Japanese Excel reads a CSV without one as cp932.
+      text = "\ufeff" + cols.join(",") + "\n" + rows.map(function (r) {
         return cols.map(function (k) { return csvCell(r[k]); }).join(",");
       }).join("\n") + "\n";
     } else {
@@ -330,6 +342,34 @@
     keep();
   });
   document.getElementById("export").addEventListener("click", download);
+  var loader = document.getElementById("reveal");
+  if (loader) {
+    loader.addEventListener("change", function () {
+      var f = loader.files && loader.files[0];
+      if (!f) {
+        return;
+      }
+      var rd = new FileReader();
+      rd.onload = function () {
+        var r = null;
+        try {
+          r = JSON.parse(String(rd.result));
+        } catch (err) {
+          r = null;
+        }
+        if (!r || typeof r.cases !== "object" || r.cases === null) {
+          say(f.name + " is not a reveal file (" + data.reveal_file + " is this page's).");
+        } else if (r.sample !== data.sample) {
+          say(f.name + " is the reveal file of sample " + r.sample + ", not of this page's " + data.sample + ".");
+        } else {
+          reveal = r;
+          say("Loaded " + f.name + ": each output's run and scores show once you have saved yours.");
+          show();
+        }
+      };
+      rd.readAsText(f);
+    });
+  }
   document.getElementById("prev").addEventListener("click", function () { move(-1); });
   document.getElementById("next").addEventListener("click", function () { move(1); });
   document.getElementById("pick").addEventListener("change", function (ev) {

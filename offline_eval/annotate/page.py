@@ -1,6 +1,9 @@
 """The annotation page: one self-contained HTML file that opens from disk (no server, no network: its Content
 Security Policy allows no connection and runs only its own script, by hash). Cases travel as an inline JSON
-payload whose every <, >, & and line separator is escaped; the script renders every text with textContent."""
+payload whose every <, >, & and line separator is escaped; the script renders every text with textContent. Blind,
+the payload holds no run name, judge score or rationale: those are in the reveal file written beside the page,
+which the annotator may load into it (a file input, read in the browser) to see each output's once they have
+scored it."""
 
 from __future__ import annotations
 
@@ -15,8 +18,23 @@ from ..annotation import Case, Form
 from ..fileio import script_json
 
 
-def page(title: str, sid: str, task: str, form: Form, cases: list[Case], annotator: str, blind: bool,
-         prefill: dict[str, Any]) -> str:  # fmt: skip
+def reveal(sid: str, task: str, cases: list[Case]) -> dict[str, Any]:
+    """The reveal file's content: each case's run and hidden documents, by case id."""
+    return {"sample": sid, "task": task, "cases": {c.case_id(sid): c.reveal() for c in cases}}
+
+
+def page(
+    title: str,
+    sid: str,
+    task: str,
+    form: Form,
+    cases: list[Case],
+    annotator: str,
+    blind: bool,
+    prefill: dict[str, Any],
+    reveal_file: str,
+    warnings: list[str],
+) -> str:
     script = resources.files(__package__).joinpath("page.js").read_text(encoding="utf-8")
     style = resources.files(__package__).joinpath("page.css").read_text(encoding="utf-8")
     payload = {
@@ -25,23 +43,33 @@ def page(title: str, sid: str, task: str, form: Form, cases: list[Case], annotat
         "form": asdict(form),
         "annotator": annotator,
         "blind": blind,
-        "cases": [c.to_json() for c in cases],
+        "cases": [c.to_page(sid) for c in cases],
         "prefill": prefill,
+        "reveal_file": reveal_file,
+        "reveal": None if blind else reveal(sid, task, cases),  # --unblind: shown from the start, so inline
     }
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     csp = f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; connect-src 'none'"
     blind_note = (
-        "Blind: which run wrote an output, and the scores the sweep gave it, are shown once you have saved yours."
+        "Blind: this page does not hold which run wrote an output, nor the scores the sweep gave it. Load the "
+        f"reveal file ({reveal_file}) to see an output's once you have saved your scores for it."
         if blind
         else "Not blind (--unblind): the run and the sweep's scores are shown from the start."
     )
+    loader = (
+        f'<label>Reveal file <input id="reveal" type="file" accept=".json,application/json" '
+        f'title="{html.escape(reveal_file)}"></label>'
+        if blind
+        else ""
+    )
+    warned = "".join(f'<p class="warning">{html.escape(w)}</p>' for w in warnings)
     return (
         "<!DOCTYPE html>\n"
         f'<html lang="ja"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="{csp}">'
         f"<title>{html.escape(title)}</title><style>{style}</style></head><body>\n"
         f"<header><h1>{html.escape(title)}</h1><p>{html.escape(blind_note)} Your progress is kept in this "
-        "browser (closing the page loses nothing); Export downloads what you have saved.</p></header>\n"
-        '<nav><label>Annotator <input id="annotator" type="text" autocomplete="name"></label>'
+        f"browser (closing the page loses nothing); Export downloads what you have saved.</p>{warned}</header>\n"
+        f'<nav><label>Annotator <input id="annotator" type="text" autocomplete="name"></label>{loader}'
         '<button id="prev" type="button">Previous</button> <select id="pick"></select> '
         '<button id="next" type="button">Next</button>'
         '<span id="progress"></span> <button id="export" type="button">Export your scores'

@@ -1,6 +1,7 @@
 """The outputs of a finished sweep that a task offers for annotation, and a sample of them: stratified over the
 task's strata (e.g. LegalRikai's sub-tasks) and the runs, seeded, or the item/run pairs the user lists. Each
-case carries the prompt its candidate was given, rebuilt from the data the sweep read (its provenance)."""
+case carries the prompt its candidate was given, rebuilt from the data the sweep read (its provenance), which must
+not have changed since (`changed_data`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..annotation import Case, Form
-from ..datafiles import read_table
+from ..backends.fingerprint import file_sha256
+from ..datafiles import read_table, read_text, unescape_cell
 from ..errors import InputError
 from ..results import ResultsFolder
 from ..summary import Summary
@@ -29,6 +31,54 @@ def read_sweep(out_dir: str) -> Summary:
     if not (folder / "summary.json").is_file():
         raise InputError("no summary.json: not the output folder of a finished sweep (run a sweep first)", file=out_dir)
     return Summary.read(folder / "summary.json")
+
+
+def changed_data(summary: Summary, task_name: str, source: str, allow: bool) -> list[str]:
+    """The task's data files that differ from the digests the sweep recorded (summary.json's provenance): refused,
+    since the page would show today's documents beside outputs made from the old ones; with `allow`, the warnings
+    the page shows. Files the page is not built from (LegalRikai's human_scores, LegalEval-Q's scorer: a task's
+    path options other than `data`) may change: a second round of annotation often follows a first."""
+    prov = summary.provenance
+    seen: dict[str, str] = {}
+    for s in prov.settings if prov else []:
+        if s.task != task_name:
+            continue
+        others = _other_inputs(s.task_options, get_task_class(task_name).path_options)
+        for f in s.data_files:
+            p = Path(f.path)
+            if f.path in seen or any(p == o or o in p.parents for o in others):
+                continue
+            seen[f.path] = ""
+            if not p.is_file():
+                seen[f.path] = "is missing"
+                continue
+            size = p.stat().st_size
+            digest = file_sha256(p) if size == f.size else ""
+            if digest != f.sha256:
+                seen[f.path] = (
+                    f"changed since the sweep (sha256 {f.sha256[:12]}…, {f.size} bytes, in its summary.json; "
+                    + (f"{digest[:12]}… now)" if digest else f"{size} bytes now)")
+                )
+    changed = {k: v for k, v in seen.items() if v}
+    if changed and not allow:
+        path, why = next(iter(changed.items()))
+        more = f" (and {len(changed) - 1} more data file(s))" if len(changed) > 1 else ""
+        raise InputError(
+            f"{why}{more}: the page would show the data as it is now beside outputs made from it as it was; run the "
+            "sweep again, or give --allow-changed-data to annotate anyway (the page then says so)",
+            file=path,
+            field="data_files",
+        )
+    return [
+        f"The data changed since the sweep: {path} {why}. This page shows the documents, gold answers and prompts "
+        "as the data is now, beside outputs made from it as it was (--allow-changed-data)."
+        for path, why in changed.items()
+    ]
+
+
+def _other_inputs(options: dict[str, Any], keys: tuple[str, ...]) -> list[Path]:
+    values = [options.get(k) for k in keys if k != "data"]
+    return [Path(str(x)).resolve() for v in values for x in (v if isinstance(v, list) else [v]) if x]
 
 
 def offered(summary: Summary, task_name: str, source: str) -> tuple[Task, list[Case]]:
@@ -131,9 +181,9 @@ def _picked(cases: list[Case], path: str) -> list[Case]:
         raise InputError("no such file", file=path, field="--items")
     by = {(c.run, c.item_id): c for c in cases}
     out = []
-    rows = list(csv.reader(io.StringIO(p.read_text(encoding="utf-8-sig"), newline="")))
+    rows = list(csv.reader(io.StringIO(read_text(p), newline="")))
     for i, row in enumerate(rows, 1):
-        cells = [x.strip() for x in row]
+        cells = [unescape_cell(x).strip() for x in row]
         if not any(cells) or (i == 1 and cells[:2] == ["run", "item_id"]):
             continue
         if len(cells) != 2:
@@ -157,9 +207,10 @@ def sample_id(task: str, cases: list[Case]) -> str:
 
 
 def resumed(paths: list[str], form: Form, sid: str, cases: list[Case]) -> dict[str, dict[str, Any]]:
-    """Scores an earlier export of this very sample holds, by case key, to start the page from; an export of
+    """Scores an earlier export of this very sample holds, by case id, to start the page from; an export of
     another sample or of other outputs is refused."""
-    by_hash = {(c.export.get("model", c.run), c.item_id): c for c in cases}
+    by_case = {c.case_id(sid): c for c in cases}
+    by_run = {(c.run, c.item_id): c for c in cases}  # a row that names its run (a hand-made file)
     out: dict[str, dict[str, Any]] = {}
     for path in paths:
         for where, row in _rows(path):
@@ -171,7 +222,11 @@ def resumed(paths: list[str], form: Form, sid: str, cases: list[Case]) -> dict[s
                     record=where,
                     field="sample",
                 )
-            c = by_hash.get((str(row.get("model")), str(row.get("item_id"))))
+            c = (
+                by_case.get(str(row["case"]))
+                if row.get("case")
+                else by_run.get((str(row.get("model")), str(row.get("item_id"))))
+            )
             if c is None or c.output_sha256 != row.get("output_sha256"):
                 raise InputError(
                     "scores another output than this sweep's for this item and run: exported from another sweep",
@@ -179,7 +234,7 @@ def resumed(paths: list[str], form: Form, sid: str, cases: list[Case]) -> dict[s
                     record=where,
                     field="output_sha256",
                 )
-            got = out.setdefault(c.key, {"scores": {}, "comments": {}, "annotator": row.get("annotator")})
+            got = out.setdefault(c.case_id(sid), {"scores": {}, "comments": {}, "annotator": row.get("annotator")})
             code = str(row.get("criterion") or c.scales[0].code)
             got["scores"][code] = row.get("score")
             if row.get(form.comment_field):

@@ -1,6 +1,7 @@
 """LegalEval-Q's answers for a lawyer to score 0-100, as the scorer's training tuples are scored: the question,
 its resource, the candidate's answer and the evaluator's comment and conclusion. The export is the JSONL that
-`offline-eval legaleval-q train` reads ({query, answer, comment, conclusion, score})."""
+`offline-eval legaleval-q train` reads ({query, answer, comment, conclusion, score}); each line names its output by
+the case id, whose run the reveal file written beside the page gives."""
 
 from __future__ import annotations
 
@@ -55,6 +56,5 @@ def case(entry: RunEntry, item: Item, record: LegalEvalQRecord) -> Case | None:
             "comment": str(ev["comment"]),
             "conclusion": str(ev["conclusion"]),
             "item_id": record.id,
-            "model": entry.run,
         },
     )

@@ -2,138 +2,33 @@
 
 Human scores come as CSV or JSONL rows {item_id, model, criterion, score, annotator} (optional `task`, needed
 only when item ids repeat across sub-tasks). `model` is a run name (`name.backend.variant.ctxN`) or a model
-name with one run. Several annotators of one output are averaged on the [0, 1] scale, as in the paper.
+name with one run; an export of `offline-eval annotate` gives instead the output's `case` id and its `sample`,
+from which the run is found (annotation.case_id). Several annotators of one output are averaged on the [0, 1]
+scale, as in the paper; one annotator's name in two files is refused (two people who typed the same name).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
-from pathlib import Path
 from statistics import mean
 from typing import Any
 
 import numpy as np
 
-from ...datafiles import note, read_table
-from ...errors import InputError, is_url
+from ...annotation import case_id
+from ...errors import InputError
 from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
 from ...metrics.bootstrap import Clusters, mean_columns, mean_of, resample, trusted
 from ...results import Records, RunEntry
 from . import rubric
+from .human import criteria_scales, output_sha256, read_human_scores
 from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
-
-FIELDS = ("item_id", "model", "criterion", "score", "annotator")
-
-
-def _criteria_scales() -> dict[str, Criterion]:
-    return {c.code: c for s in SUBTASKS for c in rubric.criteria(s)}
-
-
-def read_human_scores(paths: str | list[str]) -> list[dict[str, Any]]:
-    """Every file's rows (one file per annotator, or one for all); the same score given twice with two values
-    is an error naming both places."""
-    rows: list[dict[str, Any]] = []
-    seen: dict[tuple[str, ...], dict[str, Any]] = {}
-    for path in [paths] if isinstance(paths, str) else paths:
-        for r in _read_file(path):
-            key = (r["annotator"], str(r["task"]), r["item_id"], r["model"], r["criterion"])
-            first = seen.setdefault(key, r)
-            if first is not r and first["score"] != r["score"]:
-                raise InputError(
-                    f"{r['annotator']} scored {r['criterion']} of {r['item_id']} ({r['model']}) {r['score']} here and "
-                    f"{first['score']} in {first['file']}, {first['where']}",
-                    file=path,
-                    record=r["where"],
-                    field="score",
-                )
-            rows.append(r)
-    return rows
-
-
-def _read_file(path: str) -> list[dict[str, Any]]:
-    """Rows with a valid criterion and an integer score on its scale; errors name the file, row and field. An
-    export of `offline-eval annotate` also carries its sample id and the sha256 of each output it scores."""
-    if is_url(path):
-        raise InputError("URLs are refused; give a local path", file=path)
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("human scores file not found", file=path, field="tasks.legalrikai.human_scores")
-    note(p)
-    raw = read_table(p)
-    scales = _criteria_scales()
-    rows = []
-    samples: dict[str, str] = {}  # sample id -> where it first appears
-    for where, r in raw:
-        for f in FIELDS:
-            if r.get(f) in (None, ""):
-                raise InputError("missing", file=path, record=where, field=f)
-        c = scales.get(str(r["criterion"]).strip())
-        if c is None:
-            raise InputError(
-                f"unknown criterion '{r['criterion']}'; expected one of {', '.join(scales)}",
-                file=path,
-                record=where,
-                field="criterion",
-            )
-        try:
-            score = float(r["score"])
-        except (TypeError, ValueError):
-            score = math.nan
-        if not score.is_integer() or not c.lo <= score <= c.hi:
-            raise InputError(
-                f"'{r['score']}' is not an integer from {c.lo} to {c.hi} ({c.code}'s scale)",
-                file=path,
-                record=where,
-                field="score",
-            )
-        task = str(r.get("task") or "").strip().lower() or None
-        if task is not None and task not in SUBTASKS:
-            raise InputError(
-                f"unknown task '{r['task']}'; expected one of {', '.join(SUBTASKS)}",
-                file=path,
-                record=where,
-                field="task",
-            )
-        rows.append(
-            {
-                "item_id": str(r["item_id"]).strip(),
-                "model": str(r["model"]).strip(),
-                "criterion": c.code,
-                "score": int(score),
-                "annotator": str(r["annotator"]).strip(),
-                "task": task,
-                "where": where,
-                "file": path,
-                "output_sha256": str(r.get("output_sha256") or "").strip() or None,
-            }
-        )
-        sample = str(r.get("sample") or "").strip()
-        if sample:
-            samples.setdefault(sample, where)
-            if len(samples) > 1:
-                first = next(iter(samples))
-                raise InputError(
-                    f"rows of two annotation samples in one file ({first} from {samples[first]}, {sample} here): "
-                    "give each sample's export as its own file",
-                    file=path,
-                    record=where,
-                    field="sample",
-                )
-    if not rows:
-        raise InputError("no human scores in the file", file=path)
-    return rows
-
-
-def output_sha256(text: str) -> str:
-    """As the annotation page names the output it scores (annotation.Case.output_sha256)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _nan_none(v: float) -> float | None:
@@ -151,10 +46,12 @@ def _match(
     present = {(s, i) for i, subs in ids.items() for s in subs}
     by_output = {(r.subtask, key.run, r.id): r for key, recs in records.items() for r in recs}
     runs_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (sub-task, model or run name) -> runs
+    settings: dict[str, list[RunEntry]] = defaultdict(list)  # sub-task -> its runs
     for e in runs:
         sub = e.options["subtask"]
         runs_of[(sub, e.run)].add(e.run)
         runs_of[(sub, e.model)].add(e.run)
+        settings[sub].append(e)
     out: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(dict)
     unmatched: dict[str, int] = defaultdict(int)
     for h in rows:
@@ -170,9 +67,18 @@ def _match(
                 field="task",
             )
         sub = next(iter(subs), None)
-        cand = runs_of.get((sub, h["model"]), set()) if sub else set()
+        if h["case"]:  # the page's export: the run whose case id this is, in the sample the row names
+            cand = {
+                e.run
+                for e in settings.get(sub or "", ())
+                if case_id(h["sample"], e.run, e.setting, h["item_id"]) == h["case"]
+            }
+        else:
+            cand = runs_of.get((sub, h["model"]), set()) if sub else set()
         if sub is None or (sub, h["item_id"]) not in present:
             unmatched["item not in this sweep"] += 1
+        elif h["case"] and not cand:
+            unmatched["case id of no run of this sweep"] += 1
         elif len(cand) != 1:
             unmatched[
                 "model matches no run"
@@ -371,7 +277,7 @@ def agreement(
         run = key.run
         for r in recs:
             by_output[(r.subtask, run, r.id)] = r
-    crit = _criteria_scales()
+    crit = criteria_scales()
     res = Agreement(
         file=path,
         rows=len(rows),

@@ -1,6 +1,7 @@
 """LegalRikai's outputs for a lawyer to score against the paper's rubrics: the statutes and the contract as
 documents, a revised contract as its diff against the input, the gold answer behind a toggle; the judges' scores
-revealed once the annotator has saved theirs. The export is the human_scores CSV the task reads back."""
+revealed once the annotator has saved theirs. The export is the human_scores CSV the task reads back: it names
+each output by its case id, from which the sweep finds the run (the page holds no run name)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .record import LegalRikaiRecord
 FORM = Form(
     file_name="human_scores.csv",
     kind="csv",
-    columns=("task", "item_id", "model", "criterion", "score", "annotator", "comment", "sample", "output_sha256"),
+    columns=("task", "item_id", "case", "criterion", "score", "annotator", "comment", "sample", "output_sha256"),
 )
 
 
@@ -52,7 +53,7 @@ def case(entry: RunEntry, item: Item, record: LegalRikaiRecord, diffs: dict[str,
         gold=gold,
         scales=list(rubric.criteria(sub)),
         hidden=hidden,
-        export={"task": sub, "item_id": record.id, "model": entry.run},
+        export={"task": sub, "item_id": record.id},
     )
 
 
