@@ -122,14 +122,63 @@ def read_table(path: str | Path) -> list[Record]:
     p = Path(path)
     if p.suffix.lower() != ".csv":
         return list(_read_jsonl(p))
+    text = read_text(p)
     try:
-        text = p.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", file=str(p)) from None
-    try:
-        return [(f"row {i}", dict(r)) for i, r in enumerate(csv.DictReader(io.StringIO(text, newline="")), 2)]
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
     except csv.Error as e:
         raise InputError(f"malformed CSV ({e})", file=str(p)) from None
+    return [(f"row {i}", {_unescape(k): _unescape(v) for k, v in r.items()}) for i, r in enumerate(rows, 2)]
+
+
+def _unescape(v: Any) -> Any:
+    return unescape_cell(v) if isinstance(v, str) else v
+
+
+# OWASP's CSV injection rule: a cell starting with one of these is evaluated by a spreadsheet. The annotation page
+# writes such a cell with a leading ', as it does one that already starts with 's before one of them, so that
+# reading strips exactly one.
+_FORMULA = re.compile(r"'*[=+\-@\t\r]")
+
+
+def escape_cell(text: str) -> str:
+    return "'" + text if _FORMULA.match(text) else text
+
+
+def unescape_cell(text: str) -> str:
+    return text[1:] if text.startswith("'") and _FORMULA.match(text, 1) else text
+
+
+_JAPANESE = re.compile("[\u3040-\u30ff\u4e00-\u9fff]")
+_NOT_CP932 = re.compile("[\x80-\x9f\ue000-\uf8ff]")  # what cp932 decodes from bytes no Japanese text has
+
+
+def read_text(path: str | Path) -> str:
+    """A text file as UTF-8, with or without a byte order mark. One in cp932 (what Japanese Excel writes as
+    "CSV") is refused with the command that converts it, naming the line of the first byte that is not UTF-8."""
+    p = Path(path)
+    raw = p.read_bytes()
+    raw = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = "line {}".format(raw.count(b"\n", 0, e.start) + 1)
+        try:
+            as_cp932 = raw.decode("cp932")
+        except UnicodeDecodeError:
+            as_cp932 = ""
+        if not _JAPANESE.search(as_cp932) or _NOT_CP932.search(as_cp932):
+            raise InputError(
+                f"not UTF-8 text (byte 0x{raw[e.start]:02x}): save it as UTF-8", file=str(p), record=line
+            ) from None
+        import shlex
+
+        fixed = p.with_name(f"{p.stem}.utf8{p.suffix}")
+        raise InputError(
+            'not UTF-8 but cp932 (Japanese Excel\'s "CSV"; save as "CSV UTF-8" instead), convert it with: '
+            f"iconv -f CP932 -t UTF-8 {shlex.quote(str(p))} > {shlex.quote(str(fixed))}",
+            file=str(p),
+            record=line,
+        ) from None
 
 
 def _read_jsonl(p: Path) -> Iterator[Record]:
@@ -138,6 +187,7 @@ def _read_jsonl(p: Path) -> Iterator[Record]:
             try:
                 line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
             except UnicodeDecodeError:
+                read_text(p)  # names the first line that is not UTF-8, and the fix of a cp932 file
                 raise InputError("not UTF-8 text", file=str(p), record=f"line {n}") from None
             if not line.strip():
                 continue

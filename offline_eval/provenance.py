@@ -15,7 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .backends.fingerprint import HashCache, engine_version, file_sha256, files_fingerprint, spec_fingerprint
+from .backends.fingerprint import (
+    HashCache,
+    engine_version,
+    file_sha256,
+    files_fingerprint,
+    model_files,
+    spec_fingerprint,
+)
 from .backends.spec import LoadSpec
 from .summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 
@@ -43,8 +50,7 @@ def digest(paths: Sequence[str]) -> list[FileDigest]:
     out: dict[str, FileDigest] = {}
     for raw in paths:
         p = Path(raw)
-        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-        for f in files:
+        for f in model_files(p) if p.is_dir() else [p]:
             if f.is_file():
                 where = str(f.resolve())
                 out[where] = FileDigest(path=where, size=f.stat().st_size, sha256=file_sha256(f))

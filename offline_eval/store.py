@@ -68,9 +68,26 @@ def _read_only(path: Path, e: sqlite3.DatabaseError) -> str | None:
 
 class Store:
     def __init__(
-        self, path: str | Path, *, move_aside_if_corrupt: bool = False, log: Callable[[str], None] | None = None
+        self,
+        path: str | Path,
+        *,
+        move_aside_if_corrupt: bool = False,
+        log: Callable[[str], None] | None = None,
+        read_only: bool = False,
     ) -> None:
+        """`read_only`: what an auditor opens: nothing is written, and no cached file digest is trusted (every
+        file is hashed again)."""
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            if not self.path.is_file():
+                raise StoreError(f"{self.path}: no store here: nothing to rebuild the outputs from")
+            try:
+                self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+                self.db.execute("SELECT COUNT(*) FROM outputs WHERE key = ''").fetchone()
+            except sqlite3.DatabaseError as e:
+                raise StoreError(f"{self.path}: the store is unreadable ({e})") from None
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = self._open()
@@ -160,6 +177,8 @@ class Store:
         self._guard(lambda: self._put_many(list(rows)))
 
     def _put_many(self, rows: list[tuple[str, str, str, str, Result]]) -> None:
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only: nothing may be added to it here")
         now = time.time()
         rows = [row for row in rows if row[4].finish_reason not in NOT_ANSWERS]
         with self.db:
@@ -190,6 +209,8 @@ class Store:
 
     def file_hash(self, path: str, stat: os.stat_result) -> str | None:
         """The stored sha256 of a file, if its path, size, mtime and inode are unchanged since it was hashed."""
+        if self.read_only:
+            return None
         row = self._guard(
             lambda: self.db.execute(
                 "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
@@ -199,6 +220,9 @@ class Store:
         return row[0] if row else None
 
     def put_file_hash(self, path: str, stat: os.stat_result, sha256: str) -> None:
+        if self.read_only:
+            return
+
         def put() -> Any:
             with self.db:
                 self.db.execute(

@@ -9,8 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from ..errors import OfflineEvalError
 
 if TYPE_CHECKING:
     from .spec import LoadSpec
@@ -25,10 +31,41 @@ class HashCache(Protocol):
 _MEMO: dict[tuple[str, int, int, int], str] = {}
 
 
+@dataclass(frozen=True)
+class Pins:
+    """What a rebuild from the store takes as claimed rather than recomputes: the engine versions a sweep ran
+    (an auditor's machine may have others installed, and no engine runs in a rebuild), and a served model's
+    store fingerprint (what its server reported then), by `served_key`."""
+
+    versions: dict[str, str] = field(default_factory=dict)
+    served: dict[str, str] = field(default_factory=dict)
+
+
+_PINS: ContextVar[Pins | None] = ContextVar("offline_eval_fingerprint_pins", default=None)
+
+
+@contextmanager
+def pinned(pins: Pins) -> Iterator[None]:
+    token = _PINS.set(pins)
+    try:
+        yield
+    finally:
+        _PINS.reset(token)
+
+
+def served_key(path: str | None, load_options: dict[str, object]) -> str:
+    """A served load's identity as its provenance records it: the path and the load options."""
+    return json.dumps([path, load_options], sort_keys=True, default=str)
+
+
 def engine_version(backend: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     from .registry import get_engine
+
+    pins = _PINS.get()
+    if pins is not None and backend in pins.versions:
+        return pins.versions[backend]
 
     for dist in get_engine(backend).dists:
         try:
@@ -36,6 +73,11 @@ def engine_version(backend: str) -> str:
         except PackageNotFoundError:
             continue
     return "unknown"
+
+
+def forget_hashes() -> None:
+    """This process's digests dropped: the next file_sha256 of each file reads it again (an auditor's check)."""
+    _MEMO.clear()
 
 
 def file_sha256(path: Path, cache: HashCache | None = None) -> str:
@@ -53,10 +95,26 @@ def file_sha256(path: Path, cache: HashCache | None = None) -> str:
     return digest
 
 
+def model_files(folder: Path) -> list[Path]:
+    """Every file an engine can read under a model folder, symlinked subfolders followed (a folder reached
+    twice, through a link loop or two links, is read once): sorted by the path under the folder."""
+    out: list[Path] = []
+    seen: set[str] = set()
+    for top, dirs, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        out += [Path(top, n) for n in names if Path(top, n).is_file()]
+    return sorted(out, key=lambda f: f.relative_to(folder).as_posix())
+
+
 def files_fingerprint(path: str | os.PathLike[str], cache: HashCache | None = None) -> dict[str, str]:
     """name -> "size:sha256" for a file, or for every file in a model folder."""
     p = Path(path)
-    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    files = model_files(p) if p.is_dir() else [p]
     out = {}
     for f in files:
         if f.name.startswith(".") or f.suffix in (".lock", ".pyc"):
@@ -70,6 +128,13 @@ def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
     engine, so a fully stored run never starts one."""
     from .registry import get_engine
 
+    pins = _PINS.get()
+    if pins is not None and get_engine(spec.backend).remote:
+        options = {k: v for k, v in spec.describe().items() if k not in ("path", "variant")}
+        key = served_key(spec.path, json.loads(json.dumps(options, default=str)))
+        if key not in pins.served:
+            raise OfflineEvalError(f"no load in the provenance serves {spec.path} with these options")
+        return pins.served[key]
     opts = {
         k: v
         for k, v in spec.describe().items()
