@@ -14,6 +14,21 @@ class OfflineEvalError(Exception):
     exit_code = 2
 
 
+class SweepFailed(OfflineEvalError):
+    """offline_eval.sweep(..., check=True): runs or evaluators failed; the message lists each with its reason."""
+
+    exit_code = 1
+
+
+class CallbackError(BaseException):
+    """An exception from the user's own callback (the API's `log=`), carried past every guard that turns an
+    engine's exception into a failed run (they catch Exception) and raised again as itself."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(original)
+        self.original = original
+
+
 class InputError(OfflineEvalError):
     """Bad user input: a data file, a config, a path."""
 

@@ -1,10 +1,13 @@
 """Plots as values (a PNG and its caption) and the matplotlib helpers a task's own plots use; the report embeds
-them. Matplotlib is imported only when a plot is drawn, and draws offscreen (Agg)."""
+them. Matplotlib is imported only when a plot is drawn. Figures are drawn without pyplot (no backend switched, no
+figure kept in pyplot's registry) and inside `drawing()`, so the caller's matplotlib settings stay as they were."""
 
 from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,23 +20,48 @@ class Plot:
     caption: str = ""  # what to read from it
 
 
-def fig_module():
-    import matplotlib
+class _Figures:
+    """pyplot's subplots and close, on matplotlib.figure.Figure alone."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def subplots(self, nrows: int = 1, ncols: int = 1, *, figsize: Any = None, **kw: Any) -> Any:
+        from matplotlib.figure import Figure
 
-    japanese_font()
-    return plt
+        fig = Figure(figsize=figsize)
+        return fig, fig.subplots(nrows, ncols, **kw)
+
+    def close(self, fig: Any) -> None:
+        pass  # nothing holds the figure but its caller
+
+
+def fig_module() -> _Figures:
+    return _Figures()
+
+
+_FONT = "IPAexGothic"  # what matplotlib-fontja registers
 
 
 def japanese_font() -> bool:
-    """Whether plots can draw Japanese: matplotlib-fontja (the `report` extra) sets a bundled font."""
+    """Whether plots can draw Japanese: matplotlib-fontja (the `report` extra) registers a bundled font. Its
+    import also sets the process's font family: that is undone (drawing() sets it for our plots alone)."""
+    import matplotlib
+
     try:
-        import matplotlib_fontja  # noqa: F401
+        with matplotlib.rc_context():
+            import matplotlib_fontja  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+@contextmanager
+def drawing() -> Iterator[None]:
+    """Our plots' matplotlib settings (the Japanese font), restored on exit whatever the plots did."""
+    import matplotlib
+
+    with matplotlib.rc_context():
+        if japanese_font():
+            matplotlib.rcParams["font.family"] = _FONT
+        yield
 
 
 def save(plt, fig, name: str, title: str, caption: str = "") -> Plot:

@@ -59,6 +59,22 @@ class OutputLock:
             self._fd = None
 
 
+def holder(out: str | Path) -> str | None:
+    """Who is sweeping into this folder now (None: nobody), without taking the lock from them."""
+    path = Path(out) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _describe(fd)
+    finally:
+        os.close(fd)  # closing drops the shared lock we may have taken
+    return None
+
+
 def _describe(fd: int) -> str:
     try:
         info = json.loads(os.pread(fd, 4096, 0) or b"{}")

@@ -118,7 +118,7 @@ class Runner:
                 )
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
             todo.sort(key=lambda t: t[2] if t[2] is not None else t[3])
-            bar = tqdm(
+            bar = _Bar(
                 total=len(todo),
                 file=terminal(),
                 desc=phase.name,
@@ -268,6 +268,12 @@ class Runner:
         if rows:
             self.store.put_many(rows)
         return out
+
+
+class _Bar(tqdm):
+    """A progress bar that starts no monitor thread: a sweep leaves no thread behind in a notebook."""
+
+    monitor_interval = 0
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

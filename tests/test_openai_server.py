@@ -319,17 +319,25 @@ def test_dry_run_counts_prompts_with_the_servers_tokenizer(vllm_server, tiny, tm
 
 
 def test_connections_outside_the_config_are_refused(vllm_server):  # type: ignore[no-untyped-def]
-    """In a subprocess: the audit hook is process-wide and cannot be removed."""
+    """In a subprocess: the audit hook is process-wide and cannot be removed; it refuses only while a sweep's
+    allow-list is in force, and the process connects as before once it is not."""
     code = f"""
 import socket, httpx
 from offline_eval.netguard import allow_only, ConnectionNotAllowed
-allow_only(["{vllm_server.url}"])
-assert httpx.get("{vllm_server.url}/models", trust_env=False).status_code == 200
-for host in ("127.0.0.2", "10.255.255.1"):
-    try:
-        socket.create_connection((host, {vllm_server.port}), timeout=2)
-    except ConnectionNotAllowed as e:
-        print("refused", host)
+with allow_only(["{vllm_server.url}"]):
+    assert httpx.get("{vllm_server.url}/models", trust_env=False).status_code == 200
+    for host in ("127.0.0.2", "10.255.255.1"):
+        try:
+            socket.create_connection((host, {vllm_server.port}), timeout=2)
+        except ConnectionNotAllowed as e:
+            print("refused", host)
+try:
+    socket.create_connection(("127.0.0.2", {vllm_server.port}), timeout=2).close()
+    print("connected after")
+except ConnectionNotAllowed:
+    print("still refused after")
+except OSError:
+    print("connected after")  # nothing listens there: the kernel refused, not the hook
 """
     p = subprocess.run(
         [sys.executable, "-c", code],
@@ -339,7 +347,7 @@ for host in ("127.0.0.2", "10.255.255.1"):
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split("\n")[:2] == ["refused 127.0.0.2", "refused 10.255.255.1"]
+    assert p.stdout.split("\n")[:3] == ["refused 127.0.0.2", "refused 10.255.255.1", "connected after"]
 
 
 def test_dry_run_counts_chat_prompts_with_the_local_tokenizer(llamacpp_server, tiny, tmp_path):  # type: ignore[no-untyped-def]
@@ -403,35 +411,54 @@ def test_a_4xx_fails_its_request_once_with_the_servers_message_and_stores_nothin
 
 
 def test_a_whole_sweep_connects_only_to_its_server(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
-    """`offline-eval sweep` in a subprocess (the audit hook is process-wide): the sweep through the server
-    succeeds, and afterwards the process may still reach only the config's host."""
+    """A served-model sweep in a subprocess (the audit hook is process-wide): while it runs, the process reaches
+    only the config's host (probed from the sweep's own log callback); once it has ended, the process connects as
+    before (a notebook goes on working)."""
     cfg = _config(tmp_path, [served("s", llamacpp_server)], ["constrained"])
     code = f"""
-from offline_eval.cli import main
-assert main(["sweep", {str(cfg)!r}, "--limit", "4"]) == 0
+import socket
+import offline_eval
+
+def log(line):
+    if line.startswith("[1/1]"):
+        try:
+            socket.create_connection(("127.0.0.2", {llamacpp_server.port}), timeout=2)
+        except ConnectionRefusedError as e:
+            print("during the sweep:", type(e).__name__)
+
+offline_eval.sweep({str(cfg)!r}, limit=4, progress=False, log=log)
 """
-    assert _then_probe(code, llamacpp_server.port)[-2:] == ["127.0.0.1 reachable", "ConnectionNotAllowed"]
+    lines = _then_probe(code, llamacpp_server.port)
+    assert lines[-3:] == ["during the sweep: ConnectionNotAllowed", "127.0.0.1 reachable", "ConnectionRefusedError"]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert summary["runs"][0]["n_items"] == 4
 
 
 def test_a_ray_worker_serving_a_model_connects_only_to_its_server(llamacpp_server):  # type: ignore[no-untyped-def]
     """Under --ray the served model's requests leave from a Ray worker: the replica there installs the same
-    allow-list before it loads the engine (in a subprocess: the audit hook is process-wide)."""
+    allow-list before it loads the engine, and lifts it when it closes (in a subprocess: the audit hook is
+    process-wide)."""
     model = served("s", llamacpp_server)
     code = f"""
+import socket
 from offline_eval.modelspec import ModelSpec
 from offline_eval.executors.remote_backend import EngineReplica, unwrap
 replica = EngineReplica(ModelSpec.model_validate({model!r}).load_spec("default"))
 print(unwrap(replica.load())["max_model_len"])
+try:
+    socket.create_connection(("127.0.0.2", {llamacpp_server.port}), timeout=2)
+except ConnectionRefusedError as e:
+    print("while loaded:", type(e).__name__)
 replica.close()
 """
-    assert _then_probe(code, llamacpp_server.port)[-3:] == ["2048", "127.0.0.1 reachable", "ConnectionNotAllowed"]
+    lines = _then_probe(code, llamacpp_server.port)
+    assert lines[-4:] == ["2048", "while loaded: ConnectionNotAllowed", "127.0.0.1 reachable", "ConnectionRefusedError"]
 
 
 def _then_probe(code: str, port: int) -> list[str]:
     """Run `code` in a fresh interpreter (the audit hook is process-wide), then connect to the server's host and
-    to another one; the printed lines."""
+    to another one (where nothing listens: the kernel refuses it, unless the hook does first); the printed
+    lines."""
     probe = f"""
 import socket
 socket.create_connection(("127.0.0.1", {port}), timeout=2).close()

@@ -3,11 +3,13 @@ worker fails only its unit, data parallelism, and SIGKILL of the driver then res
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,22 +98,37 @@ def serial(tmp_path_factory, tiny):  # type: ignore[no-untyped-def]
     return tmp / "out"
 
 
+# How long the first unit loaded waits for a second one to be loaded beside it. Only a sweep that runs one unit
+# at a time reaches it (the second unit's load takes seconds): it bounds the wait, it does not time anything.
+BARRIER_S = 600
+
+
 def test_ray_sweep_equals_serial_and_runs_units_in_parallel(tmp_path, cluster, serial):
+    """Parallelism is shown by a barrier, not by timing: each of the first two units loaded holds its engine
+    (1 CPU of the 2-CPU cluster) until the other has loaded its own, so the sweep finishes only if two units
+    are running on the cluster at once. Run one after another, the first would wait for ever (BARRIER_S)."""
     lines: list[str] = []
-    s = _sweep(_config(tmp_path, "out"), lines, ray="auto")
+    barrier = threading.Barrier(2)
+    loaded = itertools.count()
+    met: list[str] = []
+
+    def hold_until_two_are_loaded(msg: str) -> None:
+        if " on Ray: " in msg and next(loaded) < 2:
+            try:
+                barrier.wait(timeout=BARRIER_S)
+                met.append(msg)
+            except threading.BrokenBarrierError:
+                pass
+
+    s = _sweep(_config(tmp_path, "out"), lines, ray="auto", on_log=hold_until_two_are_loaded)
     assert not s["failures"]
+    assert len(met) == 2, lines  # two units held their engines at the same time
     assert _results(tmp_path / "out") == _results(serial) and len(_results(serial)) == 6
     assert _summary(tmp_path / "out") == _summary(serial)
-    # Two 1-CPU units at once on the 2-CPU cluster, each in its own worker process.
+    # Each unit in its own worker process, and the two that met in two different ones.
     pids = [ln.split(" pid ")[1] for ln in lines if " on Ray: " in ln]
     assert len(set(pids)) == 3
-    assert _two_overlapping(lines)
-
-
-def _two_overlapping(lines: list[str]) -> bool:
-    """Two units loaded before the first one finished."""
-    first_done = next(i for i, ln in enumerate(lines) if ln.startswith("[ray] loads: 1/"))
-    return sum(" on Ray: " in ln for ln in lines[:first_done]) >= 2
+    assert len({m.split(" pid ")[1] for m in met}) == 2
 
 
 def test_killed_worker_fails_only_its_unit_and_a_rerun_completes_it(tmp_path, cluster, serial):

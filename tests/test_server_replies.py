@@ -244,7 +244,7 @@ def test_a_trickling_server_cannot_hold_a_request(server, where):  # type: ignor
     t0 = time.monotonic()
     with pytest.raises(PartialFailure, match=r"no complete answer .* within timeout_s=2 \(not re-sent"):
         b.generate([chat()])
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < 30  # the trickle would take 60 s: the deadline cut it, however loaded the machine
     assert len(server.posts()) == 1
     b.close()
 

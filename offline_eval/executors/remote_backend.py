@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from ..backends.base import Backend, Progress, TokenizingBackend
@@ -43,6 +44,7 @@ class EngineReplica:
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec
         self.backend: Backend | None = None
+        self._guard = ExitStack()
 
     def load(self) -> Reply:
         def go() -> dict[str, Any]:
@@ -50,7 +52,7 @@ class EngineReplica:
 
             urls = get_engine(self.spec.backend).connects_to(self.spec.engine_options)
             if urls:  # this worker talks to the served model: to its host and nowhere else, as the driver does
-                allow_only(urls)
+                self._guard.enter_context(allow_only(urls))
             self.backend = load_backend(self.spec)
             return {
                 "tokenizing": isinstance(self.backend, TokenizingBackend),
@@ -65,9 +67,12 @@ class EngineReplica:
         return _safely(lambda: getattr(self.backend, method)(*args, **kwargs))
 
     def close(self) -> None:
-        if self.backend is not None:
-            self.backend.close()
-            self.backend = None
+        try:
+            if self.backend is not None:
+                self.backend.close()
+                self.backend = None
+        finally:
+            self._guard.close()
 
 
 def unwrap(reply: Reply) -> Any:
