@@ -124,32 +124,38 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_annotate(a: argparse.Namespace) -> int:
     from .annotate import annotate
 
-    path, n, sid = annotate(
+    w = annotate(
         a.dir,
         a.task,
         n=a.sample,
         seed=a.seed,
         runs=_csv(a.runs, "--runs"),
         items=a.items,
-        annotator=a.annotator or "",
         out=a.out,
+        annotator=a.annotator or "",
         blind=not a.unblind,
         resume=a.resume,
+        allow_changed_data=a.allow_changed_data,
     )
-    print(f"wrote {path}: {n} outputs to score (sample {sid}); open it in a browser, no server needed")
+    for line in w.warnings:
+        print(f"offline-eval: warning: {line}", file=sys.stderr)
+    print(f"wrote {w.page}: {w.n} outputs to score (sample {w.sample}); open it in a browser, no server needed")
+    print(
+        f"wrote {w.reveal}: which run wrote each output and the sweep's scores; give it to annotators only when "
+        "they may see them"
+    )
     return 0
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    from .verify import verify
+    from .verify import CLAIMED, OK, verify
 
     problems = verify(a.dir)
-    for line in problems:
-        print(line)
+    print("\n".join([*problems, "claimed, not checked (nothing can recompute them):", *(f"  - {x}" for x in CLAIMED)]))
     if problems:
         print(f"offline-eval: {len(problems)} mismatch(es): the folder does not match its summary", file=sys.stderr)
         return 1
-    print(f"{a.dir}: OK (every file, metric, verdict and constrained answer matches summary.json)")
+    print(f"{a.dir}: {OK}")
     return 0
 
 
@@ -349,11 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     ann.add_argument("--out", help="the page's path (default: DIR/annotate-TASK-SAMPLE.html)")
     ann.add_argument("--unblind", action="store_true", help="show each output's run and judge scores from the start")
     ann.add_argument("--resume", nargs="+", help="an earlier export of this sample: the page starts from its scores")
+    ann.add_argument("--allow-changed-data", action="store_true", help="go on though the data changed since the sweep")
     ann.set_defaults(func=cmd_annotate)
 
     ver = sub.add_parser(
         "verify",
-        help="re-check a sweep folder: file hashes, every metric and verdict from the results files, constraints",
+        help="rebuild a sweep folder's summary and results from its store, data, config and weights, and compare",
     )
     ver.add_argument("dir")
     ver.set_defaults(func=cmd_verify)

@@ -89,5 +89,10 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, dumps(obj, indent=2) + "\n")
 
 
+def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:
+    """What a JSONL file of these rows holds, byte for byte once UTF-8 encoded."""
+    return "".join(dumps(r) + "\n" for r in rows)
+
+
 def write_jsonl_atomic(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
-    write_text_atomic(path, "".join(dumps(r) + "\n" for r in rows))
+    write_text_atomic(path, jsonl_text(rows))

@@ -160,6 +160,11 @@ class ResultsFolder:
         return self.root / "report.html"
 
     @property
+    def config(self) -> Path:
+        """A config given as a mapping (the Python API), as the sweep validated it: what verify rebuilds from."""
+        return self.root / "config.json"
+
+    @property
     def engine_log(self) -> Path:
         return self.root / "engines.log"
 

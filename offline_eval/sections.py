@@ -21,6 +21,7 @@ class Metric:
     ci: bool = False  # the run's metrics also hold <name>_ci_low and <name>_ci_high
     digits: int = 3
     margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
+    bounds: tuple[float, float] | None = None  # the metric's range: a margin must lie inside (0, its width)
 
 
 @dataclass

@@ -181,6 +181,7 @@ class Summary(_Model):
     task_reports: dict[str, dict[str, Any]] = Field(default_factory=dict)
     timings: dict[str, Any] | None = None  # wall-clock, like each run's throughput: differs between equal sweeps
     _folder: Path | None = PrivateAttr(default=None)  # the output folder it was written to or read from
+    _generation: tuple[int, int, int] | None = PrivateAttr(default=None)  # summary.json's (inode, size, mtime)
 
     @property
     def folder(self) -> Path | None:
@@ -196,6 +197,7 @@ class Summary(_Model):
             raise InputError(f"no run {run!r} on setting {setting!r} in this summary", field="run")
         if self._folder is None:
             raise InputError("this summary has no output folder to read records from", field="run")
+        self._same_sweep()
         reader = get_task_class(entry.task).Record.from_json if entry.task in task_names() else PlainRecord.from_json
         recs = ResultsFolder(self._folder).read_records(entry.key, reader)
         if recs is None:
@@ -211,13 +213,32 @@ class Summary(_Model):
             from .errors import MissingExtraError
 
             raise MissingExtraError("pandas", "pandas", "library") from None
+        chosen = [r for r in self.runs if (run is None or r.run == run) and (setting is None or r.setting == setting)]
+        if not chosen:
+            asked = ", ".join(f"{k} {v!r}" for k, v in (("run", run), ("setting", setting)) if v is not None)
+            raise InputError(f"no {asked} in this summary", field="run" if run is not None else "setting")
         rows = [
             {"run": r.run, "setting": r.setting, **rec.to_json()}
-            for r in self.runs
-            if (run is None or r.run == run) and (setting is None or r.setting == setting)
+            for r in chosen
             for rec in self.records(r.run, r.setting)
         ]
         return pd.DataFrame(rows)
+
+    def _same_sweep(self) -> None:
+        """Records read now belong to the sweep this summary was read from: refused while another sweep writes
+        into the folder, or once one has rewritten summary.json since."""
+        from .lock import holder
+
+        assert self._folder is not None
+        if who := holder(self._folder):
+            raise InputError(
+                f"a sweep is writing into this folder ({who}): load it again once it has finished",
+                file=str(self._folder),
+            )
+        if self._generation is not None and _generation(self._folder / "summary.json") != self._generation:
+            raise InputError(
+                "summary.json was rewritten since it was loaded: load the folder again", file=str(self._folder)
+            )
 
     def to_json(self) -> dict[str, Any]:
         """What summary.json holds (keys a part left unset are left out, as they were written)."""
@@ -233,12 +254,14 @@ class Summary(_Model):
         p = Path(path)
         if not p.is_file():
             raise InputError("no summary.json here; run a sweep into this folder first", file=str(p.parent))
+        generation = _generation(p)
         try:
             raw = json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise InputError(f"unreadable summary.json ({e})", file=str(p)) from None
         summary = cls.parse(raw, str(p))
         summary._folder = p.parent
+        summary._generation = generation
         return summary
 
     @classmethod
@@ -259,6 +282,15 @@ class Summary(_Model):
             return cls.model_validate(raw)
         except ValidationError as e:
             raise format_validation_error(e, source) from None
+
+
+def _generation(path: Path) -> tuple[int, int, int] | None:
+    """summary.json is replaced atomically (a new inode) whenever a sweep writes it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def json_schema() -> dict[str, Any]:

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from . import provenance
-from .analyses import analyse
+from .build import execute, summarize
 from .config import SweepConfig
 from .enginelog import EngineLog, terminal
-from .errors import InputError
+from .errors import CallbackError, InputError, SweepFailed
 from .executors import make_executor
+from .fileio import write_json_atomic
 from .lock import OutputLock
-from .pipeline.evaluate import run_evaluations
-from .pipeline.execute import Stage, attempt
+from .pipeline.execute import Stage
 from .pipeline.plan import Plan, guard_connections, plan
 from .pipeline.state import State
 from .results import ResultsFolder
@@ -63,7 +63,7 @@ def run_sweep(
     OUT/engines.log instead of the terminal, and a failed load shows its last lines. `command`: what started the
     sweep, for its provenance (default: this process's command line)."""
     timings = timings or Timings()
-    config_file = source if Path(source).is_file() else None
+    config_file = str(Path(source).resolve()) if Path(source).is_file() else None  # verify finds it from anywhere
     facts = provenance.sweep(
         list(command) if command is not None else sys.argv,
         config_file,
@@ -72,50 +72,32 @@ def run_sweep(
     out = Path(out_dir or cfg.output_dir)
     with timings.stage("data"):
         the = plan(cfg, source, only, only_tasks, limit)
-    guard_connections(cfg, the.tasks)
-    if dry_run:
-        from .pipeline.dryrun import print_plan
-
-        print_plan(the, source, log)
-        return Summary(schema_version=SCHEMA_VERSION)
     folder = ResultsFolder(out)
-    if problem := folder.blocked(the.keys()):
-        raise InputError(f"{problem} (nothing has run yet)", field="--out" if out_dir else "output_dir")
-    out.mkdir(parents=True, exist_ok=True)
-    with OutputLock(out), EngineLog(folder.engine_log) if engine_log else nullcontext() as noise:
-        executor = make_executor(cfg.runner, ray, log, progress)
-        try:
-            store = Store(folder.store, move_aside_if_corrupt=fresh, log=log)
-            stage = Stage(store, folder.store, executor, log, timings, cfg.runner.chunk_size, fresh, progress, noise)
+    with guard_connections(cfg, the.tasks):
+        if dry_run:
+            from .pipeline.dryrun import print_plan
+
+            print_plan(the, source, log)
+            return Summary(schema_version=SCHEMA_VERSION)
+        if problem := folder.blocked(the.keys()):
+            raise InputError(f"{problem} (nothing has run yet)", field="--out" if out_dir else "output_dir")
+        out.mkdir(parents=True, exist_ok=True)
+        with OutputLock(out), EngineLog(folder.engine_log) if engine_log else nullcontext() as noise:
+            if config_file is None:
+                write_json_atomic(folder.config, cfg.model_dump(mode="json"))
+            executor = make_executor(cfg.runner, ray, log, progress)
             try:
-                state = _execute(stage, the, folder, source)
+                store = Store(folder.store, move_aside_if_corrupt=fresh, log=log)
+                stage = Stage(
+                    store, folder.store, executor, log, timings, cfg.runner.chunk_size, fresh, progress, noise
+                )
+                try:
+                    state = execute(stage, the, State.start(folder, {ld.run for ld in the.loads}, log), source)
+                finally:
+                    store.close()
             finally:
-                store.close()
-        finally:
-            executor.close()
-        return _conclude(cfg, the, state, folder, facts, timings, log)
-
-
-def _execute(stage: Stage, the: Plan, folder: ResultsFolder, source: str) -> State:
-    """Every model load (serially, or beside one another on the executor), then the evaluators."""
-    state = State.start(folder, {ld.run for ld in the.loads}, stage.log)
-    units = list(enumerate(the.loads, 1))
-    n = len(units)
-    for unit in stage.executor.run_units(
-        units, lambda u: attempt(stage, u[0], n, u[1], the.tasks, source), lambda u: u.failure is not None
-    ):
-        if unit.abort is not None:
-            raise unit.abort
-        if unit.failure:
-            state.failed(unit.failure)
-            continue
-        state.records.update(unit.records)
-        if unit.load is not None:
-            state.loads.append(unit.load)
-        for entry in unit.runs:
-            state.put(entry)
-    state.loads += run_evaluations(stage, the.tasks, state.records, state.runs, state.failures)
-    return state
+                executor.close()
+            return _conclude(cfg, the, state, folder, facts, timings, log)
 
 
 def _conclude(
@@ -131,16 +113,9 @@ def _conclude(
         for key, recs in state.records.items():
             folder.write_records(key, recs)
     with timings.stage("summary"):
-        known = {t.name: t.task for t in the.tasks}
-        everything = state.everything(folder, known)
         provenance.finish(facts)
-        summary = Summary(
-            schema_version=SCHEMA_VERSION,
-            provenance=state.provenance(facts, the.settings),
-            runs=state.runs,
-            failures=state.failures,
-            **analyse(cfg.models, cfg.margin, state.runs, everything, known),
-        )
+        everything = state.everything(folder, {t.name: t.task for t in the.tasks})
+        summary = summarize(cfg, the, state, everything, facts)
     try:
         with timings.stage("report"):
             from .report import write_report
@@ -160,18 +135,39 @@ def _timings_line(t: dict[str, Any]) -> str:
     return f"{t['total_s']:.1f} s in all ({shown}); fixed overhead {t['fixed_s']:.1f} s"
 
 
-def from_config(config: str | Path | dict[str, Any], **options: Any) -> Summary:
+def _guarded(log: Log) -> Log:
+    def call(msg: str) -> None:
+        try:
+            log(msg)
+        except Exception as e:  # noqa: BLE001 - carried past the guards that fail a run, raised again as itself
+            raise CallbackError(e) from e
+
+    return call
+
+
+def from_config(config: str | Path | dict[str, Any], check: bool = False, **options: Any) -> Summary:
     """offline_eval.api.sweep: a models.yaml path, or the same mapping as a dict (relative paths then resolve
-    against the working directory), run with run_sweep's options."""
+    against the working directory), run with run_sweep's options. `check`: raise SweepFailed, listing them, when
+    any run or evaluator failed (default: they are in summary.failures, as the CLI's exit code 1 says)."""
     from .config import load_config, parse_config
 
     if isinstance(config, dict):
         cfg, source = parse_config(config, Path.cwd(), "config dict"), "config dict"
-    else:
+    elif isinstance(config, str | Path):
         cfg, source = load_config(config), str(config)
+    else:
+        raise InputError(f"takes a models.yaml path or a mapping, not {type(config).__name__}", field="config")
     shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k != "log")
     command = [f"offline_eval.sweep({source!r}{', ' + shown if shown else ''})"]
-    return run_sweep(cfg, source=source, command=command, **options)
+    if "log" in options:
+        options["log"] = _guarded(options["log"])
+    try:
+        summary = run_sweep(cfg, source=source, command=command, **options)
+    except CallbackError as e:  # the user's own exception, as itself: not a failed model
+        raise e.original from None
+    if check and summary.failures:
+        raise SweepFailed("; ".join(f"{f.run}: {f.reason}" for f in summary.failures))
+    return summary
 
 
 class _CallableModule(types.ModuleType):

@@ -130,7 +130,7 @@ def sweep(cfg_path: Path) -> dict[str, Any]:
     timings = Timings()
     with timings.stage("config"):
         cfg = load_config(cfg_path)
-    return run_sweep(cfg, source=str(cfg_path), progress=False, log=lambda _: None, timings=timings)
+    return run_sweep(cfg, source=str(cfg_path), progress=False, log=lambda _: None, timings=timings).to_json()
 
 
 def verdicts(out: Path) -> dict[tuple[str, str, str], dict[str, int] | None]:

@@ -1,119 +1,282 @@
-"""`offline-eval verify DIR`: exit 0 on an untouched sweep folder; exit 1 with one line per mismatch (naming the
-run, the setting and the metric, with both values) after each tamper; exit 2 on a folder that is not a sweep's."""
+"""`offline-eval verify DIR` rebuilds summary.json and results/ from the store, the data, the config and the weights
+with the sweep's own stages, and compares them whole: exit 0 on an untouched folder (listing what it takes as
+claimed), exit 1 with one line per mismatch after each tamper, exit 2 on a folder that is not a sweep's. Every
+tamper runs through the CLI on a real folder made by a sweep (the fake engine, JBE-QA and LegalRikai with a
+judge)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import run_cli
-from test_verdicts import _config
+import yaml
+from conftest import DATA, ROOT, run_cli
 
-pytestmark = (
-    pytest.mark.slow
-)  # a sweep per test, edited and verified again: `make test` runs them, the fast tier does not
+pytestmark = pytest.mark.slow  # sweeps and a CLI per case: `make test` runs them, the fast tier does not
+
+JBEQA = "jbeqa.0shot.constrained"
+BF16, SAME, BROKEN = "m.fake.bf16.ctx65536", "m.fake.same.ctx65536", "m.fake.broken.ctx65536"
+
+
+def _golds() -> dict[str, str]:
+    from test_verdicts import _golds as golds
+
+    return golds()
+
+
+def _make(tmp: Path) -> Path:
+    """A sweep folder whose config names everything relative to itself, so the whole tree can be copied."""
+    shutil.copytree(DATA, tmp / "data" / "jbeqa")
+    shutil.copytree(ROOT / "data" / "legalrikai", tmp / "data" / "legalrikai")
+    (tmp / "w.bin").write_text("fake weights")
+    right = {"answers": _golds(), "default": "1"}
+    judge = {"name": "j", "backend": "fake", "path": "w.bin", "max_model_len": 65536}
+    cfg = {
+        "output_dir": "out",
+        "models": [
+            {
+                "name": "m",
+                "backend": "fake",
+                "path": "w.bin",
+                "max_model_len": 65536,
+                "variants": {
+                    "bf16": {"options": right},
+                    "same": {"options": right},
+                    "broken": {"options": {"default": "0"}},
+                },
+            }
+        ],
+        "tasks": {
+            "jbeqa": {"data": "data/jbeqa", "shots": [0], "mode": ["constrained"]},
+            "legalrikai": {"data": "data/legalrikai", "limit": 1, "subtasks": ["reqrev"], "judges": [judge]},
+        },
+    }
+    (tmp / "m.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
+    proc = run_cli("sweep", str(tmp / "m.yaml"), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr
+    return tmp
 
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
-
-    tmp = tmp_path_factory.mktemp("swept")
-    cfg = _config(tmp)
-    run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
-    return tmp
+    return _make(tmp_path_factory.mktemp("swept"))
 
 
 @pytest.fixture
 def copy(swept: Path, tmp_path: Path) -> Path:
-    """The sweep folder with its weights and data, copied as they are (absolute paths in the provenance are the
-    originals: the copy's summary is rewritten to point at the copies)."""
+    """The whole tree copied: summary.json's absolute paths (config, data, weights) rewritten to the copy's."""
     dst = tmp_path / "c"
-    shutil.copytree(swept, dst)
-    data = dst / "data"
-    shutil.copytree(Path(_data_dir(swept)), data)
-    summary = dst / "out" / "summary.json"
-    text = summary.read_text(encoding="utf-8")
-    text = text.replace(str(swept / "w.bin"), str(dst / "w.bin")).replace(_data_dir(swept), str(data))
-    summary.write_text(text, encoding="utf-8")
+    shutil.copytree(swept, dst, symlinks=True)
+    for name in ("summary.json", "report.md", "report.html"):  # the report shows the provenance too
+        f = dst / "out" / name
+        f.write_text(f.read_text(encoding="utf-8").replace(str(swept), str(dst)), encoding="utf-8")
     return dst
-
-
-def _data_dir(swept: Path) -> str:
-    raw = json.loads((swept / "out" / "summary.json").read_text(encoding="utf-8"))
-    return str(Path(raw["provenance"]["settings"][0]["data_files"][0]["path"]).parent)
 
 
 def _verify(folder: Path) -> tuple[int, list[str]]:
     proc = run_cli("verify", str(folder))
-    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr + proc.stdout
     return proc.returncode, [x for x in proc.stdout.split("\n") if x]
 
 
-def test_an_untouched_folder_verifies(copy):
+def _edit(copy: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    summary = copy / "out" / "summary.json"
+    raw = json.loads(summary.read_text(encoding="utf-8"))
+    change(raw)
+    summary.write_text(json.dumps(raw, ensure_ascii=False), encoding="utf-8")
+
+
+def _results(copy: Path, run: str, setting: str = JBEQA) -> Path:
+    return copy / "out" / "results" / run / f"{setting}.jsonl"
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x]
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in rows), encoding="utf-8")
+
+
+def _tampered(copy: Path, *needles: str) -> list[str]:
     code, lines = _verify(copy / "out")
-    assert code == 0 and lines[-1].endswith(
-        "OK (every file, metric, verdict and constrained answer matches summary.json)"
+    assert code == 1, lines
+    for needle in needles:
+        assert any(needle in line for line in lines), (needle, lines)
+    return lines
+
+
+def test_an_untouched_folder_verifies_and_lists_what_it_takes_as_claimed(copy):
+    code, lines = _verify(copy / "out")
+    assert code == 0, lines
+    assert lines[-1].endswith(
+        "OK (summary.json and every results file rebuilt from the store, the data, the "
+        "config and the weights match; every constrained answer keeps its constraint)"
     )
+    claimed = lines[lines.index("claimed, not checked (nothing can recompute them):") + 1 : -1]
+    assert len(claimed) == 4 and any("timings" in x and "throughput" in x for x in claimed)
+    assert any("git revision" in x for x in claimed)
 
 
 def test_a_hand_edited_metric_is_named_with_both_values(copy):
-    summary = copy / "out" / "summary.json"
-    raw = json.loads(summary.read_text(encoding="utf-8"))
-    run = next(r for r in raw["runs"] if r["variant"] == "broken")
-    real = run["metrics"]["accuracy"]
-    run["metrics"]["accuracy"] = 0.99
-    summary.write_text(json.dumps(raw), encoding="utf-8")
-    code, lines = _verify(copy / "out")
-    assert code == 1
-    assert (
-        f"{run['run']} / jbeqa.0shot.constrained: metric accuracy: summary.json says 0.99, the results files give {real}"
-        in lines
+    real: list[float] = []
+
+    def change(raw: dict[str, Any]) -> None:
+        run = next(r for r in raw["runs"] if r["variant"] == "broken" and r["task"] == "jbeqa")
+        real.append(run["metrics"]["accuracy"])
+        run["metrics"]["accuracy"] = 0.99
+
+    _edit(copy, change)
+    _tampered(
+        copy,
+        f"summary.json: runs[{BROKEN} / {JBEQA} / m / jbeqa / broken].metrics.accuracy: the file says "
+        f"0.99, the rebuild gives {real[0]}",
     )
 
 
-def test_a_flipped_record_changes_the_metrics_and_the_verdict(copy):
-    results = copy / "out" / "results" / "m.fake.same.ctx4096" / "jbeqa.0shot.constrained.jsonl"
-    rows = [json.loads(x) for x in results.read_text(encoding="utf-8").split("\n") if x]
-    r = rows[0]
-    r["parsed"] = r["pred"] = 1 - r["pred"]
-    r["output"] = str(r["parsed"])
-    r["scores"]["correct"] = 1 - r["scores"]["correct"]
-    results.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in rows), encoding="utf-8")
-    code, lines = _verify(copy / "out")
-    assert code == 1
-    assert any(line.startswith("m.fake.same.ctx4096 / jbeqa.0shot.constrained: metric accuracy:") for line in lines)
-    assert any("verdict against m.fake.bf16.ctx4096, estimate: summary.json says 0.0" in line for line in lines)
+def test_forged_verdicts_with_a_wider_margin_are_named(copy):
+    def change(raw: dict[str, Any]) -> None:
+        for c in raw["noninferiority"][0]["comparisons"]:
+            c["margin"], c["verdict"] = 0.9, "non-inferior"
+
+    _edit(copy, change)
+    _tampered(copy, "].margin: the file says 0.9", "].verdict: the file says 'non-inferior'")
 
 
-def test_a_parsed_answer_outside_its_constraint_is_named(copy):
-    results = copy / "out" / "results" / "m.fake.bf16.ctx4096" / "jbeqa.0shot.constrained.jsonl"
-    rows = [json.loads(x) for x in results.read_text(encoding="utf-8").split("\n") if x]
-    rows[0]["output"] = "1 (yes)"  # parsed 1 all the same: what a constrained answer could never be
-    results.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in rows), encoding="utf-8")
+def test_a_rewritten_leaderboard_is_named(copy):
+    def change(raw: dict[str, Any]) -> None:
+        board = raw["leaderboards"][JBEQA]
+        board.reverse()
+
+    _edit(copy, change)
+    _tampered(copy, f"summary.json: leaderboards.{JBEQA}: the file's order is")
+
+
+def test_a_removed_run_and_an_invented_comparison_are_named(copy):
+    def change(raw: dict[str, Any]) -> None:
+        raw["runs"] = [r for r in raw["runs"] if not (r["variant"] == "same" and r["task"] == "jbeqa")]
+        model = raw["noninferiority"][0]
+        model["comparisons"].append({**model["comparisons"][0], "run": "m.fake.invented.ctx65536", "variant": "x"})
+
+    _edit(copy, change)
+    _tampered(
+        copy,
+        f"summary.json: runs[{SAME} / {JBEQA} / m / jbeqa / same]: in the rebuild, not in the file",
+        "m.fake.invented.ctx65536",
+    )
+
+
+def test_an_output_changed_while_parsed_and_scores_stay_is_named(copy):
+    path = _results(copy, BF16)
+    rows = _rows(path)
+    i = next(k for k, r in enumerate(rows) if r["output"] == "1")
+    rows[i]["output"] = "0"
+    _write_rows(path, rows)
+    _tampered(
+        copy, f"line {i + 1} (record {rows[i]['id']}): output: the file says '0', the rebuild from the store gives '1'"
+    )
+
+
+def test_a_judges_raw_answer_rewritten_is_named(copy):
+    path = _results(copy, BF16, "legalrikai.reqrev")
+    rows = _rows(path)
+    (judge,) = rows[0]["judges"]
+    raw = rows[0]["judges"][judge]["raw"]
+    assert '"score":1' in raw
+    rows[0]["judges"][judge]["raw"] = raw.replace('"score":1', '"score":0')
+    _write_rows(path, rows)
+    _tampered(copy, f"line 1 (record {rows[0]['id']}): judges.{judge}.raw: the file says")
+
+
+def test_a_store_answer_rewritten_or_deleted_is_named(copy):
+    db = sqlite3.connect(copy / "out" / "store.sqlite")
+    (key,) = db.execute("SELECT key FROM outputs WHERE text = '1' LIMIT 1").fetchone()
+    with db:
+        db.execute("UPDATE outputs SET text = '0' WHERE key = ?", (key,))
+    db.close()
+    _tampered(copy, "the rebuild from the store gives '0'")
+    db = sqlite3.connect(copy / "out" / "store.sqlite")
+    with db:
+        db.execute("DELETE FROM outputs WHERE key = ?", (key,))
+    db.close()
+    _tampered(copy, "in the file, not in the rebuild", "failures", "fails in the rebuild: store.sqlite lacks outputs")
+
+
+def test_provenance_digests_rewritten_are_named(copy):
+    def change(raw: dict[str, Any]) -> None:
+        prov = raw["provenance"]
+        prov["loads"][0]["weights_digest"] = "0" * 64
+        prov["settings"][0]["data_files"] = prov["settings"][0]["data_files"][1:]
+
+    _edit(copy, change)
+    _tampered(copy, ".weights_digest: the file says '0000", "data_files")
+    _edit(copy, lambda raw: raw["provenance"]["sweep"].update(config_sha256="f" * 64))
+    _tampered(copy, "provenance.sweep.config_sha256: the file says ffff")
+
+
+def test_a_hand_edited_report_is_named(copy):
+    report = copy / "out" / "report.md"
+    report.write_text(report.read_text(encoding="utf-8").replace(BROKEN, "m.fake.best.ctx65536", 1), encoding="utf-8")
+    _tampered(copy, f"{report}: differs from the report rendered from the rebuilt summary")
+
+
+def test_a_report_made_again_by_the_report_command_still_verifies(copy):
+    assert run_cli("report", str(copy / "out")).returncode == 0
     code, lines = _verify(copy / "out")
-    assert code == 1
-    assert any(f"record {rows[0]['id']}: the parsed answer breaks its constraint" in line for line in lines), lines
+    assert code == 0, lines
+
+
+def test_a_results_file_no_run_lists_is_named(copy):
+    extra = copy / "out" / "results" / "m.fake.ghost.ctx65536" / f"{JBEQA}.jsonl"
+    extra.parent.mkdir()
+    shutil.copy(_results(copy, BF16), extra)
+    _tampered(copy, f"{extra}: a results file that no run of the rebuilt summary writes")
+
+
+def test_malformed_records_are_mismatch_lines_never_a_crash(copy):
+    path = _results(copy, BF16)
+    rows = _rows(path)
+    del rows[0]["scores"]["faithful"]
+    _write_rows(path, rows)
+    text = path.read_text(encoding="utf-8").split("\n")
+    text[1] = "{not json"
+    path.write_text("\n".join(text), encoding="utf-8")
+    _tampered(
+        copy,
+        f"line 1 (record {rows[0]['id']}): scores.faithful: not in the file",
+        "line 2 (record",
+        "not a JSON record",
+    )
+    other = _results(copy, SAME)
+    other.unlink()
+    other.mkdir()
+    _tampered(copy, f"{other}: is a folder where the results file")
+
+
+def test_reordered_records_are_named(copy):
+    path = _results(copy, BF16)
+    rows = _rows(path)
+    _write_rows(path, rows[::-1])
+    _tampered(copy, "line 1 (record")
 
 
 def test_a_changed_data_file_is_named(copy):
-    f = copy / "data" / "test.jsonl"
+    f = copy / "data" / "jbeqa" / "test.jsonl"
     f.write_text(f.read_text(encoding="utf-8").replace("保証契約", "保証の契約", 1), encoding="utf-8")
-    code, lines = _verify(copy / "out")
-    assert code == 1
-    assert any(line.startswith(f"setting jbeqa.0shot.constrained: data file {f} changed: sha256 ") for line in lines)
+    _tampered(copy, f"setting {JBEQA}: data file {f} changed: sha256 ")
 
 
 def test_changed_or_missing_weights_are_named(copy):
     (copy / "w.bin").write_text("other fake weights")
-    code, lines = _verify(copy / "out")
-    assert code == 1 and any(f"weights file {copy / 'w.bin'} changed: sha256" in line for line in lines)
+    _tampered(copy, f"weights file {copy / 'w.bin'} changed: sha256")
     (copy / "w.bin").unlink()
-    code, lines = _verify(copy / "out")
-    assert code == 1 and any(f"weights file {copy / 'w.bin'} is missing" in line for line in lines)
+    _tampered(copy, f"weights file {copy / 'w.bin'} is missing")
 
 
 def test_a_folder_that_is_not_a_sweeps_is_exit_2(tmp_path):
@@ -121,3 +284,71 @@ def test_a_folder_that_is_not_a_sweeps_is_exit_2(tmp_path):
     assert proc.returncode == 2 and "no summary.json here" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("verify", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and "not a folder" in proc.stderr
+
+
+def test_weights_behind_a_symlinked_subfolder_are_hashed_and_key_the_store(tmp_path):
+    """A model folder whose shards live behind a symlinked subfolder: replacing them changes the store key, so
+    the next sweep generates again instead of serving old outputs for new weights."""
+    from offline_eval.backends.fingerprint import files_fingerprint, forget_hashes
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "model-00001.safetensors").write_text("weights one")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    os.symlink(shards, model / "weights")
+    os.symlink(model, model / "weights" / "loop")  # a link loop is read once, never forever
+    before = files_fingerprint(model)
+    assert "weights/model-00001.safetensors" in before
+    (shards / "model-00001.safetensors").write_text("weights two")
+    forget_hashes()
+    assert files_fingerprint(model) != before
+
+    cfg = {
+        "output_dir": "out",
+        "models": [{"name": "m", "backend": "fake", "path": "model", "max_model_len": 4096}],
+        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 3}},
+    }
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    first = run_cli("sweep", str(tmp_path / "m.yaml"), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    (shards / "model-00001.safetensors").write_text("weights three")
+    second = run_cli("sweep", str(tmp_path / "m.yaml"), cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "(3 generated, 0 cached" in second.stderr, second.stderr
+
+
+def test_a_sweep_given_a_relative_config_path_verifies_from_another_folder(tmp_path):
+    (tmp_path / "w.bin").write_text("fake weights")
+    cfg = {
+        "output_dir": "out",
+        "models": [{"name": "m", "backend": "fake", "path": "w.bin", "max_model_len": 4096}],
+        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}},
+    }
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    assert run_cli("sweep", "m.yaml", cwd=tmp_path).returncode == 0
+    raw = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert raw["provenance"]["sweep"]["config"] == str(tmp_path / "m.yaml")
+    code, lines = _verify(tmp_path / "out")  # run from the repository root
+    assert code == 0, lines
+
+
+def test_a_sweep_of_a_config_mapping_verifies_from_its_copy(tmp_path):
+    """The Python API's mapping has no file: the sweep keeps it (as validated) in OUT/config.json, and verify
+    rebuilds from that copy, refusing one edited since."""
+    import offline_eval
+
+    (tmp_path / "w.bin").write_text("fake weights")
+    config = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "m", "backend": "fake", "path": str(tmp_path / "w.bin"), "max_model_len": 4096}],
+        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}},
+    }
+    offline_eval.sweep(config, progress=False, log=lambda _: None)
+    code, lines = _verify(tmp_path / "out")
+    assert code == 0, lines
+    copy = tmp_path / "out" / "config.json"
+    copy.write_text(copy.read_text(encoding="utf-8").replace('"limit": 4', '"limit": 3'), encoding="utf-8")
+    code, lines = _verify(tmp_path / "out")
+    assert code == 1 and any("provenance.sweep.config_sha256" in x and "config changed" in x for x in lines), lines

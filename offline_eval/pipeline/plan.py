@@ -4,6 +4,7 @@ before any engine starts, so bad data fails in seconds, not after a model."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from .. import provenance
@@ -68,8 +69,13 @@ class Plan:
 
 
 def plan(
-    cfg: SweepConfig, source: str, only: list[str] | None, only_tasks: list[str] | None, limit: int | None
+    cfg: SweepConfig,
+    source: str,
+    only: list[str] | None,
+    only_tasks: list[str] | None,
+    limit: int | None | dict[str, int | None],
 ) -> Plan:
+    """`limit`: --limit, or each task's own (a rebuild of a folder that several sweeps wrote)."""
     models = [m for m in cfg.models if not only or m.name in only]
     if only and len(models) != len(set(only)):
         missing = set(only) - {m.name for m in models}
@@ -82,14 +88,17 @@ def plan(
     return Plan(tasks, loads, [x for t in tasks for x in setting_provenance(t)])
 
 
-def plan_tasks(cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None, source: str) -> list[PlannedTask]:
+def plan_tasks(
+    cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None | dict[str, int | None], source: str
+) -> list[PlannedTask]:
     out = []
     for name, opts in cfg.tasks.items():
         if only_tasks and name not in only_tasks:
             continue
         opts = dict(opts)
-        if limit is not None:
-            opts["limit"] = limit
+        mine = limit.get(name) if isinstance(limit, dict) else limit
+        if mine is not None:
+            opts["limit"] = mine
         task = make_task(name, opts, source)
         with reading() as files:
             items = load_items(task, source)
@@ -126,11 +135,10 @@ def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
     return out
 
 
-def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> None:
-    """A config that names servers: from here on this process connects to their hosts and nowhere else."""
+def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> AbstractContextManager[None]:
+    """A config that names servers: within the block, this process connects to their hosts and nowhere else."""
     from ..netguard import allow_only
 
     specs = [*cfg.models, *(ev for t in tasks for ev in t.task.evaluator_models())]
     urls = [url for m in specs for url in m.server_urls()]
-    if urls:
-        allow_only(urls)
+    return allow_only(urls) if urls else nullcontext()

@@ -81,7 +81,9 @@ def ablations(summary: dict[str, Any]) -> list[Table]:
                     _p(c["p_holm"]),
                     _p(c["q_bh"]),
                     _p(c.get("bootstrap_p")),
-                    f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]",
+                    f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]"
+                    if c.get("hl_low") is not None and c.get("hl_high") is not None
+                    else f"{c['hl']:+.3f} (no CI: {c.get('undefined') or 'undefined'})",
                     fmt(c["cohens_d"]),
                     _p(c["t_p"]),
                 ]

@@ -9,6 +9,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from ..figures import drawing
 from ..fileio import write_text_atomic
 from ..results import ResultsFolder
 from ..sections import Table
@@ -113,8 +114,9 @@ def _write(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | 
     sections = detail_sections(summary)
     failures = summary.get("failures") or []
     top = verdict_tables(summary) + leaderboard_matrices(summary)
-    front = pareto(summary.get("runs") or [])
-    plots = all_plots(summary)
+    with drawing():
+        front = pareto(summary.get("runs") or [])
+        plots = all_plots(summary)
     folder.plots.mkdir(exist_ok=True)
     for plot in ([front] if front else []) + plots:
         (folder.plots / f"{plot.name}.png").write_bytes(plot.png)

@@ -129,7 +129,7 @@ class JBEQATask(Task[JBEQARecord]):
     paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
     metrics = (
         Metric("f1", "F1", ci=True),
-        Metric("accuracy", "accuracy", ci=True, margin=0.02),
+        Metric("accuracy", "accuracy", ci=True, margin=0.02, bounds=(0.0, 1.0)),
         Metric("faithfulness", "faithfulness"),
         Metric("parse_failures", "parse failures", False),
         Metric("n_skipped", "skipped (overflow)", False),

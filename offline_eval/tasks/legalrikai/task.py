@@ -66,7 +66,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     Record = LegalRikaiRecord
     options: LegalRikaiOptions
     primary_metric = "score"
-    metrics = (Metric("score", "score", digits=2, ci=True, margin=0.05),)  # criteria mapped to [0, 1]
+    metrics = (Metric("score", "score", digits=2, ci=True, margin=0.05, bounds=(0.0, 1.0)),)  # criteria in [0, 1]
     path_options = ("data", "human_scores")
     model_options = ("judges",)
     data_kinds = SUBTASKS
