@@ -8,8 +8,9 @@ from .requests import Request
 
 
 def tokens_needed(prompt_tokens: int, request: Request, method: str) -> int:
-    """The prompt plus what the request may generate (a logprob request scores one next token)."""
-    return prompt_tokens + (request.sampling.max_tokens if method == "generate" else 1)
+    """The prompt plus what the request may generate (a logprob request scores one next token), plus what a later
+    phase will generate after it (a thinking phase reserves its answer's tokens)."""
+    return prompt_tokens + (request.sampling.max_tokens if method == "generate" else 1) + request.reserve
 
 
 def fits(prompt_tokens: int, request: Request, method: str, max_model_len: int) -> bool:

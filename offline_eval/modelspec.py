@@ -36,6 +36,53 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 _FULL_PRECISION = {"bf16", "f16", "fp16", "bfloat16", "float16", "half"}
 
 
+class SamplingSpec(Strict):
+    """How a model's answers are drawn. The default is greedy, as every task asks, so that runs are reproducible
+    and comparable across engines. `seed`: the first sample's (default: the model's `seed`)."""
+
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: StrictInt = Field(0, ge=0, description="0: off")
+    min_p: float = Field(0.0, ge=0, le=1)
+    seed: StrictInt | None = None
+
+
+class ReasoningSpec(Strict):
+    """A reasoning model: it thinks (phase 1, up to `budget` tokens, between `open` and `close`), then answers
+    under the task's own constraint (phase 2). `think: false`: the template's no-thinking form (template_kwargs,
+    e.g. enable_thinking: false), answered in one phase. A list of budgets: one run per budget."""
+
+    think: StrictBool = False
+    budget: StrictInt | list[StrictInt] = 1024
+    open: str = Field("<think>", min_length=1)
+    close: str = Field("</think>", min_length=1)
+    template_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("budget")
+    @classmethod
+    def _budgets(cls, v: int | list[int]) -> int | list[int]:
+        values = v if isinstance(v, list) else [v]
+        if not values or any(x <= 0 for x in values) or len(set(values)) != len(values):
+            raise ValueError("thinking budgets must be positive and distinct")
+        return v
+
+    def budgets(self) -> list[int]:
+        return list(self.budget) if isinstance(self.budget, list) else [self.budget]
+
+
+def _budget_variants(model: ModelSpec) -> dict[str, VariantSpec]:
+    """Each variant whose thinking has a list of budgets, as one variant per budget: `VARIANT.thinkN`."""
+    out: dict[str, VariantSpec] = {}
+    for name, v in model.variants.items():
+        r = model.reasoning_of(name)
+        if r is None or not r.think or len(r.budgets()) == 1:
+            out[name] = v
+            continue
+        for b in r.budgets():
+            out[f"{name}.think{b}"] = v.model_copy(update={"reasoning": {**(v.reasoning or {}), "budget": b}})
+    return out
+
+
 class VariantSpec(Strict):
     """One way of loading the model: a different file (GGUF, pre-quantized folder) and/or load options."""
 
@@ -48,6 +95,8 @@ class VariantSpec(Strict):
         description="another model of this config with the same weights "
         "(e.g. a GGUF and its HF folder): the consistency table",
     )
+    reasoning: dict[str, Any] | None = Field(None, description="keys of the model's `reasoning` this variant changes")
+    sampling: dict[str, Any] | None = Field(None, description="keys of the model's `sampling` this variant changes")
 
 
 class ModelSpec(Strict):
@@ -87,6 +136,8 @@ class ModelSpec(Strict):
         "(CPU, GPU, custom resources), replacing the "
         "engine's own estimate",
     )
+    reasoning: ReasoningSpec | None = None
+    sampling: SamplingSpec | None = None
     reference: str | None = Field(
         None,
         description="the run every other run of this model is tested against for "
@@ -96,9 +147,28 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _reference(self) -> ModelSpec:
+        for name in self.variants:  # a variant's changes must make a valid block
+            self.reasoning_of(name)
+            self.sampling_of(name)
+        self.variants = _budget_variants(self)
         if self.reference is not None:
             self.reference_run()  # raises naming what exists
         return self
+
+    def reasoning_of(self, variant: str) -> ReasoningSpec | None:
+        """The variant's thinking settings (the model's, with the variant's changes); None: not a reasoning run."""
+        over = self.variants[variant].reasoning
+        if over is None:
+            return self.reasoning
+        base = self.reasoning.model_dump() if self.reasoning else {}
+        return _block(ReasoningSpec, {**base, **over}, f"variants.{variant}.reasoning")
+
+    def sampling_of(self, variant: str) -> SamplingSpec | None:
+        over = self.variants[variant].sampling
+        if over is None:
+            return self.sampling
+        base = self.sampling.model_dump(exclude_unset=True) if self.sampling else {}
+        return _block(SamplingSpec, {**base, **over}, f"variants.{variant}.sampling")
 
     def reference_run(self) -> tuple[str, int]:
         """(variant, context length) of the run the others are compared against."""
@@ -108,9 +178,15 @@ class ModelSpec(Strict):
             full = [
                 k
                 for k, v in self.variants.items()
-                if k.lower() in _FULL_PRECISION or (v.dtype or "").lower() in _FULL_PRECISION
+                if re.sub(r"\.think\d+$", "", k).lower() in _FULL_PRECISION
+                or (v.dtype or "").lower() in _FULL_PRECISION
             ]
-            return (full or list(self.variants))[0], longest
+            candidates = full or list(self.variants)
+            # Of one variant's thinking budgets, the largest: the most thinking is what the others are held to.
+            budget = {k: r.budgets()[0] if (r := self.reasoning_of(k)) and r.think else 0 for k in candidates}
+            first = re.sub(r"\.think\d+$", "", candidates[0])
+            same = [k for k in candidates if re.sub(r"\.think\d+$", "", k) == first]
+            return max(same, key=lambda k: budget[k]), longest
         m = re.match(r"^(.+)\.ctx(\d+)$", ref)
         if m and m.group(1) in self.variants:
             if int(m.group(2)) not in self.contexts():
@@ -178,6 +254,12 @@ class ModelSpec(Strict):
         model), so that a dump validates again: the provenance keeps task options that `verify` re-reads."""
         data: dict[str, Any] = handler(self)
         data.update(data.pop("engine_options", None) or {})
+        for block in ("reasoning", "sampling"):  # absent is not-a-reasoning-model: a config as it was before them
+            if data.get(block) is None:
+                data.pop(block, None)
+            for v in (data.get("variants") or {}).values():
+                if isinstance(v, dict) and v.get(block) is None:
+                    v.pop(block, None)
         if get_engine(self.backend).remote:
             data.pop("path", None)
         return data
@@ -280,6 +362,15 @@ class ModelSpec(Strict):
             return f"{source}: field '{field}': path {why}: {value}"
         problem = get_engine(self.backend).path_problem(value)
         return f"{source}: field '{field}': {problem}: {value}" if problem else None
+
+
+def _block(cls: type[Any], data: dict[str, Any], where: str) -> Any:
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise ValueError(f"{where}.{key}: {err['msg']}") from None
 
 
 def one_load(spec: ModelSpec) -> ModelSpec:

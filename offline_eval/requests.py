@@ -15,13 +15,31 @@ Method = Literal["generate", "choice_logprobs"]
 
 @dataclass(frozen=True)
 class Sampling:
+    """How to draw tokens. The fields added after top_p enter the store key only when set, so that the keys
+    of every request made before them stay what they were."""
+
     temperature: float = 0.0
     seed: int = 0
     max_tokens: int = 16
     top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    min_p: float = 0.0
+    stop: tuple[str, ...] = ()  # generation ends before the first of these; the text excludes it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens, "top_p": self.top_p}
+        d: dict[str, Any] = {
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+        }
+        if self.top_k:
+            d["top_k"] = self.top_k
+        if self.min_p:
+            d["min_p"] = self.min_p
+        if self.stop:
+            d["stop"] = list(self.stop)
+        return d
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,10 @@ class Request:
     sampling: Sampling = field(default_factory=Sampling)
     constraint: Constraint | None = None
     shared_chars: int | None = None
+    # The start of the model's own turn, continued rather than answered (a thinking block, then the answer).
+    prefill: str | None = None
+    template_kwargs: tuple[tuple[str, Any], ...] = ()  # passed to the chat template (enable_thinking, ...)
+    reserve: int = 0  # tokens a later phase will generate after this one: the fit rule counts them
 
     @staticmethod
     def chat(
@@ -76,7 +98,20 @@ class Request:
         }
         if self.shared_chars is not None:  # where llama.cpp starts a batch changes its rounding: part of the key
             d["shared_chars"] = self.shared_chars
+        if self.prefill is not None:
+            d["prefill"] = self.prefill
+        if self.template_kwargs:
+            d["template_kwargs"] = dict(self.template_kwargs)
+        if self.reserve:
+            d["reserve"] = self.reserve
         return d
+
+    def template_options(self) -> dict[str, Any]:
+        return dict(self.template_kwargs)
+
+    def continued(self, text: str) -> str:
+        """The rendered prompt with this request's prefill after it."""
+        return text + (self.prefill or "")
 
 
 def shared_chars(render: Callable[[str], str]) -> int:
@@ -99,6 +134,10 @@ class Result:
     latency_s: float = 0.0
     logprobs: dict[str, float] | None = None  # choice -> log-probability, for choice_logprobs
     focused: bool = False  # the request overflowed and its shorter fallback (overflow policy 'focus') ran
+    # A reasoning model's thinking (None: it did not think), its tokens, and whether the budget ended it.
+    reasoning: str | None = None
+    reasoning_tokens: int = 0
+    reasoning_cut: bool = False
 
     @property
     def answered(self) -> bool:
@@ -116,6 +155,8 @@ class Result:
         }
         if self.focused:
             d["focused"] = True
+        if self.reasoning is not None:
+            d.update(reasoning=self.reasoning, reasoning_tokens=self.reasoning_tokens, reasoning_cut=self.reasoning_cut)
         return d
 
 

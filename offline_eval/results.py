@@ -11,13 +11,14 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from .fileio import write_jsonl_atomic
+from .requests import Result
 
 
 class RunKey(NamedTuple):
@@ -100,6 +101,24 @@ class PlainRecord(JsonRecord):
 
 
 R = TypeVar("R", bound=ItemRecord)
+
+
+THINKING_FIELDS = ("reasoning", "reasoning_tokens", "reasoning_cut")
+
+
+def with_thinking(record: R, result: Result) -> R:
+    """A task's record with its model's thinking beside the answer (a record of a model that did not think, or
+    of a task whose records have no place for it, is left as it is)."""
+    if result.reasoning is None or not all(hasattr(record, f) for f in THINKING_FIELDS):
+        return record
+    return replace(  # type: ignore[type-var]
+        record,
+        reasoning=result.reasoning,
+        reasoning_tokens=result.reasoning_tokens,
+        reasoning_cut=result.reasoning_cut,
+    )
+
+
 Records = dict[RunKey, list[R]]  # per-item records of each run on each task setting; Records[ItemRecord] generic
 RecordReader = Callable[[dict[str, Any]], ItemRecord | None]
 

@@ -50,6 +50,10 @@ class PhaseStats:
     # engine cannot say, or nothing ran.
     prompt_submitted: int | None = None
     prompt_computed: int | None = None
+    # A reasoning model's: the items that thought, their thinking tokens, and those the budget cut off.
+    n_thought: int = 0
+    thinking_tokens: int = 0
+    n_thinking_cut: int = 0
 
     def prefix_reuse(self) -> dict[str, Any] | None:
         if self.prompt_submitted is None or self.prompt_computed is None:
@@ -73,6 +77,15 @@ class PhaseStats:
             "generated": self.n_generated,
             "cached": self.n_cached,
             **({"prefix_reuse": r} if (r := self.prefix_reuse()) else {}),
+            **({"reasoning": self.reasoning()} if self.n_thought else {}),
+        }
+
+    def reasoning(self) -> dict[str, Any]:
+        return {
+            "items": self.n_thought,
+            "thinking_tokens": self.thinking_tokens,
+            "thinking_tokens_per_item": round(self.thinking_tokens / self.n_thought, 1),
+            "cut_by_budget": self.n_thinking_cut,
         }
 
 

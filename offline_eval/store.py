@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS outputs (
     latency_s REAL NOT NULL,
     logprobs TEXT,
     created REAL NOT NULL,
-    focused INTEGER NOT NULL DEFAULT 0
+    focused INTEGER NOT NULL DEFAULT 0,
+    reasoning TEXT
 );
 CREATE TABLE IF NOT EXISTS file_hashes (
     path TEXT PRIMARY KEY,
@@ -64,6 +65,20 @@ def _read_only(path: Path, e: sqlite3.DatabaseError) -> str | None:
             f"to it; make {path.name} and its folder writable, or give --out a folder you can write"
         )
     return None
+
+
+def _reasoning_json(r: Result) -> str | None:
+    """A served reply's thinking, which its server returned apart from the answer (None: it did not think)."""
+    if r.reasoning is None:
+        return None
+    return json.dumps({"text": r.reasoning, "tokens": r.reasoning_tokens, "cut": r.reasoning_cut}, ensure_ascii=False)
+
+
+def _reasoning(stored: str | None) -> dict[str, Any]:
+    if not stored:
+        return {}
+    d = json.loads(stored)
+    return {"reasoning": d["text"], "reasoning_tokens": d["tokens"], "reasoning_cut": d["cut"]}
 
 
 class Store:
@@ -121,8 +136,11 @@ class Store:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
-                if "focused" not in {r[1] for r in db.execute("PRAGMA table_info(outputs)")}:  # a 0.1 store
+                columns = {r[1] for r in db.execute("PRAGMA table_info(outputs)")}
+                if "focused" not in columns:  # a 0.1 store
                     db.execute("ALTER TABLE outputs ADD COLUMN focused INTEGER NOT NULL DEFAULT 0")
+                if "reasoning" not in columns:  # a store from before reasoning models
+                    db.execute("ALTER TABLE outputs ADD COLUMN reasoning TEXT")
                 db.commit()
                 db.execute("SELECT COUNT(*) FROM outputs WHERE key = ''").fetchone()
                 return db
@@ -155,10 +173,10 @@ class Store:
         for i in range(0, len(keys), 500):
             part = list(keys[i : i + 500])
             q = (
-                "SELECT key, text, finish_reason, prompt_tokens, output_tokens, latency_s, logprobs, focused "
-                f"FROM outputs WHERE key IN ({','.join('?' * len(part))})"
+                f"SELECT key, text, finish_reason, prompt_tokens, output_tokens, latency_s, logprobs, focused, "
+                f"{self._reasoning_column} FROM outputs WHERE key IN ({','.join('?' * len(part))})"
             )
-            for k, text, fin, pt, ot, lat, lp, foc in self.db.execute(q, part):
+            for k, text, fin, pt, ot, lat, lp, foc, th in self.db.execute(q, part):
                 if fin in NOT_ANSWERS:  # an older version stored refusals: never an answer, asked again
                     continue
                 found[k] = Result(
@@ -169,8 +187,16 @@ class Store:
                     latency_s=lat,
                     logprobs=json.loads(lp) if lp else None,
                     focused=bool(foc),
+                    **_reasoning(th),
                 )
         return found
+
+    @property
+    def _reasoning_column(self) -> str:
+        """The reasoning column, or NULL in a read-only store from before it (nothing there thought)."""
+        if "_has_reasoning" not in self.__dict__:
+            self._has_reasoning = "reasoning" in {r[1] for r in self.db.execute("PRAGMA table_info(outputs)")}
+        return "reasoning" if self._has_reasoning else "NULL"
 
     def put_many(self, rows: Iterable[tuple[str, str, str, str, Result]]) -> None:
         """rows: (key, model fingerprint, variant, request json, result); one transaction."""
@@ -184,7 +210,7 @@ class Store:
         with self.db:
             self.db.executemany(
                 "INSERT OR REPLACE INTO outputs (key, model, variant, request, text, finish_reason, prompt_tokens, "
-                "output_tokens, latency_s, logprobs, created, focused) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "output_tokens, latency_s, logprobs, created, focused, reasoning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     (
                         k,
@@ -199,6 +225,7 @@ class Store:
                         json.dumps(r.logprobs) if r.logprobs is not None else None,
                         now,
                         int(r.focused),
+                        _reasoning_json(r),
                     )
                     for k, m, v, req, r in rows
                 ],

@@ -56,11 +56,24 @@ def render_plain(messages: Sequence[dict[str, str]]) -> str:
     return "".join(parts) + PLAIN_ANSWER
 
 
-def render_chat(template: str, messages: list[dict[str, str]], bos_token: str = "", eos_token: str = "") -> str:
-    """Render a HF-style Jinja chat template with the generation prompt appended."""
+def render_chat(
+    template: str, messages: list[dict[str, str]], bos_token: str = "", eos_token: str = "", **options: Any
+) -> str:
+    """Render a HF-style Jinja chat template with the generation prompt appended; `options` are the template's
+    own keywords (enable_thinking, reasoning_effort)."""
     return _compiled(template).render(
-        messages=messages, add_generation_prompt=True, bos_token=bos_token, eos_token=eos_token
+        **options, messages=messages, add_generation_prompt=True, bos_token=bos_token, eos_token=eos_token
     )
+
+
+def render_request(r: Request, template: str | None, bos_token: str = "", eos_token: str = "") -> str:
+    """A request as prompt text under a Jinja chat template, the plain format (template None) or the raw
+    prompt, with its prefill after it: how every engine without an HF tokenizer renders."""
+    if r.messages is None:
+        return r.continued(r.prompt or "")
+    if template is None:
+        return r.continued(render_plain(r.message_dicts()))
+    return r.continued(render_chat(template, r.message_dicts(), bos_token, eos_token, **r.template_options()))
 
 
 @lru_cache(maxsize=32)
@@ -205,12 +218,16 @@ def hf_own_template(tokenizer: Any) -> str | None:
 def hf_render(tokenizer: Any, chat_template: str | None, r: Request) -> str:
     """A request as prompt text under an HF tokenizer: the chat template, the plain format (template None),
     or the raw prompt."""
-    if r.messages is None:
-        return r.prompt or ""
-    if chat_template is None:
-        return render_plain(r.message_dicts())
-    return tokenizer.apply_chat_template(
-        r.message_dicts(), tokenize=False, add_generation_prompt=True, chat_template=chat_template
+    if r.messages is None or chat_template is None:
+        return render_request(r, None)
+    return r.continued(
+        tokenizer.apply_chat_template(
+            r.message_dicts(),
+            tokenize=False,
+            add_generation_prompt=True,
+            chat_template=chat_template,
+            **r.template_options(),
+        )
     )
 
 

@@ -4,6 +4,10 @@
 
     answers:  {substring: answer}   the first substring found in the rendered prompt picks the answer
     default:  "1"                   otherwise
+
+An answer is the model's whole turn, thinking included ("<think>…</think>1"). A request with a prefill (the turn
+begun) is answered by the rest of the turn where the turn starts with it, else by what follows the turn's last
+"</think>" (the answer, after thinking the fake did not script).
     logprobs: {"0": -1.2, "1": -0.4}  choice_logprobs' scores (default: uniform)
 
 Prompts are rendered in the plain format (or the chat template given) and tokenized one token per UTF-8
@@ -21,7 +25,7 @@ from typing import Any
 from ..constraints import Choice, JsonSchema, Regex
 from ..requests import Request, Result
 from .base import Progress, TokenizingBackend, check_engine_args
-from .chat import choose_template, render_chat, render_plain
+from .chat import choose_template, render_request
 from .registry import Engine
 from .spec import LoadSpec, PromptCount, PromptCounter
 
@@ -50,11 +54,7 @@ class FakeBackend(TokenizingBackend):
         self._previous = b""  # a one-sequence cache as llama.cpp keeps: the prefix shared with it is not computed
 
     def render(self, request: Request) -> str:
-        if request.messages is None:
-            return request.prompt or ""
-        if self.template:
-            return render_chat(self.template, request.message_dicts())
-        return render_plain(request.message_dicts())
+        return render_request(request, self.template or None)
 
     def encode_text(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
@@ -76,18 +76,10 @@ class FakeBackend(TokenizingBackend):
         for r in requests:
             prompt = self.render(r)
             self._cache(prompt.encode("utf-8"))
-            text = _constrained(self._answer(prompt), r)
-            ids = text.encode("utf-8")
-            finish = "stop"
-            if len(ids) > r.sampling.max_tokens:
-                text, finish = ids[: r.sampling.max_tokens].decode("utf-8", errors="ignore"), "length"
+            text = _constrained(_continued(self._answer(prompt), r.prefill), r)
+            text, finish, n = _ended(text, r.sampling.max_tokens, r.sampling.stop)
             out.append(
-                Result(
-                    text=text,
-                    finish_reason=finish,
-                    prompt_tokens=len(prompt.encode("utf-8")),
-                    output_tokens=min(len(ids), r.sampling.max_tokens),
-                )
+                Result(text=text, finish_reason=finish, prompt_tokens=len(prompt.encode("utf-8")), output_tokens=n)
             )
             if progress:
                 progress(1)
@@ -122,6 +114,29 @@ class FakeBackend(TokenizingBackend):
         )
         self._count.add(len(prompt), len(prompt) - min(shared, max(len(prompt) - 1, 0)))
         self._previous = prompt
+
+
+def _continued(turn: str, prefill: str | None) -> str:
+    if not prefill:
+        return turn
+    if turn.startswith(prefill):
+        return turn[len(prefill) :]
+    return turn.rsplit("</think>", 1)[-1]
+
+
+def _ended(text: str, max_tokens: int, stop: Sequence[str]) -> tuple[str, str, int]:
+    """(text, finish_reason, tokens) of generation that ends at the first stop string or at max_tokens bytes; the
+    stop string's bytes are counted, not returned."""
+    at = [(i, s) for s in stop if s and (i := text.find(s)) >= 0]
+    if at:
+        i, s = min(at)
+        n = len(text[:i].encode("utf-8")) + len(s.encode("utf-8"))
+        if n <= max_tokens:
+            return text[:i], "stop", n
+    ids = text.encode("utf-8")
+    if len(ids) > max_tokens:
+        return ids[:max_tokens].decode("utf-8", errors="ignore"), "length", max_tokens
+    return text, "stop", len(ids)
 
 
 def _constrained(text: str, r: Request) -> str:

@@ -128,9 +128,12 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                 eos_token_id=list(eos_ids),
                 logits_processor=LogitsProcessorList(self._processor(constraint, len(idx))),
             )
+            if s.stop:
+                kw.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
             if s.temperature > 0:
                 self.torch.manual_seed(s.seed)
                 kw.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
+                kw.update({k: v for k, v in (("top_k", s.top_k), ("min_p", s.min_p)) if v})
             else:
                 kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
             with self.torch.inference_mode():
@@ -141,16 +144,43 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                 n_out = next((k + 1 for k, t in enumerate(new) if t in eos_ids), None)
                 finish = "stop" if n_out is not None else "length"
                 toks = new[: n_out - 1] if n_out is not None else new
+                text, n_tokens = str(self.tokenizer.decode(toks, skip_special_tokens=True)), n_out or len(new)
+                if s.stop and (cut := self._stopped(toks, s.stop)) is not None:
+                    (text, n_tokens), finish = cut, "stop"
                 out[i] = Result(
-                    text=str(self.tokenizer.decode(toks, skip_special_tokens=True)),
+                    text=text,
                     finish_reason=finish,
                     prompt_tokens=len(encoded[i]),
-                    output_tokens=n_out or len(new),
+                    output_tokens=n_tokens,
                     latency_s=round(per, 6),
                 )
             if progress:
                 progress(len(idx))
         return [r for r in out if r is not None]
+
+    def _stopped(self, tokens: list[int], stop: Sequence[str]) -> tuple[str, int] | None:
+        """(the text before the first stop string, the tokens generated up to the one that completed it), or None
+        where no stop string was generated. Containment only grows with the prefix: a binary search finds it."""
+
+        def first(k: int) -> int | None:
+            text = str(self.tokenizer.decode(tokens[:k], skip_special_tokens=False))
+            at = [j for j in (text.find(x) for x in stop if x) if j >= 0]
+            return min(at) if at else None
+
+        if first(len(tokens)) is None:
+            return None
+        lo, hi = 1, len(tokens)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if first(mid) is not None else (mid + 1, hi)
+        text = str(self.tokenizer.decode(tokens[:lo], skip_special_tokens=False))
+        return self._plain(text[: first(lo)]), lo
+
+    def _plain(self, text: str) -> str:
+        """Text decoded with its special tokens, without them (as the answers are decoded)."""
+        return str(
+            self.tokenizer.decode(self.tokenizer.encode(text, add_special_tokens=False), skip_special_tokens=True)
+        )
 
     def choice_logprobs(
         self,

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import EngineError
 from ..requests import Request, Result
 from .base import Progress, TokenizingBackend, check_engine_args, signature_params
-from .chat import adds_special_tokens, choose_template, render_chat, render_plain
+from .chat import adds_special_tokens, choose_template, render_request
 from .grammars import gbnf
 from .llamacpp_greedy import GrammarCheck, greedy
 from .llamacpp_prefill import PromptCache, last_logits
@@ -122,11 +122,7 @@ class LlamaCppBackend(TokenizingBackend):
         return self.llm.detokenize([tid], special=True).decode("utf-8", errors="replace") if tid >= 0 else ""
 
     def render(self, r: Request) -> str:
-        if r.messages is None:
-            return r.prompt or ""
-        if self.chat_template is None:
-            return render_plain(r.message_dicts())
-        return render_chat(self.chat_template, r.message_dicts(), self._bos, self._eos)
+        return render_request(r, self.chat_template, self._bos, self._eos)
 
     def encode_text(self, text: str, add_bos: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
@@ -184,7 +180,7 @@ class LlamaCppBackend(TokenizingBackend):
             if self.fast_greedy and ids:
                 computed = self._cache.prefill(ids, self._split_token(r, ids))
                 if s.temperature == 0:
-                    text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r))
+                    text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r), s.stop)
                 else:  # the whole prompt is in the cache now: create_completion samples from its logits
                     text, finish, n_out = self._complete(ids, r)
             else:
@@ -214,7 +210,10 @@ class LlamaCppBackend(TokenizingBackend):
             max_tokens=s.max_tokens,
             temperature=s.temperature,
             top_p=s.top_p,
+            top_k=s.top_k,
+            min_p=s.min_p,
             seed=s.seed,
+            stop=list(s.stop) or None,
             grammar=self._grammar(r),
         )
         ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]

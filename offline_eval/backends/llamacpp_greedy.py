@@ -98,8 +98,17 @@ def _ends_inside_utf8(text: bytes, pending: int) -> int:
     return pending
 
 
-def greedy(llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarCheck | None) -> tuple[str, str, int]:
-    """(text, finish_reason, output tokens) of a greedy completion of `prompt`, which `prefill` has evaluated."""
+def _stop_at(text: str, stop: Sequence[str]) -> str | None:
+    """The text before the first stop string in it, or None."""
+    at = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[: min(at)] if at else None
+
+
+def greedy(
+    llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarCheck | None, stop: Sequence[str] = ()
+) -> tuple[str, str, int]:
+    """(text, finish_reason, output tokens) of a greedy completion of `prompt`, which `prefill` has evaluated.
+    It ends before the first of `stop` in the text (the tokens that spelled it are counted, as vLLM counts)."""
     import llama_cpp
 
     tokens = list(prompt)
@@ -123,7 +132,10 @@ def greedy(llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarChe
             finish = "stop"
             break
         completion.append(token)
-        pending = _ends_inside_utf8(llm.detokenize(completion), pending)
+        so_far = llm.detokenize(completion)
+        pending = _ends_inside_utf8(so_far, pending)
+        if stop and (cut := _stop_at(so_far.decode("utf-8", errors="ignore"), stop)) is not None:
+            return cut, "stop", len(completion)
         if pending > 0:
             pending -= 1
         elif len(completion) >= max_tokens:

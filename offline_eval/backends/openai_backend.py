@@ -242,9 +242,19 @@ class OpenAIBackend(Backend):
         }
         if s.temperature > 0:
             body["seed"] = s.seed
+        body.update({k: v for k, v in (("top_k", s.top_k), ("min_p", s.min_p)) if v})
+        if s.stop:
+            body["stop"] = list(s.stop)
         if r.messages is not None:
-            return "/chat/completions", {**body, "messages": r.message_dicts()}
-        return "/completions", {**body, "prompt": r.prompt or ""}
+            chat = {**body, "messages": r.message_dicts()}
+            if r.template_kwargs:  # vLLM's and llama.cpp's servers pass these to the chat template
+                chat["chat_template_kwargs"] = r.template_options()
+            if r.prefill is not None:  # the model's turn, continued (both servers take a last assistant message)
+                chat["messages"].append({"role": "assistant", "content": r.prefill})
+                if self.kind == "vllm":
+                    chat.update(continue_final_message=True, add_generation_prompt=False)
+            return "/chat/completions", chat
+        return "/completions", {**body, "prompt": r.continued(r.prompt or "")}
 
     def constraint_fields(self, c: Constraint | None) -> dict[str, Any]:
         """The request body's fields that carry a constraint, the way this server takes them."""
@@ -281,15 +291,7 @@ class OpenAIBackend(Backend):
         resp = self.client.post(path, body)
         reply = Reply(resp, self.o.base_url, path)
         ch = reply.choice()
-        if "message" in ch:
-            message = ch["message"]
-            if not isinstance(message, dict):
-                raise reply.bad("choices[0].message is not an object", message)
-            text = message.get("content")
-        else:
-            text = ch.get("text")
-        if text is not None and not isinstance(text, str):
-            raise reply.bad("the answer's text is not a string", text)
+        text, reasoning = reply.answer(ch)
         finish = ch.get("finish_reason")
         if finish is not None and not isinstance(finish, str):
             raise reply.bad("choices[0].finish_reason is not a string", finish)
@@ -299,6 +301,8 @@ class OpenAIBackend(Backend):
             prompt_tokens=reply.tokens("prompt_tokens"),
             output_tokens=reply.tokens("completion_tokens"),
             latency_s=round(time.perf_counter() - t0, 6),
+            reasoning=reasoning,
+            reasoning_tokens=reply.reasoning_tokens() if reasoning is not None else 0,
         )
 
     # ---- logprob mode

@@ -45,6 +45,32 @@ class Reply:
             raise self.bad(f"usage.{key} is not a count of tokens", v)
         return int(v)
 
+    def answer(self, ch: dict[str, Any]) -> tuple[str | None, str | None]:
+        """(the answer's text, the thinking a server with a reasoning parser returned apart: vLLM as `reasoning`,
+        before 0.10 `reasoning_content`, llama.cpp as `reasoning_content`; None: none)."""
+        reasoning = None
+        if "message" in ch:
+            message = ch["message"]
+            if not isinstance(message, dict):
+                raise self.bad("choices[0].message is not an object", message)
+            text = message.get("content")
+            reasoning = message.get("reasoning_content", message.get("reasoning"))
+            if reasoning is not None and not isinstance(reasoning, str):
+                raise self.bad("the message's reasoning is not a string", reasoning)
+        else:
+            text = ch.get("text")
+        if text is not None and not isinstance(text, str):
+            raise self.bad("the answer's text is not a string", text)
+        return text, reasoning
+
+    def reasoning_tokens(self) -> int:
+        """usage.completion_tokens_details.reasoning_tokens where the server gives it (0: it does not)."""
+        details = (self.data.get("usage") or {}).get("completion_tokens_details")
+        v = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return 0
+        return v
+
 
 def number(v: Any) -> float:
     """A logprob as the server sent it; NaN where it is not a number (null, a string, a boolean), which the

@@ -130,6 +130,12 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         kw: dict[str, Any] = dict(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens)
         if s.temperature > 0:
             kw["seed"] = s.seed
+        if s.top_k:
+            kw["top_k"] = s.top_k
+        if s.min_p:
+            kw["min_p"] = s.min_p
+        if s.stop:
+            kw["stop"] = list(s.stop)
         if r.constraint is not None:
             kw["structured_outputs"] = _structured(r.constraint)
         kw.update(over)

@@ -10,6 +10,7 @@ from ..backends.registry import get_engine
 from ..backends.spec import LoadSpec, PromptCounter
 from ..fit import fits, place, tokens_needed
 from ..requests import Request
+from ..thinking import planned, settings_of
 from .plan import Load, Plan, PlannedTask
 
 
@@ -45,8 +46,9 @@ def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
         count = _LazyCounter(spec)
         for t in tasks:
             for s in t.settings:
-                name, phase = s.name, s.phase
-                key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name)
+                settings = settings_of(ld.model, ld.variant)
+                name, phase = s.name, planned(s.phase, settings)
+                key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name, repr(settings))
                 if key not in lengths:
                     lengths[key] = count(phase.requests)
                 counted = lengths[key]

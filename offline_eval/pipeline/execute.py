@@ -20,10 +20,11 @@ from ..executors import Executor
 from ..memory import PeakMemory, weights_bytes
 from ..metrics.ranking import has_score
 from ..modelspec import ModelSpec
-from ..results import ItemRecord, Records, RunEntry, RunKey
+from ..results import ItemRecord, Records, RunEntry, RunKey, with_thinking
 from ..runner import PhaseStats, Runner
 from ..store import Store
 from ..summary import Failure, LoadProvenance
+from ..thinking import settings_of, solve
 from ..timings import Timings
 from .plan import Load, PlannedTask
 
@@ -125,14 +126,15 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
         facts = load_facts(spec, run, "candidate", store)
         size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
         runner = stage.runner(engine, store, ld.variant, False if stage.executor.parallel else stage.progress)
+        settings = settings_of(m, ld.variant)
     try:
         for t in tasks:
             for s in t.settings:
                 with PeakMemory() as mem:
-                    results, stats = runner.run(s.phase)
+                    results, stats = solve(runner, s.phase, settings)
                 phase_timings(timings, "engine_load", "phase", run, s.name, stats)
                 with timings.stage("scoring", run=run, setting=s.name):
-                    scored = [t.task.score(it, r, s.options) for it, r in zip(s.items, results)]
+                    scored = [with_thinking(t.task.score(it, r, s.options), r) for it, r in zip(s.items, results)]
                     unit.records[RunKey(run, s.name)] = scored
                     metrics = t.task.run_metrics(scored, s.options)
                 unit.runs.append(

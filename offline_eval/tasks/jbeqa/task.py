@@ -110,6 +110,9 @@ class JBEQARecord(JsonRecord):
     prompt_tokens: int | Unset = UNSET
     output_tokens: int | Unset = UNSET
     logprobs: dict[str, float] | Unset = UNSET  # logprob mode: label -> log-probability
+    reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
+    reasoning_tokens: int | Unset = UNSET
+    reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
 
 
 def parse_answer(text: str) -> int | None:

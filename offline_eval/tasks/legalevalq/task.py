@@ -27,7 +27,7 @@ from ...metrics.bootstrap import (
 )
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
-from ...results import JsonRecord, Records, RunEntry
+from ...results import UNSET, JsonRecord, Records, RunEntry, Unset
 from ..base import Item, Metric, Setting, Task
 from . import annotate
 from . import evaluator as ev
@@ -78,6 +78,9 @@ class LegalEvalQRecord(JsonRecord):
     skipped: bool = False
     prompt_tokens: int = 0
     output_tokens: int = 0
+    reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
+    reasoning_tokens: int | Unset = UNSET
+    reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
 
 
 class LegalEvalQTask(Task[LegalEvalQRecord]):

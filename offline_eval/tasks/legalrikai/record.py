@@ -25,6 +25,9 @@ class LegalRikaiRecord(JsonRecord):
     judges: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge run -> its verdict (judges.judge_entry)
     scores: dict[str, float] = field(default_factory=dict)  # criterion -> mean over the judges, in [0, 1]
     revised: str | Unset = UNSET  # StatRev: the input contract with the output's articles merged back
+    reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
+    reasoning_tokens: int | Unset = UNSET
+    reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
 
     @property
     def skipped(self) -> bool:

@@ -1,0 +1,222 @@
+"""A model's own settings applied to every task's requests: its sampling, and for a reasoning model, thinking
+before the answer (budget forcing), on any engine.
+
+Phase 1 thinks: the prompt, the opening delimiter, then free generation stopped at the closing delimiter or at
+`budget` tokens. Phase 2 answers: the prompt, the opening delimiter, the thinking and the closing delimiter (forced
+where the budget ended the thinking), then the task's own request: its constraint, its method, its answer length.
+Both phases go through the runner, so both are stored, and a killed sweep resumes with what is missing; phase 2's
+request holds the thinking, so its key is phase 1's output. Only the answer reaches the task: only it is parsed.
+
+A served model (an engine that reaches a server) thinks on the server, whose reasoning parser returns the thinking
+apart from the answer; where it does not, a thinking block at the start of the answer is split off the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from .backends.registry import get_engine
+from .modelspec import ModelSpec, ReasoningSpec, SamplingSpec
+from .requests import Phase, Request, Result
+from .runner import PhaseStats, Runner
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """One run's thinking: one budget, the delimiters, the template's keywords; `served`: the server thinks."""
+
+    budget: int
+    open: str
+    close: str
+    template_kwargs: tuple[tuple[str, object], ...] = ()
+    served: bool = False
+
+    @property
+    def stop(self) -> str:
+        return self.close.strip() or self.close
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What a model's config changes in every request of every task it runs."""
+
+    sampling: SamplingSpec | None = None
+    reasoning: ReasoningSpec | None = None
+    seed: int = 0
+    served: bool = False
+
+    @property
+    def thinking(self) -> Thinking | None:
+        r = self.reasoning
+        if r is None or not r.think:
+            return None
+        return Thinking(r.budgets()[0], r.open, r.close, tuple(sorted(r.template_kwargs.items())), self.served)
+
+    def request(self, r: Request) -> Request:
+        """The task's request with the model's sampling and chat-template keywords."""
+        s = self.sampling
+        if s is not None:
+            r = replace(
+                r,
+                sampling=replace(
+                    r.sampling,
+                    temperature=s.temperature,
+                    top_p=s.top_p,
+                    top_k=s.top_k,
+                    min_p=s.min_p,
+                    seed=s.seed if s.seed is not None else self.seed,
+                ),
+            )
+        if self.reasoning is not None and self.reasoning.template_kwargs:
+            r = replace(r, template_kwargs=tuple(sorted(self.reasoning.template_kwargs.items())))
+        return r
+
+
+def settings_of(m: ModelSpec, variant: str) -> ModelSettings:
+    return ModelSettings(m.sampling_of(variant), m.reasoning_of(variant), m.seed, get_engine(m.backend).remote)
+
+
+def solve(runner: Runner, phase: Phase, settings: ModelSettings) -> tuple[list[Result], PhaseStats]:
+    """The phase's results under the model's settings: one phase, or think-then-answer for a reasoning model."""
+    if settings.sampling is None and settings.reasoning is None:
+        return runner.run(phase)  # every request exactly as the task made it: the keys of before
+    phase = _mapped(phase, settings.request)
+    t = settings.thinking
+    if t is None:
+        results, stats = runner.run(phase)
+        if settings.reasoning is not None:  # a no-thinking template may still write an (empty) block
+            results = [split_block(r, settings.reasoning.open, settings.reasoning.close) for r in results]
+        return results, count_thinking(stats, results)
+    if t.served:
+        results, stats = runner.run(_mapped(phase, lambda r: _served(r, t)))
+        results = [split_block(r, t.open, t.close) for r in results]
+        return results, count_thinking(stats, results)
+    return _two_phases(runner, phase, t)
+
+
+def planned(phase: Phase, settings: ModelSettings) -> Phase:
+    """The phase whose requests must fit the context first: the thinking phase of a reasoning model (its prompt,
+    budget and answer), else the phase as it runs. The runner and `sweep --dry-run` check the same."""
+    if settings.sampling is None and settings.reasoning is None:
+        return phase
+    phase = _mapped(phase, settings.request)
+    t = settings.thinking
+    if t is None:
+        return phase
+    if t.served:
+        return _mapped(phase, lambda r: _served(r, t))
+    return _thinking_phase(phase, t)
+
+
+def _thinking_phase(phase: Phase, t: Thinking) -> Phase:
+    answer_tokens = max((r.sampling.max_tokens for r in phase.requests), default=0) if phase.method == "generate" else 1
+    think = _mapped(phase, lambda r: _think(r, t, answer_tokens))
+    return replace(think, name=f"{phase.name} (thinking)", method="generate", choices=None)
+
+
+def _two_phases(runner: Runner, phase: Phase, t: Thinking) -> tuple[list[Result], PhaseStats]:
+    thoughts, s1 = runner.run(_thinking_phase(phase, t))
+    answers: list[Request] = []
+    for i, (r, th) in enumerate(zip(phase.requests, thoughts)):
+        fb = phase.fallbacks[i] if th.focused and phase.fallbacks else None
+        base = fb if fb is not None else r
+        answers.append(replace(base, prefill=(base.prefill or "") + t.open + th.text + t.close))
+    # An item whose thinking did not fit has no answer phase; one whose answer no longer fits overflows.
+    todo = [i for i, th in enumerate(thoughts) if th.finish_reason != "overflow"]
+    answer = Phase(
+        name=phase.name,
+        requests=[answers[i] for i in todo],
+        item_ids=[phase.item_ids[i] for i in todo],
+        method=phase.method,
+        choices=phase.choices,
+        overflow="fail" if phase.overflow == "fail" else "skip",
+    )
+    said, s2 = runner.run(answer) if todo else ([], PhaseStats())
+    got = dict(zip(todo, said))
+    results = []
+    for i, th in enumerate(thoughts):
+        if i not in got:
+            results.append(th)
+            continue
+        a = got[i]
+        results.append(
+            replace(
+                a,
+                reasoning=th.text,
+                reasoning_tokens=th.output_tokens,
+                reasoning_cut=th.finish_reason == "length",
+                latency_s=round(th.latency_s + a.latency_s, 6),
+                focused=th.focused,
+            )
+        )
+    return results, count_thinking(merged(s1, s2, len(phase.requests)), results)
+
+
+def _think(r: Request, t: Thinking, answer_tokens: int) -> Request:
+    return replace(
+        r,
+        prefill=(r.prefill or "") + t.open,
+        constraint=None,
+        sampling=replace(r.sampling, max_tokens=t.budget, stop=(t.stop,)),
+        reserve=answer_tokens + len(t.close),  # the answer, and the closing delimiter (no longer than its bytes)
+    )
+
+
+def _served(r: Request, t: Thinking) -> Request:
+    """A served model thinks and answers in one request: its length covers both."""
+    return replace(r, sampling=replace(r.sampling, max_tokens=r.sampling.max_tokens + t.budget))
+
+
+def _mapped(phase: Phase, fn: Callable[[Request], Request]) -> Phase:
+    return replace(
+        phase,
+        requests=[fn(r) for r in phase.requests],
+        fallbacks=[fn(r) if r is not None else None for r in phase.fallbacks] if phase.fallbacks else None,
+    )
+
+
+def split_block(r: Result, open_: str, close: str) -> Result:
+    """A result whose text starts with a thinking block (a server without a reasoning parser, a template that
+    writes an empty one), as thinking and answer. A block that never closed is all thinking, cut, with no answer:
+    it is never parsed as an answer."""
+    if r.reasoning is not None:
+        return r
+    text = r.text.lstrip()
+    if not text.startswith(open_.strip()):
+        return r
+    body = text[len(open_.strip()) :]
+    end = body.find(close.strip())
+    if end < 0:
+        return replace(r, text="", reasoning=body, reasoning_cut=True, finish_reason="length")
+    return replace(r, text=body[end + len(close.strip()) :].lstrip(), reasoning=body[:end])
+
+
+def count_thinking(stats: PhaseStats, results: list[Result]) -> PhaseStats:
+    thought = [r for r in results if r.reasoning is not None]
+    stats.n_thought = len(thought)
+    stats.thinking_tokens = sum(r.reasoning_tokens for r in thought)
+    stats.n_thinking_cut = sum(1 for r in thought if r.reasoning_cut)
+    return stats
+
+
+def merged(a: PhaseStats, b: PhaseStats, n_items: int) -> PhaseStats:
+    """Two phases' work as one setting's: requests and tokens of both, the items counted once."""
+
+    def add(x: int | None, y: int | None) -> int | None:
+        return None if x is None and y is None else (x or 0) + (y or 0)
+
+    return PhaseStats(
+        n_requests=n_items,
+        n_cached=a.n_cached + b.n_cached,
+        n_generated=a.n_generated + b.n_generated,
+        n_overflow=a.n_overflow + b.n_overflow,
+        n_violations=b.n_violations,
+        wall_s=a.wall_s + b.wall_s,
+        load_s=a.load_s + b.load_s,
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        engine_calls=a.engine_calls + b.engine_calls,
+        prompt_submitted=add(a.prompt_submitted, b.prompt_submitted),
+        prompt_computed=add(a.prompt_computed, b.prompt_computed),
+    )
