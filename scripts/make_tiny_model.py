@@ -5,6 +5,8 @@
 
 OUT/hf/                       HF folder: config, bf16 safetensors, SentencePiece tokenizer, chat template
 OUT/gguf/tiny-{f16,q8_0,q4_0}.gguf   the same weights for llama.cpp
+OUT/think/hf, OUT/think/gguf/tiny-think-{f32,f16}.gguf   a tiny reasoning model: <think> and </think> are added
+                              tokens and its chat template honours enable_thinking as Qwen3's does
 
 The tokenizer is a SentencePiece unigram model (byte fallback, so any input encodes) trained on the text
 under data/. Weights are random: the plumbing is what the tests exercise, not the answers.
@@ -27,6 +29,14 @@ ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+THINK_TOKENS = ["<think>", "</think>"]
+# Qwen3's generation prompt: with enable_thinking false the template writes an empty thinking block itself.
+THINK_TEMPLATE = CHAT_TEMPLATE.replace(
+    "<|assistant|>\n{% endif %}",
+    "<|assistant|>\n{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% endif %}{% endif %}",
 )
 
 
@@ -57,7 +67,7 @@ def corpus_lines(data_dir: Path) -> list[str]:
     return lines
 
 
-def train_tokenizer(lines: list[str], out: Path) -> Path:
+def train_tokenizer(lines: list[str], out: Path, symbols: list[str] = ROLE_TOKENS) -> Path:
     import io
 
     import sentencepiece as spm
@@ -80,7 +90,7 @@ def train_tokenizer(lines: list[str], out: Path) -> Path:
         bos_id=1,
         eos_id=2,
         pad_id=3,
-        user_defined_symbols=ROLE_TOKENS,
+        user_defined_symbols=symbols,
         minloglevel=2,
         seed_sentencepiece_size=100000,
         shuffle_input_sentence=False,
@@ -90,7 +100,7 @@ def train_tokenizer(lines: list[str], out: Path) -> Path:
     return path
 
 
-def build_hf(out: Path, sp_model: Path) -> dict[str, np.ndarray]:
+def build_hf(out: Path, sp_model: Path, template: str = CHAT_TEMPLATE) -> dict[str, np.ndarray]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
 
@@ -99,7 +109,7 @@ def build_hf(out: Path, sp_model: Path) -> dict[str, np.ndarray]:
     (tok_dir / "tokenizer.model").write_bytes(sp_model.read_bytes())
     tok = LlamaTokenizer.from_pretrained(str(tok_dir), legacy=False, add_prefix_space=False)
     tok.pad_token = "<pad>"
-    tok.chat_template = CHAT_TEMPLATE
+    tok.chat_template = template
     hf = out / "hf"
     tok.save_pretrained(str(hf))
     (hf / "tokenizer.model").write_bytes(sp_model.read_bytes())
@@ -158,7 +168,14 @@ def gguf_tensors(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return t
 
 
-def write_gguf(path: Path, tensors: dict[str, np.ndarray], sp_model: Path, qtype: str) -> None:
+def write_gguf(
+    path: Path,
+    tensors: dict[str, np.ndarray],
+    sp_model: Path,
+    qtype: str,
+    symbols: list[str] = ROLE_TOKENS,
+    template: str = CHAT_TEMPLATE,
+) -> None:
     import gguf
     import sentencepiece as spm
 
@@ -174,18 +191,20 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray], sp_model: Path, qtype
             types.append(gguf.TokenType.CONTROL)
         elif sp.is_byte(i):
             types.append(gguf.TokenType.BYTE)
-        elif piece in ROLE_TOKENS:
+        elif piece in symbols:
             types.append(gguf.TokenType.USER_DEFINED)
         elif sp.is_unused(i):
             types.append(gguf.TokenType.UNUSED)
         else:
             types.append(gguf.TokenType.NORMAL)
     ftype = {
+        "f32": gguf.LlamaFileType.ALL_F32,
         "f16": gguf.LlamaFileType.MOSTLY_F16,
         "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
         "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
     }[qtype]
     qt = {
+        "f32": gguf.GGMLQuantizationType.F32,
         "f16": gguf.GGMLQuantizationType.F16,
         "q8_0": gguf.GGMLQuantizationType.Q8_0,
         "q4_0": gguf.GGMLQuantizationType.Q4_0,
@@ -216,10 +235,10 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray], sp_model: Path, qtype
     w.add_add_bos_token(False)
     w.add_add_eos_token(False)
     w.add_add_space_prefix(False)  # as the HF tokenizer (legacy=False, no dummy prefix)
-    w.add_chat_template(CHAT_TEMPLATE)
+    w.add_chat_template(template)
     for name, arr in tensors.items():
         arr = np.ascontiguousarray(arr, dtype=np.float32)
-        if arr.ndim == 1:
+        if arr.ndim == 1 or qt == gguf.GGMLQuantizationType.F32:
             w.add_tensor(name, arr)
         elif qt == gguf.GGMLQuantizationType.F16:
             w.add_tensor(name, arr.astype(np.float16))
@@ -244,8 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     tensors = gguf_tensors(sd)
     for q in ("f16", "q8_0", "q4_0"):
         write_gguf(args.out / "gguf" / f"tiny-{q}.gguf", tensors, sp_model, q)
-    for f in ("tokenizer.model", "tokenizer.vocab"):
-        (args.out / f).unlink(missing_ok=True)
+    think = args.out / "think"
+    (think / "gguf").mkdir(parents=True, exist_ok=True)
+    sp_think = train_tokenizer(corpus_lines(args.data), think, ROLE_TOKENS + THINK_TOKENS)
+    think_tensors = gguf_tensors(build_hf(think, sp_think, THINK_TEMPLATE))
+    for q in ("f32", "f16"):
+        write_gguf(think / "gguf" / f"tiny-think-{q}.gguf", think_tensors, sp_think, q, ROLE_TOKENS + THINK_TOKENS,
+                   THINK_TEMPLATE)  # fmt: skip
+    for folder in (args.out, think):
+        for f in ("tokenizer.model", "tokenizer.vocab"):
+            (folder / f).unlink(missing_ok=True)
     print(f"tiny model written to {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 

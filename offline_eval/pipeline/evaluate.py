@@ -14,6 +14,7 @@ from ..modelspec import ModelSpec
 from ..requests import Phase, Result
 from ..results import ItemRecord, Records, RunEntry
 from ..summary import Failure, LoadProvenance
+from ..thinking import settings_of, solve
 from .execute import Stage, failure, load_facts, phase_timings, rate
 from .plan import PlannedTask
 
@@ -77,10 +78,11 @@ def _evaluate(stage: Stage, ev: ModelSpec, users: list[_Staged], failures: list[
         engine = stage.engine(ev, spec, run, stage.store)
         facts = load_facts(spec, run, "evaluator", stage.store)
         runner = stage.runner(engine, stage.store, f"evaluator:{variant}", stage.progress)
+        settings = settings_of(ev, variant)
     try:
         for x in users:
             with PeakMemory() as mem:
-                res, stats = runner.run(x.phase)
+                res, stats = solve(runner, x.phase, settings)  # a reasoning judge thinks, then answers
             phase_timings(timings, "evaluator_load", "evaluation", run, x.phase.name, stats)
             log(f"[{run}] {x.phase.name}: {rate(stats)}")
             x.results[run] = res

@@ -26,7 +26,7 @@ def browser_data(
     folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | None = None
 ) -> dict[str, Any] | None:
     """{"runs", "settings", "texts", "rows": [[id, setting index, group, gold, {run index: [output, parsed,
-    correct, extra(, focused, diffs)]}, prompts]]} from the results files of the summary's runs (None: no records);
+    correct, extra(, focused, diffs(, [thinking, its tokens, cut])))]}, prompts]]} from the results files of the summary's runs (None: no records);
     prompts ([prompt, focused prompt or null], lines indexing "texts") and diffs come from the sweep's
     `inputs`, null and absent without them."""
     entries = summary.get("runs") or []
@@ -55,8 +55,11 @@ def browser_data(
                 {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None},
             ]
             diffs = inputs.diffs.get(RunKey(r["run"], r["setting"]), {}).get(item_id) if inputs else None
-            if v.get("focused") or diffs:
+            thinking = getattr(rec, "reasoning", None)
+            if v.get("focused") or diffs or isinstance(thinking, str):
                 answer += [int(bool(v.get("focused"))), diffs or {}]
+            if isinstance(thinking, str):  # shown collapsed above the answer
+                answer.append([_text(thinking), rec.reasoning_tokens, int(rec.reasoning_cut is True)])  # type: ignore[attr-defined]
             row[4][ri] = answer
     if not rows:
         return None
@@ -213,6 +216,12 @@ _JS = """
       td.style.verticalAlign = 'top';
       add(D.runs[i] + ((D.weights || [])[i] ? ' (' + D.weights[i] + ')' : ''),
           a[2] === 1 ? 'correct' : a[2] === 0 ? 'incorrect' : '');
+      if (a[6]) {
+        var th = document.createElement('details'), sm = document.createElement('summary');
+        sm.textContent = 'thinking (' + a[6][1] + ' tokens' + (a[6][2] ? ', cut by the budget' : '') + ')';
+        var tp = document.createElement('pre'); tp.textContent = a[6][0]; tp.style.whiteSpace = 'pre-wrap';
+        th.appendChild(sm); th.appendChild(tp); td.appendChild(th);
+      }
       add('raw output', a[0]);
       add('parsed', a[1]);
       add('gold', r[3]);

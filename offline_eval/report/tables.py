@@ -13,8 +13,11 @@ from ..tasks.base import Task
 
 def throughput(runs: list[dict[str, Any]]) -> Table:
     rows = []
+    thought = any("reasoning" in r["throughput"] for r in runs)  # the thinking columns only where a model thought
     for r in runs:
         t = r["throughput"]
+        think = t.get("reasoning") or {}
+        extra = [fmt(think.get("thinking_tokens_per_item"), 1), fmt(think.get("cut_by_budget"))] if thought else []
         rows.append(
             [
                 r["run"],
@@ -29,6 +32,7 @@ def throughput(runs: list[dict[str, Any]]) -> Table:
                 fmt(t.get("output_tokens")),
                 fmt(t.get("generated")),
                 fmt(t.get("cached")),
+                *extra,
             ]
         )
     return Table(
@@ -46,11 +50,18 @@ def throughput(runs: list[dict[str, Any]]) -> Table:
             "output tokens",
             "generated",
             "from store",
+            *(["thinking tokens/item", "thinking cut by budget"] if thought else []),
         ],
         rows,
         "Peak memory is the resident memory of offline-eval and its engine processes (CPU RAM; GPU memory "
         "is not included). Items served from the store cost no engine time; a re-run's items/s counts "
-        "them too.",
+        "them too."
+        + (
+            " A thinking block the budget cut was closed for the model and its answer scored as given; the count "
+            "says how many."
+            if thought
+            else ""
+        ),
     )
 
 
