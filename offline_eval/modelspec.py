@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -137,7 +137,9 @@ class ModelSpec(Strict):
         "engine's own estimate",
     )
     reasoning: ReasoningSpec | None = None
-    sampling: SamplingSpec | None = None
+    sampling: SamplingSpec | Literal["model"] | None = Field(
+        None, description="absent: greedy; model: the model's own recommended settings (generation_config.json, GGUF)"
+    )
     reference: str | None = Field(
         None,
         description="the run every other run of this model is tested against for "
@@ -163,11 +165,12 @@ class ModelSpec(Strict):
         base = self.reasoning.model_dump() if self.reasoning else {}
         return _block(ReasoningSpec, {**base, **over}, f"variants.{variant}.reasoning")
 
-    def sampling_of(self, variant: str) -> SamplingSpec | None:
+    def sampling_of(self, variant: str) -> SamplingSpec | Literal["model"] | None:
+        """The variant's sampling ('model': read from its weights' files when it runs)."""
         over = self.variants[variant].sampling
         if over is None:
             return self.sampling
-        base = self.sampling.model_dump(exclude_unset=True) if self.sampling else {}
+        base = self.sampling.model_dump(exclude_unset=True) if isinstance(self.sampling, SamplingSpec) else {}
         return _block(SamplingSpec, {**base, **over}, f"variants.{variant}.sampling")
 
     def reference_run(self) -> tuple[str, int]:

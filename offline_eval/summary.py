@@ -127,6 +127,7 @@ class LoadProvenance(_Model):
     chat_template_sha256: str | None  # None where the prompt format is plain
     prompt_format: str  # chat | plain | server (a served model applies its own template)
     unknown: dict[str, str] = Field(default_factory=dict)
+    decoding: dict[str, Any] | None = None  # the model's sampling and thinking settings, where it has any
 
 
 class SettingProvenance(_Model):

@@ -13,10 +13,15 @@ apart from the answer; where it does not, a thinking block at the start of the a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
+from .backends.chat import gguf_metadata
 from .backends.registry import get_engine
+from .errors import InputError
 from .modelspec import ModelSpec, ReasoningSpec, SamplingSpec
 from .requests import Phase, Request, Result
 from .runner import PhaseStats, Runner
@@ -53,6 +58,15 @@ class ModelSettings:
             return None
         return Thinking(r.budgets()[0], r.open, r.close, tuple(sorted(r.template_kwargs.items())), self.served)
 
+    def describe(self) -> dict[str, Any] | None:
+        """What the summary records of how the model decoded (None: greedy, no thinking, as every task asks)."""
+        if self.sampling is None and self.reasoning is None:
+            return None
+        return {
+            "sampling": self.sampling.model_dump() if self.sampling else None,
+            "reasoning": self.reasoning.model_dump() if self.reasoning else None,
+        }
+
     def request(self, r: Request) -> Request:
         """The task's request with the model's sampling and chat-template keywords."""
         s = self.sampling
@@ -74,7 +88,40 @@ class ModelSettings:
 
 
 def settings_of(m: ModelSpec, variant: str) -> ModelSettings:
-    return ModelSettings(m.sampling_of(variant), m.reasoning_of(variant), m.seed, get_engine(m.backend).remote)
+    sampling = m.sampling_of(variant)
+    if sampling == "model":
+        sampling = recommended(m.variants[variant].file or m.path)
+    return ModelSettings(sampling, m.reasoning_of(variant), m.seed, get_engine(m.backend).remote)
+
+
+_GGUF_SAMPLING = {"temperature": "general.sampling.temp", "top_p": "general.sampling.top_p",
+                  "top_k": "general.sampling.top_k", "min_p": "general.sampling.min_p"}  # fmt: skip
+
+
+def recommended(path: str) -> SamplingSpec:
+    """`sampling: model`: the settings the model's makers recommend, from an HF folder's generation_config.json
+    (greedy where do_sample is false) or a GGUF's general.sampling.* keys; greedy where the files say nothing."""
+    if not path:
+        raise InputError("sampling: model reads the model's own files; a served model has none here", field="sampling")
+    p = Path(path)
+    if p.is_dir():
+        f = p / "generation_config.json"
+        try:
+            cfg = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+        except (OSError, ValueError) as e:
+            raise InputError(f"{f}: unreadable ({e})", field="sampling") from None
+        if not cfg.get("do_sample"):
+            return SamplingSpec()
+        found = {k: cfg[k] for k in ("temperature", "top_p", "top_k", "min_p") if cfg.get(k) is not None}
+    else:
+        meta = gguf_metadata(path, set(_GGUF_SAMPLING.values()))
+        found = {k: meta[key] for k, key in _GGUF_SAMPLING.items() if key in meta}
+    try:
+        return SamplingSpec.model_validate(found)
+    except ValueError as e:
+        raise InputError(
+            f"{path}: the model's recommended sampling {found} is not usable ({e})", field="sampling"
+        ) from None
 
 
 def solve(runner: Runner, phase: Phase, settings: ModelSettings) -> tuple[list[Result], PhaseStats]:

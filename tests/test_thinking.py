@@ -218,3 +218,48 @@ def test_a_reasoning_judge_thinks_then_answers_under_its_json_schema(tmp_path: P
     answers = [q for q, _ in rows if (q.get("prefill") or "").endswith("</think>")]
     assert thinking and set(thinking) == {"基準を読む。"} and len(answers) == len(thinking)
     assert all(q["constraint"] is not None for q in answers)  # the judge's schema applies after the thinking
+
+
+def test_sampling_model_takes_the_makers_settings_and_the_summary_says_which(tmp_path: Path) -> None:
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "generation_config.json").write_text(
+        json.dumps({"do_sample": True, "temperature": 0.6, "top_p": 0.95, "top_k": 20}), encoding="utf-8"
+    )
+    config = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "m", "backend": "fake", "path": str(folder), "sampling": "model", "seed": 5}],
+        "tasks": {"jbeqa": {"data": str(DATA), "limit": 2}},
+    }
+    summary = offline_eval.sweep(config, progress=False, log=lambda _: None)
+    (load,) = summary.provenance.loads
+    assert load.decoding == {
+        "sampling": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "seed": None},
+        "reasoning": None,
+    }
+    with sqlite3.connect(tmp_path / "out" / "store.sqlite") as db:
+        (s,) = {
+            json.dumps(json.loads(r)["sampling"], sort_keys=True) for (r,) in db.execute("SELECT request FROM outputs")
+        }
+    assert json.loads(s) == {"max_tokens": 4, "seed": 5, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
+    (folder / "generation_config.json").write_text(json.dumps({"do_sample": False, "temperature": 0.6}))
+    from offline_eval.thinking import recommended
+
+    assert recommended(str(folder)).temperature == 0.0  # greedy where the makers say not to sample
+
+
+def test_sampling_model_reads_a_gguf_s_general_sampling_keys(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    from offline_eval.thinking import recommended
+
+    path = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_float32("general.sampling.temp", 0.7)
+    w.add_float32("general.sampling.top_p", 0.8)
+    w.add_int32("general.sampling.top_k", 40)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    got = recommended(str(path))
+    assert (round(got.temperature, 6), round(got.top_p, 6), got.top_k, got.min_p) == (0.7, 0.8, 40, 0.0)

@@ -307,11 +307,21 @@ _GGUF_SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 1
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 
 
+_GGUF_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
 def gguf_chat_template(path: str, key: str = "tokenizer.chat_template") -> str | None:
     """A GGUF's chat template from its header, read without loading the model."""
+    value = gguf_metadata(path, {key}).get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def gguf_metadata(path: str, keys: set[str]) -> dict[str, Any]:
+    """The GGUF header's values of `keys` that are strings or numbers, read without loading the model."""
+    found: dict[str, Any] = {}
     with open(path, "rb") as f:
         if f.read(4) != b"GGUF":
-            return None
+            return found
         _version, _, n_kv = struct.unpack("<IQQ", f.read(20))
 
         def u64() -> int:
@@ -333,7 +343,12 @@ def gguf_chat_template(path: str, key: str = "tokenizer.chat_template") -> str |
         for _ in range(n_kv):
             name = f.read(u64()).decode("utf-8", errors="replace")
             vtype = struct.unpack("<I", f.read(4))[0]
-            if name == key and vtype == _GGUF_STRING:
-                return f.read(u64()).decode("utf-8") or None
-            skip(vtype)
-    return None
+            if name in keys and vtype == _GGUF_STRING:
+                found[name] = f.read(u64()).decode("utf-8")
+            elif name in keys and vtype in _GGUF_FORMATS:
+                found[name] = struct.unpack(_GGUF_FORMATS[vtype], f.read(_GGUF_SCALARS[vtype]))[0]
+            else:
+                skip(vtype)
+            if len(found) == len(keys):
+                break
+    return found

@@ -127,6 +127,8 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
         size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
         runner = stage.runner(engine, store, ld.variant, False if stage.executor.parallel else stage.progress)
         settings = settings_of(m, ld.variant)
+        if (decoding := settings.describe()) is not None:
+            facts.decoding = decoding
     try:
         for t in tasks:
             for s in t.settings:
