@@ -227,8 +227,8 @@ def split_block(r: Result, open_: str, close: str) -> Result:
     """A result whose text starts with a thinking block (a server without a reasoning parser, a template that
     writes an empty one), as thinking and answer. A block that never closed is all thinking, cut, with no answer:
     it is never parsed as an answer."""
-    if r.reasoning is not None:
-        return r
+    if r.reasoning is not None:  # a server's reasoning parser split it: cut where the length ran out inside it
+        return replace(r, reasoning_cut=True) if r.finish_reason == "length" and not r.text.strip() else r
     text = r.text.lstrip()
     if not text.startswith(open_.strip()):
         return r

@@ -82,3 +82,35 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     assert [row[0] for row in leaderboard_matrix("jbeqa", runs, summary).rows] == ["b.x", "a.x", "c.x"]
     table = leaderboard("jbeqa", JBEQATask.metrics, "", runs, summary)
     assert [(row[0], row[1]) for row in table.rows] == [("1", "b.x"), ("2", "a.x"), ("–", "c.x")]
+
+
+def _thinking_summary(q4_64: str) -> dict:  # type: ignore[type-arg]
+    def run(variant: str, tokens: float) -> dict:  # type: ignore[type-arg]
+        return {"run": f"m.v.{variant}.ctx4096", "variant": variant, "model": "m", "setting": "s",
+                "metrics": {}, "throughput": {"reasoning": {"thinking_tokens_per_item": tokens}}}  # fmt: skip
+
+    runs = [run("bf16.think16", 16.0), run("bf16.think64", 63.5), run("q4.think16", 16.0), run("q4.think64", 64.0)]
+    verdicts = {"bf16.think16": "non-inferior", "q4.think16": "inconclusive", "q4.think64": q4_64}
+    return {
+        "runs": runs,
+        "noninferiority": [
+            {
+                "model": "m",
+                "reference": "m.v.bf16.think64.ctx4096",
+                "comparisons": [{"run": f"m.v.{v}.ctx4096", "verdict": w} for v, w in verdicts.items()],
+            }
+        ],
+    }
+
+
+def test_the_first_screen_says_how_much_more_thinking_a_variant_needs_to_match_the_reference():
+    from offline_eval.report.glance import thinking_lines
+
+    assert thinking_lines(_thinking_summary("non-inferior")) == [
+        "Thinking: m q4 needs 4.0x the thinking tokens of bf16 to match m.v.bf16.think64.ctx4096 (64 against 16 "
+        "per item)."
+    ]
+    assert thinking_lines(_thinking_summary("inferior")) == [
+        "Thinking: m q4 matches m.v.bf16.think64.ctx4096 at no budget tried (up to 64 thinking tokens per item)."
+    ]
+    assert thinking_lines({"runs": [], "noninferiority": []}) == []

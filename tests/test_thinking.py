@@ -105,6 +105,8 @@ def test_a_served_reply_s_reasoning_in_both_servers_forms_and_think_tags_in_cont
     unclosed = split_block(Result(text="<think>考え続ける"), "<think>", "</think>")
     assert (unclosed.text, unclosed.finish_reason, unclosed.reasoning_cut) == ("", "length", True)
     assert split_block(Result(text="1"), "<think>", "</think>").reasoning is None
+    ran_out = split_block(Result(text="", finish_reason="length", reasoning="考え"), "<think>", "</think>")
+    assert ran_out.reasoning_cut is True  # the server's length ended the thinking: no answer, counted as cut
 
 
 def _phase(n: int) -> Phase:
@@ -158,6 +160,8 @@ def test_a_list_of_budgets_is_one_run_each_and_the_largest_full_precision_one_is
     tokens = {e.run: e.throughput["reasoning"]["thinking_tokens_per_item"] for e in summary.runs}
     assert tokens == {"m.fake.bf16.think9.ctx4096": 9, "m.fake.bf16.think30.ctx4096": 30, "m.fake.q4.ctx4096": 6}
     assert [v.reference for v in summary.noninferiority] == ["m.fake.bf16.think30.ctx4096"]
+    assert (tmp_path / "out" / "plots" / "thinking_jbeqa.png").is_file()  # score against thinking tokens
+    assert "score against thinking tokens" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
 
 
 def test_the_model_s_sampling_reaches_every_request_and_its_key(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..metrics.ranking import has_score
@@ -51,6 +52,7 @@ def glance(summary: dict[str, Any]) -> list[str]:
             f"Against each model's reference run: {counts} ({len(comps)} run x setting comparisons; "
             f"verdict tables below)."
         )
+    lines += thinking_lines(summary)
     same = summary.get("consistency") or []
     if same:
         shares = [c["identical"] for c in same if c.get("identical") is not None]
@@ -67,4 +69,54 @@ def glance(summary: dict[str, Any]) -> list[str]:
     fails = summary.get("failures") or []
     if fails:
         lines.append(f"{len(fails)} run(s) failed: see 'Failed runs' at the end.")
+    return lines
+
+
+def _base(variant: str) -> str:
+    return re.sub(r"\.think\d+$", "", variant)
+
+
+def thinking_lines(summary: dict[str, Any]) -> list[str]:
+    """Per model that thought at several budgets: the fewest thinking tokens at which each variant matches the
+    reference (non-inferior on every setting), as a multiple of what the reference's own variant needs."""
+    runs = summary.get("runs") or []
+    tokens: dict[str, list[float]] = {}
+    variant_of: dict[str, str] = {}
+    for r in runs:
+        if t := (r.get("throughput") or {}).get("reasoning"):
+            tokens.setdefault(r["run"], []).append(float(t["thinking_tokens_per_item"]))
+            variant_of[r["run"]] = r["variant"]
+    lines = []
+    for m in summary.get("noninferiority") or []:
+        ref = m["reference"]
+        if ref not in tokens:
+            continue
+        verdicts: dict[str, list[str]] = {}
+        for c in m.get("comparisons") or []:
+            verdicts.setdefault(c["run"], []).append(c.get("verdict"))
+        matching = {run for run, vs in verdicts.items() if vs and all(v == "non-inferior" for v in vs)} | {ref}
+        cost = {run: sum(ts) / len(ts) for run, ts in tokens.items() if run in matching or run in verdicts}
+        need: dict[str, float] = {}
+        tried: dict[str, float] = {}
+        for run, c in cost.items():
+            base = _base(variant_of[run])
+            tried[base] = max(tried.get(base, 0.0), c)
+            if run in matching:
+                need[base] = min(need.get(base, c), c)
+        own = _base(variant_of[ref])
+        if len(tried) < 2 or own not in need:
+            continue
+        for base in sorted(tried):
+            if base == own:
+                continue
+            if base not in need:
+                lines.append(
+                    f"Thinking: {m['model']} {base} matches {ref} at no budget tried (up to {tried[base]:.0f} "
+                    f"thinking tokens per item)."
+                )
+            elif need[own] > 0:
+                lines.append(
+                    f"Thinking: {m['model']} {base} needs {need[base] / need[own]:.1f}x the thinking tokens of "
+                    f"{own} to match {ref} ({need[base]:.0f} against {need[own]:.0f} per item)."
+                )
     return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 from ..figures import Plot, fig_module, pareto_front, primary_score, safe_name, save
@@ -178,12 +179,57 @@ def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
     return out
 
 
+def thinking_curves(runs: list[dict[str, Any]]) -> list[Plot]:
+    """Per task: each reasoning run's primary metric (mean over the task's settings) against its thinking tokens
+    per item, a line per model variant through its budgets, and the Pareto front (fewer tokens, higher score)."""
+    from .tables import task_class
+
+    plt = fig_module()
+    out = []
+    for task in sorted({r["task"] for r in runs}):
+        group = [r for r in runs if r["task"] == task and (r.get("throughput") or {}).get("reasoning")]
+        settings = {r["setting"] for r in runs if r["task"] == task}
+        lines: dict[str, list[tuple[float, float]]] = {}
+        for run in sorted({r["run"] for r in group}):
+            mine = [r for r in group if r["run"] == run]
+            scores = [s for r in mine if (s := primary_score(r)) is not None]
+            if len(scores) != len(settings):
+                continue
+            tokens = sum(r["throughput"]["reasoning"]["thinking_tokens_per_item"] for r in mine) / len(mine)
+            label = f"{mine[0]['model']} {re.sub(r'[.]think[0-9]+$', '', mine[0]['variant'])}"
+            lines.setdefault(label, []).append((tokens, sum(scores) / len(scores)))
+        pts = [p for ps in lines.values() for p in ps]
+        if len(pts) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        for label, ps in sorted(lines.items()):
+            ps.sort()
+            ax.plot([p[0] for p in ps], [p[1] for p in ps], marker="o", label=label)
+        front = pareto_front(pts)
+        ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label="Pareto front")
+        ax.set_xlabel("thinking tokens per item (mean)")
+        ax.set_ylabel(f"{task_class(task).primary_metric}, mean over settings")
+        ax.set_title(f"{task}: score against thinking", fontsize=9)
+        ax.legend(fontsize=6)
+        out.append(
+            save(
+                plt,
+                fig,
+                f"thinking_{safe_name(task)}",
+                f"{task}: score against thinking tokens",
+                "A line per model variant through its thinking budgets: how much the score rises with thinking. "
+                "The dashed line joins the runs no other run beats with fewer thinking tokens and a higher score.",
+            )
+        )
+    return out
+
+
 def all_plots(summary: dict[str, Any]) -> list[Plot]:
     """The plots every sweep gets, then each task's own."""
     from .tables import task_class
 
     runs = summary.get("runs", [])
-    out = frontier(runs) + quantization_bars(runs) + context_lines(runs)
+    out = frontier(runs) + quantization_bars(runs) + context_lines(runs) + thinking_curves(runs)
     for name in sorted({r["task"] for r in runs}):
         out += task_class(name).report_plots([r for r in runs if r["task"] == name])
     return out
