@@ -177,8 +177,9 @@ def test_an_older_stores_refusals_are_never_served(tmp_path):  # type: ignore[no
     store = Store(tmp_path / "store.sqlite")
     store.put_many([("k-ok", "m", "v", "{}", Result(text="1"))])
     store.db.execute(  # a row as 0.1 wrote a refused request
-        "INSERT INTO outputs VALUES ('k-err', 'm', 'v', '{}', '[server refused: HTTP 401: bad key]', 'error', "
-        "0, 0, 0.0, NULL, 0.0, 0)"
+        "INSERT INTO outputs (key, model, variant, request, text, finish_reason, prompt_tokens, output_tokens, "
+        "latency_s, logprobs, created, focused) VALUES ('k-err', 'm', 'v', '{}', "
+        "'[server refused: HTTP 401: bad key]', 'error', 0, 0, 0.0, NULL, 0.0, 0)"
     )
     store.db.commit()
     assert set(store.get_many(["k-ok", "k-err"])) == {"k-ok"}

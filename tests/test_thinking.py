@@ -267,3 +267,24 @@ def test_sampling_model_reads_a_gguf_s_general_sampling_keys(tmp_path: Path) -> 
     w.close()
     got = recommended(str(path))
     assert (round(got.temperature, 6), round(got.top_p, 6), got.top_k, got.min_p) == (0.7, 0.8, 40, 0.0)
+
+
+def test_a_store_from_before_reasoning_models_gains_the_column_and_a_read_only_one_reads_none(tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    with sqlite3.connect(db) as c:  # the outputs table as the version before this one made it
+        c.execute(
+            "CREATE TABLE outputs (key TEXT PRIMARY KEY, model TEXT NOT NULL, variant TEXT NOT NULL, request TEXT "
+            "NOT NULL, text TEXT NOT NULL, finish_reason TEXT NOT NULL, prompt_tokens INTEGER NOT NULL, "
+            "output_tokens INTEGER NOT NULL, latency_s REAL NOT NULL, logprobs TEXT, created REAL NOT NULL, "
+            "focused INTEGER NOT NULL DEFAULT 0)"
+        )
+        c.execute("INSERT INTO outputs VALUES ('old', 'm', 'v', '{}', '1', 'stop', 3, 1, 0.0, NULL, 0.0, 0)")
+    ro = Store(db, read_only=True)
+    assert ro.get_many(["old"])["old"].reasoning is None
+    ro.db.close()
+    store = Store(db)
+    store.put_many([("new", "m", "v", "{}", Result(text="1", reasoning="考えた", reasoning_tokens=4))])
+    got = store.get_many(["old", "new"])
+    assert (got["old"].text, got["old"].reasoning) == ("1", None)
+    assert (got["new"].reasoning, got["new"].reasoning_tokens, got["new"].reasoning_cut) == ("考えた", 4, False)
+    store.close()
