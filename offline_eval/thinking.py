@@ -29,12 +29,11 @@ from .runner import PhaseStats, Runner
 
 @dataclass(frozen=True)
 class Thinking:
-    """One run's thinking: one budget, the delimiters, the template's keywords; `served`: the server thinks."""
+    """One run's thinking: one budget and the delimiters; `served`: the server thinks."""
 
     budget: int
     open: str
     close: str
-    template_kwargs: tuple[tuple[str, object], ...] = ()
     served: bool = False
 
     @property
@@ -56,7 +55,7 @@ class ModelSettings:
         r = self.reasoning
         if r is None or not r.think:
             return None
-        return Thinking(r.budgets()[0], r.open, r.close, tuple(sorted(r.template_kwargs.items())), self.served)
+        return Thinking(r.budgets()[0], r.open, r.close, self.served)
 
     def describe(self) -> dict[str, Any] | None:
         """What the summary records of how the model decoded (None: greedy, no thinking, as every task asks)."""

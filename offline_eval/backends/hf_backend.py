@@ -173,14 +173,11 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         while lo < hi:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if first(mid) is not None else (mid + 1, hi)
-        text = str(self.tokenizer.decode(tokens[:lo], skip_special_tokens=False))
-        return self._plain(text[: first(lo)]), lo
-
-    def _plain(self, text: str) -> str:
-        """Text decoded with its special tokens, without them (as the answers are decoded)."""
-        return str(
-            self.tokenizer.decode(self.tokenizer.encode(text, add_special_tokens=False), skip_special_tokens=True)
-        )
+        # The tokens before the one that completed the stop, decoded as answers are: never encoded again. A stop
+        # spelled by several tokens leaves its start at the end of that text; it is cut off.
+        text = str(self.tokenizer.decode(tokens[: lo - 1], skip_special_tokens=True))
+        part = max((n for x in stop for n in range(1, len(x)) if text.endswith(x[:n])), default=0)
+        return text[: len(text) - part], lo
 
     def choice_logprobs(
         self,

@@ -44,9 +44,9 @@ def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
     for ld in loads:
         spec, ctx = ld.spec(), ld.ctx
         count = _LazyCounter(spec)
+        settings = settings_of(ld.model, ld.variant)  # once per load: `sampling: model` reads the weights' files
         for t in tasks:
             for s in t.settings:
-                settings = settings_of(ld.model, ld.variant)
                 name, phase = s.name, planned(s.phase, settings)
                 key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name, repr(settings))
                 if key not in lengths:
