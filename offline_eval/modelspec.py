@@ -70,6 +70,11 @@ class ReasoningSpec(Strict):
         return list(self.budget) if isinstance(self.budget, list) else [self.budget]
 
 
+def _greedy(s: SamplingSpec | Literal["model"] | None) -> bool:
+    """Decoding that gives one answer whatever the seed ('model': the weights' files say, when the run starts)."""
+    return s is None or (isinstance(s, SamplingSpec) and s.temperature == 0)
+
+
 def _budget_variants(model: ModelSpec) -> dict[str, VariantSpec]:
     """Each variant whose thinking has a list of budgets, as one variant per budget: `VARIANT.thinkN`."""
     out: dict[str, VariantSpec] = {}
@@ -140,6 +145,9 @@ class ModelSpec(Strict):
     sampling: SamplingSpec | Literal["model"] | None = Field(
         None, description="absent: greedy; model: the model's own recommended settings (generation_config.json, GGUF)"
     )
+    samples: StrictInt | None = Field(
+        None, ge=1, description="answers drawn per item (seeds seed..seed+k-1); needs sampling at temperature > 0"
+    )
     reference: str | None = Field(
         None,
         description="the run every other run of this model is tested against for "
@@ -151,7 +159,12 @@ class ModelSpec(Strict):
     def _reference(self) -> ModelSpec:
         for name in self.variants:  # a variant's changes must make a valid block
             self.reasoning_of(name)
-            self.sampling_of(name)
+            if (self.samples or 1) > 1 and _greedy(self.sampling_of(name)):
+                raise ValueError(
+                    f"samples: {self.samples} draws the same greedy answer {self.samples} times"
+                    + (f" (variant {name})" if len(self.variants) > 1 else "")
+                    + ": give sampling a temperature above 0"
+                )
         self.variants = _budget_variants(self)
         if self.reference is not None:
             self.reference_run()  # raises naming what exists
@@ -257,7 +270,8 @@ class ModelSpec(Strict):
         model), so that a dump validates again: the provenance keeps task options that `verify` re-reads."""
         data: dict[str, Any] = handler(self)
         data.update(data.pop("engine_options", None) or {})
-        for block in ("reasoning", "sampling"):  # absent is not-a-reasoning-model: a config as it was before them
+        # absent is not-a-reasoning-model: a config as it was before them
+        for block in ("reasoning", "sampling", "samples"):
             if data.get(block) is None:
                 data.pop(block, None)
             for v in (data.get("variants") or {}).values():

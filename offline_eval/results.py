@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
@@ -117,6 +118,41 @@ def with_thinking(record: R, result: Result) -> R:
         reasoning_tokens=result.reasoning_tokens,
         reasoning_cut=result.reasoning_cut,
     )
+
+
+def with_sample(record: R, index: int) -> R:
+    """A record of one of an item's k samples (k > 1), numbered from 0; a task whose records have no place for it
+    leaves it as it is."""
+    return replace(record, sample=index) if hasattr(record, "sample") else record  # type: ignore[type-var]
+
+
+def sample_of(record: ItemRecord) -> int | None:
+    """Which of its item's samples a record is (None: the item was answered once)."""
+    s = getattr(record, "sample", UNSET)
+    return None if s is UNSET or s is None else int(s)
+
+
+def output_key(record: ItemRecord) -> str:
+    """One output's name among a run's: its item id, and its sample where the item has several."""
+    s = sample_of(record)
+    return str(record.id) if s is None else f"{record.id}#{s}"
+
+
+def item_means(
+    records: Iterable[ItemRecord], score: Callable[[Any], float | None], cluster: Callable[[Any], str | None]
+) -> dict[str, tuple[float, str | None]]:
+    """Item id -> (the mean of its samples' scores, its cluster): what paired tests compare, an item counted once
+    however many answers it has (samples whose score is None do not count)."""
+    sums: dict[str, list[float]] = {}
+    labels: dict[str, str | None] = {}
+    for rec in records:
+        s = score(rec)
+        if s is None:
+            continue
+        i = str(rec.id)
+        sums.setdefault(i, []).append(float(s))
+        labels.setdefault(i, cluster(rec))
+    return {i: (math.fsum(v) / len(v), labels[i]) for i, v in sums.items()}
 
 
 Records = dict[RunKey, list[R]]  # per-item records of each run on each task setting; Records[ItemRecord] generic

@@ -49,6 +49,16 @@ class ModelSettings:
     reasoning: ReasoningSpec | None = None
     seed: int = 0
     served: bool = False
+    samples: int = 1  # answers drawn per item, seeds seed..seed+k-1 (sampled decoding only)
+
+    @property
+    def greedy(self) -> bool:
+        return self.sampling is None or self.sampling.temperature == 0
+
+    def on_task(self, task_samples: int | None) -> ModelSettings:
+        """These settings on one task: the task's `samples` where it gives one; a greedy model answers once
+        (k greedy answers would be one answer k times)."""
+        return replace(self, samples=1 if self.greedy else task_samples or self.samples)
 
     @property
     def thinking(self) -> Thinking | None:
@@ -90,7 +100,7 @@ def settings_of(m: ModelSpec, variant: str) -> ModelSettings:
     sampling = m.sampling_of(variant)
     if sampling == "model":
         sampling = recommended(m.variants[variant].file or m.path)
-    return ModelSettings(sampling, m.reasoning_of(variant), m.seed, get_engine(m.backend).remote)
+    return ModelSettings(sampling, m.reasoning_of(variant), m.seed, get_engine(m.backend).remote, m.samples or 1)
 
 
 _GGUF_SAMPLING = {"temperature": "general.sampling.temp", "top_p": "general.sampling.top_p",
@@ -128,6 +138,8 @@ def solve(runner: Runner, phase: Phase, settings: ModelSettings) -> tuple[list[R
     if settings.sampling is None and settings.reasoning is None:
         return runner.run(phase)  # every request exactly as the task made it: the keys of before
     phase = _mapped(phase, settings.request)
+    if settings.samples > 1:
+        phase = repeated(phase, settings.samples)
     t = settings.thinking
     if t is None:
         results, stats = runner.run(phase)
@@ -153,6 +165,21 @@ def planned(phase: Phase, settings: ModelSettings) -> Phase:
     if t.served:
         return _mapped(phase, lambda r: _served(r, t))
     return _thinking_phase(phase, t)
+
+
+def repeated(phase: Phase, k: int) -> Phase:
+    """The phase k times over, sample i's requests seeded seed + i: its results are sample-major (k x items)."""
+
+    def seeded(r: Request, i: int) -> Request:
+        return replace(r, sampling=replace(r.sampling, seed=r.sampling.seed + i))
+
+    fallbacks = phase.fallbacks
+    return replace(
+        phase,
+        requests=[seeded(r, i) for i in range(k) for r in phase.requests],
+        item_ids=[x for _ in range(k) for x in phase.item_ids],
+        fallbacks=[seeded(r, i) if r else None for i in range(k) for r in fallbacks] if fallbacks else None,
+    )
 
 
 def _thinking_phase(phase: Phase, t: Thinking) -> Phase:

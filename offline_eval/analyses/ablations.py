@@ -10,7 +10,7 @@ from typing import Any
 
 from ..metrics.bootstrap import Clusters
 from ..metrics.stats import adjust_family, paired_test
-from ..results import ItemRecord, Records, RunEntry
+from ..results import ItemRecord, Records, RunEntry, item_means
 
 ItemScore = Callable[[ItemRecord], "float | None"]
 ItemCluster = Callable[[ItemRecord], "str | None"]
@@ -51,13 +51,9 @@ def build(
         per_run: list[dict[str, float]] = []
         labels: dict[str, str | None] = {}
         for r in members:
-            scores: dict[str, float] = {}
-            for rec in records.get(r.key, []):
-                s = score(rec)
-                if s is not None:
-                    scores[str(rec.id)] = s
-                    labels[str(rec.id)] = cluster(rec)
-            per_run.append(scores)
+            means = item_means(records.get(r.key, []), score, cluster)  # an item's samples counted as one
+            per_run.append({i: v for i, (v, _) in means.items()})
+            labels.update({i: c for i, (_, c) in means.items()})
         shared = sorted(set.intersection(*(set(s) for s in per_run))) if per_run else []
         clusters = Clusters.of([labels[i] for i in shared])
         label = (lambda r: r.variant) if kind == "quantization" else (lambda r: f"ctx{r.max_model_len}")

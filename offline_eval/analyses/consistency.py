@@ -14,7 +14,7 @@ from typing import Any
 
 from ..metrics.agreement import cohen_kappa
 from ..metrics.paired import is_binary, mcnemar_exact
-from ..results import ItemRecord, Records, RunEntry, RunKey
+from ..results import ItemRecord, Records, RunEntry, RunKey, output_key
 from ..summary import ConsistencyRow
 from ..tasks.base import Task
 
@@ -49,8 +49,8 @@ def compare(
     task: Task, entry_a: RunEntry, entry_b: RunEntry, recs_a: list[ItemRecord], recs_b: list[ItemRecord]
 ) -> ConsistencyRow:
     """One row of the consistency table: two runs of one task setting, on the items both answered."""
-    by_b = {r.id: r for r in recs_b}
-    both = [(r, by_b[r.id]) for r in recs_a if r.id in by_b]
+    by_b = {output_key(r): r for r in recs_b}  # sample i against sample i: the same seed on both engines
+    both = [(r, by_b[output_key(r)]) for r in recs_a if output_key(r) in by_b]
     answers = [
         (x, y)
         for x, y in ((task.item_answer(a), task.item_answer(b)) for a, b in both)

@@ -8,25 +8,17 @@ from typing import Any
 
 from ..metrics.noninferiority import NonInferiority, adjust, compare
 from ..modelspec import ModelSpec
-from ..results import ItemRecord, Records, RunEntry
+from ..results import ItemRecord, Records, RunEntry, item_means
 from ..tasks.base import Task
-
-
-def _scores(task: Task, records: Sequence[ItemRecord]) -> dict[str, tuple[float, str | None]]:
-    """Item id -> (its score, its cluster)."""
-    out = {}
-    for rec in records:
-        s = task.item_score(rec)
-        if s is not None:
-            out[str(rec.id)] = (float(s), task.cluster(rec))
-    return out
 
 
 def paired_verdict(
     task: Task, records: Sequence[ItemRecord], reference: Sequence[ItemRecord], margin: float, seed: int = 0
 ) -> NonInferiority:
-    """One run against its reference on the items both scored (clustered as the task declares)."""
-    scores, ref_scores = _scores(task, records), _scores(task, reference)
+    """One run against its reference on the items both scored (clustered as the task declares), an item's
+    score the mean over its samples."""
+    scores = item_means(records, task.item_score, task.cluster)
+    ref_scores = item_means(reference, task.item_score, task.cluster)
     shared = sorted(set(scores) & set(ref_scores))
     metric, statistic = task.noninferiority_metric(), task.paired_statistic()
     return compare(

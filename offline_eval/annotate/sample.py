@@ -18,7 +18,7 @@ from ..annotation import Case, Form
 from ..backends.fingerprint import file_sha256
 from ..datafiles import read_table, read_text, unescape_cell
 from ..errors import InputError
-from ..results import ResultsFolder
+from ..results import ResultsFolder, sample_of
 from ..summary import Summary
 from ..tasks import get_task_class, make_task, task_classes
 from ..tasks.base import Task
@@ -110,6 +110,8 @@ def offered(summary: Summary, task_name: str, source: str) -> tuple[Task, list[C
         items = {str(it["id"]): it for it in chosen}
         prompts = dict(zip(items, zip(phase.requests, phase.fallbacks or [None] * len(phase.requests))))
         for rec in records:
+            if sample_of(rec):  # an item answered k times is annotated on its first answer
+                continue
             item = items.get(str(rec.id))
             case = task.annotation_case(entry, item, rec) if item is not None else None
             if case is None:

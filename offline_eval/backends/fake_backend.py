@@ -2,7 +2,9 @@
 
 `path` is any existing file or folder (its bytes still key the store). `engine_args` script it:
 
-    answers:  {substring: answer}   the first substring found in the rendered prompt picks the answer
+    answers:  {substring: answer}   the first substring found in the rendered prompt picks the answer; a list
+                                    of answers is sampled: the request's seed picks one (seed mod length)
+                                    at temperature > 0, the first at temperature 0
     default:  "1"                   otherwise
 
 An answer is the model's whole turn, thinking included ("<think>…</think>1"). A request with a prefill (the turn
@@ -45,7 +47,7 @@ class FakeBackend(TokenizingBackend):
         super().__init__(spec)
         check_engine_args(spec, _ARGS, {})
         args = spec.engine_args
-        self.answers: dict[str, str] = dict(args.get("answers") or {})
+        self.answers: dict[str, str | list[str]] = dict(args.get("answers") or {})
         self.default: str = str(args.get("default", "1"))
         self.logprobs: dict[str, float] = dict(args.get("logprobs") or {})
         self.template = choose_template(spec.chat_template, None)
@@ -65,8 +67,11 @@ class FakeBackend(TokenizingBackend):
     def vocab_bytes(self) -> list[bytes]:
         return [bytes([i]) for i in range(256)]
 
-    def _answer(self, prompt: str) -> str:
-        return next((a for key, a in self.answers.items() if key in prompt), self.default)
+    def _answer(self, prompt: str, r: Request) -> str:
+        a = next((a for key, a in self.answers.items() if key in prompt), self.default)
+        if isinstance(a, list):
+            return str(a[r.sampling.seed % len(a)] if r.sampling.temperature > 0 else a[0])
+        return a
 
     def generate(
         self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
@@ -76,7 +81,7 @@ class FakeBackend(TokenizingBackend):
         for r in requests:
             prompt = self.render(r)
             self._cache(prompt.encode("utf-8"))
-            text = _constrained(_continued(self._answer(prompt), r.prefill), r)
+            text = _constrained(_continued(self._answer(prompt, r), r.prefill), r)
             text, finish, n = _ended(text, r.sampling.max_tokens, r.sampling.stop)
             out.append(
                 Result(text=text, finish_reason=finish, prompt_tokens=len(prompt.encode("utf-8")), output_tokens=n)

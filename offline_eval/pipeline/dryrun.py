@@ -46,6 +46,7 @@ def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
         count = _LazyCounter(spec)
         settings = settings_of(ld.model, ld.variant)  # once per load: `sampling: model` reads the weights' files
         for t in tasks:
+            k = settings.on_task(t.task.samples).samples  # each item answered k times: k times the work
             for s in t.settings:
                 name, phase = s.name, planned(s.phase, settings)
                 key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name, repr(settings))
@@ -55,7 +56,7 @@ def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
                 limit = ctx or count.context()  # 0: the length a server reports
                 extra = [tokens_needed(0, r, phase.method) for r in phase.requests]
                 if counted is None:
-                    out.append(PhasePlan(ld.run, name, len(phase.requests), None, sum(extra), [], []))
+                    out.append(PhasePlan(ld.run, name, k * len(phase.requests), None, k * sum(extra), [], []))
                     continue
                 n = list(counted)
                 fbs = phase.fallbacks or [None] * len(n)
@@ -77,9 +78,9 @@ def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
                     PhasePlan(
                         ld.run,
                         name,
-                        len(phase.requests),
-                        sum(x for x, f in zip(n, ok) if f),
-                        sum(e for e, f in zip(extra, ok) if f),
+                        k * len(phase.requests),
+                        k * sum(x for x, f in zip(n, ok) if f),
+                        k * sum(e for e, f in zip(extra, ok) if f),
                         [i for i, f in zip(phase.item_ids, ok) if not f],
                         [i for i, f in zip(phase.item_ids, focused) if f],
                     )

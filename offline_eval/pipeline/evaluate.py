@@ -5,7 +5,7 @@ said."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import OfflineEvalError
@@ -79,6 +79,9 @@ def _evaluate(stage: Stage, ev: ModelSpec, users: list[_Staged], failures: list[
         facts = load_facts(spec, run, "evaluator", stage.store)
         runner = stage.runner(engine, stage.store, f"evaluator:{variant}", stage.progress)
         settings = settings_of(ev, variant)
+        if settings.samples > 1:  # one judgement per output: its samples are the candidates' answers
+            log(f"[evaluator] {run}: samples: {settings.samples} is for candidates; a judge answers each output once")
+            settings = replace(settings, samples=1)
     try:
         for x in users:
             with PeakMemory() as mem:

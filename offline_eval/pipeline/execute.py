@@ -20,7 +20,7 @@ from ..executors import Executor
 from ..memory import PeakMemory, weights_bytes
 from ..metrics.ranking import has_score
 from ..modelspec import ModelSpec
-from ..results import ItemRecord, Records, RunEntry, RunKey, with_thinking
+from ..results import ItemRecord, Records, RunEntry, RunKey, with_sample, with_thinking
 from ..runner import PhaseStats, Runner
 from ..store import Store
 from ..summary import Failure, LoadProvenance
@@ -131,12 +131,16 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
             facts.decoding = decoding
     try:
         for t in tasks:
+            mine = settings.on_task(t.task.samples)
             for s in t.settings:
                 with PeakMemory() as mem:
-                    results, stats = solve(runner, s.phase, settings)
+                    results, stats = solve(runner, s.phase, mine)
                 phase_timings(timings, "engine_load", "phase", run, s.name, stats)
                 with timings.stage("scoring", run=run, setting=s.name):
-                    scored = [with_thinking(t.task.score(it, r, s.options), r) for it, r in zip(s.items, results)]
+                    items = [it for _ in range(mine.samples) for it in s.items]  # the results are sample-major
+                    scored = [with_thinking(t.task.score(it, r, s.options), r) for it, r in zip(items, results)]
+                    if mine.samples > 1:
+                        scored = [with_sample(r, i // len(s.items)) for i, r in enumerate(scored)]
                     unit.records[RunKey(run, s.name)] = scored
                     metrics = t.task.run_metrics(scored, s.options)
                 unit.runs.append(
@@ -150,7 +154,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                         setting=s.name,
                         options=s.options,
                         prompt_format=engine.prompt_format,
-                        n_items=len(scored),
+                        n_items=len(s.items),
                         primary_metric=t.task.primary_metric,
                         metrics=metrics,
                         weights_mb=round(size / 2**20, 2),

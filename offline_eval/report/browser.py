@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ..fileio import script_json
-from ..results import ResultsFolder, RunKey
+from ..results import ResultsFolder, RunKey, sample_of
 from .inputs import ItemInputs
 from .tables import task_class
 
@@ -40,7 +40,13 @@ def browser_data(
             continue
         view = task.browser_view
         s, ri = settings.index(r["setting"]), str(runs.index(r["run"]))
+        samples: dict[str, list[str]] = {}  # an item answered k times: shown on its first answer, with all k
         for rec in recs:
+            if sample_of(rec) is not None:
+                samples.setdefault(str(rec.id), []).append(_text(rec.parsed))
+        for rec in recs:
+            if sample_of(rec):
+                continue
             v = view(rec)
             item_id = str(rec.id)
             row = rows.get((s, item_id))
@@ -52,7 +58,8 @@ def browser_data(
                 _text(rec.output or ""),
                 _text(rec.parsed),
                 None if ok is None else int(ok),
-                {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None},
+                {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None}
+                | ({f"answers of its {len(got)} samples": " · ".join(got)} if (got := samples.get(item_id)) else {}),
             ]
             diffs = inputs.diffs.get(RunKey(r["run"], r["setting"]), {}).get(item_id) if inputs else None
             thinking = getattr(rec, "reasoning", None)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..requests import Phase, Request
-from ..results import ItemRecord, Records, RunKey
+from ..results import ItemRecord, Records, RunKey, sample_of
 
 if TYPE_CHECKING:
     from ..pipeline.plan import PlannedTask
@@ -71,6 +71,6 @@ def from_plan(tasks: list[PlannedTask], records: Records[ItemRecord]) -> ItemInp
             for key in keys:
                 for rec in records[key]:
                     item = by_id.get(str(rec.id))
-                    if item is not None:
+                    if item is not None and not sample_of(rec):  # the browser shows an item's first sample
                         inputs.add_diffs(key, str(rec.id), t.task.browser_diffs(item, rec))
     return inputs

@@ -65,6 +65,39 @@ def throughput(runs: list[dict[str, Any]]) -> Table:
     )
 
 
+def samples(runs: list[dict[str, Any]]) -> Table | None:
+    """Runs that answered each item k times (None: none did)."""
+    rows = []
+    for r in runs:
+        m = r.get("metrics") or {}
+        if "samples" not in m:
+            continue
+        rows.append(
+            [
+                r["run"],
+                r["setting"],
+                fmt(m["samples"]),
+                r["primary_metric"],
+                fmt(m.get(r["primary_metric"])),
+                fmt(m.get("run_to_run_sd")),
+                fmt(m.get("majority_vote")),
+                fmt(m.get("samples_disagree")),
+            ]
+        )
+    if not rows:
+        return None
+    return Table(
+        "Repeated samples",
+        ["run", "setting", "samples", "metric", "over all samples", "run-to-run SD", "majority vote", "items split"],
+        rows,
+        "Each item answered k times (seeds seed..seed+k-1): the metric is over every answer, each item weighed "
+        "once; verdicts and ablations compare per-item means. Run-to-run SD: the SD of the metric across sample "
+        "index, how far one run of the model may land from another. Majority vote: the share of items whose "
+        "most frequent answer is right (a tie counts its answers' mean); items split: the share whose samples do "
+        "not all answer alike. Both only where an answer is right or wrong.",
+    )
+
+
 def _p(v: Any) -> str:
     if v is None:
         return "–"
@@ -302,6 +335,8 @@ def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
     fams = ablations(summary)
     if fams:
         out.append((f"Pairwise ablation tests ({len(fams)} families)", fams))
+    if (repeated := samples(runs)) is not None:
+        out.append((repeated.title, [repeated]))
     out.append(("Cost and throughput", [throughput(runs)]))
     prov = provenance(summary)
     if prov:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from ..constraints import Constraint
 from ..errors import InputError
 from ..requests import Phase, Result
-from ..results import ItemRecord, R, Records, RunEntry, TaskReport
+from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
 from ..sections import Metric
 
 if TYPE_CHECKING:
@@ -42,15 +42,25 @@ class Task(ABC, Generic[R]):
     title: ClassVar[str] = ""  # how the report names the task (default: its name)
     clusters: ClassVar[str] = ""  # what one cluster of its items is (cluster()), for the report's notes
 
-    def __init__(self, options: BaseModel) -> None:
+    def __init__(self, options: BaseModel, samples: int | None = None) -> None:
         self.options = options
+        self.samples = samples  # answers per item for every sampled model (None: each model's own `samples`)
 
     @classmethod
     def from_options(cls, options: dict[str, Any], source: str | None = None, prefix: str = "") -> Task:
+        """The task from its config block; `samples` is the framework's (any task's), not the task's own."""
         from ..errors import format_validation_error
 
+        options = dict(options)
+        samples = options.pop("samples", None)
+        if samples is not None and (type(samples) is not int or samples < 1):
+            raise InputError(
+                f"samples must be a whole number of answers per item, 1 or more (got {samples!r})",
+                file=source,
+                field=f"{prefix}.samples" if prefix else "samples",
+            )
         try:
-            return cls(cls.Options.model_validate(options))
+            return cls(cls.Options.model_validate(options), samples)
         except ValidationError as e:
             raise format_validation_error(e, source, prefix) from None
 
@@ -78,9 +88,13 @@ class Task(ABC, Generic[R]):
 
     def run_metrics(self, records: Sequence[R], setting: Setting) -> dict[str, Any]:
         """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
-        aggregate and the answers that broke their constraint."""
+        aggregate and the answers that broke their constraint; over k samples per item, the aggregate of all
+        of them (each item's mean) and the samples' own statistics."""
+        from .sampled import sample_metrics
+
         violations = sum(1 for r in records if r.finish_reason == "violation")
-        return {**self.aggregate(records, setting), "constraint_violations": violations}
+        metrics = {**self.aggregate(records, setting), "constraint_violations": violations}
+        return {**metrics, **sample_metrics(self, records, setting)}
 
     def prompt_template(self, setting: Setting) -> str:
         """The text the setting's prompts are made from (system prompts, templates with placeholders for the
@@ -135,6 +149,13 @@ class Task(ABC, Generic[R]):
         question, the outputs for one question) are correlated, so every bootstrap resamples clusters, not items.
         None: the item is its own cluster, and is counted as having none."""
         return None
+
+    @classmethod
+    def cluster_of(cls, record: R) -> str | None:
+        """cluster(), where an item answered k times is at least its own cluster: its samples are resampled
+        together, never as k independent items."""
+        c = cls.cluster(record)
+        return c if c is not None or sample_of(record) is None else f"item {record.id}"
 
     @classmethod
     def paired_statistic(cls) -> SumStat | None:

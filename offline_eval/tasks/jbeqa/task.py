@@ -113,6 +113,7 @@ class JBEQARecord(JsonRecord):
     reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
     reasoning_tokens: int | Unset = UNSET
     reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
+    sample: int | Unset = UNSET  # which of its item's k answers (samples: k > 1), from 0
 
 
 def parse_answer(text: str) -> int | None:
@@ -237,7 +238,7 @@ class JBEQATask(Task[JBEQARecord]):
         m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_, answered_true=sum(pred) / len(pred))
         if setting["mode"] != "logprob":
             m["faithfulness"] = sum(r.scores["faithful"] for r in scored) / len(scored)
-        clusters = Clusters.of([self.cluster(r) for r in scored])
+        clusters = Clusters.of([self.cluster_of(r) for r in scored])
         m["n_clusters"], m["n_unclustered"] = clusters.n, clusters.n_unclustered
         m.update(self._intervals("", scored, clusters, primary=True))
         for subj in sorted({r.subject for r in scored}):

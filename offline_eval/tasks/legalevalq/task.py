@@ -27,7 +27,7 @@ from ...metrics.bootstrap import (
 )
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
-from ...results import UNSET, JsonRecord, Records, RunEntry, Unset
+from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
 from ..base import Item, Metric, Setting, Task
 from . import annotate
 from . import evaluator as ev
@@ -81,6 +81,7 @@ class LegalEvalQRecord(JsonRecord):
     reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
     reasoning_tokens: int | Unset = UNSET
     reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
+    sample: int | Unset = UNSET  # which of its item's k answers (samples: k > 1), from 0
 
 
 class LegalEvalQTask(Task[LegalEvalQRecord]):
@@ -230,7 +231,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                         shared_chars(message),
                     )
                 )
-                ids.append(f"{run}/{r.id}")
+                ids.append(f"{run}/{output_key(r)}")
         return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
 
     def finish_evaluation(
@@ -245,7 +246,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
         todo: list[tuple[LegalEvalQRecord, dict[str, Any]]] = []
         for run, recs in records.items():
             for r in recs:
-                res = by_key.get(f"{run}/{r.id}")
+                res = by_key.get(f"{run}/{output_key(r)}")
                 if res is None:
                     continue
                 got = parse(res.text) if res.answered else None
@@ -306,7 +307,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
 
     def _intervals(self, scored: Sequence[LegalEvalQRecord]) -> dict[str, float | int | None]:
         """The clustered CIs of AdjScore and the mean, the design effect of AdjScore and the number of questions."""
-        clusters = Clusters.of([self.cluster(r) for r in scored])
+        clusters = Clusters.of([self.cluster_of(r) for r in scored])
         if not self.options.bootstrap:
             return {"n_clusters": clusters.n}
         q = [r.scores["quality"] for r in scored]

@@ -24,7 +24,7 @@ from ...errors import InputError
 from ...judges import Criterion
 from ...metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
 from ...metrics.bootstrap import Clusters, mean_columns, mean_of, resample, trusted
-from ...results import Records, RunEntry
+from ...results import Records, RunEntry, sample_of
 from . import rubric
 from .human import criteria_scales, output_sha256, read_human_scores
 from .record import LegalRikaiRecord
@@ -44,7 +44,8 @@ def _match(
         for r in recs:
             ids[r.id].add(r.subtask)
     present = {(s, i) for i, subs in ids.items() for s in subs}
-    by_output = {(r.subtask, key.run, r.id): r for key, recs in records.items() for r in recs}
+    # annotators saw an item's first answer (its first sample, where it has several)
+    by_output = {(r.subtask, key.run, r.id): r for key, recs in records.items() for r in recs if not sample_of(r)}
     runs_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (sub-task, model or run name) -> runs
     settings: dict[str, list[RunEntry]] = defaultdict(list)  # sub-task -> its runs
     for e in runs:
@@ -276,7 +277,8 @@ def agreement(
     for key, recs in records.items():
         run = key.run
         for r in recs:
-            by_output[(r.subtask, run, r.id)] = r
+            if not sample_of(r):
+                by_output[(r.subtask, run, r.id)] = r
     crit = criteria_scales()
     res = Agreement(
         file=path,

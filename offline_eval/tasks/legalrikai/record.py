@@ -28,6 +28,7 @@ class LegalRikaiRecord(JsonRecord):
     reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
     reasoning_tokens: int | Unset = UNSET
     reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
+    sample: int | Unset = UNSET  # which of its item's k answers (samples: k > 1), from 0
 
     @property
     def skipped(self) -> bool:

@@ -17,7 +17,7 @@ from ...errors import InputError, is_url, missing
 from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, mean_columns, mean_of
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
-from ...results import Records, RunEntry, TaskReport, Unset
+from ...results import Records, RunEntry, TaskReport, Unset, output_key
 from ..base import Item, Metric, Setting, Task
 from . import annotate, prompts, rubric
 from .record import LegalRikaiRecord
@@ -124,8 +124,8 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         task = cls.from_options(opts, source="command line", prefix="tasks.legalrikai")
         return task.validate_data(path)
 
-    def __init__(self, options: LegalRikaiOptions) -> None:
-        super().__init__(options)
+    def __init__(self, options: LegalRikaiOptions, samples: int | None = None) -> None:
+        super().__init__(options, samples)
         self._focus: dict[tuple[str, str], tuple[str, str] | None] = {}
 
     # ---- data
@@ -297,7 +297,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
                     if f and r.input == "full"
                     else None
                 )
-                ids.append(f"{key}/{r.subtask}/{r.id}")
+                ids.append(f"{key}/{r.subtask}/{output_key(r)}")
         return Phase(
             name="legalrikai.judges",
             requests=reqs,
@@ -320,7 +320,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
             for r in recs:
                 r.judges = {}
                 for j, got in by_judge.items():
-                    x = got.get(f"{key}/{r.subtask}/{r.id}")
+                    x = got.get(f"{key}/{r.subtask}/{output_key(r)}")
                     if x is not None:
                         r.judges[j] = judge_entry(r.subtask, x)
                 r.scores = average_scores(r.subtask, r.judges)
@@ -331,7 +331,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         m = aggregate(setting["subtask"], records)
         if m.get("score") is not None:
             scored = [(r, s) for r in records if (s := self.item_score(r)) is not None]
-            clusters = Clusters.of([self.cluster(r) for r, _ in scored])
+            clusters = Clusters.of([self.cluster_of(r) for r, _ in scored])
             m["n_clusters"] = clusters.n
             if self.options.bootstrap:
                 got = clustered_cis(
