@@ -43,6 +43,17 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class Carried:
+    """Tokens the model generated in an earlier phase, inside this request's prefill (its `text`, at `at`): an
+    engine with the same tokenizer puts these ids there instead of encoding the text again, so the later phase
+    continues the model's own sequence token for token (and reuses its cached prefix)."""
+
+    at: int
+    text: str
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Request:
     """Chat `messages` (list of {role, content}) or a raw `prompt`, plus sampling and an optional constraint.
 
@@ -61,6 +72,8 @@ class Request:
     prefill: str | None = None
     template_kwargs: tuple[tuple[str, Any], ...] = ()  # passed to the chat template (enable_thinking, ...)
     reserve: int = 0  # tokens a later phase will generate after this one: the fit rule counts them
+    carry: bool = False  # the generated token ids come back with the result, for a later phase
+    carried: Carried | None = None
 
     @staticmethod
     def chat(
@@ -104,6 +117,10 @@ class Request:
             d["template_kwargs"] = dict(self.template_kwargs)
         if self.reserve:
             d["reserve"] = self.reserve
+        if self.carry:
+            d["carry"] = True
+        if self.carried is not None:
+            d["carried"] = {"at": self.carried.at, "ids": list(self.carried.ids)}
         return d
 
     def template_options(self) -> dict[str, Any]:
@@ -138,6 +155,9 @@ class Result:
     reasoning: str | None = None
     reasoning_tokens: int = 0
     reasoning_cut: bool = False
+    # The generated token ids, where the request asked to carry them and they spell `text` exactly (None: not
+    # asked, or the engine cannot give ids that decode to the text: a later phase encodes the text again).
+    token_ids: tuple[int, ...] | None = None
 
     @property
     def answered(self) -> bool:
@@ -157,6 +177,8 @@ class Result:
             d["focused"] = True
         if self.reasoning is not None:
             d.update(reasoning=self.reasoning, reasoning_tokens=self.reasoning_tokens, reasoning_cut=self.reasoning_cut)
+        if self.token_ids is not None:
+            d["token_ids"] = list(self.token_ids)
         return d
 
 

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from .backends.base import Backend, TokenizingBackend
 from .backends.lazy import LazyBackend
+from .backends.registry import get_engine
 from .constraints import violation
 from .enginelog import terminal
 from .errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
@@ -54,6 +55,9 @@ class PhaseStats:
     n_thought: int = 0
     thinking_tokens: int = 0
     n_thinking_cut: int = 0
+    # The answer phase's prompt tokens submitted and computed (None: no answer phase ran, or the engine cannot say)
+    answer_submitted: int | None = None
+    answer_computed: int | None = None
 
     def prefix_reuse(self) -> dict[str, Any] | None:
         if self.prompt_submitted is None or self.prompt_computed is None:
@@ -81,12 +85,15 @@ class PhaseStats:
         }
 
     def reasoning(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "items": self.n_thought,
             "thinking_tokens": self.thinking_tokens,
             "thinking_tokens_per_item": round(self.thinking_tokens / self.n_thought, 1),
             "cut_by_budget": self.n_thinking_cut,
         }
+        if self.answer_submitted and self.answer_computed is not None:
+            out["answer_prompt_computed"] = round(self.answer_computed / self.answer_submitted, 3)
+        return out
 
 
 class Runner:
@@ -104,6 +111,29 @@ class Runner:
         self._get = engine.get if isinstance(engine, LazyBackend) else (lambda: engine)
         self.store, self.variant = store, variant
         self.chunk_size, self.fresh, self.progress = chunk_size, fresh, progress
+
+    @property
+    def cached_sequences(self) -> int | None:
+        """How many sequences the engine's prefix cache keeps (read from its class: nothing is loaded)."""
+        e = self._engine
+        cls = get_engine(e.spec.backend).declared_class() if isinstance(e, LazyBackend) else type(e)
+        return getattr(cls, "cached_sequences", None)
+
+    def quiet(self) -> Runner:
+        """This runner without its own progress bar (a caller that runs many small phases shows one)."""
+        return Runner(self._engine, self.store, self.variant, self.chunk_size, self.fresh, progress=False)
+
+    def bar(self, total: int, desc: str) -> tqdm:
+        return _Bar(
+            total=total,
+            file=terminal(),
+            desc=desc,
+            unit="req",
+            disable=True if self.progress is False else None,
+            mininterval=1.0,
+            dynamic_ncols=True,
+            leave=False,
+        )
 
     def run(self, phase: Phase) -> tuple[list[Result], PhaseStats]:
         t0 = time.perf_counter()
@@ -131,16 +161,7 @@ class Runner:
                 )
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
             todo.sort(key=lambda t: t[2] if t[2] is not None else t[3])
-            bar = _Bar(
-                total=len(todo),
-                file=terminal(),
-                desc=phase.name,
-                unit="req",
-                disable=True if self.progress is False else None,
-                mininterval=1.0,
-                dynamic_ncols=True,
-                leave=False,
-            )
+            bar = self.bar(len(todo), phase.name)
             try:
                 for c in range(0, len(todo), self.chunk_size):
                     chunk = todo[c : c + self.chunk_size]

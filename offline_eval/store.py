@@ -68,17 +68,26 @@ def _read_only(path: Path, e: sqlite3.DatabaseError) -> str | None:
 
 
 def _reasoning_json(r: Result) -> str | None:
-    """A served reply's thinking, which its server returned apart from the answer (None: it did not think)."""
-    if r.reasoning is None:
-        return None
-    return json.dumps({"text": r.reasoning, "tokens": r.reasoning_tokens, "cut": r.reasoning_cut}, ensure_ascii=False)
+    """A served reply's thinking, which its server returned apart from the answer, and the generated token ids a
+    later phase continues from (None: neither)."""
+    d: dict[str, Any] = {}
+    if r.reasoning is not None:
+        d.update(text=r.reasoning, tokens=r.reasoning_tokens, cut=r.reasoning_cut)
+    if r.token_ids is not None:
+        d["ids"] = list(r.token_ids)
+    return json.dumps(d, ensure_ascii=False) if d else None
 
 
 def _reasoning(stored: str | None) -> dict[str, Any]:
     if not stored:
         return {}
     d = json.loads(stored)
-    return {"reasoning": d["text"], "reasoning_tokens": d["tokens"], "reasoning_cut": d["cut"]}
+    out: dict[str, Any] = {}
+    if "text" in d:
+        out.update(reasoning=d["text"], reasoning_tokens=d["tokens"], reasoning_cut=d["cut"])
+    if "ids" in d:
+        out["token_ids"] = tuple(d["ids"])
+    return out
 
 
 class Store:

@@ -23,7 +23,7 @@ from .backends.chat import gguf_metadata
 from .backends.registry import get_engine
 from .errors import InputError
 from .modelspec import ModelSpec, ReasoningSpec, SamplingSpec
-from .requests import Phase, Request, Result
+from .requests import Carried, Phase, Request, Result
 from .runner import PhaseStats, Runner
 
 
@@ -189,12 +189,48 @@ def _thinking_phase(phase: Phase, t: Thinking) -> Phase:
 
 
 def _two_phases(runner: Runner, phase: Phase, t: Thinking) -> tuple[list[Result], PhaseStats]:
+    if runner.cached_sequences != 1 or len(phase.requests) < 2:
+        return _think_then_answer(runner, phase, t)
+    # A cache of one sequence (llama.cpp) holds the last prompt only: each item answers right after it thought.
+    quiet, bar = runner.quiet(), runner.bar(len(phase.requests), phase.name)
+    results: list[Result] = []
+    parts: list[PhaseStats] = []
+    try:
+        for i in range(len(phase.requests)):
+            got, stats = _think_then_answer(quiet, _one(phase, i), t)
+            results += got
+            parts.append(stats)
+            bar.update(1)
+    finally:
+        bar.close()
+    return results, count_thinking(summed(parts), results)
+
+
+def _one(phase: Phase, i: int) -> Phase:
+    return replace(
+        phase,
+        requests=[phase.requests[i]],
+        item_ids=[phase.item_ids[i]],
+        fallbacks=[phase.fallbacks[i]] if phase.fallbacks else None,
+    )
+
+
+def _think_then_answer(runner: Runner, phase: Phase, t: Thinking) -> tuple[list[Result], PhaseStats]:
     thoughts, s1 = runner.run(_thinking_phase(phase, t))
     answers: list[Request] = []
     for i, (r, th) in enumerate(zip(phase.requests, thoughts)):
         fb = phase.fallbacks[i] if th.focused and phase.fallbacks else None
         base = fb if fb is not None else r
-        answers.append(replace(base, prefill=(base.prefill or "") + t.open + th.text + t.close))
+        head = (base.prefill or "") + t.open
+        ids = th.token_ids
+        answers.append(
+            replace(
+                base,
+                prefill=head + th.text + t.close,
+                # the thinking as the model's own tokens, where the engine gave ids that spell it
+                carried=Carried(len(head), th.text, ids) if ids is not None else None,
+            )
+        )
     # An item whose thinking did not fit has no answer phase; one whose answer no longer fits overflows.
     todo = [i for i, th in enumerate(thoughts) if th.finish_reason != "overflow"]
     answer = Phase(
@@ -210,7 +246,7 @@ def _two_phases(runner: Runner, phase: Phase, t: Thinking) -> tuple[list[Result]
     results = []
     for i, th in enumerate(thoughts):
         if i not in got:
-            results.append(th)
+            results.append(replace(th, token_ids=None))
             continue
         a = got[i]
         results.append(
@@ -223,7 +259,9 @@ def _two_phases(runner: Runner, phase: Phase, t: Thinking) -> tuple[list[Result]
                 focused=th.focused,
             )
         )
-    return results, count_thinking(merged(s1, s2, len(phase.requests)), results)
+    stats = merged(s1, s2, len(phase.requests))
+    stats.answer_submitted, stats.answer_computed = s2.prompt_submitted, s2.prompt_computed
+    return results, count_thinking(stats, results)
 
 
 def _think(r: Request, t: Thinking, answer_tokens: int) -> Request:
@@ -233,6 +271,7 @@ def _think(r: Request, t: Thinking, answer_tokens: int) -> Request:
         constraint=None,
         sampling=replace(r.sampling, max_tokens=t.budget, stop=(t.stop,)),
         reserve=answer_tokens + len(t.close),  # the answer, and the closing delimiter (no longer than its bytes)
+        carry=True,
     )
 
 
@@ -271,6 +310,22 @@ def count_thinking(stats: PhaseStats, results: list[Result]) -> PhaseStats:
     stats.thinking_tokens = sum(r.reasoning_tokens for r in thought)
     stats.n_thinking_cut = sum(1 for r in thought if r.reasoning_cut)
     return stats
+
+
+def summed(parts: list[PhaseStats]) -> PhaseStats:
+    """Many items' settings-long stats as one (each part: one item, both its phases)."""
+
+    def add(xs: list[int | None]) -> int | None:
+        return None if all(x is None for x in xs) else sum(x or 0 for x in xs)
+
+    out = PhaseStats()
+    for f in ("n_requests", "n_cached", "n_generated", "n_overflow", "n_violations", "prompt_tokens", "output_tokens",
+              "engine_calls"):  # fmt: skip
+        setattr(out, f, sum(getattr(p, f) for p in parts))
+    out.wall_s, out.load_s = sum(p.wall_s for p in parts), sum(p.load_s for p in parts)
+    for f in ("prompt_submitted", "prompt_computed", "answer_submitted", "answer_computed"):
+        setattr(out, f, add([getattr(p, f) for p in parts]))
+    return out
 
 
 def merged(a: PhaseStats, b: PhaseStats, n_items: int) -> PhaseStats:

@@ -188,3 +188,43 @@ def test_a_template_that_refuses_the_cut_message_only_loses_the_hint(tiny: Path)
         assert backend.generate([req])[0].output_tokens > 0
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("flash_attn", [False, True])
+@pytest.mark.parametrize("path", [GEMMA_GGUF, None], ids=["gemma", "tiny"])
+def test_a_prompt_that_continues_a_generation_gets_a_fresh_starts_logits(
+    tiny: Path, path: Path | None, flash_attn: bool
+) -> None:
+    """Greedy generation evaluates its tokens one at a time after the prompt; a later prompt that carries them
+    (the answer after the thinking) is evaluated in the same batches (carried_starts), so continuing the generation's
+    own cache, which computes only what follows, and evaluating it from an empty cache (a resumed sweep) give
+    exactly the same logits."""
+    from offline_eval.backends.llamacpp_greedy import greedy
+    from offline_eval.backends.llamacpp_prefill import carried_starts
+
+    llama_cpp = pytest.importorskip("llama_cpp")
+    model = path or tiny / "think" / "gguf" / "tiny-think-f16.gguf"
+    llm = llama_cpp.Llama(
+        model_path=str(model), n_ctx=2048, n_ubatch=64, n_threads=2, flash_attn=flash_attn, verbose=False, seed=0
+    )
+    rng = np.random.default_rng(1)
+    vocab = min(20000, llm.n_vocab())
+    prompt = [llm.token_bos(), *rng.integers(100, vocab, 150).tolist()]
+    cache = PromptCache(llm)
+    try:
+        cache.prefill(prompt)
+        _, _, made = greedy(llm, prompt, 40, None)
+        cache.extend(made[: llm.n_tokens - len(prompt)])
+        tail = rng.integers(100, vocab, 3).tolist()
+        answer = [*prompt, *made, *tail]
+        span = (len(prompt), len(prompt) + len(made))
+        assert carried_starts(len(answer), 64, 0, span)[-1] == span[1]
+        computed = cache.prefill(answer, 0, span)
+        assert computed <= len(tail) + 1  # the tail, and the last generated token where generation never took it
+        warm = _logits(llm)
+        cache.forget()
+        llm.reset()
+        assert cache.prefill(answer, 0, span) == len(answer)
+        np.testing.assert_array_equal(warm, _logits(llm))
+    finally:
+        llm.close()

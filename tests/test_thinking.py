@@ -62,6 +62,11 @@ def test_a_block_that_closes_is_thinking_and_only_the_answer_is_parsed(tmp_path:
         "thinking_tokens": 4 * (len("条文を読む。".encode()) + CLOSE),
         "thinking_tokens_per_item": len("条文を読む。".encode()) + CLOSE,
         "cut_by_budget": 0,
+        # Each item answers right after it thought (the fake keeps one sequence, as llama.cpp): of the answer's
+        # prompt only the thinking and the closing delimiter are computed.
+        "answer_prompt_computed": round(
+            4 * (len("条文を読む。".encode()) + CLOSE) / sum(r.prompt_tokens for r in recs), 3
+        ),
     }
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "| thinking tokens/item | thinking cut by budget |" in report

@@ -5,8 +5,9 @@ choices, and greedy thinking is the same on the three engines.
 
 Random weights emit lone byte-fallback tokens, which are not UTF-8 text: each engine decodes them its own way
 (llama.cpp drops them, vLLM's incremental detokenizer writes U+FFFD, transformers' whole-sequence decode merges
-neighbours). The thinking is compared with those characters left out; the answers, which phase 2 computes after
-the thinking re-encoded from that text, may then differ (docs/reasoning.md, "Token for token")."""
+neighbours). So the thinking is compared as tokens (each token's bytes: the GGUF numbers its vocabulary apart from
+the HF folder), and phase 2 continues from those tokens, not from their text (docs/reasoning.md, "Token for
+token")."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from offline_eval.modelspec import ReasoningSpec
 from offline_eval.requests import Phase, Request, Result, Sampling
 from offline_eval.runner import Runner
 from offline_eval.store import Store
-from offline_eval.thinking import ModelSettings, solve
+from offline_eval.thinking import ModelSettings, planned, solve
 
 BUDGET = 24
 QUESTIONS = [
@@ -55,6 +56,7 @@ def _phase(method: str = "generate") -> Phase:
 
 
 _RUNS: dict[str, list[Result]] = {}
+_TOKENS: dict[str, list[tuple[bytes, ...] | None]] = {}  # each statement's thinking, token by token
 
 
 @pytest.fixture(scope="module", params=["llamacpp", "transformers", "vllm"])
@@ -65,6 +67,12 @@ def thought(request, tiny, tmp_path_factory):  # type: ignore[no-untyped-def]
         runner = Runner(backend, store, "f32", progress=False)
         generated, stats = solve(runner, _phase(), SETTINGS)
         scored, _ = solve(runner, _phase("choice_logprobs"), SETTINGS)
+        thoughts, again = runner.run(planned(_phase(), SETTINGS))  # the thinking phase, served from the store
+        assert again.n_cached == len(QUESTIONS)
+        vocab = backend.vocab_bytes()  # type: ignore[attr-defined]
+        _TOKENS[request.param] = [
+            tuple(bytes(vocab[t]) for t in th.token_ids) if th.token_ids is not None else None for th in thoughts
+        ]
     finally:
         backend.close()
     _RUNS[request.param] = generated
@@ -86,14 +94,21 @@ def _decodable(text: str | None) -> str:
     return re.sub("[\ufffd\x00-\x1f\x7f]", "", text or "")
 
 
-def test_greedy_thinking_is_the_same_on_the_engines_in_float32(thought) -> None:  # type: ignore[no-untyped-def]
+def test_greedy_thinking_and_answers_are_the_same_on_the_engines_in_float32(thought) -> None:  # type: ignore[no-untyped-def]
     if len(_RUNS) < 3:
         pytest.skip("compared once all three engines have run")
-    thinking = {n: [_decodable(r.reasoning) for r in rs] for n, rs in _RUNS.items()}
-    # Measured: llama.cpp and vLLM write the same thinking for 3 of the 4 statements; on the fourth they part after
-    # 20 characters, at a near tie of random weights. transformers decodes the same tokens as one sequence and
-    # writes U+FFFD where byte tokens sit side by side, so its text is compared by its opening only.
-    same = sum(a == b for a, b in zip(thinking["llamacpp"], thinking["vllm"]))
-    assert same >= len(QUESTIONS) // 2, thinking
-    for name in ("llamacpp", "transformers"):
-        assert all(a[:8] == b[:8] for a, b in zip(thinking[name], thinking["vllm"])), thinking
+    # Every engine gave its thinking's token ids, which the answer phase continued from.
+    assert all(t is not None and len(t) == BUDGET for ts in _TOKENS.values() for t in ts), _TOKENS
+    # Measured: transformers and vLLM think the same 24 tokens on all 4 statements; llama.cpp the same as them on 3,
+    # and on the fourth it parts at token 21, at a near tie of random weights.
+    assert _TOKENS["transformers"] == _TOKENS["vllm"]
+    same = sum(a == b for a, b in zip(_TOKENS["llamacpp"], _TOKENS["vllm"]))
+    assert same >= 3, [(a == b) for a, b in zip(_TOKENS["llamacpp"], _TOKENS["vllm"])]
+    for a, b in zip(_TOKENS["llamacpp"], _TOKENS["vllm"]):
+        assert a is not None and b is not None and a[:16] == b[:16]
+    # The answers after the same tokens are the same: on every statement, all three engines.
+    answers = {n: [r.text for r in rs] for n, rs in _RUNS.items()}
+    assert answers["llamacpp"] == answers["transformers"] == answers["vllm"], answers
+    # Text as each engine writes it: the decodable characters of the thinking agree where the tokens do.
+    text = {n: [_decodable(r.reasoning) for r in rs] for n, rs in _RUNS.items()}
+    assert sum(a == b for a, b in zip(text["llamacpp"], text["vllm"])) >= 3, text

@@ -22,6 +22,9 @@ class Backend(ABC):
     # Load options this engine sets where its library's default differs and the user did not set them; they can
     # change outputs, so they are part of the store key.
     load_defaults: ClassVar[dict[str, Any]] = {}
+    # How many sequences the engine's prefix cache keeps (None: as many as its memory holds). An engine that keeps
+    # one (llama.cpp) answers each item right after its thinking, so the answer reuses the thinking's cache.
+    cached_sequences: ClassVar[int | None] = None
 
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec
@@ -105,6 +108,39 @@ class TokenizingBackend(Backend):
         if key not in cache:
             cache[key] = choice_token_ids(self.encode_text, self.render(request), choices, self.vocab_bytes)
         return cache[key]
+
+
+def carried_ids(
+    full: str, r: Request, head: Callable[[str], list[int]], rest: Callable[[str], list[int]]
+) -> list[int] | None:
+    """The prompt `full` (rendered from r, its prefill at the end) as ids, with the carried part's own ids in place
+    of its text: the text before it encoded as a prompt (`head`), the text after it without special tokens
+    (`rest`). None: the request carries nothing, or the rendered text does not hold it where it says."""
+    c = r.carried
+    if c is None:
+        return None
+    start = len(full) - len(r.prefill or "") + c.at
+    if start < 0 or full[start : start + len(c.text)] != c.text:
+        return None
+    return head(full[:start]) + list(c.ids) + (rest(tail) if (tail := full[start + len(c.text) :]) else [])
+
+
+def faithful_ids(
+    ids: Sequence[int], text: str, decode: Callable[[Sequence[int]], str], stop: Sequence[str] = ()
+) -> tuple[int, ...] | None:
+    """The generated `ids` a later phase continues from: those that decode to `text` exactly (all of them, or all
+    but the few, at most STOP_TOKENS, that spelled the stop string the text was cut at). Where none do (the engine
+    writes bytes that are not UTF-8 its own way), all of them if no stop string ended the generation: they are
+    the model's own tokens, which its text only approximates. None: a stop string ended it and no start of the ids
+    spells the text, so where the thinking ends among them is unknown."""
+    for n in range(len(ids), max(len(ids) - STOP_TOKENS, 0) - 1, -1):
+        if decode(ids[:n]) == text:
+            return tuple(ids[:n])
+    full = decode(ids)
+    return None if any(x and x in full for x in stop) else tuple(ids)
+
+
+STOP_TOKENS = 16
 
 
 def choice_token_ids(

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..constraints import Choice, JsonSchema, Regex
 from ..requests import Request, Result
-from .base import Progress, TokenizingBackend, check_engine_args
+from .base import Progress, TokenizingBackend, carried_ids, check_engine_args
 from .chat import choose_template, render_request
 from .registry import Engine
 from .spec import LoadSpec, PromptCount, PromptCounter
@@ -38,6 +38,7 @@ _ARGS = {"answers", "default", "logprobs"}
 
 class FakeBackend(TokenizingBackend):
     name = "fake"
+    cached_sequences = 1  # as llama.cpp's
 
     @classmethod
     def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
@@ -62,7 +63,12 @@ class FakeBackend(TokenizingBackend):
         return list(text.encode("utf-8"))
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
-        return [self.encode_text(self.render(r)) for r in requests]
+        out = []
+        for r in requests:
+            full = self.render(r)
+            got = carried_ids(full, r, self.encode_text, self.encode_text)
+            out.append(got if got is not None else self.encode_text(full))
+        return out
 
     def vocab_bytes(self) -> list[bytes]:
         return [bytes([i]) for i in range(256)]
@@ -84,7 +90,13 @@ class FakeBackend(TokenizingBackend):
             text = _constrained(_continued(self._answer(prompt, r), r.prefill), r)
             text, finish, n = _ended(text, r.sampling.max_tokens, r.sampling.stop)
             out.append(
-                Result(text=text, finish_reason=finish, prompt_tokens=len(prompt.encode("utf-8")), output_tokens=n)
+                Result(
+                    text=text,
+                    finish_reason=finish,
+                    prompt_tokens=len(prompt.encode("utf-8")),
+                    output_tokens=n,
+                    token_ids=tuple(text.encode("utf-8")) if r.carry else None,
+                )
             )
             if progress:
                 progress(1)

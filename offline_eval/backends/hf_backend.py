@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .base import Progress, TokenizingBackend, check_engine_args
+from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids
 from .chat import choose_template, hf_encode, hf_own_template
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
@@ -78,6 +78,8 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         self.prompt_count = self._count = PromptCount()  # no cache across calls: every prompt token is computed
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        if any(r.carried is not None for r in requests):
+            return [self.encode_one(r) for r in requests]
         return hf_encode(self.tokenizer, self.chat_template, requests)
 
     def _batches(self, requests: Sequence[Request], encoded: Sequence[list[int]]):
@@ -147,12 +149,16 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                 text, n_tokens = str(self.tokenizer.decode(toks, skip_special_tokens=True)), n_out or len(new)
                 if s.stop and (cut := self._stopped(toks, s.stop)) is not None:
                     (text, n_tokens), finish = cut, "stop"
+                    toks = toks[:n_tokens]  # what a finished row's batch-mates went on to make is not its own
                 out[i] = Result(
                     text=text,
                     finish_reason=finish,
                     prompt_tokens=len(encoded[i]),
                     output_tokens=n_tokens,
                     latency_s=round(per, 6),
+                    token_ids=faithful_ids(toks, text, self.decode_ids, requests[i].sampling.stop)
+                    if requests[i].carry
+                    else None,
                 )
             if progress:
                 progress(len(idx))

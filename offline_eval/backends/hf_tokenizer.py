@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..requests import Request
-from .base import hf_vocab_bytes
-from .chat import choose_template, hf_encode, hf_own_template, hf_render
+from .base import carried_ids, hf_vocab_bytes
+from .chat import adds_special_tokens, choose_template, hf_encode, hf_own_template, hf_render
 from .spec import LoadSpec, PromptCounter
 
 
@@ -45,6 +45,16 @@ class HFTokenized:
 
     def encode_text(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_one(self, r: Request) -> list[int]:
+        """One prompt's ids, a part carried from an earlier phase as its own ids."""
+        full, s = self.render(r), adds_special_tokens(r, self.chat_template)
+        got = carried_ids(full, r, lambda t: list(self.tokenizer.encode(t, add_special_tokens=s)), self.encode_text)
+        return got if got is not None else list(self.tokenizer.encode(full, add_special_tokens=s))
+
+    def decode_ids(self, ids: Sequence[int]) -> str:
+        """Generated ids as the engine writes their text."""
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def vocab_bytes(self) -> list[bytes]:
         return hf_vocab_bytes(self.tokenizer)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import EngineError
 from ..requests import Request, Result
-from .base import Progress, TokenizingBackend, check_engine_args, signature_params
+from .base import Progress, TokenizingBackend, carried_ids, check_engine_args, faithful_ids, signature_params
 from .chat import adds_special_tokens, choose_template, render_request
 from .grammars import gbnf
 from .llamacpp_greedy import GrammarCheck, greedy
@@ -65,6 +65,7 @@ class LlamaCppBackend(TokenizingBackend):
     # False: every request goes through create_completion with llama-cpp-python's own prefix reuse and sampler chain
     # (the reference the tests and benchmarks compare with)
     fast_greedy = True
+    cached_sequences = 1
     # Flash attention on, as llama.cpp's own tools (llama-cpp-python leaves it off): 1.2x faster on Gemma 3 270M judge
     # prompts. Physical batches of 128 tokens, not 512: a prompt's reused prefix is cut back to a batch boundary
     # (llamacpp_prefill), and on CPUs 128-token batches evaluate as fast as 512-token ones (Gemma: 450 vs 425 tokens/s).
@@ -129,7 +130,29 @@ class LlamaCppBackend(TokenizingBackend):
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         # add_bos adds BOS only where the GGUF's tokenizer.ggml.add_bos_token asks for it.
-        return [self.encode_text(self.render(r), add_bos=adds_special_tokens(r, self.chat_template)) for r in requests]
+        out = []
+        for r in requests:
+            full, bos = self.render(r), adds_special_tokens(r, self.chat_template)
+
+            def head(text: str, bos: bool = bos) -> list[int]:
+                return self.encode_text(text, add_bos=bos)
+
+            got = carried_ids(full, r, head, self.encode_text)
+            out.append(got if got is not None else head(full))
+        return out
+
+    def _span(self, r: Request, ids: Sequence[int]) -> tuple[int, int] | None:
+        """Where the carried generated tokens sit in the prompt's ids (None: it carries none)."""
+        c = r.carried
+        if c is None:
+            return None
+        full = self.render(r)
+        start = len(full) - len(r.prefill or "") + c.at
+        n = len(self.encode_text(full[:start], add_bos=adds_special_tokens(r, self.chat_template)))
+        return (n, n + len(c.ids)) if list(ids[n : n + len(c.ids)]) == list(c.ids) else None
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self.llm.detokenize(list(ids)).decode("utf-8", errors="ignore")
 
     def _grammar(self, r: Request) -> Any:
         if r.constraint is None:
@@ -177,10 +200,13 @@ class LlamaCppBackend(TokenizingBackend):
             s = r.sampling
             t0 = time.perf_counter()
             self._evaluated.clear()
+            made: list[int] | None = None  # the generated ids, where this engine has them (greedy)
             if self.fast_greedy and ids:
-                computed = self._cache.prefill(ids, self._split_token(r, ids))
+                computed = self._cache.prefill(ids, self._split_token(r, ids), self._span(r, ids))
                 if s.temperature == 0:
-                    text, finish, n_out = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r), s.stop)
+                    text, finish, made = greedy(self.llm, ids, s.max_tokens, self._grammar_check(r), s.stop)
+                    n_out = len(made)
+                    self._cache.extend(made[: self.llm.n_tokens - len(ids)])  # those it evaluated
                 else:  # the whole prompt is in the cache now: create_completion samples from its logits
                     text, finish, n_out = self._complete(ids, r)
             else:
@@ -197,6 +223,7 @@ class LlamaCppBackend(TokenizingBackend):
                     prompt_tokens=len(ids),
                     output_tokens=n_out,
                     latency_s=round(t1 - t0, 6),
+                    token_ids=faithful_ids(made, text, self._decode, s.stop) if r.carry and made is not None else None,
                 )
             )
             if progress:

@@ -106,8 +106,8 @@ def _stop_at(text: str, stop: Sequence[str]) -> str | None:
 
 def greedy(
     llm: Any, prompt: Sequence[int], max_tokens: int, grammar: GrammarCheck | None, stop: Sequence[str] = ()
-) -> tuple[str, str, int]:
-    """(text, finish_reason, output tokens) of a greedy completion of `prompt`, which `prefill` has evaluated.
+) -> tuple[str, str, list[int]]:
+    """(text, finish_reason, the generated tokens) of a greedy completion of `prompt`, which `prefill` has evaluated.
     It ends before the first of `stop` in the text (the tokens that spelled it are counted, as vLLM counts). With
     stop strings (a thinking phase) max_tokens is a hard cap, as on vLLM: a budget holds to the token even where
     the last token ends inside a character, which is then left out of the text."""
@@ -137,10 +137,10 @@ def greedy(
         so_far = llm.detokenize(completion)
         pending = _ends_inside_utf8(so_far, pending)
         if stop and (cut := _stop_at(so_far.decode("utf-8", errors="ignore"), stop)) is not None:
-            return cut, "stop", len(completion)
+            return cut, "stop", completion
         if pending > 0 and not (stop and len(completion) >= max_tokens):
             pending -= 1
         elif len(completion) >= max_tokens:
             break
         llm.eval([token])
-    return llm.detokenize(completion).decode("utf-8", errors="ignore"), finish, len(completion)
+    return llm.detokenize(completion).decode("utf-8", errors="ignore"), finish, completion

@@ -30,6 +30,14 @@ def batch_starts(n: int, step: int, split: int = 0) -> list[int]:
     return [*range(0, split, step), *range(split, n, step)]
 
 
+def carried_starts(n: int, step: int, split: int, span: tuple[int, int]) -> list[int]:
+    """The batches of a prompt that continues an earlier generation: the prompt before `span` as any prompt, the
+    carried generated tokens one at a time (as they were evaluated while they were generated), the rest in one
+    batch. A fresh evaluation and one that continues the generation's own cache compute the same."""
+    a, b = span
+    return [*batch_starts(a, step, split), *range(a, b), *([b] if b < n else [])]
+
+
 def last_logits(llm: Any) -> np.ndarray:
     """The logits after the last token evaluated (a view into llama.cpp's buffer, valid until the next eval)."""
     import llama_cpp
@@ -70,14 +78,23 @@ class PromptCache:
             reuse = a
         return reuse
 
-    def prefill(self, tokens: Sequence[int], split: int = 0) -> int:
-        """Evaluate `tokens` so that the last one's logits are ready; returns how many tokens were computed."""
+    def extend(self, generated: Sequence[int]) -> None:
+        """Generated tokens evaluated after the prompt, one at a time: a prompt that continues them reuses them."""
+        n = len(self.tokens)
+        self.tokens += list(generated)
+        self.starts += range(n, n + len(generated))
+
+    def prefill(self, tokens: Sequence[int], split: int = 0, span: tuple[int, int] | None = None) -> int:
+        """Evaluate `tokens` so that the last one's logits are ready; returns how many tokens were computed.
+        `span`: the tokens an earlier generation made, evaluated one at a time (carried_starts)."""
         llm = self.llm
         if not tokens:
             raise ValueError("an empty prompt has no logits to take")
         if len(tokens) >= llm.n_ctx():
             raise ValueError(f"Requested tokens ({len(tokens)}) exceed context window of {llm.n_ctx()}")
-        starts = batch_starts(len(tokens), self.step, split)
+        starts = (
+            carried_starts(len(tokens), self.step, split, span) if span else batch_starts(len(tokens), self.step, split)
+        )
         reuse = self.reusable(tokens, starts)
         self.forget()  # until every batch is in: a failed eval leaves a cache batched some other way
         if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):

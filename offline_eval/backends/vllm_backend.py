@@ -9,7 +9,14 @@ from typing import Any
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
-from .base import Progress, TokenizingBackend, check_engine_args, logsumexp, signature_params
+from .base import (
+    Progress,
+    TokenizingBackend,
+    check_engine_args,
+    faithful_ids,
+    logsumexp,
+    signature_params,
+)
 from .chat import adds_special_tokens, choose_template, hf_own_template
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
@@ -104,6 +111,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         self._param_cache: dict[Any, Any] = {}
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
+        if any(r.carried is not None for r in requests):
+            return [self.encode_one(r) for r in requests]
         # One conversation per call: the batched form of apply_chat_template measured 8x slower.
         texts = [self.render(r) for r in requests]
         special = [adds_special_tokens(r, self.chat_template) for r in requests]
@@ -158,7 +167,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         outs, t0, t1 = self._run(encoded, [self._params(r) for r in requests])
         per = (t1 - t0) / max(len(outs), 1)
         results = []
-        for o in outs:
+        for r, o in zip(requests, outs):
             c = o.outputs[0]
             results.append(
                 Result(
@@ -167,6 +176,9 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                     prompt_tokens=len(o.prompt_token_ids),
                     output_tokens=len(c.token_ids),
                     latency_s=round(per, 6),
+                    token_ids=faithful_ids(list(c.token_ids), c.text, self.decode_ids, r.sampling.stop)
+                    if r.carry
+                    else None,
                 )
             )
         if progress:
