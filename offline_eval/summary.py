@@ -128,6 +128,9 @@ class LoadProvenance(_Model):
     prompt_format: str  # chat | plain | server (a served model applies its own template)
     unknown: dict[str, str] = Field(default_factory=dict)
     decoding: dict[str, Any] | None = None  # the model's sampling and thinking settings, where it has any
+    # What the engine's start did (vLLM: compiled or reused its compile cache); None: no engine started (every
+    # output served from the store) or it says nothing. An event of the sweep, as timings are: verify keeps it.
+    engine_start: dict[str, Any] | None = None
 
 
 class SettingProvenance(_Model):

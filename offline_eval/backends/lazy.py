@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .base import Backend
 from .fingerprint import HashCache, spec_fingerprint
@@ -29,6 +30,13 @@ class LazyBackend:
         if self._backend is None:
             self._backend = self._load(self.spec)
         return self._backend
+
+    def start_facts(self) -> dict[str, Any] | None:
+        """What the engine's start did (None: it never started: every output came from the store)."""
+        if self._backend is None:
+            return None
+        got = getattr(self._backend, "start_facts", None)  # an engine on a Ray worker may not say
+        return got() if callable(got) else None
 
     def close(self) -> None:
         if self._backend is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
@@ -75,6 +76,10 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         # Structured outputs crash on the V2 model runner (vllm issue 51283); set only where vLLM is started, not
         # where this module is imported to validate a config.
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+        # vLLM 0.32's AOT compile cache never loads ("'function' object has no attribute 'finalize_loading'"), so
+        # every start compiled again; without it torch's own compiled-graph cache does, kept in a known folder.
+        os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+        cache = compile_cache()
         from vllm import LLM
         from vllm.platforms import current_platform
 
@@ -102,13 +107,24 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         kwargs.update(spec.engine_args)
         import multiprocessing
 
-        before = set(multiprocessing.active_children())
+        before, had = set(multiprocessing.active_children()), _files(cache)
+        t0 = time.perf_counter()
         self.llm = LLM(**kwargs)
+        made = _files(cache) - had
+        self._start: dict[str, Any] = {
+            "start_s": round(time.perf_counter() - t0, 1),
+            "compile": "eager" if kwargs.get("enforce_eager") else ("compiled" if made else "reused"),
+            "compile_cache": str(cache),
+            "compile_cache_files_added": len(made),
+        }
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
         self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._param_cache: dict[Any, Any] = {}
+
+    def start_facts(self) -> dict[str, Any]:
+        return dict(self._start)
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         if any(r.carried is not None for r in requests):
@@ -248,3 +264,14 @@ def _structured(c: Constraint) -> Any:
     if isinstance(c, Regex):
         return StructuredOutputsParams(regex=c.pattern)
     raise TypeError(f"unknown constraint {c!r}")
+
+
+def compile_cache() -> Path:
+    """Where vLLM's compiled graphs are kept across loads and sweeps (torch inductor's cache): TORCHINDUCTOR_CACHE_DIR
+    where the user set it, else offline-eval's folder in the user's cache (torch's default is in /tmp)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "offline-eval" / "torchinductor")))
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p) for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()

@@ -98,6 +98,7 @@ def _evaluate(stage: Stage, ev: ModelSpec, users: list[_Staged], failures: list[
             x.results.pop(run, None)
             x.timing.pop(run, None)
     finally:
+        facts.engine_start = engine.start_facts()
         with timings.stage("close", run=run):
             engine.close()
     return facts

@@ -167,6 +167,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                 pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
                 stage.log(f"[{run}] {s.name}: {shown or pending}  ({rate(stats)})")
     finally:
+        facts.engine_start = engine.start_facts()
         with timings.stage("close", run=run):
             engine.close()
     return facts

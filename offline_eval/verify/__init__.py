@@ -33,6 +33,7 @@ CLAIMED = (
     "the sweep's clock (started, ended), its command line and what ran it: offline-eval's version, the git "
     "revision, Python, the OS, the CPU, the GPUs and the engine libraries installed",
     "each load's engine version and a served model's identity (the store is read under them: no engine runs)",
+    "what each load's engine start did (provenance.loads[].engine_start: vLLM compiled or reused its compile cache)",
     "why a failed run failed (that it failed is checked: the store lacks outputs it needed)",
 )
 OK = (

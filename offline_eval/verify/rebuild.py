@@ -124,6 +124,9 @@ def _replay(
     for r in summary.runs:
         if r.key in throughput:
             r.throughput = throughput[r.key]
+    started = {x.run: x.engine_start for x in prov.loads}  # what an engine's start did: claimed, as timings are
+    for x in summary.provenance.loads if summary.provenance else []:
+        x.engine_start = started.get(x.run)
     # Why a run failed is an event of the sweep; that it failed here too (its outputs are not all stored) is checked.
     reasons = {f.run: f.reason for f in claimed.failures}
     for f in summary.failures:

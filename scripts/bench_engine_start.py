@@ -1,0 +1,69 @@
+#!/usr/bin/env python
+"""vLLM's engine start with and without its compile cache, side by side in one run.
+
+    .venv/bin/python scripts/bench_engine_start.py [--model models/gemma-3-270m/hf] [--max-model-len 4096]
+
+Each start is a fresh process, as a new sweep is: vLLM as it starts by default (its AOT compile cache, which never
+loads on vLLM 0.32's CPU build, so every start compiles again) and as offline-eval starts it (VLLM_USE_AOT_COMPILE=0,
+torch's compiled-graph cache in a known folder), each twice over an empty cache folder: the first start compiles,
+the second may reuse. Prints each start's seconds and what the backend recorded, then the ratios: offline-eval's
+second start against vLLM's default one, and the first starts against each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import json, sys
+from offline_eval.backends.registry import load_backend
+from offline_eval.backends.spec import LoadSpec
+b = load_backend(LoadSpec(name="bench", backend="vllm", path=sys.argv[1], max_model_len=int(sys.argv[2])))
+print("START " + json.dumps(b.start_facts()))
+b.close()
+"""
+
+
+def start(model: str, ctx: int, cache: Path, aot: str) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "VLLM_USE_AOT_COMPILE": aot}
+    env["VLLM_CACHE_ROOT"] = str(cache / "vllm")  # vLLM's own (AOT) cache: empty too
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, model, str(ctx)], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    line = next((x for x in out.stdout.splitlines() if x.startswith("START ")), None)
+    if line is None:
+        sys.exit(f"the engine did not start:\n{out.stderr[-2000:]}")
+    return json.loads(line[6:])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=str(ROOT / "models/gemma-3-270m/hf"))
+    ap.add_argument("--max-model-len", type=int, default=4096)
+    a = ap.parse_args()
+    got: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, aot in (("vLLM default", "1"), ("offline-eval", "0")):
+            cache = Path(tmp) / name.replace(" ", "-")
+            got[name] = [start(a.model, a.max_model_len, cache, aot) for _ in range(2)]
+            for i, f in enumerate(got[name], 1):
+                print(f"{name}, start {i}: {f['start_s']:.1f} s ({f['compile_cache_files_added']} cache files added)")
+    d, o = got["vLLM default"], got["offline-eval"]
+    print(
+        f"second start: offline-eval {o[1]['start_s']:.1f} s / vLLM default {d[1]['start_s']:.1f} s = "
+        f"{o[1]['start_s'] / d[1]['start_s']:.2f}; first start: {o[0]['start_s']:.1f} s / {d[0]['start_s']:.1f} s = "
+        f"{o[0]['start_s'] / d[0]['start_s']:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""vLLM's compile cache (issue 33): a second load of the same model reuses what the first compiled, and the
+provenance says which load compiled and which reused. The cache is a fresh folder here (TORCHINDUCTOR_CACHE_DIR), so
+the first load must compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import DATA, TINY
+
+import offline_eval
+
+
+def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path, monkeypatch) -> None:
+    pytest.importorskip("vllm")
+    cache = tmp_path / "compiled"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    model = {"backend": "vllm", "path": str(TINY / "hf"), "max_model_len": 1024}
+    summary = offline_eval.sweep(
+        {
+            "output_dir": str(tmp_path / "out"),
+            # the same weights twice (another seed: the store serves neither's outputs to the other), two loads
+            "models": [{"name": "first", **model}, {"name": "second", "seed": 1, **model}],
+            "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 2}},
+        },
+        progress=False,
+        log=lambda _: None,
+    )
+    assert summary.provenance is not None
+    started = {x.run.split(".")[0]: x.engine_start for x in summary.provenance.loads}
+    first, second = started["first"], started["second"]
+    assert first is not None and second is not None, started
+    assert first["compile"] == "compiled" and first["compile_cache_files_added"] > 0, first
+    assert second["compile"] == "reused" and second["compile_cache_files_added"] == 0, second
+    assert first["compile_cache"] == second["compile_cache"] == str(cache)
+    assert second["start_s"] < first["start_s"], started
+    from offline_eval.verify import verify
+
+    assert verify(tmp_path / "out") == []  # the start's facts are claimed, as timings are: a rebuild keeps them
