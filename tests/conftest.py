@@ -84,11 +84,13 @@ INVOCATION = ("command", "config", "config_sha256", "started", "ended")
 
 def comparable(summary: dict) -> dict:  # type: ignore[type-arg]
     """What two sweeps over the same data and models must agree on: everything but the wall clock (timings, each
-    run's throughput) and the invocation's own provenance; every load's and setting's provenance is kept."""
+    run's throughput, what each engine's start did) and the invocation's own provenance; every load's and setting's
+    provenance is kept."""
     out = {k: v for k, v in summary.items() if k != "timings"}
     out["runs"] = [{k: v for k, v in r.items() if k != "throughput"} for r in summary["runs"]]
     prov = dict(out["provenance"])
     prov["sweep"] = {k: v for k, v in prov["sweep"].items() if k not in INVOCATION}
+    prov["loads"] = [{k: v for k, v in x.items() if k != "engine_start"} for x in prov.get("loads") or []]
     out["provenance"] = prov
     return out
 

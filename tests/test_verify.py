@@ -120,7 +120,8 @@ def test_an_untouched_folder_verifies_and_lists_what_it_takes_as_claimed(copy):
         "config and the weights match; every constrained answer keeps its constraint)"
     )
     claimed = lines[lines.index("claimed, not checked (nothing can recompute them):") + 1 : -1]
-    assert len(claimed) == 4 and any("timings" in x and "throughput" in x for x in claimed)
+    assert len(claimed) == 5 and any("timings" in x and "throughput" in x for x in claimed)
+    assert any("engine_start" in x for x in claimed)
     assert any("git revision" in x for x in claimed)
 
 
