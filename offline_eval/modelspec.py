@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     StrictBool,
@@ -25,49 +23,11 @@ from pydantic_core import PydanticCustomError
 from .backends.chat import checked_setting, normalize_setting, spec_template
 from .backends.registry import engine_names, get_engine
 from .backends.spec import LoadSpec
+from .decoding import ReasoningSpec, SamplingSpec, Strict
 from .errors import InputError, is_url, missing
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 _FULL_PRECISION = {"bf16", "f16", "fp16", "bfloat16", "float16", "half"}
-
-
-class SamplingSpec(Strict):
-    """How a model's answers are drawn. The default is greedy, as every task asks, so that runs are reproducible
-    and comparable across engines. `seed`: the first sample's (default: the model's `seed`)."""
-
-    temperature: float = Field(0.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: StrictInt = Field(0, ge=0, description="0: off")
-    min_p: float = Field(0.0, ge=0, le=1)
-    seed: StrictInt | None = None
-
-
-class ReasoningSpec(Strict):
-    """A reasoning model: it thinks (phase 1, up to `budget` tokens, between `open` and `close`), then answers
-    under the task's own constraint (phase 2). `think: false`: the template's no-thinking form (template_kwargs,
-    e.g. enable_thinking: false), answered in one phase. A list of budgets: one run per budget."""
-
-    think: StrictBool = False
-    budget: StrictInt | list[StrictInt] = 1024
-    open: str = Field("<think>", min_length=1)
-    close: str = Field("</think>", min_length=1)
-    template_kwargs: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("budget")
-    @classmethod
-    def _budgets(cls, v: int | list[int]) -> int | list[int]:
-        values = v if isinstance(v, list) else [v]
-        if not values or any(x <= 0 for x in values) or len(set(values)) != len(values):
-            raise ValueError("thinking budgets must be positive and distinct")
-        return v
-
-    def budgets(self) -> list[int]:
-        return list(self.budget) if isinstance(self.budget, list) else [self.budget]
 
 
 def _greedy(s: SamplingSpec | Literal["model"] | None) -> bool:

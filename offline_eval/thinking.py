@@ -35,10 +35,11 @@ class Thinking:
     open: str
     close: str
     served: bool = False
+    end: str | None = None  # where the thinking ends, where not at the closing delimiter
 
     @property
     def stop(self) -> str:
-        return self.close.strip() or self.close
+        return self.end or self.close.strip() or self.close
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class ModelSettings:
         r = self.reasoning
         if r is None or not r.think:
             return None
-        return Thinking(r.budgets()[0], r.open, r.close, self.served)
+        return Thinking(r.budgets()[0], r.open, r.close, self.served, r.stop)
 
     def describe(self) -> dict[str, Any] | None:
         """What the summary records of how the model decoded (None: greedy, no thinking, as every task asks)."""

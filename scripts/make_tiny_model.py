@@ -7,6 +7,9 @@ OUT/hf/                       HF folder: config, bf16 safetensors, SentencePiece
 OUT/gguf/tiny-{f16,q8_0,q4_0}.gguf   the same weights for llama.cpp
 OUT/think/hf, OUT/think/gguf/tiny-think-{f32,f16}.gguf   a tiny reasoning model: <think> and </think> are added
                               tokens and its chat template honours enable_thinking as Qwen3's does
+OUT/harmony/hf, OUT/harmony/gguf/tiny-harmony-f32.gguf   a tiny model in gpt-oss's harmony form: its special
+                              tokens and OpenAI's own chat template (scripts/templates/gpt-oss.jinja); <|end|>
+                              takes the place of one ordinary token, so some analysis messages end
 
 The tokenizer is a SentencePiece unigram model (byte fallback, so any input encodes) trained on the text
 under data/. Weights are random: the plumbing is what the tests exercise, not the answers.
@@ -38,6 +41,14 @@ THINK_TEMPLATE = CHAT_TEMPLATE.replace(
     "<|assistant|>\n{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
     "{% endif %}{% endif %}",
 )
+
+# gpt-oss's o200k_harmony special tokens that its format uses. In llama.cpp <|return|> and <|call|> end generation,
+# and <|end|> (which ends a message, not the generation) is then rendered as text, as <|start|>, <|channel|> and
+# <|message|> are; vLLM and transformers leave all of them out of the text they decode.
+HARMONY_TOKENS = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>",
+                  "<|end|>", "<|message|>", "<|call|>"]  # fmt: skip
+HARMONY_TEMPLATE = (ROOT / "scripts" / "templates" / "gpt-oss.jinja").read_text(encoding="utf-8")
+HARMONY_STOPS = ["<|return|>", "<|call|>"]  # generation_config's end-of-generation tokens beside </s>
 
 
 def corpus_lines(data_dir: Path) -> list[str]:
@@ -100,7 +111,11 @@ def train_tokenizer(lines: list[str], out: Path, symbols: list[str] = ROLE_TOKEN
     return path
 
 
-def build_hf(out: Path, sp_model: Path, template: str = CHAT_TEMPLATE) -> dict[str, np.ndarray]:
+def build_hf(
+    out: Path, sp_model: Path, template: str = CHAT_TEMPLATE, special: list[str] | None = None
+) -> dict[str, np.ndarray]:
+    """The HF folder; `special`: tokens marked special (harmony's), <|end|> among them standing in for a token
+    greedy decoding often writes."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, LlamaTokenizer
 
@@ -110,6 +125,10 @@ def build_hf(out: Path, sp_model: Path, template: str = CHAT_TEMPLATE) -> dict[s
     tok = LlamaTokenizer.from_pretrained(str(tok_dir), legacy=False, add_prefix_space=False)
     tok.pad_token = "<pad>"
     tok.chat_template = template
+    size = len(tok)
+    if special:
+        tok.add_special_tokens({"additional_special_tokens": special})  # already pieces: marked, not added
+        assert len(tok) == size, "harmony tokens must be pieces of the SentencePiece model"
     hf = out / "hf"
     tok.save_pretrained(str(hf))
     (hf / "tokenizer.model").write_bytes(sp_model.read_bytes())
@@ -134,12 +153,38 @@ def build_hf(out: Path, sp_model: Path, template: str = CHAT_TEMPLATE) -> dict[s
     )
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     model.generation_config.eos_token_id = 2
+    if special:
+        model.generation_config.eos_token_id = [2] + tok.convert_tokens_to_ids(HARMONY_STOPS)
+        _end_stands_in(model, tok)
     model.generation_config.pad_token_id = 3
     model.save_pretrained(str(hf), safe_serialization=True)
     for f in tok_dir.iterdir():
         f.unlink()
     tok_dir.rmdir()
     return {k: v.float().numpy() for k, v in model.state_dict().items()}
+
+
+def _end_stands_in(model: object, tok: object) -> None:
+    """<|end|> scores 1.05x what the ordinary token greedy decoding writes most often after the analysis header
+    scores, so where that token would come, the message ends instead: some analysis messages close, others run to
+    their budget. Chosen from the weights themselves, so the choice is deterministic."""
+    import collections
+
+    import torch
+
+    head = model.lm_head.weight  # type: ignore[attr-defined]
+    end = tok.convert_tokens_to_ids("<|end|>")  # type: ignore[attr-defined]
+    banned = set(tok.all_special_ids) | set(range(4))  # type: ignore[attr-defined]
+    counts: collections.Counter[int] = collections.Counter()
+    for text in ("民法第九十条について", "契約の解除は", "次の記述は正しいか。", "甲は乙に対し", "損害賠償の請求"):
+        prompt = f"<|start|>user<|message|>{text}<|end|><|start|>assistant<|channel|>analysis<|message|>"
+        ids = torch.tensor([tok.encode(prompt, add_special_tokens=False)])  # type: ignore[attr-defined]
+        with torch.no_grad():
+            got = model.generate(ids, max_new_tokens=24, do_sample=False)  # type: ignore[attr-defined]
+        counts.update(t for t in got[0, ids.shape[1] :].tolist() if t not in banned)
+    common = max(counts, key=lambda t: (counts[t], -t))
+    with torch.no_grad():
+        head[end] = head[common] * 1.05
 
 
 def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -175,6 +220,7 @@ def write_gguf(
     qtype: str,
     symbols: list[str] = ROLE_TOKENS,
     template: str = CHAT_TEMPLATE,
+    control: list[str] | None = None,
 ) -> None:
     import gguf
     import sentencepiece as spm
@@ -191,6 +237,8 @@ def write_gguf(
             types.append(gguf.TokenType.CONTROL)
         elif sp.is_byte(i):
             types.append(gguf.TokenType.BYTE)
+        elif piece in (control or ()):
+            types.append(gguf.TokenType.CONTROL)
         elif piece in symbols:
             types.append(gguf.TokenType.USER_DEFINED)
         elif sp.is_unused(i):
@@ -270,7 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     for q in ("f32", "f16"):
         write_gguf(think / "gguf" / f"tiny-think-{q}.gguf", think_tensors, sp_think, q, ROLE_TOKENS + THINK_TOKENS,
                    THINK_TEMPLATE)  # fmt: skip
-    for folder in (args.out, think):
+    harmony = args.out / "harmony"
+    (harmony / "gguf").mkdir(parents=True, exist_ok=True)
+    sp_harmony = train_tokenizer(corpus_lines(args.data), harmony, HARMONY_TOKENS)
+    harmony_tensors = gguf_tensors(build_hf(harmony, sp_harmony, HARMONY_TEMPLATE, HARMONY_TOKENS))
+    write_gguf(harmony / "gguf" / "tiny-harmony-f32.gguf", harmony_tensors, sp_harmony, "f32", HARMONY_TOKENS,
+               HARMONY_TEMPLATE, control=HARMONY_TOKENS)  # fmt: skip
+    for folder in (args.out, think, harmony):
         for f in ("tokenizer.model", "tokenizer.vocab"):
             (folder / f).unlink(missing_ok=True)
     print(f"tiny model written to {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)

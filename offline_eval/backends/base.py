@@ -131,14 +131,21 @@ def carried_ids(
 
 
 def faithful_ids(
-    ids: Sequence[int], text: str, decode: Callable[[Sequence[int]], str], stop: Sequence[str] = ()
+    ids: Sequence[int],
+    text: str,
+    decode: Callable[[Sequence[int]], str],
+    stop: Sequence[str] = (),
+    stopped: bool = False,
 ) -> tuple[int, ...] | None:
     """The generated `ids` a later phase continues from: those that decode to `text` exactly (all of them, or all
     but the few, at most STOP_TOKENS, that spelled the stop string the text was cut at). Where none do (the engine
     writes bytes that are not UTF-8 its own way), all of them if no stop string ended the generation: they are
     the model's own tokens, which its text only approximates. None: a stop string ended it and no start of the ids
-    spells the text, so where the thinking ends among them is unknown."""
-    for n in range(len(ids), max(len(ids) - STOP_TOKENS, 0) - 1, -1):
+    spells the text, so where the thinking ends among them is unknown. `stopped`: a stop ended the generation, so
+    the fewest ids that spell the text: a special token that ended it (an end of generation, gpt-oss's <|end|>)
+    decodes to nothing and is not the thinking's."""
+    window = range(len(ids), max(len(ids) - STOP_TOKENS, 0) - 1, -1)
+    for n in reversed(window) if stopped else window:
         if decode(ids[:n]) == text:
             return tuple(ids[:n])
     full = decode(ids)

@@ -24,6 +24,7 @@ import json
 import re
 import struct
 from collections.abc import Sequence
+from datetime import date
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -82,6 +83,13 @@ def _compiled(template: str) -> Any:
 
 
 _ENV = None
+# The day a template that prints today's date (gpt-oss's "Current date:") is rendered on, on every engine: a
+# prompt, and so its stored answer, must not change at midnight.
+TEMPLATE_DATE = date(2026, 1, 1)
+
+
+def template_strftime(fmt: str) -> str:
+    return TEMPLATE_DATE.strftime(fmt)
 
 
 def _jinja_env():
@@ -89,8 +97,6 @@ def _jinja_env():
     controls, and its {% generation %} block (rendered as its body)."""
     global _ENV
     if _ENV is None:
-        from datetime import datetime
-
         from jinja2 import nodes
         from jinja2.ext import Extension, loopcontrols
         from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -110,7 +116,7 @@ def _jinja_env():
             trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, GenerationBlock]
         )
         _ENV.globals["raise_exception"] = raise_exception
-        _ENV.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+        _ENV.globals["strftime_now"] = template_strftime
     return _ENV
 
 
@@ -226,6 +232,7 @@ def hf_render(tokenizer: Any, chat_template: str | None, r: Request) -> str:
             tokenize=False,
             add_generation_prompt=True,
             chat_template=chat_template,
+            strftime_now=template_strftime,
             **r.template_options(),
         )
     )

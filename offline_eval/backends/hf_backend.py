@@ -156,7 +156,7 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                     prompt_tokens=len(encoded[i]),
                     output_tokens=n_tokens,
                     latency_s=round(per, 6),
-                    token_ids=faithful_ids(toks, text, self.decode_ids, requests[i].sampling.stop)
+                    token_ids=faithful_ids(toks, text, self.decode_ids, requests[i].sampling.stop, finish == "stop")
                     if requests[i].carry
                     else None,
                 )

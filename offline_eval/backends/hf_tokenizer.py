@@ -58,3 +58,13 @@ class HFTokenized:
 
     def vocab_bytes(self) -> list[bytes]:
         return hf_vocab_bytes(self.tokenizer)
+
+    def special_stop_ids(self, stop: Sequence[str]) -> list[int]:
+        """The ids of the stop strings that are one special token (gpt-oss's <|end|>): the text a stop string is
+        matched in leaves them out, so the engine stops on the token."""
+        out = []
+        for x in stop:
+            ids = self.encode_text(x)
+            if len(ids) == 1 and not self.decode_ids(ids):
+                out.append(ids[0])
+        return out

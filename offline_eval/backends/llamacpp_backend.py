@@ -223,7 +223,9 @@ class LlamaCppBackend(TokenizingBackend):
                     prompt_tokens=len(ids),
                     output_tokens=n_out,
                     latency_s=round(t1 - t0, 6),
-                    token_ids=faithful_ids(made, text, self._decode, s.stop) if r.carry and made is not None else None,
+                    token_ids=faithful_ids(made, text, self._decode, s.stop, finish == "stop")
+                    if r.carry and made is not None
+                    else None,
                 )
             )
             if progress:

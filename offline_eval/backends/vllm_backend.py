@@ -161,6 +161,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             kw["min_p"] = s.min_p
         if s.stop:
             kw["stop"] = list(s.stop)
+            if ids := self.special_stop_ids(s.stop):
+                kw["stop_token_ids"] = ids
         if r.constraint is not None:
             kw["structured_outputs"] = _structured(r.constraint)
         kw.update(over)
@@ -192,7 +194,9 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                     prompt_tokens=len(o.prompt_token_ids),
                     output_tokens=len(c.token_ids),
                     latency_s=round(per, 6),
-                    token_ids=faithful_ids(list(c.token_ids), c.text, self.decode_ids, r.sampling.stop)
+                    token_ids=faithful_ids(
+                        list(c.token_ids), c.text, self.decode_ids, r.sampling.stop, c.finish_reason == "stop"
+                    )
                     if r.carry
                     else None,
                 )
