@@ -15,14 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .backends.fingerprint import (
-    HashCache,
-    engine_version,
-    file_sha256,
-    files_fingerprint,
-    model_files,
-    spec_fingerprint,
-)
+from .backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
+from .backends.registry import engine_version, spec_fingerprint
 from .backends.spec import LoadSpec
 from .summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from .backends.base import Backend, TokenizingBackend
 from .backends.lazy import LazyBackend
-from .backends.registry import get_engine
+from .backends.registry import get_engine, spec_fingerprint
 from .constraints import violation
 from .enginelog import terminal
 from .errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
@@ -106,7 +106,7 @@ class Runner:
         fresh: bool = False,
         progress: bool | None = None,
     ) -> None:
-        self.fingerprint = engine.fingerprint
+        self.fingerprint = engine.fingerprint if isinstance(engine, LazyBackend) else spec_fingerprint(engine.spec)
         self._engine = engine
         self._get = engine.get if isinstance(engine, LazyBackend) else (lambda: engine)
         self.store, self.variant = store, variant

@@ -21,7 +21,7 @@ from offline_eval.backends.chat import (
     model_prompt_format,
     render_plain,
 )
-from offline_eval.backends.fingerprint import spec_fingerprint
+from offline_eval.backends.registry import spec_fingerprint
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.modelspec import ModelSpec
 from offline_eval.tasks import make_task

@@ -41,8 +41,7 @@ def test_the_engine_uses_them_unless_threads_is_set(tiny):  # type: ignore[no-un
 def test_flash_attention_is_on_by_default_and_keyed(tiny):  # type: ignore[no-untyped-def]
     import llama_cpp
 
-    from offline_eval.backends.fingerprint import spec_fingerprint
-    from offline_eval.backends.registry import load_backend
+    from offline_eval.backends.registry import load_backend, spec_fingerprint
 
     keys = {}
     for args in ({}, {"flash_attn": True}, {"flash_attn": False}):

@@ -1,4 +1,5 @@
-"""Inference engines behind one protocol. Each engine module is imported only when a run needs it."""
+"""Inference engines behind one protocol, found by the registry (each module declares its ENGINE); an engine's library
+is imported only when a model of it loads."""
 
 from .base import Backend
 from .registry import load_backend

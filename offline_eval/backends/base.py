@@ -1,4 +1,5 @@
-"""The backend protocol, the lazy registry, and what every engine shares (chat rendering, fingerprints)."""
+"""The backend protocol, and what every engine shares: encoding with carried ids, the ids a later phase continues
+from, choice tokens, weights' identity."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, ClassVar
 
 from ..errors import InputError
 from ..requests import Request, Result
-from .fingerprint import HashCache, files_fingerprint, spec_fingerprint
+from .fingerprint import HashCache, files_fingerprint
 from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 Progress = Callable[[int], None] | None
@@ -30,10 +31,6 @@ class Backend(ABC):
         self.spec = spec
         self.max_model_len = spec.max_model_len
         self.prompt_count: PromptCount | None = None  # None: this engine cannot say what its cache saved
-
-    @property
-    def fingerprint(self) -> str:
-        return spec_fingerprint(self.spec)
 
     @abstractmethod
     def generate(

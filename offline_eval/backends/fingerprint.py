@@ -14,12 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
-
-from ..errors import OfflineEvalError
-
-if TYPE_CHECKING:
-    from .spec import LoadSpec
+from typing import Protocol
 
 
 class HashCache(Protocol):
@@ -41,38 +36,21 @@ class Pins:
     served: dict[str, str] = field(default_factory=dict)
 
 
-_PINS: ContextVar[Pins | None] = ContextVar("offline_eval_fingerprint_pins", default=None)
+PINS: ContextVar[Pins | None] = ContextVar("offline_eval_fingerprint_pins", default=None)
 
 
 @contextmanager
 def pinned(pins: Pins) -> Iterator[None]:
-    token = _PINS.set(pins)
+    token = PINS.set(pins)
     try:
         yield
     finally:
-        _PINS.reset(token)
+        PINS.reset(token)
 
 
 def served_key(path: str | None, load_options: dict[str, object]) -> str:
     """A served load's identity as its provenance records it: the path and the load options."""
     return json.dumps([path, load_options], sort_keys=True, default=str)
-
-
-def engine_version(backend: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from .registry import get_engine
-
-    pins = _PINS.get()
-    if pins is not None and backend in pins.versions:
-        return pins.versions[backend]
-
-    for dist in get_engine(backend).dists:
-        try:
-            return f"{dist}=={version(dist)}"
-        except PackageNotFoundError:
-            continue
-    return "unknown"
 
 
 def forget_hashes() -> None:
@@ -121,32 +99,3 @@ def files_fingerprint(path: str | os.PathLike[str], cache: HashCache | None = No
             continue
         out[str(f.relative_to(p) if p.is_dir() else f.name)] = f"{f.stat().st_size}:{file_sha256(f, cache)}"
     return out
-
-
-def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
-    """Identity of weights + engine version + output-affecting load options. Computed without loading the
-    engine, so a fully stored run never starts one."""
-    from .registry import get_engine
-
-    pins = _PINS.get()
-    if pins is not None and get_engine(spec.backend).remote:
-        options = {k: v for k, v in spec.describe().items() if k not in ("path", "variant")}
-        key = served_key(spec.path, json.loads(json.dumps(options, default=str)))
-        if key not in pins.served:
-            raise OfflineEvalError(f"no load in the provenance serves {spec.path} with these options")
-        return pins.served[key]
-    opts = {
-        k: v
-        for k, v in spec.describe().items()
-        if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant", "engine_options")
-    }
-    cls = get_engine(spec.backend).declared_class()
-    identity = cls.weights_identity(spec, cache)
-    if cls.load_defaults:  # the engine's own defaults count as if the user had written them
-        opts["engine_args"] = {**cls.load_defaults, **spec.engine_args}
-    blob = json.dumps(
-        {**identity, "engine": spec.backend, "engine_version": engine_version(spec.backend), "opts": opts},
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]

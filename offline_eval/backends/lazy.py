@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .base import Backend
-from .fingerprint import HashCache, spec_fingerprint
-from .registry import load_backend
+from .fingerprint import HashCache
+from .registry import load_backend, spec_fingerprint
 from .spec import LoadSpec
 
 

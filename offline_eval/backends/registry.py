@@ -4,14 +4,18 @@ Engine libraries are imported only when a model is loaded, so a missing one neve
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import InputError, MissingExtraError
+from ..errors import InputError, MissingExtraError, OfflineEvalError
+from .fingerprint import PINS, HashCache, served_key
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -67,16 +71,52 @@ class Engine:
         """The class alone: the module imports its engine library lazily, so this is cheap."""
         return getattr(importlib.import_module(self.module), self.backend_class)
 
+    def version(self) -> str:
+        """The installed engine library's version (a rebuild from the store: the one the sweep ran)."""
+        pins = PINS.get()
+        if pins is not None and self.name in pins.versions:
+            return pins.versions[self.name]
+        for dist in self.dists:
+            try:
+                return f"{dist}=={version(dist)}"
+            except PackageNotFoundError:
+                continue
+        return "unknown"
+
+    def fingerprint(self, spec: LoadSpec, cache: HashCache | None = None) -> str:
+        """The store key's model part: the weights' identity, the engine version and the output-affecting load
+        options. Computed without loading the engine, so a fully stored run never starts one."""
+        pins = PINS.get()
+        if pins is not None and self.remote:
+            options = {k: v for k, v in spec.describe().items() if k not in ("path", "variant")}
+            key = served_key(spec.path, json.loads(json.dumps(options, default=str)))
+            if key not in pins.served:
+                raise OfflineEvalError(f"no load in the provenance serves {spec.path} with these options")
+            return pins.served[key]
+        opts = {
+            k: v
+            for k, v in spec.describe().items()
+            if k not in ("path", "threads", "batch_size", "gpu_memory_utilization", "variant", "engine_options")
+        }
+        cls = self.declared_class()
+        identity = cls.weights_identity(spec, cache)
+        if cls.load_defaults:  # the engine's own defaults count as if the user had written them
+            opts["engine_args"] = {**cls.load_defaults, **spec.engine_args}
+        blob = json.dumps(
+            {**identity, "engine": spec.backend, "engine_version": self.version(), "opts": opts},
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
 
 @lru_cache(maxsize=1)
 def _engines() -> dict[str, Engine]:
-    from .. import backends
-
     found: dict[str, Engine] = {}
-    for mod in sorted(pkgutil.iter_modules(backends.__path__), key=lambda m: m.name):
+    for mod in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
         if not mod.name.endswith("_backend"):
             continue
-        full = f"{backends.__name__}.{mod.name}"
+        full = f"{__package__}.{mod.name}"
         declared = getattr(importlib.import_module(full), "ENGINE", None)
         if isinstance(declared, Engine):
             found[declared.name] = Engine(**{**declared.__dict__, "module": full})
@@ -96,3 +136,11 @@ def get_engine(name: str) -> Engine:
 
 def load_backend(spec: LoadSpec) -> Backend:
     return get_engine(spec.backend).backend()(spec)
+
+
+def engine_version(backend: str) -> str:
+    return get_engine(backend).version()
+
+
+def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
+    return get_engine(spec.backend).fingerprint(spec, cache)
