@@ -13,14 +13,9 @@ __all__ = ["load", "sweep"]
 
 
 def __getattr__(name: str) -> object:
-    # The API is imported when first used, so `import offline_eval` stays light. `offline_eval.sweep` is the sweep
-    # module, which is callable: offline_eval.sweep(config, ...) runs one (offline_eval.api.sweep).
-    if name == "sweep":
-        import importlib
+    # The API is imported when first used, so `import offline_eval` stays light.
+    if name in ("sweep", "load"):
+        from . import api
 
-        return importlib.import_module(".sweep", __name__)
-    if name == "load":
-        from .api import load
-
-        return load
+        return getattr(api, name)
     raise AttributeError(f"module 'offline_eval' has no attribute {name!r}")

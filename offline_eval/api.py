@@ -3,23 +3,59 @@ a typed Summary whose runs' records read back typed (or as a pandas DataFrame)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .summary import Summary
 
 
-def sweep(config: str | Path | dict[str, Any], **options: Any) -> Summary:
+def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: Any) -> Summary:
     """`offline-eval sweep CONFIG` from Python: `config` is a models.yaml path, or the same mapping as a dict
-    (relative paths then resolve against the working directory). `options` are the command's: out_dir, only,
-    only_tasks, limit, fresh, dry_run, ray, progress (False: no progress bars), log (a function taking each line)
-    and engine_log (True: the engines' own output goes to OUT/engines.log, as under the CLI). `check=True` raises
-    SweepFailed listing every failed run or evaluator (default False: they are in `summary.failures`). An
-    exception raised by `log` propagates as itself. The process is left as it was: no connection allow-list, no
-    matplotlib setting and no thread outlive the call."""
-    from .sweep import from_config
+    (relative paths then resolve against the working directory). `options` are SweepOptions' (the command's):
+    out_dir, only, only_tasks, limit, fresh, dry_run, ray, progress (False: no progress bars), log (a function
+    taking each line) and engine_log (True: the engines' own output goes to OUT/engines.log, as under the CLI).
+    `check=True` raises SweepFailed listing every failed run or evaluator (default False: they are in
+    `summary.failures`). An exception raised by `log` propagates as itself. The process is left as it was: no
+    connection allow-list, no matplotlib setting and no thread outlive the call."""
+    from dataclasses import fields
 
-    return from_config(config, **options)
+    from .config import load_config, parse_config
+    from .errors import CallbackError, InputError, SweepFailed
+    from .orchestrate import SweepOptions, run_sweep
+
+    if isinstance(config, dict):
+        cfg, source = parse_config(config, Path.cwd(), "config dict"), "config dict"
+    elif isinstance(config, str | Path):
+        cfg, source = load_config(config), str(config)
+    else:
+        raise InputError(f"takes a models.yaml path or a mapping, not {type(config).__name__}", field="config")
+    known = {f.name for f in fields(SweepOptions)} - {"source", "command", "timings"}
+    if unknown := sorted(set(options) - known):
+        raise InputError(f"unknown option {unknown[0]!r}; the options are {', '.join(sorted(known))}", field=unknown[0])
+    shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k != "log")
+    command = [f"offline_eval.sweep({source!r}{', ' + shown if shown else ''})"]
+    if "log" in options:
+        options["log"] = _guarded(options["log"])
+    try:
+        summary = run_sweep(cfg, SweepOptions(source=source, command=command, **options))
+    except CallbackError as e:  # the user's own exception, as itself: not a failed model
+        raise e.original from None
+    if check and summary.failures:
+        raise SweepFailed("; ".join(f"{f.run}: {f.reason}" for f in summary.failures))
+    return summary
+
+
+def _guarded(log: Callable[[str], None]) -> Callable[[str], None]:
+    from .errors import CallbackError
+
+    def call(msg: str) -> None:
+        try:
+            log(msg)
+        except Exception as e:  # noqa: BLE001 - carried past the guards that fail a run, raised again as itself
+            raise CallbackError(e) from e
+
+    return call
 
 
 def load(out_dir: str | Path) -> Summary:

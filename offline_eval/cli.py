@@ -45,25 +45,17 @@ def _limit(n: int | None) -> int | None:
 
 def cmd_sweep(a: argparse.Namespace) -> int:
     from .config import load_config
-    from .sweep import run_sweep
+    from .orchestrate import SweepOptions, run_sweep
     from .timings import Timings
 
     timings = Timings()
     with timings.stage("config"):
         cfg = load_config(a.config)
-    s = run_sweep(
-        cfg,
-        source=a.config,
-        out_dir=a.out,
-        only=_csv(a.only, "--only"),
-        only_tasks=_csv(a.tasks, "--tasks"),
-        limit=_limit(a.limit),
-        fresh=a.fresh,
-        dry_run=a.dry_run,
-        ray=a.ray,
-        timings=timings,
-        engine_log=not (a.verbose or a.debug),
-    )
+    only, only_tasks = _csv(a.only, "--only"), _csv(a.tasks, "--tasks")
+    quiet = not (a.verbose or a.debug)
+    options = SweepOptions(source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, limit=_limit(a.limit),
+                           fresh=a.fresh, dry_run=a.dry_run, ray=a.ray, timings=timings, engine_log=quiet)  # fmt: skip
+    s = run_sweep(cfg, options)
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s.runs)} runs)")
     return _report_failures(s)
@@ -80,7 +72,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     from .config import SweepConfig
     from .errors import format_validation_error
-    from .sweep import run_sweep
+    from .orchestrate import SweepOptions, run_sweep
 
     variant = {"default": {"file": None}}
     model: dict[str, Any] = {
@@ -107,9 +99,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         cfg = SweepConfig.model_validate({"output_dir": a.out, "models": [model], "tasks": {a.task: opts}})
     except ValidationError as e:
         raise format_validation_error(e, "command line") from None
-    s = run_sweep(
-        cfg, source="command line", limit=_limit(a.limit), fresh=a.fresh, engine_log=not (a.verbose or a.debug)
-    )
+    quiet = not (a.verbose or a.debug)
+    s = run_sweep(cfg, SweepOptions(source="command line", limit=_limit(a.limit), fresh=a.fresh, engine_log=quiet))
     print(f"wrote {a.out}/summary.json and report.md")
     return _report_failures(s)
 

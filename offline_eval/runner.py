@@ -21,7 +21,7 @@ from .enginelog import terminal
 from .errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
 from .fit import fits, place, tokens_needed
 from .requests import Phase, Request, Result, request_json, request_key
-from .store import Store
+from .store import Row, Store
 
 
 @contextmanager
@@ -96,6 +96,18 @@ class PhaseStats:
         return out
 
 
+@dataclass(frozen=True)
+class Work:
+    """A request the engine must answer: its key, its token ids where counted (None: the engine counts), and
+    `primaries`: the keys of the requests it stands in for as their fallback (overflow policy 'focus')."""
+
+    key: str
+    request: Request
+    ids: list[int] | None
+    request_json: str
+    primaries: tuple[str, ...] = ()
+
+
 class Runner:
     def __init__(
         self,
@@ -157,16 +169,20 @@ class Runner:
             start = (count.submitted, count.computed) if count is not None else None
             with engine_errors(phase.name):
                 todo = self._fitting(
-                    phase, backend, [(k, phase.requests[first[k]], rjson[first[k]]) for k in misses], done, first
+                    phase,
+                    backend,
+                    [Work(k, phase.requests[first[k]], None, rjson[first[k]]) for k in misses],
+                    done,
+                    first,
                 )
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
-            todo.sort(key=lambda t: t[2] if t[2] is not None else t[3])
+            todo.sort(key=lambda w: w.ids if w.ids is not None else w.request_json)
             bar = self.bar(len(todo), phase.name)
             try:
                 for c in range(0, len(todo), self.chunk_size):
                     chunk = todo[c : c + self.chunk_size]
-                    rs = [t[1] for t in chunk]
-                    ids = [t[2] for t in chunk]
+                    rs = [w.request for w in chunk]
+                    ids = [w.ids for w in chunk]
                     encoded = None if any(i is None for i in ids) else [i for i in ids if i is not None]
                     try:
                         with engine_errors(phase.name):
@@ -203,20 +219,20 @@ class Runner:
 
     def _keep(
         self,
-        chunk: list[tuple[str, Request, list[int] | None, str, list[str]]],
+        chunk: list[Work],
         results: list[Result],
         done: dict[str, Result],
         rjson: list[str],
         first: dict[str, int],
     ) -> None:
         fp = self.fingerprint
-        rows = []
-        for (k, _, _, rj, primaries), res in zip(chunk, results):
-            done[k] = res
-            rows.append((k, fp, self.variant, rj, res))
-            for pk in primaries:  # stored under the original request too: a re-run needs no engine
+        rows: list[Row] = []
+        for w, res in zip(chunk, results):
+            done[w.key] = res
+            rows.append(Row(w.key, fp, self.variant, w.request_json, res))
+            for pk in w.primaries:  # stored under the original request too: a re-run needs no engine
                 done[pk] = Result(**{**res.__dict__, "focused": True})
-                rows.append((pk, fp, self.variant, rjson[first[pk]], done[pk]))
+                rows.append(Row(pk, fp, self.variant, rjson[first[pk]], done[pk]))
         self.store.put_many(rows)
 
     def _stored(self, phase: Phase, keys: list[str], first: dict[str, int]) -> dict[str, Result]:
@@ -238,16 +254,16 @@ class Runner:
         self,
         phase: Phase,
         backend: Any,
-        todo: list[tuple[str, Request, str]],
+        todo: list[Work],
         done: dict[str, Result],
         first: dict[str, int],
-    ) -> list[tuple[str, Request, list[int] | None, str, list[str]]]:
-        """The requests that fit the context, as (key, request, ids, request json, primaries). One that does
+    ) -> list[Work]:
+        """The requests that fit the context. One that does
         not is failed, recorded as an overflow, or (policy 'focus') replaced by its fallback; a fallback's
         result is also answered under the keys of the requests it stands in for (`primaries`)."""
         tokenizing = isinstance(backend, TokenizingBackend)
         if not tokenizing and backend.prompt_lengths([]) is None:  # no counts at all: the engine enforces it
-            return [(k, r, None, rj, []) for k, r, rj in todo]
+            return todo
 
         def encode(rs: list[Request]) -> list[list[int] | None] | list[int]:
             if tokenizing:
@@ -258,17 +274,18 @@ class Runner:
             return ids if isinstance(ids, int) else len(ids)
 
         limit = backend.max_model_len
-        out: list[tuple[str, Request, list[int] | None, str, list[str]]] = []
+        out: list[Work] = []
         retry: dict[str, tuple[Request, str, list[str]]] = {}
-        rj_of = {k: rj for k, _, rj in todo}
-        rows = []  # overflows are stored too (the key holds the context length): a re-run needs no engine
-        for (k, r, rj), got in zip(todo, encode([r for _, r, _ in todo])):
+        rj_of = {w.key: w.request_json for w in todo}
+        rows: list[Row] = []  # overflows are stored too (the key holds the context length): a re-run needs no engine
+        for w, got in zip(todo, encode([w.request for w in todo])):
+            k, r, rj = w.key, w.request, w.request_json
             n = length(got)  # type: ignore[arg-type]
             ids = got if tokenizing else None
             fb = phase.fallbacks[first[k]] if phase.fallbacks else None
             placement = place(n, r, phase.method, limit, phase.overflow, fb)
             if placement == "fits":
-                out.append((k, r, ids, rj, []))  # type: ignore[arg-type]
+                out.append(Work(k, r, ids, rj))  # type: ignore[arg-type]
                 continue
             if placement == "fallback" and fb is not None:
                 fj = request_json(fb)
@@ -284,21 +301,21 @@ class Runner:
                     record=phase.item_ids[first[k]],
                 )
             done[k] = Result(text="", finish_reason="overflow", prompt_tokens=n)
-            rows.append((k, self.fingerprint, self.variant, rj, done[k]))
+            rows.append(Row(k, self.fingerprint, self.variant, rj, done[k]))
         hits = self.store.get_many(list(retry)) if retry and not self.fresh else {}
         for fk, res in hits.items():
             for pk in retry[fk][2]:
                 done[pk] = Result(**{**res.__dict__, "focused": True})
-                rows.append((pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
+                rows.append(Row(pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
         rest = [(fk, fb, fj) for fk, (fb, fj, _) in retry.items() if fk not in hits]
         for (fk, fb, fj), got in zip(rest, encode([fb for _, fb, _ in rest]) if rest else []):
             n = length(got)  # type: ignore[arg-type]
             if fits(n, fb, phase.method, limit):
-                out.append((fk, fb, got if tokenizing else None, fj, retry[fk][2]))  # type: ignore[arg-type]
+                out.append(Work(fk, fb, got if tokenizing else None, fj, tuple(retry[fk][2])))  # type: ignore[arg-type]
             else:
                 for pk in retry[fk][2]:
                     done[pk] = Result(text="", finish_reason="overflow", prompt_tokens=n, focused=True)
-                    rows.append((pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
+                    rows.append(Row(pk, self.fingerprint, self.variant, rj_of[pk], done[pk]))
         if rows:
             self.store.put_many(rows)
         return out

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .errors import OfflineEvalError
 from .requests import Result
@@ -45,6 +45,16 @@ CREATE TABLE IF NOT EXISTS file_hashes (
     sha256 TEXT NOT NULL
 );
 """
+
+
+class Row(NamedTuple):
+    """One engine output as the store keeps it."""
+
+    key: str
+    fingerprint: str  # the model's (weights, engine version, load options)
+    variant: str
+    request: str  # the request as JSON
+    result: Result
 
 
 class StoreError(OfflineEvalError):
@@ -207,15 +217,15 @@ class Store:
             self._has_reasoning = "reasoning" in {r[1] for r in self.db.execute("PRAGMA table_info(outputs)")}
         return "reasoning" if self._has_reasoning else "NULL"
 
-    def put_many(self, rows: Iterable[tuple[str, str, str, str, Result]]) -> None:
-        """rows: (key, model fingerprint, variant, request json, result); one transaction."""
+    def put_many(self, rows: Iterable[Row]) -> None:
+        """Every row in one transaction."""
         self._guard(lambda: self._put_many(list(rows)))
 
-    def _put_many(self, rows: list[tuple[str, str, str, str, Result]]) -> None:
+    def _put_many(self, rows: list[Row]) -> None:
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only: nothing may be added to it here")
         now = time.time()
-        rows = [row for row in rows if row[4].finish_reason not in NOT_ANSWERS]
+        rows = [row for row in rows if row.result.finish_reason not in NOT_ANSWERS]
         with self.db:
             self.db.executemany(
                 "INSERT OR REPLACE INTO outputs (key, model, variant, request, text, finish_reason, prompt_tokens, "

@@ -124,13 +124,15 @@ def config(
 
 def sweep(cfg_path: Path) -> dict[str, Any]:
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
     from offline_eval.timings import Timings
 
     timings = Timings()
     with timings.stage("config"):
         cfg = load_config(cfg_path)
-    return run_sweep(cfg, source=str(cfg_path), progress=False, log=lambda _: None, timings=timings).to_json()
+    return run_sweep(
+        cfg, SweepOptions(source=str(cfg_path), progress=False, log=lambda _: None, timings=timings)
+    ).to_json()
 
 
 def verdicts(out: Path) -> dict[tuple[str, str, str], dict[str, int] | None]:

@@ -51,10 +51,11 @@ def _rikai(tmp: Path, **extra: object) -> dict[str, object]:
 
 def _sweep(cfg: Path, log: list[str] | None = None) -> Path:
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     run_sweep(
-        load_config(cfg), source=str(cfg), progress=False, log=(log.append if log is not None else lambda _: None)
+        load_config(cfg),
+        SweepOptions(source=str(cfg), progress=False, log=(log.append if log is not None else lambda _: None)),
     )
     return Path(yaml.safe_load(cfg.read_text(encoding="utf-8"))["output_dir"])
 

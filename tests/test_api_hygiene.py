@@ -137,3 +137,12 @@ def test_the_apis_refusals_are_one_clear_error(tmp_path):
     offline_eval.sweep(str(_fake(tmp_path, engine_args={"default": "0"})), progress=False, log=lambda _: None)
     with pytest.raises(InputError, match="summary.json was rewritten since it was loaded"):
         done.records(done.runs[0].run, done.runs[0].setting)
+
+
+def test_an_option_the_sweep_does_not_know_is_refused_naming_it(tmp_path: Path) -> None:
+    import offline_eval
+    from offline_eval.errors import InputError
+
+    with pytest.raises(InputError, match="unknown option 'lmit'; the options are dry_run, engine_log"):
+        offline_eval.sweep(str(_fake(tmp_path)), lmit=3, log=lambda _: None)
+    assert callable(offline_eval.sweep) and offline_eval.sweep.__module__ == "offline_eval.api"

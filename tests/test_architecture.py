@@ -86,8 +86,8 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
 @pytest.mark.slow
 def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_path, monkeypatch):
     from offline_eval.config import load_config
+    from offline_eval.orchestrate import SweepOptions, run_sweep
     from offline_eval.results import ResultsFolder
-    from offline_eval.sweep import run_sweep
 
     writes: list[str] = []
     real = ResultsFolder.write_records
@@ -95,7 +95,7 @@ def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_pat
         ResultsFolder, "write_records", lambda self, key, recs: (writes.append(str(key)), real(self, key, recs))[1]
     )
     cfg = _config(tmp_path)
-    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lambda _: None).to_json()
+    summary = run_sweep(load_config(cfg), SweepOptions(source=str(cfg), progress=False, log=lambda _: None)).to_json()
     assert sorted(writes) == sorted(set(writes)) and len(writes) == 8  # 2 models x 4 settings, once each
     out = tmp_path / "out"
     assert json.loads((out / "summary.json").read_text())["runs"] == json.loads(json.dumps(summary["runs"]))
@@ -148,7 +148,7 @@ def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
 
     from offline_eval.backends.fake_backend import FakeBackend
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     real_init = FakeBackend.__init__
 
@@ -158,7 +158,9 @@ def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
 
     monkeypatch.setattr(FakeBackend, "__init__", slow_start)
     cfg = _config(tmp_path)
-    summary = run_sweep(load_config(cfg), source=str(cfg), only=["yes"], progress=False, log=lambda _: None).to_json()
+    summary = run_sweep(
+        load_config(cfg), SweepOptions(source=str(cfg), only=["yes"], progress=False, log=lambda _: None)
+    ).to_json()
     first, *rest = sorted(summary["runs"], key=lambda r: r["setting"])
     t = first["throughput"]
     assert t["load_s"] >= 0.6 and t["wall_s"] < 0.6, t
@@ -239,4 +241,4 @@ def test_modules_stay_small_and_the_sweep_an_orchestrator():
     }
     assert len(sizes) > 100
     assert {m: n for m, n in sizes.items() if n > 450} == {}
-    assert sizes["sweep.py"] < 200
+    assert sizes["orchestrate.py"] < 200

@@ -22,8 +22,8 @@ import yaml
 
 from offline_eval.config import load_config
 from offline_eval.constraints import Choice, JsonSchema
+from offline_eval.orchestrate import SweepOptions, run_sweep
 from offline_eval.requests import Request, Sampling
-from offline_eval.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 # A stalled server fails its test (pytest-timeout, counting fixture set-up) instead of hanging CI; the slowest
@@ -189,7 +189,7 @@ def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_
     }
     modes = ["constrained", "logprob"] if kind == "vllm" else ["constrained"]
     cfg = load_config(_config(tmp_path, [served("served", server), local], modes))
-    summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None).to_json()
+    summary = run_sweep(cfg, SweepOptions(source="models.yaml", progress=False, log=lambda m: None)).to_json()
     assert not summary["failures"], summary["failures"]
     out = Path(cfg.output_dir)
     for mode in modes:
@@ -294,12 +294,16 @@ def test_server_killed_mid_run_keeps_answers_and_rerun_sends_only_the_rest(tiny,
 
     monkeypatch.setattr(openai_backend.OpenAIBackend, "_generate_one", killing)
     try:
-        first = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None).to_json()
+        first = run_sweep(
+            load_config(cfg_path), SweepOptions(source="models.yaml", progress=False, log=lambda m: None)
+        ).to_json()
         [failure] = first["failures"]
         assert "did not answer" in failure["reason"] and "5 of 26 answers kept" in failure["reason"]
         assert "\n" not in failure["reason"]
         server.start()
-        second = run_sweep(load_config(cfg_path), source="models.yaml", progress=False, log=lambda m: None).to_json()
+        second = run_sweep(
+            load_config(cfg_path), SweepOptions(source="models.yaml", progress=False, log=lambda m: None)
+        ).to_json()
     finally:
         server.stop()
     assert not second["failures"]
@@ -311,7 +315,7 @@ def test_dry_run_counts_prompts_with_the_servers_tokenizer(vllm_server, tiny, tm
     local = {"name": "local", "backend": "vllm", "path": str(tiny / "hf"), "max_model_len": 2048}
     cfg = load_config(_config(tmp_path, [served("served", vllm_server, max_model_len=None), local], ["constrained"]))
     lines: list[str] = []
-    run_sweep(cfg, source="models.yaml", dry_run=True, log=lines.append)
+    run_sweep(cfg, SweepOptions(source="models.yaml", dry_run=True, log=lines.append))
     import re
 
     counts = re.findall(r"requests, (\d+) prompt tokens,", "\n".join(lines[:-1]))  # served, then local
@@ -363,7 +367,8 @@ def test_dry_run_counts_chat_prompts_with_the_local_tokenizer(llamacpp_server, t
     ]
     lines: list[str] = []
     run_sweep(
-        load_config(_config(tmp_path, models, ["constrained"])), source="models.yaml", dry_run=True, log=lines.append
+        load_config(_config(tmp_path, models, ["constrained"])),
+        SweepOptions(source="models.yaml", dry_run=True, log=lines.append),
     )
     text = "\n".join(lines[:-1])
     counts = re.findall(r"requests, (\d+) prompt tokens,", text)  # tok, then local
@@ -381,7 +386,7 @@ def test_api_key_goes_in_the_header_and_nowhere_else(tiny, tmp_path, monkeypatch
         cfg = load_config(
             _config(tmp_path, [served("k", server, api_key_env="OFFLINE_EVAL_TEST_KEY")], ["constrained"])
         )
-        summary = run_sweep(cfg, source="models.yaml", progress=False, log=lambda m: None).to_json()
+        summary = run_sweep(cfg, SweepOptions(source="models.yaml", progress=False, log=lambda m: None)).to_json()
         assert not summary["failures"] and summary["runs"][0]["n_items"] == 26
         written = [p for p in Path(cfg.output_dir).rglob("*") if p.is_file()]
         assert written and not [p for p in written if key.encode() in p.read_bytes()]

@@ -78,7 +78,7 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
     the previous prompt) judges both. Each item's two judge prompts differ only in the last characters, so the
     judge computes about half the prompt tokens it is handed."""
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
     from offline_eval.timings import ENGINE_STAGES
 
     weights = tmp_path / "w.bin"
@@ -97,7 +97,7 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
             }
         )
     )
-    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lambda _: None).to_json()
+    summary = run_sweep(load_config(cfg), SweepOptions(source=str(cfg), progress=False, log=lambda _: None)).to_json()
     t = summary["timings"]
     kinds = [s["stage"] for s in t["stages"]]
     assert kinds.count("phase") == 8 and kinds.count("evaluation") == 1 and kinds.count("engine_load") == 2

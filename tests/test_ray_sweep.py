@@ -55,7 +55,7 @@ def _config(
 
 def _sweep(cfg: Path, lines: list[str] | None = None, **kw):  # type: ignore[no-untyped-def]
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     hook = kw.pop("on_log", None)
 
@@ -65,7 +65,7 @@ def _sweep(cfg: Path, lines: list[str] | None = None, **kw):  # type: ignore[no-
         if hook is not None:
             hook(msg)
 
-    return run_sweep(load_config(cfg), source=str(cfg), progress=False, log=log, **kw).to_json()
+    return run_sweep(load_config(cfg), SweepOptions(source=str(cfg), progress=False, log=log, **kw)).to_json()
 
 
 def _results(out: Path) -> dict[str, bytes]:

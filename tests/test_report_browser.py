@@ -18,13 +18,13 @@ pytestmark = pytest.mark.slow  # headless Chromium: `make test` runs them, the f
 
 def _sweep(tmp: Path) -> Path:
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     cfg = _config(tmp, max_model_len=[2048, 4096])
     raw = yaml.safe_load(cfg.read_text())
     raw["tasks"]["jbeqa"]["shots"] = [0, 4]
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True))
-    run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
+    run_sweep(load_config(cfg), SweepOptions(source=str(cfg), log=lambda _: None))
     return tmp / "out"
 
 
@@ -117,7 +117,7 @@ def _revision_sweep(tmp: Path) -> Path:
     from conftest import ROOT
 
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     tmp.mkdir()
     data = ROOT / "data" / "legalrikai"
@@ -144,7 +144,7 @@ def _revision_sweep(tmp: Path) -> Path:
             allow_unicode=True,
         )
     )
-    run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None)
+    run_sweep(load_config(cfg), SweepOptions(source=str(cfg), log=lambda _: None))
     return tmp / "out"
 
 

@@ -11,7 +11,7 @@ from offline_eval.constraints import Choice
 from offline_eval.errors import InputError
 from offline_eval.requests import Phase, Request, Result, Sampling
 from offline_eval.runner import Runner
-from offline_eval.store import Store
+from offline_eval.store import Row, Store
 
 
 def _phase(n: int, dup: int = 0, overflow: str = "skip", long_every: int = 0) -> Phase:
@@ -47,7 +47,7 @@ def test_store_round_trip(tmp_path):
         latency_s=0.01,
         logprobs={"0": -2.0, "1": -0.1},
     )
-    s.put_many([("k", "fp", "v", "{}", r)])
+    s.put_many([Row("k", "fp", "v", "{}", r)])
     assert s.get_many(["k", "missing"]) == {"k": r}
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     s.close()

@@ -57,10 +57,12 @@ def config(tmp: Path, server: HostileServer, mode: str = "constrained", **model:
 
 def sweep(cfg: Path, **kw: object) -> dict:
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     lines: list[str] = []
-    summary = run_sweep(load_config(cfg), source=str(cfg), progress=False, log=lines.append, **kw).to_json()
+    summary = run_sweep(
+        load_config(cfg), SweepOptions(source=str(cfg), progress=False, log=lines.append, **kw)
+    ).to_json()
     summary["log"] = lines
     return summary
 
@@ -172,10 +174,10 @@ def test_a_refused_request_is_not_stored_and_only_it_is_asked_again(tmp_path, se
 
 def test_an_older_stores_refusals_are_never_served(tmp_path):  # type: ignore[no-untyped-def]
     from offline_eval.requests import Result
-    from offline_eval.store import Store
+    from offline_eval.store import Row, Store
 
     store = Store(tmp_path / "store.sqlite")
-    store.put_many([("k-ok", "m", "v", "{}", Result(text="1"))])
+    store.put_many([Row("k-ok", "m", "v", "{}", Result(text="1"))])
     store.db.execute(  # a row as 0.1 wrote a refused request
         "INSERT INTO outputs (key, model, variant, request, text, finish_reason, prompt_tokens, output_tokens, "
         "latency_s, logprobs, created, focused) VALUES ('k-err', 'm', 'v', '{}', "
@@ -183,7 +185,7 @@ def test_an_older_stores_refusals_are_never_served(tmp_path):  # type: ignore[no
     )
     store.db.commit()
     assert set(store.get_many(["k-ok", "k-err"])) == {"k-ok"}
-    store.put_many([("k-new", "m", "v", "{}", Result(text="[x]", finish_reason="error"))])
+    store.put_many([Row("k-new", "m", "v", "{}", Result(text="[x]", finish_reason="error"))])
     assert store.count() == 2  # the error row above, never served, and k-ok: nothing new
     store.close()
 

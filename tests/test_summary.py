@@ -18,10 +18,12 @@ from offline_eval.summary import SCHEMA_FILE, SCHEMA_VERSION, Summary, json_sche
 @pytest.fixture
 def swept(tmp_path: Path) -> Path:
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     cfg = _config(tmp_path)
-    run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None, command=["offline-eval", "sweep", str(cfg)])
+    run_sweep(
+        load_config(cfg), SweepOptions(source=str(cfg), log=lambda _: None, command=["offline-eval", "sweep", str(cfg)])
+    )
     return tmp_path / "out"
 
 
@@ -91,7 +93,7 @@ def test_the_python_api_sweeps_and_loads_typed_records(tmp_path):
 
     cfg = yaml.safe_load(_config(tmp_path).read_text(encoding="utf-8"))
     first = offline_eval.sweep(cfg, progress=False, log=lambda _: None)
-    again = offline_eval.sweep(cfg, progress=False, log=lambda _: None)  # callable twice: the module stays callable
+    again = offline_eval.sweep(cfg, progress=False, log=lambda _: None)  # a plain function: callable twice
     assert isinstance(first, Summary) and len(again.runs) == 3
     assert first.provenance is not None and first.provenance.sweep.config is None
     loaded = offline_eval.load(tmp_path / "out")

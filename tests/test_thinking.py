@@ -21,7 +21,7 @@ from offline_eval.constraints import Choice
 from offline_eval.modelspec import ReasoningSpec
 from offline_eval.requests import Phase, Request, Result, Sampling, request_key
 from offline_eval.runner import Runner
-from offline_eval.store import Store
+from offline_eval.store import Row, Store
 from offline_eval.thinking import ModelSettings, planned, solve, split_block
 
 CLOSE = len(b"</think>")
@@ -288,7 +288,7 @@ def test_a_store_from_before_reasoning_models_gains_the_column_and_a_read_only_o
     assert ro.get_many(["old"])["old"].reasoning is None
     ro.db.close()
     store = Store(db)
-    store.put_many([("new", "m", "v", "{}", Result(text="1", reasoning="考えた", reasoning_tokens=4))])
+    store.put_many([Row("new", "m", "v", "{}", Result(text="1", reasoning="考えた", reasoning_tokens=4))])
     got = store.get_many(["old", "new"])
     assert (got["old"].text, got["old"].reasoning) == ("1", None)
     assert (got["new"].reasoning, got["new"].reasoning_tokens, got["new"].reasoning_cut) == ("考えた", 4, False)

@@ -50,10 +50,10 @@ def _config(tmp: Path, **extra: object) -> Path:
 @pytest.mark.slow
 def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path):
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     cfg = _config(tmp_path)
-    summary = run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None).to_json()
+    summary = run_sweep(load_config(cfg), SweepOptions(source=str(cfg), log=lambda _: None)).to_json()
     (model,) = summary["noninferiority"]
     assert model["reference"] == "m.fake.bf16.ctx4096"  # the bf16 variant by default
     by_variant = {c["variant"]: c for c in model["comparisons"]}
@@ -75,13 +75,13 @@ def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path
 @pytest.mark.slow
 def test_reference_and_margin_come_from_models_yaml(tmp_path):
     from offline_eval.config import load_config
-    from offline_eval.sweep import run_sweep
+    from offline_eval.orchestrate import SweepOptions, run_sweep
 
     cfg = _config(tmp_path, reference="broken")
     raw = yaml.safe_load(cfg.read_text())
     raw["margin"] = {"accuracy": 0.9}
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True))
-    summary = run_sweep(load_config(cfg), source=str(cfg), log=lambda _: None).to_json()
+    summary = run_sweep(load_config(cfg), SweepOptions(source=str(cfg), log=lambda _: None)).to_json()
     (model,) = summary["noninferiority"]
     assert model["reference"] == "m.fake.broken.ctx4096"
     assert {c["variant"]: (c["margin"], c["verdict"]) for c in model["comparisons"]} == {

@@ -13,9 +13,9 @@ written once, at the end.
 from __future__ import annotations
 
 import sys
-import types
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from . import provenance
 from .build import execute, summarize
 from .config import SweepConfig
 from .enginelog import EngineLog, terminal
-from .errors import CallbackError, InputError, SweepFailed
+from .errors import InputError
 from .executors import make_executor
 from .fileio import write_json_atomic
 from .lock import OutputLock
@@ -42,39 +42,49 @@ def _stderr(msg: str) -> None:
     print(msg, file=terminal(), flush=True)
 
 
-def run_sweep(
-    cfg: SweepConfig,
-    *,
-    source: str,
-    out_dir: str | None = None,
-    only: list[str] | None = None,
-    only_tasks: list[str] | None = None,
-    limit: int | None = None,
-    fresh: bool = False,
-    dry_run: bool = False,
-    progress: bool | None = None,
-    log: Log = _stderr,
-    ray: str | None = None,
-    timings: Timings | None = None,
-    engine_log: bool = False,
-    command: Sequence[str] | None = None,
-) -> Summary:
-    """`engine_log`: the engines' own output (library warnings, native logs, their child processes) goes to
-    OUT/engines.log instead of the terminal, and a failed load shows its last lines. `command`: what started the
-    sweep, for its provenance (default: this process's command line)."""
-    timings = timings or Timings()
+@dataclass(frozen=True, kw_only=True)
+class SweepOptions:
+    """How one sweep runs, whoever starts it (the CLI, offline_eval.sweep, a test).
+
+    `source`: where the config came from (a models.yaml path, which `verify` finds from anywhere).
+    `out_dir`: instead of the config's output_dir. `only`, `only_tasks`: these models (runs) and tasks.
+    `limit`: the first N items of each task. `fresh`: answer again, the store aside. `dry_run`: print the plan.
+    `progress`: False, no progress bars. `log`: a function taking each line. `ray`: a Ray cluster's address.
+    `engine_log`: the engines' own output (library warnings, native logs, their child processes) goes to
+    OUT/engines.log instead of the terminal, and a failed load shows its last lines. `command`: what started
+    the sweep, for its provenance (default: this process's command line)."""
+
+    source: str = "config dict"
+    out_dir: str | None = None
+    only: list[str] | None = None
+    only_tasks: list[str] | None = None
+    limit: int | None = None
+    fresh: bool = False
+    dry_run: bool = False
+    progress: bool | None = None
+    log: Log = _stderr
+    ray: str | None = None
+    timings: Timings | None = None
+    engine_log: bool = False
+    command: Sequence[str] | None = None
+
+
+def run_sweep(cfg: SweepConfig, options: SweepOptions | None = None) -> Summary:
+    o = options or SweepOptions()
+    source, out_dir, log, progress, fresh = o.source, o.out_dir, o.log, o.progress, o.fresh
+    timings = o.timings or Timings()
     config_file = str(Path(source).resolve()) if Path(source).is_file() else None  # verify finds it from anywhere
     facts = provenance.sweep(
-        list(command) if command is not None else sys.argv,
+        list(o.command) if o.command is not None else sys.argv,
         config_file,
         provenance.config_digest(config_file, cfg.model_dump(mode="json")),
     )
     out = Path(out_dir or cfg.output_dir)
     with timings.stage("data"):
-        the = plan(cfg, source, only, only_tasks, limit)
+        the = plan(cfg, source, o.only, o.only_tasks, o.limit)
     folder = ResultsFolder(out)
     with guard_connections(cfg, the.tasks):
-        if dry_run:
+        if o.dry_run:
             from .pipeline.dryrun import print_plan
 
             print_plan(the, source, log)
@@ -82,10 +92,10 @@ def run_sweep(
         if problem := folder.blocked(the.keys()):
             raise InputError(f"{problem} (nothing has run yet)", field="--out" if out_dir else "output_dir")
         out.mkdir(parents=True, exist_ok=True)
-        with OutputLock(out), EngineLog(folder.engine_log) if engine_log else nullcontext() as noise:
+        with OutputLock(out), EngineLog(folder.engine_log) if o.engine_log else nullcontext() as noise:
             if config_file is None:
                 write_json_atomic(folder.config, cfg.model_dump(mode="json"))
-            executor = make_executor(cfg.runner, ray, log, progress)
+            executor = make_executor(cfg.runner, o.ray, log, progress)
             try:
                 store = Store(folder.store, move_aside_if_corrupt=fresh, log=log)
                 stage = Stage(
@@ -133,49 +143,3 @@ def _conclude(
 def _timings_line(t: dict[str, Any]) -> str:
     shown = ", ".join(f"{k} {v:.1f} s" for k, v in t["by_stage"].items())
     return f"{t['total_s']:.1f} s in all ({shown}); fixed overhead {t['fixed_s']:.1f} s"
-
-
-def _guarded(log: Log) -> Log:
-    def call(msg: str) -> None:
-        try:
-            log(msg)
-        except Exception as e:  # noqa: BLE001 - carried past the guards that fail a run, raised again as itself
-            raise CallbackError(e) from e
-
-    return call
-
-
-def from_config(config: str | Path | dict[str, Any], check: bool = False, **options: Any) -> Summary:
-    """offline_eval.api.sweep: a models.yaml path, or the same mapping as a dict (relative paths then resolve
-    against the working directory), run with run_sweep's options. `check`: raise SweepFailed, listing them, when
-    any run or evaluator failed (default: they are in summary.failures, as the CLI's exit code 1 says)."""
-    from .config import load_config, parse_config
-
-    if isinstance(config, dict):
-        cfg, source = parse_config(config, Path.cwd(), "config dict"), "config dict"
-    elif isinstance(config, str | Path):
-        cfg, source = load_config(config), str(config)
-    else:
-        raise InputError(f"takes a models.yaml path or a mapping, not {type(config).__name__}", field="config")
-    shown = ", ".join(f"{k}={v!r}" for k, v in options.items() if k != "log")
-    command = [f"offline_eval.sweep({source!r}{', ' + shown if shown else ''})"]
-    if "log" in options:
-        options["log"] = _guarded(options["log"])
-    try:
-        summary = run_sweep(cfg, source=source, command=command, **options)
-    except CallbackError as e:  # the user's own exception, as itself: not a failed model
-        raise e.original from None
-    if check and summary.failures:
-        raise SweepFailed("; ".join(f"{f.run}: {f.reason}" for f in summary.failures))
-    return summary
-
-
-class _CallableModule(types.ModuleType):
-    """`offline_eval.sweep(config, **options)` runs a sweep (the Python API, offline_eval.api.sweep): the module
-    that orchestrates a sweep is also the function its name promises."""
-
-    def __call__(self, config: str | Path | dict[str, Any], **options: Any) -> Summary:
-        return from_config(config, **options)
-
-
-sys.modules[__name__].__class__ = _CallableModule
