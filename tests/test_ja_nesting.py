@@ -273,3 +273,16 @@ def test_sentences_and_scoped_definitions_are_what_one_pass_per_character_found(
         got = [(d.start, d.scoped) for d in definitions(t, sents) if not d.abbreviation]
         want = [(m.start(), bool(scope.search(t, sents.start_of(m.start()), m.start()))) for m in _MEANS.finditer(t)]
         assert got == want, t
+
+
+def test_runs_are_found_as_one_alternation_of_the_classes_finds_them() -> None:
+    """The runs MeCab is not given are found class by class inside stretches of grouped characters (fast); the
+    oracle is the alternation of every class, each run from its first character, tried at every position."""
+    from offline_eval.ja.tokenize import RUN, _grouped_classes, _run_spans, tagger
+
+    oracle = re.compile("|".join(f"(?<![{c}])[{c}]{{{RUN},}}" for c in _grouped_classes(tagger())))
+    rng = random.Random(7)
+    parts = ["「", "（", "）", "」", "ア", "イ", "x", "Y", "1", "９", "ー", "。", "あ", "条", " ", "\u3000", "€", "Ω"]
+    for _ in range(200):
+        text = "".join(rng.choice(parts) * rng.choice([1, 3, 40, RUN - 1, RUN, RUN + 5]) for _ in range(12))
+        assert _run_spans(text) == [m.span() for m in oracle.finditer(text)], text

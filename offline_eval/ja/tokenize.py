@@ -36,7 +36,7 @@ def tagger() -> Any:
 
 PIECE = 100_000
 RUN = 128  # a run of one grouped character class this long or longer is not given to MeCab
-_RUNS: re.Pattern[str] | None = None
+_RUNS: tuple[re.Pattern[str], list[re.Pattern[str]]] | None = None
 
 
 def _grouped_classes(tg: Any) -> list[str]:
@@ -82,15 +82,34 @@ def _grouped_classes(tg: Any) -> list[str]:
     return out
 
 
-def _runs() -> re.Pattern[str]:
-    """Runs of RUN or more characters of one grouped class, each found from its first character only."""
+def _runs() -> tuple[re.Pattern[str], list[re.Pattern[str]]]:
+    """Stretches of RUN or more grouped characters of any classes, and each class's runs of RUN or more. A run of
+    one class lies inside a stretch, which is rare in real text: the classes are looked for there only. Each
+    pattern is one character set repeated, which the regex engine skips through in C (an alternation of the
+    classes, tried at every character, took as long as MeCab's own tokenizing)."""
     global _RUNS
     if _RUNS is None:
         tg = tagger()
         with _LOCK:
             if _RUNS is None:
-                _RUNS = re.compile("|".join(f"(?<![{c}])[{c}]{{{RUN},}}" for c in _grouped_classes(tg)))
+                classes = _grouped_classes(tg)
+                _RUNS = (
+                    re.compile(f"[{''.join(classes)}]{{{RUN},}}"),
+                    [re.compile(f"[{c}]{{{RUN},}}") for c in classes],
+                )
     return _RUNS
+
+
+def _run_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each run of RUN or more characters of one grouped class, in order. The classes are
+    disjoint (one MeCab category each) and a stretch ends at a character of none, so each run found in a
+    stretch is a whole run of the text."""
+    stretch, classes = _runs()
+    out: list[tuple[int, int]] = []
+    for s in stretch.finditer(text):
+        a, b = s.span()
+        out += sorted(m.span() for c in classes for m in c.finditer(text, a, b))
+    return out
 
 
 def chunks(text: str) -> Iterator[tuple[int, str, bool]]:
@@ -100,11 +119,11 @@ def chunks(text: str) -> Iterator[tuple[int, str, bool]]:
     without reading the run to its end from each of them. A run's morphemes so do not depend on where it
     starts, and an edit in it changes only its own."""
     pos = 0
-    for m in _runs().finditer(text):
-        for off, piece in pieces(text[pos : m.start()]):
+    for a, b in _run_spans(text):
+        for off, piece in pieces(text[pos:a]):
             yield pos + off, piece, False
-        yield m.start(), m.group(0), True
-        pos = m.end()
+        yield a, text[a:b], True
+        pos = b
     for off, piece in pieces(text[pos:] if pos else text):
         yield pos + off, piece, False
 
