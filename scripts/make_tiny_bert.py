@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         max_position_embeddings=512,
     )
     BertModel(cfg).save_pretrained(str(a.out), safe_serialization=True)
-    print(f"tiny BERT ({a.layers} layers, vocab {len(tok)}) written to {a.out}", file=sys.stderr)
+    print(f"tiny BERT ({a.layers} layers, vocab {len(tok)}) written to {a.out}")
     return 0
 
 

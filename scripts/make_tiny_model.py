@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder in (args.out, think, harmony):
         for f in ("tokenizer.model", "tokenizer.vocab"):
             (folder / f).unlink(missing_ok=True)
-    print(f"tiny model written to {args.out} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    print(f"tiny model written to {args.out} in {time.perf_counter() - t0:.1f}s")
     return 0
 
 

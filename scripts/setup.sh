@@ -7,6 +7,16 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 PIP=".venv/bin/python -m pip"
 step() { printf '\n== %s\n' "$*" >&2; }
+# A model builder's own lines (stdout) to the terminal; the libraries' (torchao's failed kernel loads, torch's
+# deprecations, progress bars: stderr) to models/setup.log, whose end is shown if the builder fails.
+quietly() {
+  mkdir -p models
+  if ! "$@" 2>>models/setup.log; then
+    echo "setup: '$*' failed; the end of models/setup.log:" >&2
+    tail -n 30 models/setup.log >&2
+    exit 1
+  fi
+}
 
 if [ ! -x .venv/bin/python ]; then
   step "creating .venv with $($PY --version)"
@@ -39,20 +49,20 @@ stamp=$(cat scripts/make_tiny_model.py scripts/templates/* $(find data -type f |
 if [ "$(cat models/tiny/.stamp 2>/dev/null)" != "$stamp" ]; then
   step "building the tiny local models into models/tiny"
   rm -rf models/tiny
-  .venv/bin/python scripts/make_tiny_model.py models/tiny
+  quietly .venv/bin/python scripts/make_tiny_model.py models/tiny
   echo "$stamp" > models/tiny/.stamp
 fi
 bstamp=$(cat scripts/make_tiny_bert.py scripts/make_tiny_model.py $(find data -type f | sort) | sha256sum | cut -c1-16)
 if [ "$(cat models/tiny-bert/.stamp 2>/dev/null)" != "$bstamp" ]; then
   step "building the tiny BERT encoder into models/tiny-bert"
   rm -rf models/tiny-bert
-  .venv/bin/python scripts/make_tiny_bert.py models/tiny-bert
+  quietly .venv/bin/python scripts/make_tiny_bert.py models/tiny-bert
   echo "$bstamp" > models/tiny-bert/.stamp
   rm -rf models/tiny-scorer
 fi
 if [ ! -f models/tiny-scorer/scorer.safetensors ]; then
   step "training a tiny LegalEval-Q scorer into models/tiny-scorer"
-  .venv/bin/offline-eval legaleval-q train --data data/legalevalq/train.jsonl --encoder models/tiny-bert \
+  quietly .venv/bin/offline-eval legaleval-q train --data data/legalevalq/train.jsonl --encoder models/tiny-bert \
     --out models/tiny-scorer --epochs 3 --lr 1e-3 --max-length 128
 fi
 
@@ -63,6 +73,6 @@ gstamp=$( (cat scripts/make_gemma.py offline_eval/quantize.py; .venv/bin/python 
 if [ "$(cat models/gemma-3-270m/.stamp 2>/dev/null)" != "$gstamp" ]; then
   step "building Gemma 3 270M into models/gemma-3-270m (GGUF, BF16 copy, requantized variants; about a minute)"
   rm -rf models/gemma-3-270m
-  .venv/bin/python scripts/make_gemma.py models/gemma-3-270m
+  quietly .venv/bin/python scripts/make_gemma.py models/gemma-3-270m
   echo "$gstamp" > models/gemma-3-270m/.stamp
 fi

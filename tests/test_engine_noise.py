@@ -38,9 +38,15 @@ def test_library_output_goes_to_the_engine_log_and_ours_to_the_terminal(tmp_path
     assert proc.returncode == 0, proc.stderr
     theirs = [line for line in proc.stderr.split("\n") if not OURS.match(line)]
     assert not theirs, theirs
+    # stdout too: vLLM logs there, from this process and its engine-core and worker processes
+    assert [line for line in proc.stdout.split("\n") if line.strip()] == [
+        f"wrote {tmp_path / 'out'}/summary.json and report.md (2 runs)"
+    ], proc.stdout
     log = (tmp_path / "out" / "engines.log").read_text(encoding="utf-8", errors="replace")
-    # what buried offline-eval's lines: torchao's failed kernel loads, torch's pytree deprecations, NUMA binding
-    noise = [s for s in ("_C_mxfp8", "_pytree.py", "NUMA binding") if s in log]
+    # what buried offline-eval's lines: torchao's failed kernel loads, torch's pytree deprecations, NUMA binding,
+    # vLLM's LD_PRELOAD advice from its worker process
+    noise = [s for s in ("_C_mxfp8", "_pytree.py", "NUMA binding", "LD_PRELOAD") if s in log]
+    assert "LD_PRELOAD" in noise, log[-2000:]
     assert noise and not [s for s in noise if s in proc.stderr]
     loud = run_cli("sweep", str(cfg), "--fresh", "-v")
     assert loud.returncode == 0 and [line for line in loud.stderr.split("\n") if not OURS.match(line)]

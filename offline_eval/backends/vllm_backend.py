@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,9 +80,14 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         # vLLM 0.32's AOT compile cache never loads ("'function' object has no attribute 'finalize_loading'"), so
         # every start compiled again; without it torch's own compiled-graph cache does, kept in a known folder.
         os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+        # vLLM logs to stdout, in this process and in the engine-core and worker processes it spawns: to stderr,
+        # which a sweep sends to OUT/engines.log (the terminal with -v), as every other engine's noise.
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         cache = compile_cache()
         from vllm import LLM
         from vllm.platforms import current_platform
+
+        _log_to_stderr()
 
         on_cpu = current_platform.is_cpu()
         if on_cpu:
@@ -268,6 +274,16 @@ def _structured(c: Constraint) -> Any:
     if isinstance(c, Regex):
         return StructuredOutputsParams(regex=c.pattern)
     raise TypeError(f"unknown constraint {c!r}")
+
+
+def _log_to_stderr() -> None:
+    """vLLM's handlers made before VLLM_LOGGING_STREAM was set (vLLM imported earlier in this process) write to
+    stderr too."""
+    import logging
+
+    for h in logging.getLogger("vllm").handlers:
+        if isinstance(h, logging.StreamHandler) and h.stream is sys.stdout:
+            h.setStream(sys.stderr)
 
 
 def compile_cache() -> Path:
