@@ -9,12 +9,12 @@ _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 __version__ = "0.1.0"
 
-__all__ = ["load", "sweep"]
+__all__ = ["compare", "load", "sweep"]
 
 
 def __getattr__(name: str) -> object:
     # The API is imported when first used, so `import offline_eval` stays light.
-    if name in ("sweep", "load"):
+    if name in ("sweep", "load", "compare"):
         from . import api
 
         return getattr(api, name)

@@ -70,3 +70,11 @@ def load(out_dir: str | Path) -> Summary:
             f"a sweep is writing into this folder ({who}): load it once it has finished", file=str(out_dir)
         )
     return Summary.read(Path(out_dir) / "summary.json")
+
+
+def compare(old: str | Path, new: str | Path, **options: Any) -> Any:
+    """`offline-eval compare OLD NEW` from Python: the typed Comparison of two sweep folders. `options`: mapping
+    (old run -> new run, for runs of other names), margins (metric -> margin), seed."""
+    from .comparison import compare as run
+
+    return run(old, new, **options)

@@ -356,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("dir")
     ver.set_defaults(func=cmd_verify)
 
+    from .comparison.command import add_command
+
+    add_command(sub)
     sch = sub.add_parser("schema", help="print the JSON Schema of an output file")
     sch.add_argument("which", choices=["summary"], help="summary: summary.json")
     sch.set_defaults(func=cmd_schema)

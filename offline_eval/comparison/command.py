@@ -1,0 +1,46 @@
+"""`offline-eval compare OLD NEW`, registered by the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .match import compare
+from .output import text_table, write
+
+
+def add_command(sub: Any) -> None:
+    """`offline-eval compare`, registered by the CLI."""
+    c = sub.add_parser("compare", help="two sweep folders item by item: regressed, non-inferior, improved?")
+    c.add_argument("old", help="the earlier sweep's folder")
+    c.add_argument("new", help="the later sweep's folder")
+    c.add_argument("--out", help="where comparison.json, flips.jsonl and compare.html go (default: NEW/../compare)")
+    c.add_argument("--map", action="append", default=[], metavar="OLD_RUN=NEW_RUN", help="pair runs of other names")
+    c.add_argument("--margin", action="append", default=[], metavar="METRIC=X", help="instead of the metric's own")
+    c.add_argument("--fail-on", choices=["inferior", "inconclusive"], help="exit 1 when a verdict is this or worse")
+    c.add_argument("--json", action="store_true", help="print the typed comparison as JSON")
+    c.set_defaults(func=_command)
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for v in values:
+        k, sep, x = v.partition("=")
+        if not sep or not k or not x:
+            raise InputError(f"{v!r}: expected NAME=VALUE", field=flag)
+        out[k] = x
+    return out
+
+
+def _command(a: Any) -> int:
+    margins = {}
+    for k, v in _pairs(a.margin, "--margin").items():
+        try:
+            margins[k] = float(v)
+        except ValueError:
+            raise InputError(f"{k}={v}: the margin must be a number", field="--margin") from None
+    c = compare(a.old, a.new, _pairs(a.map, "--map"), margins)
+    page = write(c, a.out or Path(a.new).resolve().parent / f"compare-{Path(a.old).name}-{Path(a.new).name}")
+    print(c.model_dump_json(indent=2) if a.json else f"{text_table(c)}\nwrote {page}")
+    return 1 if c.fails(a.fail_on) else 0

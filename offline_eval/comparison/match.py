@@ -1,0 +1,264 @@
+"""Two sweep folders matched run by run, setting by setting and item by item, and compared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..analyses.verdicts import paired_verdict
+from ..errors import InputError
+from ..metrics.noninferiority import INFERIOR, NON_INFERIOR
+from ..results import ItemRecord, item_means
+from ..summary import LoadProvenance, SettingProvenance, Summary
+from ..tasks import make_task, task_names
+from .model import (
+    IMPROVED,
+    INCONCLUSIVE_V,
+    NON_INFERIOR_V,
+    REFUSED,
+    REGRESSED,
+    Change,
+    Comparison,
+    Flip,
+    SettingComparison,
+)
+
+
+def compare(
+    old: str | Path,
+    new: str | Path,
+    mapping: dict[str, str] | None = None,
+    margins: dict[str, float] | None = None,
+    seed: int = 0,
+) -> Comparison:
+    """The typed comparison of two sweep folders (`offline_eval.compare`)."""
+    a, b = _load(old), _load(new)
+    mapping = dict(mapping or {})
+    old_runs, new_runs = {r.run for r in a.runs}, {r.run for r in b.runs}
+    for o, n in mapping.items():
+        if o not in old_runs:
+            raise InputError(f"--map names run {o!r}, which {old} does not hold", field="--map")
+        if n not in new_runs:
+            raise InputError(f"--map names run {n!r}, which {new} does not hold", field="--map")
+    pairs = dict(mapping)
+    for r in sorted(old_runs & new_runs):
+        if r not in pairs and r not in pairs.values():
+            pairs.setdefault(r, r)
+    out = Comparison(
+        old=str(old),
+        new=str(new),
+        unmatched_old=sorted(old_runs - set(pairs)),
+        unmatched_new=sorted(new_runs - set(pairs.values())),
+    )
+    out.changes = _sweep_changes(a, b)
+    for o, n in sorted(pairs.items()):
+        out.changes += _load_changes(a, b, o, n)
+        for setting in sorted({r.setting for r in a.runs if r.run == o} & {r.setting for r in b.runs if r.run == n}):
+            got, flips = _setting(a, b, o, n, setting, margins or {}, seed)
+            out.settings.append(got)
+            out.flips += flips
+    out.changes += _setting_changes(a, b, sorted({s.setting for s in out.settings}))
+    return out
+
+
+def _load(folder: str | Path) -> Summary:
+    from ..lock import holder
+
+    p = Path(folder)
+    if not p.is_dir():
+        raise InputError("not a sweep folder", file=str(p))
+    if who := holder(p):
+        raise InputError(f"a sweep is writing into this folder ({who}): compare it once it has finished", file=str(p))
+    return Summary.read(p / "summary.json")
+
+
+def _setting_prov(s: Summary, setting: str) -> SettingProvenance | None:
+    prov = s.provenance
+    return next((x for x in prov.settings if x.setting == setting), None) if prov else None
+
+
+def _run_load(s: Summary, run: str) -> LoadProvenance | None:
+    prov = s.provenance
+    return next((x for x in prov.loads if x.run == run and x.role == "candidate"), None) if prov else None
+
+
+def _changed_data(a: SettingProvenance | None, b: SettingProvenance | None) -> str | None:
+    """The first data file whose digest differs (by its name: the folders may be on other machines)."""
+    if a is None or b is None:
+        return None
+    old = {Path(f.path).name: f.sha256 for f in a.data_files}
+    new = {Path(f.path).name: f.sha256 for f in b.data_files}
+    for name in sorted(set(old) | set(new)):
+        if old.get(name) != new.get(name):
+            where = next((f.path for f in b.data_files if Path(f.path).name == name), name)
+            return where
+    return None
+
+
+def _setting(
+    a: Summary, b: Summary, o: str, n: str, setting: str, margins: dict[str, float], seed: int
+) -> tuple[SettingComparison, list[Flip]]:
+    entry = next(r for r in b.runs if r.run == n and r.setting == setting)
+    task_name = entry.task
+    base = SettingComparison(
+        old_run=o, new_run=n, setting=setting, task=task_name, metric="", margin=None, n_items=0,
+        old_mean=None, new_mean=None, verdict=REFUSED,
+    )  # fmt: skip
+    if task_name not in task_names():
+        return base.model_copy(update={"reason": f"task {task_name!r} is not installed here"}), []
+    pa, pb = _setting_prov(a, setting), _setting_prov(b, setting)
+    if changed := _changed_data(pa, pb):
+        return base.model_copy(update={"reason": f"the data changed between the sweeps: {changed}"}), []
+    task = make_task(task_name, (pb or pa).task_options if (pb or pa) else {}, str(b.folder))  # type: ignore[union-attr]
+    metric = task.noninferiority_metric()
+    margin = margins.get(metric.name, metric.margin)
+    base = base.model_copy(update={"metric": metric.name, "margin": margin})
+    old_recs, new_recs = a.records(o, setting), b.records(n, setting)
+    old_s = item_means(old_recs, task.item_score, task.cluster)
+    new_s = item_means(new_recs, task.item_score, task.cluster)
+    shared = sorted(set(old_s) & set(new_s))
+    if not shared:
+        return base.model_copy(update={"reason": "no item scored in both"}), []
+    mean_a = sum(old_s[i][0] for i in shared) / len(shared)
+    mean_b = sum(new_s[i][0] for i in shared) / len(shared)
+    base = base.model_copy(update={"n_items": len(shared), "old_mean": mean_a, "new_mean": mean_b})
+    if margin is None:
+        return base.model_copy(update={"verdict": INCONCLUSIVE_V, "reason": f"{metric.name} has no margin"}), []
+    stats = paired_verdict(task, new_recs, old_recs, margin, seed)
+    verdict = {INFERIOR: REGRESSED, NON_INFERIOR: NON_INFERIOR_V}.get(stats.verdict, INCONCLUSIVE_V)
+    if verdict == NON_INFERIOR_V and stats.ci_low is not None and stats.ci_low > 0:
+        verdict = IMPROVED
+    flips = _flips(task, old_recs, new_recs, set(shared), setting, o, n)
+    differ = _outputs_differ(old_recs, new_recs, set(shared))
+    same = _same_inputs(a, b, o, n, pa, pb)
+    got = base.model_copy(
+        update={
+            "verdict": verdict,
+            "reason": stats.reason,
+            "statistics": stats,
+            "right_to_wrong": sum(f.direction == "right->wrong" for f in flips),
+            "wrong_to_right": sum(f.direction == "wrong->right" for f in flips),
+            "answers_differ": differ,
+            "same_inputs": same,
+            "engine_or_tool_change": same and differ > 0,
+        }
+    )
+    return got, flips
+
+
+def _first(recs: list[ItemRecord]) -> dict[str, ItemRecord]:
+    out: dict[str, ItemRecord] = {}
+    for r in recs:
+        out.setdefault(str(r.id), r)
+    return out
+
+
+def _flips(
+    task: Any, old: list[ItemRecord], new: list[ItemRecord], shared: set[str], setting: str, o: str, n: str
+) -> list[Flip]:
+    """Items right in one and wrong in the other (0/1 scores; an item's first sample where it has several)."""
+    a, b = _first(old), _first(new)
+    out = []
+    for i in sorted(shared):
+        sa, sb = task.item_score(a[i]), task.item_score(b[i])
+        if sa not in (0, 1) or sb not in (0, 1) or sa == sb:
+            continue
+        out.append(
+            Flip(
+                setting=setting,
+                old_run=o,
+                new_run=n,
+                id=i,
+                direction="right->wrong" if sa == 1 else "wrong->right",
+                gold=b[i].gold,
+                old_output=a[i].output or "",
+                new_output=b[i].output or "",
+            )  # fmt: skip
+        )
+    return out
+
+
+def _outputs_differ(old: list[ItemRecord], new: list[ItemRecord], shared: set[str]) -> int:
+    a, b = _first(old), _first(new)
+    return sum((a[i].output or "") != (b[i].output or "") for i in shared)
+
+
+def _same_inputs(
+    a: Summary, b: Summary, o: str, n: str, pa: SettingProvenance | None, pb: SettingProvenance | None
+) -> bool:
+    la, lb = _run_load(a, o), _run_load(b, n)
+    if la is None or lb is None or pa is None or pb is None or la.weights_digest is None:
+        return False
+    return (
+        la.weights_digest == lb.weights_digest
+        and la.chat_template_sha256 == lb.chat_template_sha256
+        and la.prompt_format == lb.prompt_format
+        and pa.prompt_template_sha256 == pb.prompt_template_sha256
+        and la.decoding == lb.decoding
+    )
+
+
+def _diff(scope: str, pairs: list[tuple[str, Any, Any]]) -> list[Change]:
+    def text(v: Any) -> str | None:
+        return None if v is None else v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+
+    return [Change(scope=scope, what=w, old=text(x), new=text(y)) for w, x, y in pairs if text(x) != text(y)]
+
+
+def _sweep_changes(a: Summary, b: Summary) -> list[Change]:
+    sa, sb = (s.provenance.sweep if s.provenance else None for s in (a, b))
+    if sa is None or sb is None:
+        return []
+    libs = sorted(set(sa.libraries) | set(sb.libraries))
+    return _diff(
+        "sweep",
+        [
+            ("offline-eval version", sa.offline_eval_version, sb.offline_eval_version),
+            ("git revision", sa.git_revision, sb.git_revision),
+            ("config sha256", sa.config_sha256, sb.config_sha256),
+            ("python", sa.python, sb.python),
+            ("cpu", sa.cpu_model, sb.cpu_model),
+            *((f"library {k}", sa.libraries.get(k), sb.libraries.get(k)) for k in libs),
+        ],
+    )
+
+
+def _load_changes(a: Summary, b: Summary, o: str, n: str) -> list[Change]:
+    la, lb = _run_load(a, o), _run_load(b, n)
+    if la is None or lb is None:
+        return []
+    return _diff(
+        f"{o} -> {n}",
+        [
+            ("weights digest", la.weights_digest, lb.weights_digest),
+            ("engine", la.engine, lb.engine),
+            ("engine version", la.engine_version, lb.engine_version),
+            ("chat template sha256", la.chat_template_sha256, lb.chat_template_sha256),
+            ("prompt format", la.prompt_format, lb.prompt_format),
+            ("load options", la.load_options, lb.load_options),
+            ("decoding", la.decoding, lb.decoding),
+        ],
+    )
+
+
+def _setting_changes(a: Summary, b: Summary, settings: list[str]) -> list[Change]:
+    out = []
+    for s in settings:
+        pa, pb = _setting_prov(a, s), _setting_prov(b, s)
+        if pa is None or pb is None:
+            continue
+        data = (
+            {Path(f.path).name: f.sha256 for f in pa.data_files},
+            {Path(f.path).name: f.sha256 for f in pb.data_files},
+        )
+        out += _diff(
+            s,
+            [
+                ("prompt template sha256", pa.prompt_template_sha256, pb.prompt_template_sha256),
+                ("data files (name: sha256)", data[0], data[1]),
+                ("items", pa.n_items, pb.n_items),
+                ("constraint", pa.constraint, pb.constraint),
+            ],
+        )
+    return out

@@ -1,0 +1,77 @@
+"""The typed comparison of two sweep folders: per setting, the verdict and its statistics; what changed; the
+flipped items."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..metrics.noninferiority import NonInferiority
+
+REGRESSED, IMPROVED, NON_INFERIOR_V, INCONCLUSIVE_V, REFUSED = (
+    "regressed",
+    "improved",
+    "non-inferior",
+    "inconclusive",
+    "refused",
+)
+FailOn = Literal["inferior", "inconclusive"]
+
+
+class Change(BaseModel):
+    """One thing the two sweeps did differently: the sweep's (tool, git revision, config, libraries), a run's
+    load (weights, engine, chat template, load options) or a setting's (prompt template, data, task options)."""
+
+    scope: str  # "sweep", a run pair "OLD_RUN -> NEW_RUN", or a setting
+    what: str
+    old: str | None
+    new: str | None
+
+
+class Flip(BaseModel):
+    setting: str
+    old_run: str
+    new_run: str
+    id: str
+    direction: Literal["right->wrong", "wrong->right"]
+    gold: Any
+    old_output: str
+    new_output: str
+
+
+class SettingComparison(BaseModel):
+    old_run: str
+    new_run: str
+    setting: str
+    task: str
+    metric: str
+    margin: float | None
+    n_items: int  # compared: in both, scored in both
+    old_mean: float | None  # the metric's per-item mean over the compared items
+    new_mean: float | None
+    verdict: str  # regressed | non-inferior | improved | inconclusive | refused
+    reason: str | None = None  # why refused or inconclusive
+    statistics: NonInferiority | None = None
+    right_to_wrong: int = 0
+    wrong_to_right: int = 0
+    answers_differ: int = 0  # items whose raw outputs differ
+    same_inputs: bool = False  # weights, chat template, prompt template and data identical
+    engine_or_tool_change: bool = False  # same inputs, different answers: the engine or the tool changed them
+
+
+class Comparison(BaseModel):
+    old: str
+    new: str
+    settings: list[SettingComparison] = Field(default_factory=list)
+    changes: list[Change] = Field(default_factory=list)
+    unmatched_old: list[str] = Field(default_factory=list)  # runs of OLD that NEW lacks (and --map names none)
+    unmatched_new: list[str] = Field(default_factory=list)
+    flips: list[Flip] = Field(default_factory=list)
+
+    def fails(self, fail_on: FailOn | None) -> bool:
+        """Whether a verdict hits `--fail-on`: any regression (inferior), or any regression or inconclusive one."""
+        if fail_on is None:
+            return False
+        hits = {REGRESSED} if fail_on == "inferior" else {REGRESSED, INCONCLUSIVE_V, REFUSED}
+        return any(s.verdict in hits for s in self.settings)

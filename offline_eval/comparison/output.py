@@ -1,0 +1,111 @@
+"""A comparison as files (comparison.json, flips.jsonl, compare.html with the report's item browser) and as the
+terminal's lines. Model output is text: escaped in HTML, the browser's data inlined as JSON a script cannot end."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from ..fileio import write_text_atomic
+from ..metrics.noninferiority import NonInferiority
+from ..results import ResultsFolder
+from .model import Comparison
+
+
+def write(c: Comparison, out: str | Path) -> Path:
+    """OUT/comparison.json (the typed comparison), OUT/flips.jsonl and OUT/compare.html; returns the page."""
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(d / "comparison.json", c.model_dump_json(indent=2) + "\n")
+    write_text_atomic(d / "flips.jsonl", "".join(f.model_dump_json() + "\n" for f in c.flips))
+    page = d / "compare.html"
+    write_text_atomic(page, _html(c, d))
+    return page
+
+
+def _html(c: Comparison, d: Path) -> str:
+    from ..report.browser import browser_html
+
+    e = html.escape
+    rows = "".join(
+        f"<tr><td>{e(s.setting)}</td><td>{e(s.old_run)}</td><td>{e(s.new_run)}</td><td>{e(s.metric)}</td>"
+        f"<td>{_num(s.old_mean)}</td><td>{_num(s.new_mean)}</td><td>{_ci(s.statistics)}</td>"
+        f"<td>{e(s.verdict)}</td><td>{s.right_to_wrong}</td><td>{s.wrong_to_right}</td>"
+        f"<td>{e(s.reason or ('engine or tool change' if s.engine_or_tool_change else ''))}</td></tr>"
+        for s in c.settings
+    )
+    changes = "".join(
+        f"<tr><td>{e(x.scope)}</td><td>{e(x.what)}</td><td>{e(x.old or '')}</td><td>{e(x.new or '')}</td></tr>"
+        for x in c.changes
+    )
+    settings = sorted({f.setting for f in c.flips})
+    data = {
+        "runs": ["old", "new"],
+        "weights": ["", ""],
+        "settings": settings,
+        "texts": [],
+        "rows": [
+            [
+                f.id,
+                settings.index(f.setting),
+                f.direction,
+                json.dumps(f.gold, ensure_ascii=False),
+                {
+                    "0": [f.old_output, f.old_output, int(f.direction == "wrong->right") ^ 1, {"run": f.old_run}],
+                    "1": [f.new_output, f.new_output, int(f.direction == "wrong->right"), {"run": f.new_run}],
+                },
+                None,
+            ]
+            for f in c.flips
+        ],  # fmt: skip
+    }
+    browser = browser_html(data, ResultsFolder(d)) if c.flips else "<p>No item flipped.</p>"
+    return (
+        '<!doctype html><html lang="ja"><head><meta charset="utf-8"><title>offline-eval compare</title>'
+        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid "
+        "#ccc;padding:2px 6px;vertical-align:top}pre{white-space:pre-wrap}</style></head><body>"
+        f"<h1>Comparison</h1><p>old: {e(c.old)}<br>new: {e(c.new)}</p>"
+        "<h2>Verdicts</h2><table><thead><tr><th>setting</th><th>old run</th><th>new run</th><th>metric</th>"
+        "<th>old</th><th>new</th><th>new - old, 95% CI</th><th>verdict</th><th>right→wrong</th>"
+        f"<th>wrong→right</th><th>note</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<h2>What changed</h2><table><thead><tr><th>where</th><th>what</th><th>old</th><th>new</th></tr></thead>"
+        f"<tbody>{changes}</tbody></table><h2>Flipped items</h2>{browser}</body></html>"
+    )
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None else f"{v:.3f}"
+
+
+def _ci(s: NonInferiority | None) -> str:
+    if s is None or s.estimate is None:
+        return ""
+    ci = f" [{s.ci_low:+.3f}, {s.ci_high:+.3f}]" if s.ci_low is not None and s.ci_high is not None else ""
+    return f"{s.estimate:+.3f}{ci}"
+
+
+def text_table(c: Comparison) -> str:
+    """What the terminal shows: a line per setting, then what changed."""
+    lines = []
+    for s in c.settings:
+        delta = _ci(s.statistics)
+        note = s.reason or ("engine or tool change: same inputs, other answers" if s.engine_or_tool_change else "")
+        lines.append(
+            f"{s.setting}  {s.old_run} -> {s.new_run}: {s.verdict}"
+            + (
+                f", {s.metric} {_num(s.old_mean)} -> {_num(s.new_mean)} ({delta}, margin {s.margin:g})"
+                if s.margin
+                else ""
+            )
+            + (f", {s.right_to_wrong} right->wrong, {s.wrong_to_right} wrong->right" if s.n_items else "")
+            + (f"; {note}" if note else "")
+        )
+    for r in c.unmatched_old:
+        lines.append(f"only in old: {r} (--map OLD_RUN=NEW_RUN pairs it)")
+    for r in c.unmatched_new:
+        lines.append(f"only in new: {r}")
+    if c.changes:
+        lines.append("what changed:")
+        lines += [f"  {x.scope}: {x.what}: {x.old} -> {x.new}" for x in c.changes]
+    return "\n".join(lines)
