@@ -180,3 +180,46 @@ def test_changed_data_is_refused_naming_the_file(folders) -> None:  # type: igno
     [s] = offline_eval.compare(folders["base"], changed).settings
     assert s.verdict == "refused" and s.reason is not None and s.reason.endswith("data/test.jsonl")
     assert any(c.what == "data files (name: sha256)" for c in offline_eval.compare(folders["base"], changed).changes)
+
+
+HOSTILE = [
+    "</script><script>window.PWNED = 1</script>",
+    '<img src=x onerror="window.PWNED = 2">',
+    '"><svg onload="window.PWNED = 3">',
+    "</textarea><iframe srcdoc='<script>parent.PWNED = 4</script>'>",
+    "<!--<script>window.PWNED = 5</script>-->",
+]
+
+
+def test_the_page_renders_every_flip_as_text_in_chromium(folders, offline_browser) -> None:  # type: ignore[no-untyped-def]
+    tmp = folders["tmp"]
+    items = _data(tmp / "data")
+    # on statements that are true: a parse failure is scored "false", so these are right -> wrong
+    bad = {i["id"]: h for i, h in zip([i for i in items if i["answer"]], HOSTILE)}
+    answers = {i["question"]: bad.get(i["id"], str(int(i["answer"]))) for i in items}
+    for name, script in (("free", {i["question"]: str(int(i["answer"])) for i in items}), ("hostile", answers)):
+        cfg = yaml.safe_load((tmp / "base.yaml").read_text("utf-8"))
+        cfg["output_dir"] = str(tmp / name)
+        cfg["models"][0]["engine_args"] = {"answers": script}
+        cfg["tasks"]["jbeqa"]["mode"] = ["free"]  # the answers as written: a hostile one is a parse failure
+        cfg["tasks"]["jbeqa"]["max_tokens"] = 128
+        (tmp / f"{name}.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
+        assert run_cli("sweep", str(tmp / f"{name}.yaml")).returncode == 0
+    out = tmp / "cmp-hostile"
+    got = run_cli("compare", str(tmp / "free"), str(tmp / "hostile"), "--out", str(out))
+    assert got.returncode == 0, got.stderr
+    errors: list[str] = []
+    page = offline_browser.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((out / "compare.html").as_uri())
+    page.wait_for_load_state("load")
+    assert "right→wrong" in page.locator("table").first.inner_text()
+    page.locator("#browser summary").click()
+    rows = page.locator("#items tbody tr")
+    assert rows.count() == len(HOSTILE)
+    shown = []
+    for k in range(rows.count()):
+        rows.nth(k).click()
+        shown.append(page.locator("#item-detail").inner_text())
+    assert all(any(h in s for s in shown) for h in HOSTILE), shown
+    assert page.evaluate("typeof window.PWNED") == "undefined" and errors == []
