@@ -141,7 +141,7 @@ def setting(
     name: str,
     options: dict[str, Any],
     data_files: Sequence[str],
-    n_items: int,
+    items: Sequence[Any],
     template: str,
     constraint: dict[str, Any] | None,
     evaluation_constraint: dict[str, Any] | None,
@@ -151,11 +151,24 @@ def setting(
         setting=name,
         task_options=json.loads(json.dumps(options, default=str)),
         data_files=digest(data_files),
-        n_items=n_items,
+        n_items=len(items),
         prompt_template_sha256=sha256_text(template),
         constraint=constraint,
         evaluation_constraint=evaluation_constraint,
+        item_digests=item_digests(items),
     )
+
+
+def item_digests(items: Sequence[Any]) -> dict[str, str] | None:
+    """Each item's id -> the first 16 hex digits of the sha256 of its content (its canonical JSON): what lets two
+    sweeps over a corrected data file compare the items that did not change. None: the items have no ids."""
+    out = {}
+    for it in items:
+        if not isinstance(it, dict) or "id" not in it:
+            return None
+        blob = json.dumps(it, sort_keys=True, ensure_ascii=False, default=str)
+        out[str(it["id"])] = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+    return out
 
 
 def _version() -> str:

@@ -144,6 +144,8 @@ class SettingProvenance(_Model):
     prompt_template_sha256: str
     constraint: dict[str, Any] | None  # the candidates' answers' constraint
     evaluation_constraint: dict[str, Any] | None = None  # the judges' or evaluator's, where the task has them
+    # item id -> the first 16 hex digits of its content's sha256 (None in folders made before it was recorded)
+    item_digests: dict[str, str] | None = None
 
 
 class Provenance(_Model):

@@ -178,8 +178,13 @@ def test_changed_data_is_refused_naming_the_file(folders) -> None:  # type: igno
     changed = _sweep(tmp, "changed", items, set())
     _data(tmp / "data")  # as it was, for the other tests
     [s] = offline_eval.compare(folders["base"], changed).settings
-    assert s.verdict == "refused" and s.reason is not None and s.reason.endswith("data/test.jsonl")
+    assert s.verdict == "refused" and s.reason is not None and "data/test.jsonl" in s.reason
     assert any(c.what == "data files (name: sha256)" for c in offline_eval.compare(folders["base"], changed).changes)
+    # the items that did not change, by their digests in both provenances: exactly the edited one is left out
+    [s] = offline_eval.compare(folders["base"], changed, allow_changed_data=True).settings
+    assert (s.n_items, s.n_left_out, s.verdict) == (89, 1, "inconclusive"), s
+    got = run_cli("compare", str(folders["base"]), str(changed), "--allow-changed-data", "--out", str(tmp / "c2"))
+    assert got.returncode == 0 and "1 changed items left out" in got.stdout, got.stdout + got.stderr
 
 
 HOSTILE = [

@@ -20,6 +20,9 @@ def add_command(sub: Any) -> None:
     c.add_argument("--margin", action="append", default=[], metavar="METRIC=X", help="instead of the metric's own")
     c.add_argument("--fail-on", choices=["inferior", "inconclusive"], help="exit 1 when a verdict is this or worse")
     c.add_argument("--json", action="store_true", help="print the typed comparison as JSON")
+    c.add_argument(
+        "--allow-changed-data", action="store_true", help="where a data file changed, compare the items that did not"
+    )
     c.set_defaults(func=_command)
 
 
@@ -40,7 +43,7 @@ def _command(a: Any) -> int:
             margins[k] = float(v)
         except ValueError:
             raise InputError(f"{k}={v}: the margin must be a number", field="--margin") from None
-    c = compare(a.old, a.new, _pairs(a.map, "--map"), margins)
+    c = compare(a.old, a.new, _pairs(a.map, "--map"), margins, allow_changed_data=a.allow_changed_data)
     page = write(c, a.out or Path(a.new).resolve().parent / f"compare-{Path(a.old).name}-{Path(a.new).name}")
     print(c.model_dump_json(indent=2) if a.json else f"{text_table(c)}\nwrote {page}")
     return 1 if c.fails(a.fail_on) else 0

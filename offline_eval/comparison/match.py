@@ -31,6 +31,7 @@ def compare(
     mapping: dict[str, str] | None = None,
     margins: dict[str, float] | None = None,
     seed: int = 0,
+    allow_changed_data: bool = False,
 ) -> Comparison:
     """The typed comparison of two sweep folders (`offline_eval.compare`)."""
     a, b = _load(old), _load(new)
@@ -55,7 +56,7 @@ def compare(
     for o, n in sorted(pairs.items()):
         out.changes += _load_changes(a, b, o, n)
         for setting in sorted({r.setting for r in a.runs if r.run == o} & {r.setting for r in b.runs if r.run == n}):
-            got, flips = _setting(a, b, o, n, setting, margins or {}, seed)
+            got, flips = _setting(a, b, o, n, setting, margins or {}, seed, allow_changed_data)
             out.settings.append(got)
             out.flips += flips
     out.changes += _setting_changes(a, b, sorted({s.setting for s in out.settings}))
@@ -97,7 +98,7 @@ def _changed_data(a: SettingProvenance | None, b: SettingProvenance | None) -> s
 
 
 def _setting(
-    a: Summary, b: Summary, o: str, n: str, setting: str, margins: dict[str, float], seed: int
+    a: Summary, b: Summary, o: str, n: str, setting: str, margins: dict[str, float], seed: int, allow: bool
 ) -> tuple[SettingComparison, list[Flip]]:
     entry = next(r for r in b.runs if r.run == n and r.setting == setting)
     task_name = entry.task
@@ -108,13 +109,24 @@ def _setting(
     if task_name not in task_names():
         return base.model_copy(update={"reason": f"task {task_name!r} is not installed here"}), []
     pa, pb = _setting_prov(a, setting), _setting_prov(b, setting)
+    changed_items: set[str] = set()
     if changed := _changed_data(pa, pb):
-        return base.model_copy(update={"reason": f"the data changed between the sweeps: {changed}"}), []
+        if not allow:
+            why = (
+                f"the data changed between the sweeps: {changed} (--allow-changed-data compares the items that did not)"
+            )
+            return base.model_copy(update={"reason": why}), []
+        da, db = pa.item_digests if pa else None, pb.item_digests if pb else None
+        if da is None or db is None:
+            why = f"the data changed ({changed}) and {'OLD' if da is None else 'NEW'} records no item digests (made before them)"
+            return base.model_copy(update={"reason": why}), []
+        changed_items = {i for i in set(da) & set(db) if da[i] != db[i]}
     task = make_task(task_name, (pb or pa).task_options if (pb or pa) else {}, str(b.folder))  # type: ignore[union-attr]
     metric = task.noninferiority_metric()
     margin = margins.get(metric.name, metric.margin)
     base = base.model_copy(update={"metric": metric.name, "margin": margin})
-    old_recs, new_recs = a.records(o, setting), b.records(n, setting)
+    old_recs = [r for r in a.records(o, setting) if str(r.id) not in changed_items]
+    new_recs = [r for r in b.records(n, setting) if str(r.id) not in changed_items]
     old_s = item_means(old_recs, task.item_score, task.cluster)
     new_s = item_means(new_recs, task.item_score, task.cluster)
     shared = sorted(set(old_s) & set(new_s))
@@ -122,7 +134,9 @@ def _setting(
         return base.model_copy(update={"reason": "no item scored in both"}), []
     mean_a = sum(old_s[i][0] for i in shared) / len(shared)
     mean_b = sum(new_s[i][0] for i in shared) / len(shared)
-    base = base.model_copy(update={"n_items": len(shared), "old_mean": mean_a, "new_mean": mean_b})
+    base = base.model_copy(
+        update={"n_items": len(shared), "old_mean": mean_a, "new_mean": mean_b, "n_left_out": len(changed_items)}
+    )
     if margin is None:
         return base.model_copy(update={"verdict": INCONCLUSIVE_V, "reason": f"{metric.name} has no margin"}), []
     stats = paired_verdict(task, new_recs, old_recs, margin, seed)

@@ -48,6 +48,7 @@ class SettingComparison(BaseModel):
     metric: str
     margin: float | None
     n_items: int  # compared: in both, scored in both
+    n_left_out: int = 0  # items whose content changed between the sweeps (--allow-changed-data)
     old_mean: float | None  # the metric's per-item mean over the compared items
     new_mean: float | None
     verdict: str  # regressed | non-inferior | improved | inconclusive | refused

@@ -99,6 +99,7 @@ def text_table(c: Comparison) -> str:
                 else ""
             )
             + (f", {s.right_to_wrong} right->wrong, {s.wrong_to_right} wrong->right" if s.n_items else "")
+            + (f", {s.n_left_out} changed items left out" if s.n_left_out else "")
             + (f"; {note}" if note else "")
         )
     for r in c.unmatched_old:

@@ -126,7 +126,7 @@ def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
                 s.name,
                 t.task.options.model_dump(mode="json"),
                 t.data_files,
-                len(s.items),
+                s.items,
                 t.task.prompt_template(s.options),
                 constraint.to_dict() if constraint else None,
                 evaluation.to_dict() if evaluation else None,
