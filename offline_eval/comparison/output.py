@@ -30,7 +30,7 @@ def _html(c: Comparison, d: Path) -> str:
     e = html.escape
     rows = "".join(
         f"<tr><td>{e(s.setting)}</td><td>{e(s.old_run)}</td><td>{e(s.new_run)}</td><td>{e(s.metric)}</td>"
-        f"<td>{_num(s.old_mean)}</td><td>{_num(s.new_mean)}</td><td>{_ci(s.statistics)}</td>"
+        f"<td>{_num(s.old_mean)}</td><td>{_num(s.new_mean)}</td><td>{_ci(s.statistics)}</td><td>{e(_tests(s.statistics))}</td>"
         f"<td>{e(s.verdict)}</td><td>{s.right_to_wrong}</td><td>{s.wrong_to_right}</td>"
         f"<td>{e(s.reason or ('engine or tool change' if s.engine_or_tool_change else ''))}</td></tr>"
         for s in c.settings
@@ -67,7 +67,7 @@ def _html(c: Comparison, d: Path) -> str:
         "#ccc;padding:2px 6px;vertical-align:top}pre{white-space:pre-wrap}</style></head><body>"
         f"<h1>Comparison</h1><p>old: {e(c.old)}<br>new: {e(c.new)}</p>"
         "<h2>Verdicts</h2><table><thead><tr><th>setting</th><th>old run</th><th>new run</th><th>metric</th>"
-        "<th>old</th><th>new</th><th>new - old, 95% CI</th><th>verdict</th><th>right→wrong</th>"
+        "<th>old</th><th>new</th><th>new - old, 95% CI</th><th>tests of no difference</th><th>verdict</th><th>right→wrong</th>"
         f"<th>wrong→right</th><th>note</th></tr></thead><tbody>{rows}</tbody></table>"
         "<h2>What changed</h2><table><thead><tr><th>where</th><th>what</th><th>old</th><th>new</th></tr></thead>"
         f"<tbody>{changes}</tbody></table><h2>Flipped items</h2>{browser}</body></html>"
@@ -85,6 +85,14 @@ def _ci(s: NonInferiority | None) -> str:
     return f"{s.estimate:+.3f}{ci}"
 
 
+def _tests(s: NonInferiority | None) -> str:
+    """The two-sided tests of no difference: McNemar's exact (0/1) or Wilcoxon's, and the cluster bootstrap's."""
+    if s is None or s.paired_p is None:
+        return ""
+    boot = f", cluster bootstrap p {s.bootstrap_p:.3g}" if s.bootstrap_p is not None else ""
+    return f"{s.paired_test} p {s.paired_p:.3g}{boot}"
+
+
 def text_table(c: Comparison) -> str:
     """What the terminal shows: a line per setting, then what changed."""
     lines = []
@@ -100,6 +108,7 @@ def text_table(c: Comparison) -> str:
             )
             + (f", {s.right_to_wrong} right->wrong, {s.wrong_to_right} wrong->right" if s.n_items else "")
             + (f", {s.n_left_out} changed items left out" if s.n_left_out else "")
+            + (f"; {t}" if (t := _tests(s.statistics)) else "")
             + (f"; {note}" if note else "")
         )
     for r in c.unmatched_old:
