@@ -142,6 +142,7 @@ def setting(
     options: dict[str, Any],
     data_files: Sequence[str],
     items: Sequence[Any],
+    prompts: Sequence[str],
     template: str,
     constraint: dict[str, Any] | None,
     evaluation_constraint: dict[str, Any] | None,
@@ -155,18 +156,21 @@ def setting(
         prompt_template_sha256=sha256_text(template),
         constraint=constraint,
         evaluation_constraint=evaluation_constraint,
-        item_digests=item_digests(items),
+        item_digests=item_digests(items, prompts),
     )
 
 
-def item_digests(items: Sequence[Any]) -> dict[str, str] | None:
-    """Each item's id -> the first 16 hex digits of the sha256 of its content (its canonical JSON): what lets two
-    sweeps over a corrected data file compare the items that did not change. None: the items have no ids."""
+def item_digests(items: Sequence[Any], prompts: Sequence[str]) -> dict[str, str] | None:
+    """Each item's id -> the first 16 hex digits of the sha256 of its content and its request (canonical JSON: the
+    prompt with its exemplars, the constraint): what lets two sweeps over a corrected data file compare the items
+    that did not change. None: the items have no ids, or not one request each."""
+    if len(items) != len(prompts):
+        return None
     out = {}
-    for it in items:
+    for it, prompt in zip(items, prompts):
         if not isinstance(it, dict) or "id" not in it:
             return None
-        blob = json.dumps(it, sort_keys=True, ensure_ascii=False, default=str)
+        blob = json.dumps([it, prompt], sort_keys=True, ensure_ascii=False, default=str)
         out[str(it["id"])] = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
     return out
 

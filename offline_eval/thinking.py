@@ -74,7 +74,8 @@ class ModelSettings:
             return None
         return {
             "sampling": self.sampling.model_dump() if self.sampling else None,
-            "reasoning": self.reasoning.model_dump() if self.reasoning else None,
+            # the preset and stop only where given: settings written before they existed read the same
+            "reasoning": self.reasoning.model_dump(exclude_none=True) if self.reasoning else None,
         }
 
     def request(self, r: Request) -> Request:

@@ -131,10 +131,9 @@ def test_the_verdicts_flips_and_what_changed(folders) -> None:  # type: ignore[n
     assert (s.statistics.ci_low, s.statistics.ci_high) == (pytest.approx(low), pytest.approx(high))
     expected = "regressed" if high < -0.02 else "inconclusive" if low <= -0.02 else "non-inferior"
     assert s.verdict == expected, (low, high)
-    # The same weights and prompts, other answers: the engine or the tool changed them (here: the fake's script,
-    # which is an engine argument, so the load options differ and the inputs do not count as the same).
+    # The fake's script is an engine argument: the load options differ, so these are not the same inputs.
     assert any(c.what == "load options" for c in flipped.changes)
-    assert s.same_inputs and s.engine_or_tool_change
+    assert not s.same_inputs and not s.engine_or_tool_change
 
     worse = offline_eval.compare(base, folders["worse"]).settings[0]
     assert worse.verdict == "regressed" and worse.right_to_wrong == 45
@@ -229,3 +228,57 @@ def test_the_page_renders_every_flip_as_text_in_chromium(folders, offline_browse
         shown.append(page.locator("#item-detail").inner_text())
     assert all(any(h in s for s in shown) for h in HOSTILE), shown
     assert page.evaluate("typeof window.PWNED") == "undefined" and errors == []
+
+
+def test_a_run_that_failed_in_new_is_missing_and_fails_the_check(folders) -> None:  # type: ignore[no-untyped-def]
+    import offline_eval
+
+    tmp = folders["tmp"]
+    cfg = yaml.safe_load((tmp / "base.yaml").read_text("utf-8"))
+    cfg["output_dir"] = str(tmp / "broken")
+    cfg["models"][0]["path"] = str(tmp / "gone.bin")  # the load fails: no results, one failure
+    (tmp / "gone.bin").write_text("x")
+    (tmp / "broken.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
+    (tmp / "gone.bin").unlink()
+    run_cli("sweep", str(tmp / "broken.yaml"))
+    c = offline_eval.compare(folders["base"], tmp / "broken")
+    [s] = c.settings
+    assert s.verdict == "missing" and "NEW has no results" in (s.reason or "") and not c.unmatched_old
+    assert c.fails("inferior") and c.fails("inconclusive") and not c.fails(None)
+
+
+def test_a_folder_against_itself_and_a_graded_task_has_no_flips(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import ROOT
+
+    import offline_eval
+
+    v3 = tmp_path / "v3"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "v3-demo", v3)
+    c = offline_eval.compare(v3, v3)
+    assert c.settings and not c.flips and not c.changes
+    by = {s.setting: s for s in c.settings if s.old_run.startswith("gemma")}
+    assert {s.verdict for s in c.settings} <= {"non-inferior", "inconclusive"}
+    assert all(s.answers_differ == 0 and s.engine_or_tool_change is False for s in c.settings)
+    # LegalEval-Q's AdjScore (mu^2 / (mu + sigma) of the quality scores), as the summary gives it
+    q = by["legalevalq"]
+    run = offline_eval.load(v3)
+    entry = next(r for r in run.runs if r.run == q.old_run and r.setting == "legalevalq")
+    assert q.metric == "adj_score" and q.old_mean == pytest.approx(entry.metrics["adj_score"])
+
+
+def test_the_same_inputs_with_other_answers_are_an_engine_or_tool_change(folders, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A copy of a folder whose one answer another engine build wrote differently (edited in its results file)."""
+    import shutil
+
+    import offline_eval
+
+    other = tmp_path / "upgraded"
+    shutil.copytree(folders["same"], other)
+    f = other / "results" / "m.fake.default.ctx4096" / "jbeqa.0shot.constrained.jsonl"
+    recs = [json.loads(x) for x in f.read_text("utf-8").splitlines()]
+    recs[0]["output"] = recs[0]["output"] + " "
+    f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), "utf-8")
+    [s] = offline_eval.compare(folders["same"], other).settings
+    assert s.same_inputs and s.answers_differ == 1 and s.engine_or_tool_change

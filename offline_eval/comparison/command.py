@@ -15,7 +15,9 @@ def add_command(sub: Any) -> None:
     c = sub.add_parser("compare", help="two sweep folders item by item: regressed, non-inferior, improved?")
     c.add_argument("old", help="the earlier sweep's folder")
     c.add_argument("new", help="the later sweep's folder")
-    c.add_argument("--out", help="where comparison.json, flips.jsonl and compare.html go (default: NEW/../compare)")
+    c.add_argument(
+        "--out", help="where comparison.json, flips.jsonl and compare.html go (default: compare-OLD-NEW beside NEW)"
+    )
     c.add_argument("--map", action="append", default=[], metavar="OLD_RUN=NEW_RUN", help="pair runs of other names")
     c.add_argument("--margin", action="append", default=[], metavar="METRIC=X", help="instead of the metric's own")
     c.add_argument("--fail-on", choices=["inferior", "inconclusive"], help="exit 1 when a verdict is this or worse")

@@ -15,6 +15,7 @@ from ..tasks import make_task, task_names
 from .model import (
     IMPROVED,
     INCONCLUSIVE_V,
+    MISSING,
     NON_INFERIOR_V,
     REFUSED,
     REGRESSED,
@@ -53,14 +54,29 @@ def compare(
         unmatched_new=sorted(new_runs - set(pairs.values())),
     )
     out.changes = _sweep_changes(a, b)
+    failed = {f.run: f.reason for f in b.failures}
     for o, n in sorted(pairs.items()):
         out.changes += _load_changes(a, b, o, n)
-        for setting in sorted({r.setting for r in a.runs if r.run == o} & {r.setting for r in b.runs if r.run == n}):
+        mine, theirs = {r.setting for r in a.runs if r.run == o}, {r.setting for r in b.runs if r.run == n}
+        for setting in sorted(mine & theirs):
             got, flips = _setting(a, b, o, n, setting, margins or {}, seed, allow_changed_data)
             out.settings.append(got)
             out.flips += flips
+        out.settings += [_missing(a, o, n, x, failed.get(n)) for x in sorted(mine - theirs)]
+    for o in [r for r in out.unmatched_old if r in failed]:  # NEW tried the run and it failed
+        out.settings += [_missing(a, o, o, x, failed[o]) for x in sorted({r.setting for r in a.runs if r.run == o})]
+        out.unmatched_old.remove(o)
     out.changes += _setting_changes(a, b, sorted({s.setting for s in out.settings}))
     return out
+
+
+def _missing(a: Summary, o: str, n: str, setting: str, failure: str | None) -> SettingComparison:
+    entry = next(r for r in a.runs if r.run == o and r.setting == setting)
+    why = f"NEW has no results for it: {failure}" if failure else "NEW has no results for it"
+    return SettingComparison(
+        old_run=o, new_run=n, setting=setting, task=entry.task, metric=entry.primary_metric, margin=None, n_items=0,
+        old_mean=None, new_mean=None, verdict=MISSING, reason=why,
+    )  # fmt: skip
 
 
 def _load(folder: str | Path) -> Summary:
@@ -121,6 +137,9 @@ def _setting(
             why = f"the data changed ({changed}) and {'OLD' if da is None else 'NEW'} records no item digests (made before them)"
             return base.model_copy(update={"reason": why}), []
         changed_items = {i for i in set(da) & set(db) if da[i] != db[i]}
+        if not changed_items:  # the file changed no item nor its prompt: it changes how items are scored or judged
+            why = f"the data changed ({changed}) but no item did: it changes their scoring, so none compares"
+            return base.model_copy(update={"reason": why}), []
     task = make_task(task_name, (pb or pa).task_options if (pb or pa) else {}, str(b.folder))  # type: ignore[union-attr]
     metric = task.noninferiority_metric()
     margin = margins.get(metric.name, metric.margin)
@@ -131,9 +150,10 @@ def _setting(
     new_s = item_means(new_recs, task.item_score, task.cluster)
     shared = sorted(set(old_s) & set(new_s))
     if not shared:
-        return base.model_copy(update={"reason": "no item scored in both"}), []
-    mean_a = sum(old_s[i][0] for i in shared) / len(shared)
-    mean_b = sum(new_s[i][0] for i in shared) / len(shared)
+        return base.model_copy(update={"verdict": INCONCLUSIVE_V, "reason": "no item scored in both"}), []
+    statistic = task.paired_statistic()  # the metric over item scores: their mean, or e.g. AdjScore
+    of = statistic if statistic is not None else (lambda v: sum(v) / len(v))
+    mean_a, mean_b = of([old_s[i][0] for i in shared]), of([new_s[i][0] for i in shared])
     base = base.model_copy(
         update={"n_items": len(shared), "old_mean": mean_a, "new_mean": mean_b, "n_left_out": len(changed_items)}
     )
@@ -171,8 +191,13 @@ def _first(recs: list[ItemRecord]) -> dict[str, ItemRecord]:
 def _flips(
     task: Any, old: list[ItemRecord], new: list[ItemRecord], shared: set[str], setting: str, o: str, n: str
 ) -> list[Flip]:
-    """Items right in one and wrong in the other (0/1 scores; an item's first sample where it has several)."""
+    """Items right in one and wrong in the other (an item's first sample where it has several); none for graded
+    scores, which are not right or wrong."""
     a, b = _first(old), _first(new)
+    if task.paired_statistic() is not None or not all(
+        task.item_score(r[i]) in (0, 1, None) for r in (a, b) for i in shared
+    ):
+        return []
     out = []
     for i in sorted(shared):
         sa, sb = task.item_score(a[i]), task.item_score(b[i])
@@ -210,6 +235,7 @@ def _same_inputs(
         and la.prompt_format == lb.prompt_format
         and pa.prompt_template_sha256 == pb.prompt_template_sha256
         and la.decoding == lb.decoding
+        and la.load_options == lb.load_options
     )
 
 

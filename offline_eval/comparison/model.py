@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field
 
 from ..metrics.noninferiority import NonInferiority
 
-REGRESSED, IMPROVED, NON_INFERIOR_V, INCONCLUSIVE_V, REFUSED = (
+REGRESSED, IMPROVED, NON_INFERIOR_V, INCONCLUSIVE_V, REFUSED, MISSING = (
     "regressed",
     "improved",
     "non-inferior",
     "inconclusive",
     "refused",
+    "missing",  # OLD has results for the setting, NEW none (its run failed, or it left the setting out)
 )
 FailOn = Literal["inferior", "inconclusive"]
 
@@ -51,7 +52,7 @@ class SettingComparison(BaseModel):
     n_left_out: int = 0  # items whose content changed between the sweeps (--allow-changed-data)
     old_mean: float | None  # the metric's per-item mean over the compared items
     new_mean: float | None
-    verdict: str  # regressed | non-inferior | improved | inconclusive | refused
+    verdict: str  # regressed | non-inferior | improved | inconclusive | refused | missing
     reason: str | None = None  # why refused or inconclusive
     statistics: NonInferiority | None = None
     right_to_wrong: int = 0
@@ -74,5 +75,5 @@ class Comparison(BaseModel):
         """Whether a verdict hits `--fail-on`: any regression (inferior), or any regression or inconclusive one."""
         if fail_on is None:
             return False
-        hits = {REGRESSED} if fail_on == "inferior" else {REGRESSED, INCONCLUSIVE_V, REFUSED}
+        hits = {REGRESSED, MISSING} if fail_on == "inferior" else {REGRESSED, MISSING, INCONCLUSIVE_V, REFUSED}
         return any(s.verdict in hits for s in self.settings)

@@ -102,8 +102,9 @@ def text_table(c: Comparison) -> str:
         lines.append(
             f"{s.setting}  {s.old_run} -> {s.new_run}: {s.verdict}"
             + (
-                f", {s.metric} {_num(s.old_mean)} -> {_num(s.new_mean)} ({delta}, margin {s.margin:g})"
-                if s.margin
+                f", {s.metric} {_num(s.old_mean)} -> {_num(s.new_mean)}"
+                + (f" ({delta}, margin {s.margin:g})" if delta and s.margin is not None else "")
+                if s.n_items
                 else ""
             )
             + (f", {s.right_to_wrong} right->wrong, {s.wrong_to_right} wrong->right" if s.n_items else "")

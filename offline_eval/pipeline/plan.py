@@ -13,7 +13,7 @@ from ..config import SweepConfig, data_path_problems
 from ..datafiles import reading
 from ..errors import InputError
 from ..modelspec import ModelSpec
-from ..requests import Phase
+from ..requests import Phase, request_json
 from ..results import RunKey
 from ..summary import SettingProvenance
 from ..tasks import load_items, make_task
@@ -127,6 +127,7 @@ def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
                 t.task.options.model_dump(mode="json"),
                 t.data_files,
                 s.items,
+                [request_json(r) for r in s.phase.requests],
                 t.task.prompt_template(s.options),
                 constraint.to_dict() if constraint else None,
                 evaluation.to_dict() if evaluation else None,
