@@ -146,7 +146,9 @@ def faithful_ids(
         if decode(ids[:n]) == text:
             return tuple(ids[:n])
     full = decode(ids)
-    return None if any(x and x in full for x in stop) else tuple(ids)
+    # a stop ended it (a special token the text leaves out among them) and no start of the ids spells the text:
+    # where the thinking ends among them is unknown
+    return None if stopped or any(x and x in full for x in stop) else tuple(ids)
 
 
 STOP_TOKENS = 16
