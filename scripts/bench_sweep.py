@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where a demo-sized sweep spends its time, and what the judges' shared prompt prefix saves.
 
-    .venv/bin/python scripts/bench_sweep.py [--items 1] [--judge-max-tokens 300] [--no-compare]
+    .venv/bin/python scripts/bench_sweep.py [--items 1] [--judge-max-tokens 300] [--no-compare] [--quick]
 
 1. A reduced demo.yaml: 8 candidate runs (Gemma 3 270M in three GGUF quantizations, the tiny model in three GGUF
    quantizations, on transformers and on vLLM) on JBE-QA (4 items, constrained), LegalEval-Q (1 question) and
@@ -14,6 +14,9 @@
    as threads, flash attention off, 512-token batches). Prints both judge phases side by side: prompt tokens submitted and computed,
    wall time, and the judge's scores (failures, mean, agreement between the two orders, agreement with the
    demo's invented human scores).
+
+--quick (the test's): two candidates only (the tiny model in two GGUF quantizations on llama.cpp), and the tiny model
+as judge and evaluator, so that the whole run, both sweeps, takes under a minute.
 
 The last line is exactly `fixed overhead: N.N s; judge prefix reuse: N.Nx` (the first sweep's time outside engine
 starts and phases, and its judge phase's prompt tokens submitted / computed).
@@ -67,15 +70,26 @@ BEFORE = """あなたは契約書と法令の実務に精通した評価者で�
 
 
 def config(
-    out: Path, items: int, judge_max_tokens: int, candidate_args: dict[str, Any] | None = None
+    out: Path, items: int, judge_max_tokens: int, candidate_args: dict[str, Any] | None = None, quick: bool = False
 ) -> dict[str, Any]:
-    """`candidate_args`: engine_args of the llama.cpp candidates (not the judge and evaluator)."""
+    """`candidate_args`: engine_args of the llama.cpp candidates (not the judge and evaluator). `quick`: two
+    candidates (the tiny model in two GGUF quantizations) and the tiny model as judge and evaluator."""
     m, gemma = ROOT / "models", ROOT / "models/gemma-3-270m/gguf"
     gguf = {"backend": "llamacpp", "path": str(gemma / "gemma-3-270m-q4_k_m.gguf"), "max_model_len": 8192}
     args = {"engine_args": candidate_args} if candidate_args else {}
-    return {
-        "output_dir": str(out),
-        "models": [
+    who = "tiny" if quick else "gemma"  # the judge and evaluator
+    if quick:
+        gguf = {**gguf, "path": str(m / "tiny/gguf/tiny-q8_0.gguf")}
+        models: list[dict[str, Any]] = [
+            {
+                "name": "tiny-gguf",
+                **gguf,
+                **args,
+                "variants": {v: {"file": str(m / f"tiny/gguf/tiny-{v}.gguf")} for v in ("q8_0", "q4_0")},
+            }
+        ]
+    else:
+        models = [
             {
                 "name": "gemma-gguf",
                 **gguf,
@@ -96,7 +110,10 @@ def config(
             },
             {"name": "tiny-hf", "backend": "transformers", "path": str(m / "tiny/hf"), "max_model_len": 8192},
             {"name": "tiny-vllm", "backend": "vllm", "path": str(m / "tiny/hf"), "max_model_len": 8192},
-        ],
+        ]
+    return {
+        "output_dir": str(out),
+        "models": models,
         "tasks": {
             "jbeqa": {"data": str(ROOT / "data/jbeqa"), "shots": [0], "mode": ["constrained"], "limit": 4},
             "legalevalq": {
@@ -104,7 +121,7 @@ def config(
                 "limit": 1,
                 "max_tokens": 48,
                 "scorer": str(m / "tiny-scorer"),
-                "evaluator": {"name": "gemma-evaluator", **gguf},
+                "evaluator": {"name": f"{who}-evaluator", **gguf},
                 "evaluator_max_tokens": 160,
                 "comment_max_chars": 80,
             },
@@ -113,7 +130,7 @@ def config(
                 "limit": items,
                 "max_tokens": 64,
                 "overflow": "focus",
-                "judges": [{"name": "gemma-judge", **gguf}],
+                "judges": [{"name": f"{who}-judge", **gguf}],
                 "judge_max_tokens": judge_max_tokens,
                 "rationale_max_chars": 30,
                 "human_scores": str(ROOT / "data/legalrikai/human_scores.csv"),
@@ -187,13 +204,18 @@ def main() -> int:
     ap.add_argument("--judge-max-tokens", type=int, default=300, help="the demo's judge_max_tokens")
     ap.add_argument("--no-compare", action="store_true", help="skip the sweep with the judge prompt's old order")
     ap.add_argument("--out", help="output folder (default: a temporary one)")
+    ap.add_argument(
+        "--quick", action="store_true", help="two tiny GGUF candidates, the tiny model as judge and evaluator"
+    )
     a = ap.parse_args()
     import yaml
 
     with tempfile.TemporaryDirectory() as t:
         out = Path(a.out or t)
         cfg_path = Path(t) / "bench.yaml"
-        cfg_path.write_text(yaml.safe_dump(config(out / "sweep", a.items, a.judge_max_tokens)), encoding="utf-8")
+        cfg_path.write_text(
+            yaml.safe_dump(config(out / "sweep", a.items, a.judge_max_tokens, quick=a.quick)), encoding="utf-8"
+        )
         t0 = time.perf_counter()
         new = sweep(cfg_path)
         print(
@@ -215,7 +237,8 @@ def main() -> int:
             # the candidates keep today's defaults, written out, so that their outputs come from the store
             before_cfg = Path(t) / "before.yaml"
             before_cfg.write_text(
-                yaml.safe_dump(config(out / "sweep", a.items, a.judge_max_tokens, dict(defaults))), encoding="utf-8"
+                yaml.safe_dump(config(out / "sweep", a.items, a.judge_max_tokens, dict(defaults), a.quick)),
+                encoding="utf-8",
             )
             try:
                 old = sweep(before_cfg)

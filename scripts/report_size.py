@@ -24,6 +24,7 @@ from offline_eval.report import write_report
 from offline_eval.report.browser import INLINE_LIMIT, SIDECAR
 from offline_eval.report.inputs import ItemInputs
 from offline_eval.results import ItemRecord, ResultsFolder, RunKey
+from offline_eval.summary import SCHEMA_VERSION, Summary
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa.task import JBEQARecord
 
@@ -107,6 +108,8 @@ def main() -> None:
                         "max_model_len": 4096,
                         "task": "jbeqa",
                         "setting": setting,
+                        "options": {},
+                        "prompt_format": None,
                         "n_items": N_ITEMS,
                         "primary_metric": "f1",
                         "metrics": {"f1": acc, "accuracy": acc},
@@ -119,9 +122,9 @@ def main() -> None:
                         },
                     }
                 )
-        write_json_atomic(folder.summary, {"version": 1, "runs": runs})
+        write_json_atomic(folder.summary, {"schema_version": SCHEMA_VERSION, "runs": runs})
         t0 = time.perf_counter()
-        write_report(tmp, json.loads(folder.summary.read_text()), inputs)
+        write_report(tmp, Summary.parse(json.loads(folder.summary.read_text()), str(folder.summary)), inputs)
         took = time.perf_counter() - t0
         report = folder.report_html.stat().st_size
         sidecar = folder.root / SIDECAR

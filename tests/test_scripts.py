@@ -1,0 +1,185 @@
+"""Every benchmark script in scripts/ runs, in its quick mode, and prints the line its docstring promises, with
+numbers in it: a refactor of offline_eval cannot break a benchmark silently. Each script is a subprocess from the
+repository root, as its docstring runs it. The scripts that need no engine are in the fast tier; the rest start
+llama.cpp or vLLM on the tiny models (a quick mode starts vLLM at most twice) and are marked `engine`.
+
+Speeds are not asserted (the machine's load moves them); what each script computes from them is: present, finite,
+positive, and where the script's point is a property rather than a speed (identical answers, a reused prefix, a
+ratio that cannot exceed 1) that property too."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"  # also nan and inf, so that the check sees them
+
+
+def run_script(name: str, *args: str, timeout: int = 600) -> str:
+    """The script's stdout; rc 0 or the end of what it said."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def numbers(pattern: str, out: str, positive: bool = True) -> list[float]:
+    """The numbers of the one line `pattern` matches (each NUM in it a group), each finite (and positive)."""
+    pattern = pattern.replace("NUM", NUM)
+    lines = [m for line in out.splitlines() if (m := re.fullmatch(pattern, line.strip()))]
+    assert len(lines) == 1, f"{len(lines)} lines match {pattern!r} in:\n{out[-3000:]}"
+    vals = [float(x) for x in lines[0].groups()]
+    assert vals and all(math.isfinite(v) for v in vals), (lines[0].group(0), vals)
+    if positive:
+        assert all(v > 0 for v in vals), (lines[0].group(0), vals)
+    return vals
+
+
+def last_line(out: str) -> str:
+    return [line for line in out.splitlines() if line.strip()][-1].strip()
+
+
+# -- no engine: the fast tier
+
+
+def test_report_size():
+    """One run on one setting (3,464 items): report.html's size, and the prompts stored smaller than in full."""
+    out = run_script("report_size.py", "1", "1", timeout=120)
+    html, sidecar, limit, took = numbers(
+        r"1 runs x 1 settings x 3464 items: report.html NUM MB, sidecar NUM MB \(inline limit NUM MB\), "
+        r"report took NUM s",
+        out,
+        positive=False,
+    )
+    assert 0 < html < limit and sidecar == 0  # one run's item data fits inline: no sidecar
+    assert took >= 0  # 0.2 s here, printed to 0.1 s: a faster machine may print 0.0
+    full, stored, distinct, smaller = numbers(
+        r"prompts: NUM MB of text over 1 settings, NUM MB stored \(NUM distinct lines; NUMx smaller\)", out
+    )
+    assert stored <= full and smaller >= 1 and distinct >= 1
+
+
+def test_bench_fingerprint():
+    """A 256 MiB checkpoint: the first hash reads it, later runs find the digest in the store, far faster."""
+    out = run_script("bench_fingerprint.py", "--gb", "0.25", timeout=120)
+    mib, first, rate, _ = numbers(r"first hash of NUM MiB: NUM s \(NUM MiB/s; a 15 GB checkpoint: ~NUM s, once\)", out)
+    assert mib == 256
+    (later_ms,) = numbers(r"later runs \(digest from the store\): NUM ms", out)
+    (ratio,) = numbers(r"first/later ratio: NUMx", last_line(out))
+    assert ratio > 10  # the store's lookup, not a second hash
+
+
+# -- real engines on the tiny models
+
+
+@pytest.mark.engine
+def test_bench_greedy(tiny: Path):
+    """The LegalRikai judge requests through create_completion and through ours: every answer identical."""
+    model = str(tiny / "gguf" / "tiny-q8_0.gguf")
+    out = run_script("bench_greedy.py", "--model", model, "--items", "1", "--max-tokens", "60")
+    n, tokens = numbers(rf"NUM judge requests, NUM prompt tokens, model {re.escape(model)}", out)
+    for label in ("create_completion", "ours"):
+        numbers(rf"{label}:\s+NUM s, NUM output tokens,\s+NUM tokens/s", out)
+    faster, same, total = numbers(r"greedy under grammar: NUMx faster, NUM/NUM identical", last_line(out))
+    assert same == total == n
+
+
+@pytest.mark.engine
+def test_bench_lmeval_without_lmeval(tiny: Path):
+    """No lm-eval Python and no old commit: offline-eval's own side alone, its row of the table filled in."""
+    out = run_script("bench_lmeval.py", "--n", "20", "--repeats", "1", "--before", "", "--model", str(tiny / "hf"))
+    numbers(r"repeat 1 after: wall NUM s, CPU NUM s, phase NUM items/s", out)
+    numbers(r"20 JBE-QA-shaped items, .* on vLLM \(CPU build\), median of NUM alternating repeats", out)
+    wall, cpu, start, phase, rate, fixed, acc = numbers(r"after\s+NUM\s+NUM\s+NUM\s+NUM\s+NUM\s+NUM\s+NUM", out)
+    assert start < wall and phase < wall and 0 < acc <= 1
+    assert not re.search(r"^(lm-eval|before)\s", out, re.M)  # both left out
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True).stdout
+    assert "before-worktree" not in worktrees
+
+
+@pytest.mark.engine
+def test_bench_overhead(tiny: Path):
+    """50 prompts, one pass each: offline-eval's path against raw LLM.generate, and the two comparisons."""
+    out = run_script("bench_overhead.py", "--n", "50", "--repeats", "1", "--model", str(tiny / "hf"))
+    numbers(r"raw LLM.generate:\s+NUM s\s+NUM items/s", out)
+    numbers(r"offline-eval path:\s+NUM s\s+NUM items/s  \(build \+ runner \+ store \+ score\)", out)
+    numbers(r"logprob mode \(ours\):\s+NUM s\s+NUM items/s  -> logprob/constrained time NUMx", out)
+    numbers(r"4-shot, prefix cache off:\s+NUM s\s+NUM items/s  -> speed-up from caching NUMx", out)
+    numbers(r"raw/ours ratio: NUM", last_line(out))
+
+
+@pytest.mark.engine
+def test_bench_server_modes():
+    """40 requests to a vLLM server over the tiny model in each mode: both rates and their ratio."""
+    out = run_script("bench_server_modes.py", "--n", "40", "--concurrency", "4")
+    numbers(r"constrained \(choice, max_tokens 4\):\s+NUM items/s", out)
+    numbers(r"logprob \(top_logprobs 20, 1 token\):\s+NUM items/s", out)
+    numbers(r"logprob / constrained: NUMx", last_line(out))
+
+
+@pytest.mark.engine
+def test_bench_sweep(tiny: Path):
+    """Two tiny GGUF candidates judged by the tiny model, then the judge as it was before issue 16: its prefix
+    reuse (prompt tokens submitted / computed) above 1, the two judge phases side by side."""
+    out = run_script("bench_sweep.py", "--quick")
+    runs, failed = numbers(r"== the sweep \(NUM s, NUM runs, NUM failed\)", out, positive=False)[1:]
+    assert runs > 0 and failed == 0
+    numbers(r"total NUM s; engine starts and phases NUM s; fixed overhead NUM s", out)
+    for label in ("before", "after"):
+        n, s, rate, computed, submitted, ratio, start = numbers(
+            rf"{label}\s+NUM judgments\s+NUM s\s+NUM items/s  prompt tokens NUM/NUM computed \(NUMx\)  "
+            r"engine start NUM s",
+            out,
+            positive=False,
+        )
+        assert n > 0 and s > 0 and 0 < computed <= submitted and ratio >= 1 and start >= 0
+    numbers(r"judge phase speed-up: NUMx; prompt tokens computed: NUMx fewer", out)
+    fixed, reuse = numbers(r"fixed overhead: NUM s; judge prefix reuse: NUMx", last_line(out))
+    assert reuse > 1  # each item's judge prompt head is computed once for both candidates
+
+
+@pytest.mark.engine
+def test_bench_thinking(tiny: Path):
+    """Four items (4-shot) think and answer on llama.cpp and on vLLM: phase 2's prompt tokens computed over
+    submitted, at most 0.1 on llama.cpp, where the answer continues the cache its thinking left."""
+    out = run_script("bench_thinking.py", "--items", "4", "--budget", "32")
+    for engine in ("llamacpp", "vllm"):
+        n, shots, budget, thought, wall, computed, submitted, ratio = numbers(
+            rf"{engine}: NUM items, NUM-shot, budget NUM \(NUM thinking tokens\); both phases NUM s; "
+            r"phase 2 prompt tokens computed NUM/NUM = NUM",
+            out,
+            positive=False,
+        )
+        # the wall, printed to 0.1 s, reads 0.0 on llama.cpp
+        assert n == 4 and thought > 0 and wall >= 0 and 0 < computed <= submitted and 0 < ratio <= 1
+    llamacpp, vllm, goal = numbers(
+        r"phase 2 computed/submitted: llamacpp NUM, vllm NUM \(goal <= NUM\)", last_line(out)
+    )
+    assert llamacpp <= goal and vllm <= 1  # vLLM reuses whole blocks only: 0.16 on four items
+
+
+@pytest.mark.engine
+def test_bench_engine_start(tiny: Path):
+    """offline-eval's vLLM start twice over one empty compile cache, each a fresh process: the first compiles and
+    fills the cache, the second adds nothing to it (it loads what the first compiled)."""
+    out = run_script("bench_engine_start.py", "--quick", "--model", str(tiny / "hf"), "--max-model-len", "2048")
+    (s1, added1), (s2, added2) = (
+        numbers(rf"offline-eval, start {i}: NUM s \(NUM cache files added\)", out, positive=False) for i in (1, 2)
+    )
+    assert s1 > 0 and s2 > 0 and added1 > 0 and added2 == 0
+    assert "vLLM default" not in out
+    numbers(r"offline-eval second start: NUM s / first start NUM s = NUM", last_line(out))
