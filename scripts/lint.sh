@@ -7,4 +7,4 @@ VENV=${VENV:-.venv}
 "$VENV/bin/ruff" check offline_eval scripts tests
 "$VENV/bin/ruff" format --check offline_eval scripts tests
 "$VENV/bin/mypy"
-PYTHONPATH="scripts${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/lint-imports" --no-cache
+"$VENV/bin/lint-imports" --no-cache

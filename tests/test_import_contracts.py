@@ -1,4 +1,4 @@
-"""The lint's no-circle contract (scripts/import_contracts.py) on a planted package: the circle offline-eval once had
+"""The lint's no-circle contract (offline_eval/lint_contracts.py) on a planted package: the circle offline-eval once had
 (base -> fingerprint -> registry, deferred inside a function -> the package's __init__ -> base) breaks it, while
 import-linter's own acyclic_siblings passes it, which is how that circle went unseen; without the deferred import
 both pass."""
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = """[importlinter]
 root_package = planted
 contract_types =
-    acyclic_modules: import_contracts.AcyclicModulesContract
+    acyclic_modules: offline_eval.lint_contracts.AcyclicModulesContract
 
 [importlinter:contract:siblings]
 name = siblings
@@ -52,7 +52,7 @@ def _lint(tmp: Path) -> subprocess.CompletedProcess[str]:
             "--no-cache",
         ],  # fmt: skip
         cwd=tmp,
-        env={"PYTHONPATH": f"{tmp}:{ROOT / 'scripts'}", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(tmp), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=120,

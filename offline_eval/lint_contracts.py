@@ -1,4 +1,4 @@
-"""An import-linter contract type for offline-eval's lint (scripts/lint.sh puts scripts/ on the path).
+"""An import-linter contract type for offline-eval's lint (named in pyproject.toml; the package itself never imports it).
 
 `acyclic_modules`: no module reaches itself through imports, deferred ones inside functions included. The built-in
 `acyclic_siblings` compares sibling modules only, so a circle that passes through a package's own __init__
@@ -18,7 +18,7 @@ class AcyclicModulesContract(Contract):
     root = fields.StringField()
 
     def check(self, graph: Any, verbose: bool) -> ContractCheck:
-        root = str(self.root)  # type: ignore[attr-defined]
+        root = str(self.root)
         mine = sorted(m for m in graph.modules if m == root or m.startswith(root + "."))
         cycles: list[list[str]] = []
         seen: set[frozenset[str]] = set()
