@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from .metrics.values import RunMetrics
+
 
 @dataclass
 class Plot:
@@ -85,7 +87,7 @@ def pareto_front(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def primary_score(r: dict[str, Any]) -> float | None:
-    v = r["metrics"].get(r.get("primary_metric") or "mean")
+    v = RunMetrics.of(r).get(r.get("primary_metric") or "mean")
     return float(v) if isinstance(v, (int, float)) else None
 
 

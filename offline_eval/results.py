@@ -16,9 +16,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from .fileio import write_jsonl_atomic
+from .metrics.flat import is_flat, metrics_v3
+from .metrics.values import RunMetrics
 from .requests import Result
 
 
@@ -181,10 +183,18 @@ class RunEntry(BaseModel):
     prompt_format: str | None
     n_items: int
     primary_metric: str
-    metrics: dict[str, Any]
+    metrics: RunMetrics
     weights_mb: float
     throughput: dict[str, Any]  # timings: the one part of an entry that differs between identical sweeps
     evaluator: dict[str, Any] | None = None  # the runs that judged or evaluated this one's outputs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_flat_metrics(cls, data: Any) -> Any:
+        """Version-3 flat metrics read forward, their design effect given to the primary metric."""
+        if isinstance(data, dict) and is_flat(data.get("metrics")):
+            return {**data, "metrics": metrics_v3(data["metrics"], data.get("primary_metric"))}
+        return data
 
     @property
     def key(self) -> RunKey:

@@ -9,6 +9,7 @@ from typing import Any
 
 from .metrics.bootstrap import MIN_CLUSTERS
 from .metrics.ranking import has_score
+from .metrics.values import MetricValue, RunMetrics
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Metric:
     name: str
     label: str
     higher_is_better: bool = True
-    ci: bool = False  # the run's metrics also hold <name>_ci_low and <name>_ci_high
+    ci: bool = False  # the run's metric has a clustered interval (MetricValue.ci_low, ci_high)
     digits: int = 3
     margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
     bounds: tuple[float, float] | None = None  # the metric's range: a margin must lie inside (0, its width)
@@ -43,17 +44,23 @@ def fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
     return str(v)
 
 
-def ci_text(m: dict[str, Any], name: str, digits: int = 3, clusters: str = "n_clusters") -> str:
+def metrics_of(run: dict[str, Any]) -> RunMetrics:
+    """A run's metrics, typed, from the report's JSON view of it."""
+    return RunMetrics.of(run)
+
+
+def ci_text(mv: MetricValue | None, digits: int = 3) -> str:
     """A metric with its 95% CI, "v [lo, hi]"; where the CI was withheld, why: "n too small" (fewer clusters than
     a bootstrap needs) or "no spread" (every resample gave the same value), never a point interval [v, v]."""
-    if f"{name}_ci_low" not in m or not has_score(m.get(name)):
-        return fmt(m.get(name), digits)
-    lo, hi = m.get(f"{name}_ci_low"), m.get(f"{name}_ci_high")
-    if lo is None or hi is None:
-        n = m.get(clusters)
-        why = "no spread" if isinstance(n, int) and n >= MIN_CLUSTERS else "n too small"
-        return f"{fmt(m.get(name), digits)} ({why}{f': {n} clusters' if isinstance(n, int) else ''})"
-    return f"{fmt(m.get(name), digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+    if mv is None:
+        return fmt(None, digits)
+    if not mv.has_interval or not has_score(mv.value):
+        return fmt(mv.value, digits)
+    if mv.ci_low is None or mv.ci_high is None:
+        n = mv.n_clusters
+        why = mv.note or ("no spread" if isinstance(n, int) and n >= MIN_CLUSTERS else "n too small")
+        return f"{fmt(mv.value, digits)} ({why}{f': {n} clusters' if isinstance(n, int) else ''})"
+    return f"{fmt(mv.value, digits)} [{fmt(mv.ci_low, digits)}, {fmt(mv.ci_high, digits)}]"
 
 
 VIOLATIONS = "constraint_violations"  # answers that broke their constraint (scored as parse failures)
@@ -80,7 +87,7 @@ def leaderboard(
 ) -> Table:
     """A task's runs per setting, in the summary's ranking by the primary metric (the first declared), one column
     per declared metric (CIs where declared)."""
-    if any(VIOLATIONS in r["metrics"] for r in runs):  # every task's runs carry it: next to its parse failures
+    if any(VIOLATIONS in metrics_of(r) for r in runs):  # every task's runs carry it: next to its parse failures
         at = next((i + 1 for i, x in enumerate(metrics) if "failures" in x.name), len(metrics))
         metrics = (*metrics[:at], Metric(VIOLATIONS, "constraint violations", False), *metrics[at:])
     primary = metrics[0]
@@ -91,10 +98,10 @@ def leaderboard(
             r = by_key.get((run, setting))
             if r is None:
                 continue
-            m = r["metrics"]
+            m = metrics_of(r)
             scored = has_score(m.get(primary.name))
             cells = [
-                (ci_text(m, x.name, x.digits) if x.ci else fmt(m.get(x.name), x.digits))
+                (ci_text(m.metric(x.name), x.digits) if x.ci else fmt(m.get(x.name), x.digits))
                 if scored or not x.ci
                 else "no items"
                 for x in metrics
@@ -106,27 +113,14 @@ def leaderboard(
     )
 
 
-def breakdown(runs: list[dict[str, Any]], prefix: str, suffix: str, title: str, clusters: str) -> Table | None:
-    """One column per key found between prefix and suffix in the runs' metrics (per subject, per year...);
-    `clusters`: what the task's clusters are, for the note."""
-    keys = sorted(
-        {
-            k[len(prefix) : -len(suffix)]
-            for r in runs
-            for k in r["metrics"]
-            if k.startswith(prefix) and k.endswith(suffix)
-        }
-    )
+def breakdown(runs: list[dict[str, Any]], axis: str, metric: str, title: str, clusters: str) -> Table | None:
+    """One column per group of one breakdown of the runs' metrics (per subject, per year...); `clusters`: what
+    the task's clusters are, for the note."""
+    typed = [(r, metrics_of(r).groups(axis, metric)) for r in runs]
+    keys = sorted({g for _, got in typed for g in got})
     if not keys:
         return None
-    rows = [
-        [
-            r["run"],
-            r["setting"],
-            *[ci_text(r["metrics"], f"{prefix}{k}{suffix}", clusters=f"{prefix}{k}.n_clusters") for k in keys],
-        ]
-        for r in runs
-    ]
+    rows = [[r["run"], r["setting"], *[ci_text(got.get(k)) for k in keys]] for r, got in typed]
     note = (
         f"[95% CI]: a bootstrap that resamples clusters within the group ({clusters}); "
         f"'n too small' where the group has fewer than {MIN_CLUSTERS} clusters."

@@ -6,6 +6,7 @@ without this code. A summary of another schema version is refused in one line, n
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,13 @@ from .errors import InputError, format_validation_error
 from .fileio import write_json_atomic
 from .metrics.noninferiority import NonInferiority
 from .metrics.stats import PairedResult
+from .migrate import forward
 from .results import ItemRecord, PlainRecord, ResultsFolder, RunEntry
 
-SCHEMA_VERSION = 3  # 3: typed, with provenance; 2: clustered CIs and score intervals; 1: the first
+SCHEMA_VERSION = (
+    4  # 4: metrics as values; 3: typed, with provenance; 2: clustered CIs and score intervals; 1: the first
+)
+OLDEST_READ = 3  # older versions, and newer ones, are refused in one line
 
 
 class _Model(BaseModel):
@@ -188,6 +193,22 @@ class Summary(_Model):
     timings: dict[str, Any] | None = None  # wall-clock, like each run's throughput: differs between equal sweeps
     _folder: Path | None = PrivateAttr(default=None)  # the output folder it was written to or read from
     _generation: tuple[int, int, int] | None = PrivateAttr(default=None)  # summary.json's (inode, size, mtime)
+    _read_from: int | None = PrivateAttr(default=None)  # the schema version of the file it was migrated from
+
+    @property
+    def migrated_from(self) -> int | None:
+        """The older schema version the file holds, where it was read forward (None: it is the current one)."""
+        return self._read_from
+
+    def migration_note(self) -> str | None:
+        """The one line a command prints about a summary read forward (None: nothing was migrated)."""
+        if self._read_from is None:
+            return None
+        return (
+            f"{self._folder / 'summary.json' if self._folder else 'summary.json'}: schema version {self._read_from}, "
+            f"read forward to version {SCHEMA_VERSION} (the file is left as it is; a re-sweep writes version "
+            f"{SCHEMA_VERSION})"
+        )
 
     @property
     def folder(self) -> Path | None:
@@ -268,6 +289,8 @@ class Summary(_Model):
         summary = cls.parse(raw, str(p))
         summary._folder = p.parent
         summary._generation = generation
+        if note := summary.migration_note():
+            print(f"offline-eval: {note}", file=sys.stderr)  # every reader (load, report, verify...) says it once
         return summary
 
     @classmethod
@@ -275,19 +298,26 @@ class Summary(_Model):
         if not isinstance(raw, dict) or not isinstance(raw.get("runs"), list):
             raise InputError("not an offline-eval summary (expected an object with a `runs` list)", file=source)
         version = raw.get("schema_version", raw.get("version"))
+        old = version if isinstance(version, int) and OLDEST_READ <= version < SCHEMA_VERSION else None
+        if old is not None:
+            raw = forward(raw, old, SCHEMA_VERSION)
+            version = raw.get("schema_version")
         if version != SCHEMA_VERSION:
             writer = ((raw.get("provenance") or {}).get("sweep") or {}).get("offline_eval_version")
             raise InputError(
                 f"written by {f'offline-eval {writer}' if writer else 'another offline-eval'} in summary schema "
-                f"version {version!r}; this one reads version {SCHEMA_VERSION}: re-run the sweep into this folder "
+                f"version {version!r}; this one reads versions {OLDEST_READ} to {SCHEMA_VERSION}: re-run the sweep into "
+                f"this folder "
                 f"(its store serves every output it holds, nothing is generated again)",
                 file=source,
                 field="schema_version",
             )
         try:
-            return cls.model_validate(raw)
+            summary = cls.model_validate(raw)
         except ValidationError as e:
             raise format_validation_error(e, source) from None
+        summary._read_from = old
+        return summary
 
 
 def _generation(path: Path) -> tuple[int, int, int] | None:

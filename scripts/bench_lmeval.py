@@ -123,7 +123,7 @@ def offline_eval(python: str, pythonpath: Path, a: argparse.Namespace, tmp: Path
         load_s=tp.get("load_s"),
         phase_s=tp.get("wall_s"),
         items_per_s=tp.get("items_per_s"),
-        accuracy=run["metrics"].get("accuracy"),
+        accuracy=((run["metrics"].get("values") or {}).get("accuracy") or {}).get("value"),
         fixed_s=timings.get("fixed_s"),
     )
 

@@ -112,7 +112,7 @@ def main() -> None:
                         "prompt_format": None,
                         "n_items": N_ITEMS,
                         "primary_metric": "f1",
-                        "metrics": {"f1": acc, "accuracy": acc},
+                        "metrics": {"values": {"f1": {"value": acc}, "accuracy": {"value": acc}}},
                         "weights_mb": 1000.0 / (1 + k % 4),
                         "throughput": {
                             "wall_s": 100.0,

@@ -136,3 +136,19 @@ def offline_browser():  # type: ignore[no-untyped-def]
         )
         yield browser
         browser.close()
+
+
+def metric(run: dict, name: str):  # type: ignore[no-untyped-def,type-arg]
+    """A run's named metric's value, as summary.json (schema 4) holds it: runs[].metrics.values[name].value."""
+    return run["metrics"]["values"][name]["value"]
+
+
+def has_metric(run: dict, name: str) -> bool:  # type: ignore[type-arg]
+    return name in run["metrics"]["values"]
+
+
+def typed(run: dict):  # type: ignore[no-untyped-def,type-arg]
+    """A run's metrics from summary.json's JSON, as the typed RunMetrics."""
+    from offline_eval.metrics.values import RunMetrics
+
+    return RunMetrics.model_validate(run["metrics"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DATA, TINY, run_cli
+from conftest import DATA, TINY, metric, run_cli
 
 
 def gguf_config(
@@ -74,7 +74,7 @@ def test_dry_run_plan_is_exact(tmp_path, tiny):
             json.loads(x)
             for x in (tmp_path / "out" / "results" / r["run"] / f"{r['setting']}.jsonl").read_text().splitlines()
         ]
-        assert n == len(recs) and over == r["metrics"]["n_skipped"]
+        assert n == len(recs) and over == metric(r, "n_skipped")
         # Planned prompt tokens are those of the prompts that fit; the engine reports the same counts.
         assert prompt == sum(x.get("prompt_tokens", 0) for x in recs if not x["skipped"])
         # llama-cpp-python may take one token more to finish a UTF-8 character (see test_engines).

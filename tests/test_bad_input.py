@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DATA, ROOT, TINY, run_cli
+from conftest import DATA, ROOT, TINY, run_cli, typed
 
 
 def write_config(
@@ -172,7 +172,7 @@ def test_overflow_skip_is_counted_and_fail_names_the_item(tmp_path, tiny):
     proc = run_cli("sweep", str(cfg))
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    by = {r["setting"]: r["metrics"] for r in summary["runs"]}
+    by = {r["setting"]: typed(r) for r in summary["runs"]}
     assert by["jbeqa.0shot.constrained"]["n_skipped"] == 0
     assert by["jbeqa.4shot.constrained"]["n_skipped"] == 5
     assert "skipped (overflow)" in (tmp_path / "out" / "report.md").read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DATA, TINY, run_cli, run_tiny_jbeqa
+from conftest import DATA, TINY, metric, run_cli, run_tiny_jbeqa
 
 from offline_eval.backends.chat import (
     PLAIN_ANSWER,
@@ -320,10 +320,10 @@ def test_every_engine_runs_every_mode_on_a_model_without_a_template(bare_sweep):
     assert set(runs) == {(b, m) for b in ("llamacpp", "transformers", "vllm") for m in MODES}
     for (_backend, mode), r in runs.items():
         assert r["prompt_format"] == "plain"
-        assert r["n_items"] == LIMIT and r["metrics"]["n_scored"] == LIMIT
+        assert r["n_items"] == LIMIT and metric(r, "n_scored") == LIMIT
         recs = [json.loads(x) for x in (out / "results" / r["run"] / f"{r['setting']}.jsonl").read_text().splitlines()]
         if mode == "constrained":  # the grammar leaves only a bare label after the answer cue
-            assert r["metrics"]["faithfulness"] == 1.0 and all(x["parsed"] in (0, 1) for x in recs)
+            assert metric(r, "faithfulness") == 1.0 and all(x["parsed"] in (0, 1) for x in recs)
         if mode == "logprob":
             assert all(set(x["logprobs"]) == {"0", "1"} for x in recs)
         if mode == "free":

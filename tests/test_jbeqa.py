@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import DATA, run_cli, run_tiny_jbeqa
+from conftest import DATA, run_cli, run_tiny_jbeqa, typed
 
 from offline_eval.constraints import Choice
 from offline_eval.requests import Result
@@ -148,10 +148,11 @@ def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subje
     records = [task.score(it, Result(text="1"), s) for it in items]
     assert [r.year for r in records] == [2019, 2018, 2024, 2015, 2019]
     m = task.aggregate(records, s)
-    years = [k for k in m if k.startswith("year.")]
-    assert years == ["year.2015.accuracy", "year.2018.accuracy", "year.2019.accuracy", "year.2024.accuracy"]
-    assert m["year.2019.accuracy"] == 0.5 and m["year.2015.accuracy"] == 0.0 and m["year.2024.accuracy"] == 1.0
-    assert {k.split(".")[1] for k in m if k.startswith("subject.")} == {"民法", "刑法", "憲法"}
+    years = m.groups("year", "accuracy")
+    assert list(years) == ["2015", "2018", "2019", "2024"]
+    assert years["2019"].value == 0.5 and years["2015"].value == 0.0 and years["2024"].value == 1.0
+    assert set(m.groups("subject", "f1")) == {"民法", "刑法", "憲法"}
+    assert m.groups("subject", "f1")["民法"].n == 2  # 令和元年 and 平成27年
 
 
 @pytest.mark.parametrize(
@@ -201,12 +202,17 @@ def test_run_metrics_resample_questions_and_count_items_without_one(tmp_path: Pa
     ]
     m = task.aggregate(records, s)
     assert m["n_clusters"] == 32 and m["n_unclustered"] == 2
-    assert m["accuracy_ci_low"] < m["accuracy"] < m["accuracy_ci_high"]
-    assert m["design_effect"] > 2.0  # whole questions right or wrong: close to m = 3
-    assert m["subject.民法.n_clusters"] == 32 and m["subject.民法.f1_ci_low"] is not None
-    assert m["year.2023.n_clusters"] == 32
-    few = task.aggregate(records[:12], s)  # 4 questions: no CI to print, never [x, x]
-    assert few["n_clusters"] == 4 and few["accuracy_ci_low"] is None and few["f1_ci_high"] is None
+    acc, f1 = m.metric("accuracy"), m.metric("f1")
+    assert acc is not None and f1 is not None and acc.n_clusters == 32
+    assert acc.ci_low is not None and acc.ci_high is not None and acc.ci_low < m["accuracy"] < acc.ci_high
+    assert f1.design_effect is not None and f1.design_effect > 2.0  # whole questions right or wrong: close to m = 3
+    civil = m.groups("subject", "f1")["民法"]
+    assert civil.n_clusters == 32 and civil.ci_low is not None and civil.n == 92
+    assert m.groups("year", "accuracy")["2023"].n_clusters == 32
+    few = task.aggregate(records[:12], s)  # 4 questions: no CI to print, never [x, x], and why
+    fa, ff = few.metric("accuracy"), few.metric("f1")
+    assert few["n_clusters"] == 4 and fa is not None and ff is not None
+    assert fa.ci_low is None and ff.ci_high is None and fa.note == ff.note == "n too small"
 
 
 @pytest.mark.slow
@@ -257,11 +263,9 @@ def test_summary_keys_years_by_the_gregorian_year(tmp_path: Path):
     )
     assert proc.returncode == 0, proc.stderr
     (run,) = json.loads((out / "summary.json").read_text(encoding="utf-8"))["runs"]
-    years = [k.split(".")[1] for k in run["metrics"] if k.startswith("year.") and k.endswith(".accuracy")]
-    assert years == [str(y) for y in range(2015, 2025)]
-    assert sorted(k.split(".")[1] for k in run["metrics"] if k.startswith("subject.") and k.endswith(".n")) == sorted(
-        ["民法", "刑法", "憲法"]
-    )
+    m = typed(run)
+    assert list(m.groups("year", "accuracy")) == [str(y) for y in range(2015, 2025)]
+    assert sorted(g for g, v in m.groups("subject", "f1").items() if v.n) == sorted(["民法", "刑法", "憲法"])
     recs = [json.loads(x) for x in (out / "results" / run["run"] / f"{run['setting']}.jsonl").read_text().splitlines()]
     assert {r["year"] for r in recs} == set(range(2015, 2025))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, metric, run_cli, typed
 
 from offline_eval.metrics import adj_score
 from offline_eval.metrics.adjscore import summarize, tier
@@ -283,7 +283,7 @@ def test_end_to_end_sweep_with_tiny_candidate_evaluator_and_encoder(tmp_path, ti
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [r["run"] for r in s["runs"]] == ["cand.llamacpp.q4_0.ctx1024", "cand.llamacpp.q8_0.ctx1024"]
     for r in s["runs"]:
-        m = r["metrics"]
+        m = typed(r)
         recs = [
             json.loads(x)
             for x in (tmp_path / "out" / "results" / r["run"] / "legalevalq.jsonl").read_text().splitlines()
@@ -302,7 +302,7 @@ def test_end_to_end_sweep_with_tiny_candidate_evaluator_and_encoder(tmp_path, ti
         assert r["evaluator"]["run"] == "judge.transformers.default.ctx1024"
     assert "Leaderboard: legalevalq" in (tmp_path / "out" / "report.md").read_text()
     board = s["leaderboards"]["legalevalq"]
-    assert [b["value"] for b in board] == sorted((r["metrics"]["adj_score"] for r in s["runs"]), reverse=True)
+    assert [b["value"] for b in board] == sorted((metric(r, "adj_score") for r in s["runs"]), reverse=True)
     assert all(b["metric"] == "adj_score" and b["tier"] in ("high", "mid", "low") for b in board)
     assert any(a["kind"] == "quantization" for a in s["ablations"])
     # Re-run: candidates and evaluator come from the store; nothing is generated, results are identical.
@@ -317,7 +317,7 @@ def test_tags_mode_counts_parse_failures(tmp_path, tiny, bert):
     assert proc.returncode == 0, proc.stderr[-2000:]
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     for r in s["runs"]:
-        m = r["metrics"]
+        m = typed(r)
         # A random-weight evaluator never writes the tags: every answer is a counted failure, none is scored.
         assert m["n_evaluated"] == 22 and m["evaluator_parse_failures"] == 22 and m["n_scored"] == 0
         assert "adj_score" not in m

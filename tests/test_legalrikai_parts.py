@@ -212,10 +212,12 @@ def test_aggregate_by_hand():
     ]
     m = aggregate("statrev", recs)
     assert (m["n_items"], m["n_full"], m["n_focused"], m["n_skipped"], m["n_judged"]) == (3, 1, 1, 1, 2)
-    assert m["judge_failures@a"] == 0 and m["judge_failures@b"] == 1
+    assert (m.judges["a"].failures, m.judges["b"].failures) == (0, 1)
+    assert (m.judges["a"].overflow, m.judges["b"].overflow) == (0, 0)
+    shares = m.groups("criterion", "focused_share")
     for c in ["IF", "SC", "CP", "TA", "WA"]:
-        assert m[c] == 0.75 and m[f"{c}.focused_share"] == 0.5
-        assert m[f"{c}@a"] == 1.0 and m[f"{c}@b"] == 0.0
+        assert m[c] == 0.75 and shares[c].value == 0.5
+        assert m.judges["a"].criteria[c] == 1.0 and m.judges["b"].criteria[c] == 0.0
     assert m["score"] == 0.75 and m["diff_chars"] == 10 and m["changed_recall"] == 0.5
     assert LegalRikaiTask.item_score(None, recs[0]) == 0.5  # type: ignore[arg-type]
     assert LegalRikaiTask.item_score(None, recs[2]) is None  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ import jsonschema
 import numpy as np
 import pytest
 import yaml
-from conftest import ROOT, TINY, run_cli, statute
+from conftest import ROOT, TINY, run_cli, statute, typed
 from scipy import stats
 
 from offline_eval.tasks.legalrikai import rubric
@@ -119,14 +119,14 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
                 assert r["revised"].startswith(r["gold"][:20]) and "checks" in r
             if sub != "amendexp":
                 assert r["checks"]["diff_chars"] >= 0 and 0 <= r["checks"]["changed_precision"] <= 1
-        m = entry["metrics"]
+        m = typed(entry)
         for c in crits:
             assert m[c.code] == pytest.approx(np.mean([r["scores"][c.code] for r in recs]), abs=1e-4)
             for j in (GGUF_JUDGE, HF_JUDGE):
-                assert m[f"{c.code}@{j}"] == pytest.approx(
+                assert m.judges[j].criteria[c.code] == pytest.approx(
                     np.mean([(r["judges"][j]["scores"][c.code] - c.lo) / (c.hi - c.lo) for r in recs]), abs=1e-4
                 )
-        assert m["judge_failures@" + GGUF_JUDGE] == 0 and m["n_judged"] == 3
+        assert m.judges[GGUF_JUDGE].failures == 0 and m["n_judged"] == 3
         assert entry["evaluator"]["runs"] == [GGUF_JUDGE, HF_JUDGE]
     assert n_judged == 2 * 12 * 2
     # Agreement with the human file: Spearman and MAE of Avg on StatRev's IF, recomputed here with scipy.
@@ -235,9 +235,10 @@ def test_overflow_focus_skip_and_fail(tmp_path, tiny):
     assert rs["judges"][judge]["scores"] and not rs["judges"][judge]["focused"]
     assert rb["judges"][judge]["scores"] and rb["judges"][judge]["focused"]
     s = json.loads((out / "summary.json").read_text())
-    m = {r["run"]: r["metrics"] for r in s["runs"]}
-    assert (m[small]["n_focused"], m[small]["n_full"], m[small]["IF.focused_share"]) == (1, 0, 1.0)
-    assert (m[big]["n_focused"], m[big]["n_full"], m[big]["IF.focused_share"]) == (0, 1, 0.0)
+    m = {r["run"]: typed(r) for r in s["runs"]}
+    share = {k: v.groups("criterion", "focused_share")["IF"].value for k, v in m.items()}
+    assert (m[small]["n_focused"], m[small]["n_full"], share[small]) == (1, 0, 1.0)
+    assert (m[big]["n_focused"], m[big]["n_full"], share[big]) == (0, 1, 0.0)
     report = (out / "report.md").read_text(encoding="utf-8")
     assert f"| {small} | legalrikai.statrev | focus | 0 | 1 | 0 | 1.00 |" in report
     again = run_cli("sweep", str(_overflow_config(tmp_path, "focus")))
@@ -250,9 +251,9 @@ def test_overflow_focus_skip_and_fail(tmp_path, tiny):
     rs, rb = _records(out, small, "legalrikai.statrev")[0], _records(out, big, "legalrikai.statrev")[0]
     assert rs["input"] == "skipped" and rs["judges"] == {} and rs["scores"] == {}
     assert rb["input"] == "full" and rb["judges"][judge]["finish_reason"] == "overflow"
-    m = {r["run"]: r["metrics"] for r in json.loads((out / "summary.json").read_text())["runs"]}
+    m = {r["run"]: typed(r) for r in json.loads((out / "summary.json").read_text())["runs"]}
     assert m[small]["n_skipped"] == 1 and "IF" not in m[small]
-    assert m[big][f"judge_failures@{judge}"] == 1 and m[big][f"judge_overflow@{judge}"] == 1
+    assert m[big].judges[judge].failures == 1 and m[big].judges[judge].overflow == 1
 
     # fail: stops with the item named, before any judge, without a traceback.
     shutil.rmtree(tmp_path / "out-skip")

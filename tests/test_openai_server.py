@@ -19,6 +19,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from conftest import metric
 
 from offline_eval.config import load_config
 from offline_eval.constraints import Choice, JsonSchema
@@ -197,8 +198,8 @@ def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_
         remote, here = _answers(out, "served.", setting), _answers(out, "local.", setting)
         assert len(remote) == 26 and remote == here
     runs = {r["run"]: r for r in summary["runs"] if r["setting"] == "jbeqa.0shot.constrained"}
-    assert runs["served.openai.default.ctx2048"]["metrics"]["constraint_violations"] == 0
-    assert runs["served.openai.default.ctx2048"]["metrics"]["parse_failures"] == 0
+    assert metric(runs["served.openai.default.ctx2048"], "constraint_violations") == 0
+    assert metric(runs["served.openai.default.ctx2048"], "parse_failures") == 0
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "served.openai.default.ctx2048" in report and "local." in report and "constraint violations" in report
 

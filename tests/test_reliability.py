@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from conftest import CLI, DATA, ROOT, TINY, run_cli
+from conftest import CLI, DATA, ROOT, TINY, run_cli, typed
 from test_bad_input import assert_one_line_error, write_config
 
 
@@ -122,7 +122,7 @@ def test_a_run_with_no_scored_items_has_no_score_and_ranks_last(tmp_path, tiny):
         for line in f.read_text(encoding="utf-8").splitlines():
             json.loads(line, parse_constant=lambda c, f=f: pytest.fail(f"bare {c} in {f}"))
     short = next(r for r in summary["runs"] if r["model"] == "tiny-short")  # type: ignore[index]
-    m = short["metrics"]
+    m = typed(short)
     assert m["n_scored"] == 0 and m["n_skipped"] == 4
     assert m["f1"] is None and m["precision"] is None and m["recall"] is None and m["accuracy"] is None
     board = summary["leaderboards"]["jbeqa.0shot.constrained"]  # type: ignore[index]

@@ -104,7 +104,7 @@ def test_one_sample_leaves_the_records_and_metrics_as_before(tmp_path: Path) -> 
     recs = summary.records(entry.run, entry.setting)
     assert len(recs) == 4 and all(r.sample is UNSET for r in recs)
     assert "sample" not in recs[0].to_json()
-    assert not {"samples", "run_to_run_sd", "majority_vote", "samples_disagree"} & set(entry.metrics)
+    assert not {"samples", "run_to_run_sd", "majority_vote", "samples_disagree"} & set(entry.metrics.values)
 
 
 def test_a_task_sets_its_own_samples_and_a_greedy_model_answers_once(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CLI, DATA, ROOT
+from conftest import CLI, DATA, ROOT, metric, typed
 from hostile_server import MODEL, HostileServer, Reply, as_json, chat_reply, top_logprobs, trickle
 
 pytestmark = (
@@ -111,7 +111,7 @@ def test_a_busy_server_is_retried_honouring_retry_after(tmp_path, server, status
 
     server.behaviour = behaviour
     s = sweep(config(tmp_path, server, retries=3))
-    assert not s["failures"] and s["runs"][0]["metrics"]["parse_failures"] == 0
+    assert not s["failures"] and metric(s["runs"][0], "parse_failures") == 0
     posts = server.posts()
     assert len(posts) == 4 + 2 and [t for t, _ in stored(tmp_path / "out")] == ["1"] * 4
     waits = [b.at - a.at for a, b in zip(posts, posts[1:])]
@@ -150,7 +150,7 @@ def test_a_wrong_key_stops_the_load_naming_its_variable_and_the_right_key_genera
     monkeypatch.setenv(KEY_ENV, KEY)
     again = sweep(cfg)
     assert not again["failures"] and "4 generated, 0 cached" in rate_line(again)
-    assert again["runs"][0]["metrics"]["parse_failures"] == 0
+    assert metric(again["runs"][0], "parse_failures") == 0
 
 
 def test_a_refused_request_is_not_stored_and_only_it_is_asked_again(tmp_path, server):  # type: ignore[no-untyped-def]
@@ -318,7 +318,7 @@ def test_a_non_finite_or_missing_logprob_is_a_parse_failure_never_an_answer(tmp_
     server.behaviour = lambda seen, n: Reply(200, text.encode()) if seen.path == "/v1/chat/completions" else None
     s = sweep(config(tmp_path, server, mode="logprob"))
     assert not s["failures"]
-    m = s["runs"][0]["metrics"]
+    m = typed(s["runs"][0])
     assert m["parse_failures"] == 4 and m["n_scored"] == 4
     recs = [
         json.loads(x)

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import metric, run_cli
 
-from offline_eval.metrics.bootstrap import MIN_CLUSTERS, Clusters, clustered_cis, mean_columns, mean_of
+from offline_eval.metrics.bootstrap import MIN_CLUSTERS, ClusteredCIs, Clusters, clustered_cis, mean_columns, mean_of
 from offline_eval.metrics.noninferiority import BOOTSTRAP, INCONCLUSIVE, NON_INFERIOR, SCORE, compare
 from offline_eval.metrics.stats import paired_test
 from offline_eval.summary import Summary
@@ -56,7 +56,8 @@ def test_one_cluster_leaves_p_design_effect_and_hl_ci_undefined_with_a_reason():
     assert ablation.undefined is not None and ablation.undefined.startswith("one cluster")
     assert ablation.p == pytest.approx(0.5)  # McNemar: 2 discordant pairs, both one way
     run = clustered_cis({"accuracy": (mean_columns(x), mean_of)}, Clusters.of(["q"] * 5), design_effect_of="accuracy")
-    assert run["design_effect"] is None and run["accuracy_ci_low"] is None and run["n_clusters"] == 1
+    iv = run.intervals["accuracy"]
+    assert run.design_effect is None and iv.low is None and iv.reason == "n too small" and run.n_clusters == 1
 
 
 def _one_question_config(tmp: Path) -> Path:
@@ -107,7 +108,7 @@ def test_one_cluster_sweep_writes_a_summary_its_own_readers_accept(tmp_path):
     assert verdict["verdict"] == "inconclusive" and verdict["reason"].startswith("one cluster")
     assert verdict["bootstrap_p"] is None
     (run,) = [r for r in summary["runs"] if r["variant"] == "bf16"]
-    assert run["metrics"]["n_clusters"] == 1 and run["metrics"]["design_effect"] is None
+    assert metric(run, "n_clusters") == 1 and run["metrics"]["values"]["f1"].get("design_effect") is None
     proc = run_cli("report", str(out))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     proc = run_cli("verify", str(out))  # reads the summary whole, rebuilds it and finds the same nulls
@@ -206,7 +207,7 @@ def test_every_interval_is_independent_of_record_order():
     labels = [f"q{i // 4}" if i < 100 else None for i in range(n)]  # 20 items have no cluster
     perm = rng.permutation(n)
 
-    def cis(idx: np.ndarray) -> dict[str, object]:
+    def cis(idx: np.ndarray) -> ClusteredCIs:
         cl = Clusters.of([labels[i] for i in idx])
         return clustered_cis(
             {
@@ -221,7 +222,7 @@ def test_every_interval_is_independent_of_record_order():
         )
 
     ordered, shuffled = cis(np.arange(n)), cis(perm)
-    assert ordered == shuffled and ordered["f1_ci_low"] is not None and ordered["design_effect"] is not None
+    assert ordered == shuffled and ordered.intervals["f1"].low is not None and ordered.design_effect is not None
     other = np.clip(score + rng.normal(0, 0.1, n), 0, 1)
     for x, y in (((gold == pred).astype(float), np.ones(n)), (other, score)):
         assert compare(x, y, 0.05, clusters=labels) == compare(
@@ -246,7 +247,8 @@ def test_run_level_cis_of_a_task_are_independent_of_record_order(tmp_path):
     records = [task.score(it, Result(text=rng.choice(["0", "1"])), setting) for it in task.load()]
     perm = rng.permutation(len(records))
     a, b = task.aggregate(records, setting), task.aggregate([records[i] for i in perm], setting)
-    assert a == b and a["accuracy_ci_low"] is not None and a["n_clusters"] == 30
+    acc = a.metric("accuracy")
+    assert a == b and acc is not None and acc.ci_low is not None and a["n_clusters"] == 30
 
 
 # ---- margins

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import ROOT, comparable, run_cli
+from conftest import ROOT, comparable, metric, run_cli, typed
 
 
 def _results(out: Path) -> dict[str, bytes]:
@@ -34,7 +34,7 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     runs = [r for r in summary["runs"] if r["task"] == "jbeqa"]
     assert len(quality) == 1 + 3 * 2 + 1  # every model load answered the LegalEval-Q questions
     assert all(
-        r["metrics"]["n_evaluated"] == 18 and r["evaluator"]["run"] == "tiny-evaluator.llamacpp.default.ctx2048"
+        metric(r, "n_evaluated") == 18 and r["evaluator"]["run"] == "tiny-evaluator.llamacpp.default.ctx2048"
         for r in quality
     )
     rikai = [r for r in summary["runs"] if r["task"] == "legalrikai"]
@@ -42,7 +42,7 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
         r["evaluator"]["runs"]
         == ["tiny-judge-gguf.llamacpp.default.ctx8192", "tiny-judge-hf.transformers.default.ctx8192"]
         for r in rikai
-        if r["metrics"]["n_skipped"] < 3
+        if metric(r, "n_skipped") < 3
     )
     assert "human" in summary["task_reports"]["legalrikai"]
     backends = {r["backend"] for r in runs}
@@ -56,17 +56,18 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     for r in runs:
         assert {"model", "variant", "task", "options", "n_items", "metrics", "throughput"} <= set(r)
         assert r["n_items"] == 26
-        assert {"f1", "accuracy", "f1_ci_low", "f1_ci_high", "parse_failures"} <= set(r["metrics"])
+        m = typed(r)
+        assert {"f1", "accuracy", "parse_failures"} <= set(m.values) and m.values["f1"].has_interval
         assert {"items_per_s", "prompt_tokens", "output_tokens", "wall_s"} <= set(r["throughput"])
         assert r["throughput"]["prompt_tokens"] > 0
         if r["options"]["mode"] == "constrained":
-            assert r["metrics"]["faithfulness"] == 1.0 and r["metrics"]["parse_failures"] == 0
+            assert metric(r, "faithfulness") == 1.0 and metric(r, "parse_failures") == 0
         f = out / "results" / r["run"] / f"{r['setting']}.jsonl"
         recs = [json.loads(line) for line in f.read_text().splitlines()]
         assert len(recs) == 26
         assert all({"id", "output", "parsed", "gold", "scores"} <= set(x) for x in recs)
         acc = sum(x["scores"]["correct"] for x in recs) / len(recs)
-        assert abs(acc - r["metrics"]["accuracy"]) < 1e-6
+        assert abs(acc - metric(r, "accuracy")) < 1e-6
 
     report = (out / "report.md").read_text()
     for heading in ("Leaderboard: jbeqa", "F1 per subject", "Cost and throughput", "faithfulness", "Ablation: "):
@@ -89,7 +90,7 @@ def test_full_sweep_on_repo_models_yaml(tmp_path, tiny):
     s3 = json.loads((out / "summary.json").read_text())
     gguf = [r for r in s3["runs"] if r["model"] == "tiny-gguf"]
     want = {"jbeqa": lambda m: 26, "legalevalq": lambda m: 18, "legalrikai": lambda m: m["n_full"] + m["n_focused"]}
-    assert gguf and all(r["throughput"]["generated"] == want[r["task"]](r["metrics"]) for r in gguf)
+    assert gguf and all(r["throughput"]["generated"] == want[r["task"]](typed(r)) for r in gguf)
     # The judges now score only tiny-gguf's answers, in other batches and another order; engines are not
     # bitwise invariant to that (llama.cpp's prefix reuse, padded batches), and a random model is all near-ties.
     # The candidates' answers must be identical; the judges' are compared only without --fresh (above).

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import DATA, ROOT, run_cli
+from conftest import DATA, ROOT, metric, run_cli
 
 pytestmark = pytest.mark.slow  # sweeps and a CLI per case: `make test` runs them, the fast tier does not
 
@@ -130,8 +130,8 @@ def test_a_hand_edited_metric_is_named_with_both_values(copy):
 
     def change(raw: dict[str, Any]) -> None:
         run = next(r for r in raw["runs"] if r["variant"] == "broken" and r["task"] == "jbeqa")
-        real.append(run["metrics"]["accuracy"])
-        run["metrics"]["accuracy"] = 0.99
+        real.append(metric(run, "accuracy"))
+        run["metrics"]["values"]["accuracy"]["value"] = 0.99
 
     _edit(copy, change)
     _tampered(

@@ -224,6 +224,15 @@ MEAN = SumStat("mean", mean_columns, mean_of)
 ADJ_SCORE = SumStat("adj_score", moments_columns, adj_score_of)
 
 
+@dataclass(frozen=True)
+class ClusteredCIs:
+    """Each named statistic's interval, all from the same cluster draws, and one statistic's design effect."""
+
+    intervals: dict[str, Interval]
+    n_clusters: int
+    design_effect: float | None = None  # rounded to 4 places; None: not asked for, or undefined
+
+
 def clustered_cis(
     columns: dict[str, tuple[np.ndarray, SumStatistic]],
     clusters: Clusters,
@@ -232,23 +241,21 @@ def clustered_cis(
     seed: int = 0,
     confidence: float = 0.95,
     design_effect_of: str | None = None,
-) -> dict[str, float | int | None]:
-    """`<name>_ci_low` and `<name>_ci_high` for each named statistic (its item columns and its function of their
-    sums), all from the same cluster draws; None where the interval is withheld (fewer than MIN_CLUSTERS
-    clusters, or zero width). With `design_effect_of`, that statistic's design effect too (None, undefined, with
-    fewer than MIN_CLUSTERS clusters of several items: n_clusters says why)."""
+) -> ClusteredCIs:
+    """The interval of each named statistic (its item columns and its function of their sums), all from the same
+    cluster draws; withheld (low and high None, with the reason) where it cannot be trusted (fewer than
+    MIN_CLUSTERS clusters, or zero width). With `design_effect_of`, that statistic's design effect too (None,
+    undefined, with fewer than MIN_CLUSTERS clusters of several items: n_clusters says why)."""
     sums = dict(zip(columns, canonical(*(clusters.sums(v) for v, _ in columns.values()))))
     boots: dict[str, list[np.ndarray]] = {k: [] for k in columns}
     for w in weights(clusters.n, n_resamples, seed):
         for k, (_, f) in columns.items():
             boots[k].append(f(w @ sums[k]))
-    out: dict[str, float | int | None] = {"n_clusters": clusters.n}
     drawn = {k: np.concatenate(b) for k, b in boots.items()}
-    for k, b in drawn.items():
-        iv = trusted(b, clusters.n, confidence)
-        out[f"{k}_ci_low"], out[f"{k}_ci_high"] = iv.low, iv.high
+    intervals = {k: trusted(b, clusters.n, confidence) for k, b in drawn.items()}
+    deff = None
     if design_effect_of is not None:
         values, f = columns[design_effect_of]
-        deff = design_effect(f, values, clusters, n_resamples, seed, drawn[design_effect_of])
-        out["design_effect"] = None if deff is None else round(deff, 4)
-    return out
+        got = design_effect(f, values, clusters, n_resamples, seed, drawn[design_effect_of])
+        deff = None if got is None else round(got, 4)
+    return ClusteredCIs(intervals, clusters.n, deff)

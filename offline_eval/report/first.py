@@ -7,7 +7,8 @@ from typing import Any
 
 from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.ranking import has_score
-from ..sections import Metric, Table, ci_text, fmt, ranked
+from ..metrics.values import RunMetrics
+from ..sections import Metric, Table, ci_text, fmt, metrics_of, ranked
 from .tables import task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
@@ -134,10 +135,8 @@ def leaderboard_matrix(task: str, runs: list[dict[str, Any]], summary: dict[str,
     )
     settings = sorted({r["setting"] for r in runs})
     names = sorted({r["run"] for r in runs})
-    cell: dict[tuple[str, str], dict[str, Any]] = {(r["run"], r["setting"]): r["metrics"] for r in runs}
-    values = {
-        (n, s): (v if has_score(v := cell.get((n, s), {}).get(primary.name)) else None) for n in names for s in settings
-    }
+    cell: dict[tuple[str, str], RunMetrics] = {(r["run"], r["setting"]): metrics_of(r) for r in runs}
+    values = {(n, s): _scored(cell.get((n, s)), primary.name) for n in names for s in settings}
     # Mean rank over the settings a run has, each setting ranked once by the sweep: the order a reader scans,
     # each column keeping its own scale.
     rank: dict[str, list[int]] = {n: [] for n in names}
@@ -158,7 +157,7 @@ def leaderboard_matrix(task: str, runs: list[dict[str, Any]], summary: dict[str,
             elif v is None:
                 cells.append("no items")
             else:
-                cells.append(ci_text(m, primary.name, primary.digits))
+                cells.append(ci_text(m.metric(primary.name), primary.digits))
         rows.append([n, *cells])
         styles.append(["", *[heat[s][i] for s in settings]])
     return Table(
@@ -177,3 +176,8 @@ def leaderboard_matrices(summary: dict[str, Any]) -> list[Table]:
     return [
         leaderboard_matrix(t, [r for r in runs if r["task"] == t], summary) for t in sorted({r["task"] for r in runs})
     ]
+
+
+def _scored(m: RunMetrics | None, name: str) -> float | int | None:
+    v = m.get(name) if m is not None else None
+    return v if has_score(v) else None

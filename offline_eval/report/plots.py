@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from ..figures import Plot, fig_module, pareto_front, primary_score, safe_name, save
+from ..sections import metrics_of
 
 
 def pareto(runs: list[dict[str, Any]]) -> Plot | None:
@@ -116,9 +117,9 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         metric = groups[0][0].get("primary_metric") or "mean"
         for g in groups:
             for r in g:
-                m = r["metrics"]
+                mv = metrics_of(r).metric(metric)
                 y = primary_score(r) or 0.0
-                lo, hi = m.get(f"{metric}_ci_low"), m.get(f"{metric}_ci_high")
+                lo, hi = (mv.ci_low, mv.ci_high) if mv is not None else (None, None)
                 lo, hi = (y, y) if lo is None or hi is None else (lo, hi)  # no CI that can be trusted: no bar
                 ax.bar(x, y, color="#66ccee", edgecolor="#224455")
                 ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], color="black", capsize=3)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import PlainRecord
-from ..sections import Table, fmt
+from ..sections import Table, fmt, metrics_of
 from ..tasks.base import Task
 
 
@@ -221,7 +221,7 @@ def clusters(runs: list[dict[str, Any]]) -> Table:
             fmt(r.get("n_items")),
             fmt(r["metrics"].get("n_clusters")),
             fmt(r["metrics"].get("n_unclustered")),
-            f"{r.get('primary_metric')} {fmt(r['metrics'].get('design_effect'), 2)}",
+            f"{r.get('primary_metric')} {fmt(_design_effect(r), 2)}",
         ]
         for r in runs
     ]
@@ -358,3 +358,8 @@ def task_class(name: str) -> type[Task]:
 
 class _Unknown(Task):
     Record = PlainRecord
+
+
+def _design_effect(run: dict[str, Any]) -> float | None:
+    mv = metrics_of(run).metric(str(run.get("primary_metric")))
+    return mv.design_effect if mv is not None else None

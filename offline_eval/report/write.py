@@ -102,7 +102,9 @@ def write_report(out_dir: str | Path, summary: Summary | None = None, inputs: It
     folder = ResultsFolder(Path(out_dir))
     if summary is None:
         summary = Summary.read(folder.summary)
-    _write(folder, summary.to_json(), inputs)
+    view = summary.to_json()
+    view["runs"] = [{**r, "metrics": e.metrics} for r, e in zip(view["runs"], summary.runs)]  # metrics stay typed
+    _write(folder, view, inputs)
     return folder.report_md
 
 

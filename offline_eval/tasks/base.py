@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..constraints import Constraint
 from ..errors import InputError
+from ..metrics.values import RunMetrics
 from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
 from ..sections import Metric
@@ -84,17 +85,18 @@ class Task(ABC, Generic[R]):
         """One per-item record."""
 
     @abstractmethod
-    def aggregate(self, records: Sequence[R], setting: Setting) -> dict[str, float | None]: ...
+    def aggregate(self, records: Sequence[R], setting: Setting) -> RunMetrics: ...
 
-    def run_metrics(self, records: Sequence[R], setting: Setting) -> dict[str, Any]:
+    def run_metrics(self, records: Sequence[R], setting: Setting) -> RunMetrics:
         """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
         aggregate and the answers that broke their constraint; over k samples per item, the aggregate of all
         of them (each item's mean) and the samples' own statistics."""
         from .sampled import sample_metrics
 
-        violations = sum(1 for r in records if r.finish_reason == "violation")
-        metrics = {**self.aggregate(records, setting), "constraint_violations": violations}
-        return {**metrics, **sample_metrics(self, records, setting)}
+        metrics = self.aggregate(records, setting)
+        metrics.put("constraint_violations", sum(1 for r in records if r.finish_reason == "violation"))
+        metrics.update(sample_metrics(self, records, setting))
+        return metrics
 
     def prompt_template(self, setting: Setting) -> str:
         """The text the setting's prompts are made from (system prompts, templates with placeholders for the

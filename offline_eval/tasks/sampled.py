@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .base import Setting, Task
 
 
-def sample_metrics(task: Task, records: Sequence[ItemRecord], setting: Setting) -> dict[str, Any]:
+def sample_metrics(task: Task, records: Sequence[ItemRecord], setting: Setting) -> dict[str, float | int | None]:
     """The samples' statistics of a run's records ({} where each item was answered once)."""
     by_sample: dict[int, list[ItemRecord]] = {}
     for r in records:
@@ -34,7 +34,7 @@ def sample_metrics(task: Task, records: Sequence[ItemRecord], setting: Setting) 
         by_sample.setdefault(s, []).append(r)
     if len(by_sample) < 2:
         return {}
-    out: dict[str, Any] = {"samples": len(by_sample)}
+    out: dict[str, float | int | None] = {"samples": len(by_sample)}
     primary = [task.aggregate(rs, setting).get(task.primary_metric) for _, rs in sorted(by_sample.items())]
     values = [float(v) for v in primary if isinstance(v, (int, float)) and math.isfinite(v)]
     out["run_to_run_sd"] = round(statistics.stdev(values), 6) if len(values) == len(primary) else None

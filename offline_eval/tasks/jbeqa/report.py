@@ -6,7 +6,8 @@ import itertools
 from typing import Any
 
 from ...figures import Plot, fig_module, japanese_font, primary_score, safe_name, save
-from ...sections import Table, breakdown
+from ...metrics.values import MetricValue
+from ...sections import Table, breakdown, metrics_of
 
 # Without a Japanese font (the `report` extra) plot labels fall back to English: boxes for 民法 help no one.
 SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}
@@ -14,8 +15,8 @@ SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Consti
 
 def breakdown_tables(runs: list[dict[str, Any]]) -> list[Table]:
     tables = [
-        breakdown(runs, "subject.", ".f1", "JBE-QA: F1 per subject", "exam questions"),
-        breakdown(runs, "year.", ".accuracy", "JBE-QA: accuracy per year", "exam questions"),
+        breakdown(runs, "subject", "f1", "JBE-QA: F1 per subject", "exam questions"),
+        breakdown(runs, "year", "accuracy", "JBE-QA: accuracy per year", "exam questions"),
     ]
     return [t for t in tables if t is not None]
 
@@ -24,21 +25,17 @@ def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
     plt = fig_module()
     out = []
     for setting, grouped in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        with_subjects = [
-            r for r in grouped if any(k.startswith("subject.") and k.endswith(".f1") for k in r["metrics"])
-        ]
+        with_subjects = [(r, f1) for r in grouped if (f1 := metrics_of(r).groups("subject", "f1"))]
         if not with_subjects:
             continue
-        group = sorted(with_subjects, key=lambda r: -(primary_score(r) or 0.0))[:limit]
-        subjects = sorted(
-            {k[8:-3] for r in group for k in r["metrics"] if k.startswith("subject.") and k.endswith(".f1")}
-        )
+        group = sorted(with_subjects, key=lambda x: -(primary_score(x[0]) or 0.0))[:limit]
+        subjects = sorted({s for _, f1 in group for s in f1})
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
         width = 0.8 / len(group)
-        for i, r in enumerate(group):
+        for i, (r, f1) in enumerate(group):
             ax.bar(
                 [j + i * width for j in range(len(subjects))],
-                [r["metrics"].get(f"subject.{s}.f1", 0.0) for s in subjects],
+                [_height(f1.get(s)) for s in subjects],
                 width,
                 label=r["run"],
             )
@@ -60,3 +57,7 @@ def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
             )
         )
     return out
+
+
+def _height(mv: MetricValue | None) -> float:
+    return float(mv.value) if mv is not None and mv.value is not None else 0.0

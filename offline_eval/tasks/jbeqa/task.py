@@ -28,8 +28,18 @@ from pydantic import (
 from ...constraints import Choice
 from ...datafiles import has_split
 from ...errors import InputError
-from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, f1_columns, f1_of, mean_columns, mean_of
+from ...metrics.bootstrap import (
+    MAX_BOOTSTRAP,
+    ClusteredCIs,
+    Clusters,
+    clustered_cis,
+    f1_columns,
+    f1_of,
+    mean_columns,
+    mean_of,
+)
 from ...metrics.classification import accuracy, precision_recall_f1
+from ...metrics.values import MetricValue, RunMetrics
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
 from ..base import Item, Metric, Setting, Task
@@ -220,66 +230,69 @@ class JBEQATask(Task[JBEQARecord]):
             rec.logprobs = {k: round(v, 6) for k, v in result.logprobs.items()}
         return rec
 
-    def aggregate(self, records: Sequence[JBEQARecord], setting: Setting) -> dict[str, float | None]:
+    def aggregate(self, records: Sequence[JBEQARecord], setting: Setting) -> RunMetrics:
         scored = [r for r in records if not r.skipped]
         gold = [bool(r.gold) for r in scored]
         pred = [bool(r.pred) for r in scored]
-        m: dict[str, float | None] = {
-            "n_scored": len(scored),
-            "n_skipped": len(records) - len(scored),
-            "parse_failures": sum(1 for r in scored if r.parsed is None),
-        }
+        m = RunMetrics()
+        m.update(
+            {
+                "n_scored": len(scored),
+                "n_skipped": len(records) - len(scored),
+                "parse_failures": sum(1 for r in scored if r.parsed is None),
+            }
+        )
         if not scored:  # no score at all, not a score of 0: such a run ranks last as "no items"
-            m.update(accuracy=None, f1=None, precision=None, recall=None)
+            m.update({"accuracy": None, "f1": None, "precision": None, "recall": None})
             if setting["mode"] != "logprob":
-                m["faithfulness"] = None
+                m.put("faithfulness", None)
             return m
         p, r_, f = precision_recall_f1(gold, pred)
-        m.update(accuracy=accuracy(gold, pred), f1=f, precision=p, recall=r_, answered_true=sum(pred) / len(pred))
-        if setting["mode"] != "logprob":
-            m["faithfulness"] = sum(r.scores["faithful"] for r in scored) / len(scored)
         clusters = Clusters.of([self.cluster_of(r) for r in scored])
-        m["n_clusters"], m["n_unclustered"] = clusters.n, clusters.n_unclustered
-        m.update(self._intervals("", scored, clusters, primary=True))
+        cis = self._intervals(scored, clusters, primary=True)
+        m.put("accuracy", _value(accuracy(gold, pred), cis, "accuracy"))
+        m.put("f1", _value(f, cis, "f1"))
+        m.update({"precision": _r(p), "recall": _r(r_), "answered_true": _r(sum(pred) / len(pred))})
+        if setting["mode"] != "logprob":
+            m.put("faithfulness", _r(sum(r.scores["faithful"] for r in scored) / len(scored)))
+        m.update({"n_clusters": clusters.n, "n_unclustered": clusters.n_unclustered})
         for subj in sorted({r.subject for r in scored}):
             mask = np.array([r.subject == subj for r in scored])
             sub = [r for r, keep in zip(scored, mask) if keep]
-            m[f"subject.{subj}.f1"] = precision_recall_f1([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])[2]
-            m[f"subject.{subj}.n"] = len(sub)
-            m.update(self._intervals(f"subject.{subj}.", sub, clusters.subset(mask), names=("f1",)))
+            f1 = precision_recall_f1([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])[2]
+            got = self._intervals(sub, clusters.subset(mask), names=("f1",))
+            m.group("subject", subj, "f1", _value(f1, got, "f1", n=len(sub)))
         for year in sorted({r.year for r in scored}):
             mask = np.array([r.year == year for r in scored])
             sub = [r for r, keep in zip(scored, mask) if keep]
-            m[f"year.{year}.accuracy"] = accuracy([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])
-            m.update(self._intervals(f"year.{year}.", sub, clusters.subset(mask), names=("accuracy",)))
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in m.items()}
+            acc = accuracy([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])
+            got = self._intervals(sub, clusters.subset(mask), names=("accuracy",))
+            m.group("year", str(year), "accuracy", _value(acc, got, "accuracy"))
+        return m
 
     def _intervals(
         self,
-        prefix: str,
         records: Sequence[JBEQARecord],
         clusters: Clusters,
         names: tuple[str, ...] = ("f1", "accuracy"),
         primary: bool = False,
-    ) -> dict[str, Any]:
+    ) -> ClusteredCIs | None:
         """Clustered bootstrap CIs of F1 and accuracy over `records` (and the design effect of F1, the primary
         metric); none when bootstrap is 0."""
         if not self.options.bootstrap:
-            return {}
+            return None
         gold, pred = [bool(r.gold) for r in records], [bool(r.pred) for r in records]
         columns = {
             "f1": (f1_columns(gold, pred), f1_of),
             "accuracy": (mean_columns([float(g == p) for g, p in zip(gold, pred)]), mean_of),
         }
-        got = clustered_cis(
-            {prefix + k: columns[k] for k in names},
+        return clustered_cis(
+            {k: columns[k] for k in names},
             clusters,
             n_resamples=self.options.bootstrap,
             seed=self.options.seed,
-            design_effect_of=prefix + "f1" if primary else None,
+            design_effect_of="f1" if primary else None,
         )
-        got[f"{prefix}n_clusters"] = got.pop("n_clusters")
-        return got
 
     @classmethod
     def cluster(cls, record: JBEQARecord) -> str | None:
@@ -373,3 +386,14 @@ def choose_exemplars(pool: Sequence[Item], k: int, ids: list[str] | None, source
     for i in range(max(len(pos), len(neg))):
         out += pos[i : i + 1] + neg[i : i + 1]
     return out
+
+
+def _r(x: float) -> float:
+    return round(x, 6)
+
+
+def _value(value: float, cis: ClusteredCIs | None, name: str, n: int | None = None) -> MetricValue:
+    """A metric with its interval where the bootstrap ran (and the design effect where it is the one asked for)."""
+    iv = cis.intervals[name] if cis is not None else None
+    deff = cis.design_effect if cis is not None and name == "f1" else None
+    return MetricValue.of(value, iv, n=n, design_effect=deff, digits=6)

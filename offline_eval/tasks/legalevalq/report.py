@@ -29,7 +29,7 @@ def quality_leaderboard(runs: list[dict[str, Any]], task: str, summary: dict[str
                 fmt(m.get("mean"), 2),
                 fmt(m.get("std"), 2),
                 fmt(m.get("median"), 2),
-                ci_text(m, "adj_score", 2),
+                ci_text(m.metric("adj_score"), 2),
                 tier(adj) if has_score(adj) else "–",
                 fmt(m.get("adj_score_delta"), 2),
                 fmt(m.get("n_scored")),

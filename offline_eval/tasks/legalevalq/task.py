@@ -17,6 +17,7 @@ from ...metrics.adjscore import summarize, tier
 from ...metrics.bootstrap import (
     ADJ_SCORE,
     MAX_BOOTSTRAP,
+    ClusteredCIs,
     Clusters,
     SumStat,
     adj_score_of,
@@ -25,6 +26,7 @@ from ...metrics.bootstrap import (
     mean_of,
     moments_columns,
 )
+from ...metrics.values import MetricValue, RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
@@ -265,60 +267,56 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                 r.scores = {"quality": sc}
         return records
 
-    def aggregate(self, records: Sequence[LegalEvalQRecord], setting: Setting) -> dict[str, float | None]:
+    def aggregate(self, records: Sequence[LegalEvalQRecord], setting: Setting) -> RunMetrics:
         scored = [r.scores["quality"] for r in records if "quality" in r.scores]
         evaluated = [r for r in records if r.evaluation]
-        m: dict[str, float | None] = {
-            "n_answers": sum(1 for r in records if not r.skipped),
-            "n_skipped": sum(1 for r in records if r.skipped),
-            "truncated_answers": sum(1 for r in records if r.finish_reason == "length"),
-            "n_evaluated": len(evaluated),
-            "evaluator_parse_failures": sum(1 for r in evaluated if r.parsed is None),
-            "n_scored": len(scored),
-        }
+        m = RunMetrics()
+        m.update(
+            {
+                "n_answers": sum(1 for r in records if not r.skipped),
+                "n_skipped": sum(1 for r in records if r.skipped),
+                "truncated_answers": sum(1 for r in records if r.finish_reason == "length"),
+                "n_evaluated": len(evaluated),
+                "evaluator_parse_failures": sum(1 for r in evaluated if r.parsed is None),
+                "n_scored": len(scored),
+            }
+        )
         if scored:
-            m.update(
-                {
-                    k: round(float(v), 4)
-                    for k, v in summarize(scored).items()
-                    if k in ("mean", "std", "median", "adj_score")
-                }
-            )
-            m.update(self._intervals([r for r in records if "quality" in r.scores]))
+            stats = summarize(scored)
+            clusters = Clusters.of([self.cluster_of(r) for r in records if "quality" in r.scores])
+            cis = self._intervals([r for r in records if "quality" in r.scores], clusters)
+            for k in ("mean", "std", "median", "adj_score"):
+                iv = cis.intervals.get(k) if cis is not None else None
+                deff = cis.design_effect if cis is not None and k == "adj_score" else None
+                m.put(k, MetricValue.of(float(stats[k]), iv, design_effect=deff, digits=4))
+            m.put("n_clusters", clusters.n)
         splits = {r.split for r in records}
         if len(splits) > 1:
             for split in sorted(splits):
                 part = [r.scores["quality"] for r in records if r.split == split and "quality" in r.scores]
                 if part:
-                    m.update(
-                        {
-                            f"{k}.{split}": round(float(v), 4)
-                            for k, v in summarize(part).items()
-                            if k in ("mean", "std", "adj_score")
-                        }
-                    )
-            adj_t, adj_v, mean_t, mean_v = (
-                m.get(k) for k in ("adj_score.train", "adj_score.validation", "mean.train", "mean.validation")
-            )
-            if adj_t is not None and adj_v is not None and mean_t is not None and mean_v is not None:
-                m["adj_score_delta"] = round(adj_v - adj_t, 4)
-                m["mean_delta"] = round(mean_v - mean_t, 4)
+                    got = summarize(part)
+                    for k in ("mean", "std", "adj_score"):
+                        m.group("split", split, k, round(float(got[k]), 4))
+            by = m.breakdowns.get("split", {})
+            t, v = by.get("train", {}), by.get("validation", {})
+            if "adj_score" in t and "adj_score" in v and "mean" in t and "mean" in v:
+                m.put("adj_score_delta", round(_num(v["adj_score"].value) - _num(t["adj_score"].value), 4))
+                m.put("mean_delta", round(_num(v["mean"].value) - _num(t["mean"].value), 4))
         return m
 
-    def _intervals(self, scored: Sequence[LegalEvalQRecord]) -> dict[str, float | int | None]:
-        """The clustered CIs of AdjScore and the mean, the design effect of AdjScore and the number of questions."""
-        clusters = Clusters.of([self.cluster_of(r) for r in scored])
+    def _intervals(self, scored: Sequence[LegalEvalQRecord], clusters: Clusters) -> ClusteredCIs | None:
+        """The clustered CIs of AdjScore and the mean, and the design effect of AdjScore (None: no bootstrap)."""
         if not self.options.bootstrap:
-            return {"n_clusters": clusters.n}
+            return None
         q = [r.scores["quality"] for r in scored]
-        got = clustered_cis(
+        return clustered_cis(
             {"adj_score": (moments_columns(q), adj_score_of), "mean": (mean_columns(q), mean_of)},
             clusters,
             n_resamples=self.options.bootstrap,
             seed=self.options.seed,
             design_effect_of="adj_score",
         )
-        return {k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()}
 
     def item_score(self, record: LegalEvalQRecord) -> float | None:
         return record.scores.get("quality")
@@ -334,3 +332,8 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     def evaluation_answers(self, record: LegalEvalQRecord) -> list[str]:
         e = record.evaluation
         return [e["raw"]] if e and record.parsed is not None else []
+
+
+def _num(x: float | int | None) -> float:
+    assert x is not None
+    return float(x)

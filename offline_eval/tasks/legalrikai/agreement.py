@@ -240,9 +240,9 @@ def sweep_report(
                 run=e.run,
                 Avg={c: m.get(c) for c in crits},
                 score=m.get("score"),
-                judges={j: {c: m.get(f"{c}@{j}") for c in crits} for j in judges if f"judge_failures@{j}" in m},
-                judge_failures={j: m[f"judge_failures@{j}"] for j in judges if f"judge_failures@{j}" in m},
-                inputs={k: m.get(f"n_{k}", 0) for k in ("full", "focused", "skipped")},
+                judges={j: {c: m.judges[j].criteria.get(c) for c in crits} for j in judges if j in m.judges},
+                judge_failures={j: m.judges[j].failures for j in judges if j in m.judges},
+                inputs={k: int(m.get(f"n_{k}") or 0) for k in ("full", "focused", "skipped")},
                 checks={
                     k: m.get(k) for k in ("diff_chars", "changed_precision", "changed_recall", "introduced_defects")
                 },

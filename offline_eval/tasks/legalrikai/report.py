@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...metrics.agreement import format_rho
-from ...sections import Table, fmt
+from ...sections import Table, fmt, metrics_of
 
 _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
 _REVISION = ("statrev", "reqrev", "riskrev")
@@ -249,8 +249,8 @@ def overflow_table(runs: list[dict[str, Any]]) -> Table | None:
     for r in runs:
         if r["task"] != "legalrikai":
             continue
-        m = r["metrics"]
-        shares = [v for k, v in m.items() if k.endswith(".focused_share")]
+        m = metrics_of(r)
+        shares = [v.value for v in m.groups("criterion", "focused_share").values() if v.value is not None]
         rows.append(
             [
                 r["run"],

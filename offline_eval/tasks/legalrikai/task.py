@@ -15,11 +15,13 @@ from ... import judges
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url, missing
 from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, mean_columns, mean_of
+from ...metrics.values import MetricValue, RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
 from ..base import Item, Metric, Setting, Task
 from . import annotate, prompts, rubric
+from .metrics import aggregate
 from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
 
@@ -327,12 +329,13 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         return records
 
     # ---- metrics
-    def aggregate(self, records: Sequence[LegalRikaiRecord], setting: Setting) -> dict[str, float | None]:
+    def aggregate(self, records: Sequence[LegalRikaiRecord], setting: Setting) -> RunMetrics:
         m = aggregate(setting["subtask"], records)
-        if m.get("score") is not None:
+        score = m.get("score")
+        if score is not None:
             scored = [(r, s) for r in records if (s := self.item_score(r)) is not None]
             clusters = Clusters.of([self.cluster_of(r) for r, _ in scored])
-            m["n_clusters"] = clusters.n
+            m.put("n_clusters", clusters.n)
             if self.options.bootstrap:
                 got = clustered_cis(
                     {"score": (mean_columns([s for _, s in scored]), mean_of)},
@@ -341,7 +344,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
                     seed=self.options.seed,
                     design_effect_of="score",
                 )
-                m.update({k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()})
+                m.put("score", MetricValue.of(score, got.intervals["score"], design_effect=got.design_effect, digits=4))
         return m
 
     @classmethod
@@ -403,43 +406,3 @@ def average_scores(subtask: str, verdicts: dict[str, dict[str, Any]]) -> dict[st
     """Per criterion: each judge's score mapped to [0, 1] by (s - min)/(max - min), then the mean over the
     judges that answered ("Avg")."""
     return judges.mean_over_judges(rubric.criteria(subtask), verdicts)
-
-
-_CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
-
-
-def aggregate(subtask: str, records: Sequence[LegalRikaiRecord]) -> dict[str, float | None]:
-    done = [r for r in records if not r.skipped]
-    m: dict[str, float | None] = {
-        "n_items": len(records),
-        "n_full": sum(r.input == "full" for r in records),
-        "n_focused": sum(r.input == "focused" for r in records),
-        "n_skipped": len(records) - len(done),
-        "truncated": sum(r.finish_reason == "length" for r in done),
-        "format_failures": sum(r.parsed is None for r in done),
-    }
-    checked = [r.checks for r in done if r.checks]
-    for k in _CHECKS if checked else ():
-        m[k] = round(mean(c[k] for c in checked), 4)
-    judges = sorted({j for r in records for j in r.judges})
-    crits = [c.code for c in rubric.criteria(subtask)]
-    for j in judges:
-        seen = [r.judges[j] for r in records if j in r.judges]
-        m[f"judge_failures@{j}"] = sum(1 for x in seen if x["scores"] is None)
-        m[f"judge_overflow@{j}"] = sum(1 for x in seen if x["finish_reason"] == "overflow")
-        ok = [x for x in seen if x["scores"] is not None]
-        for c in rubric.criteria(subtask):
-            if ok:
-                m[f"{c.code}@{j}"] = round(mean(c.normalise(x["scores"][c.code]) for x in ok), 4)
-    scored = [r for r in records if r.scores]
-    m["n_judged"] = len(scored)
-    means = {}
-    for code in crits:
-        vals = [(r.scores[code], r.input == "focused") for r in scored if code in r.scores]
-        if vals:
-            means[code] = mean(v for v, _ in vals)
-            m[code] = round(means[code], 4)
-            m[f"{code}.focused_share"] = round(sum(f for _, f in vals) / len(vals), 4)
-    if len(means) == len(crits):
-        m["score"] = round(mean(means.values()), 4)
-    return m

@@ -1,0 +1,156 @@
+"""Old folders read forward: the version-3 folder kept in tests/fixtures (made by the demo's llama.cpp part before
+schema 4) opens in load(), report, annotate, compare and verify, each saying in one line that it migrated; every
+one of its numbers is where scripts/v3_to_v4.py's own mapping says it is; a re-sweep writes version 4."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+import offline_eval
+from offline_eval.errors import InputError
+from offline_eval.metrics.values import MetricValue, RunMetrics
+from offline_eval.results import RunEntry
+from offline_eval.summary import SCHEMA_VERSION, Summary
+
+FIXTURE = ROOT / "tests" / "fixtures" / "v3-demo"
+MADE_AT = "/work/main/"  # the checkout the fixture was made in: its paths are rewritten to this one's
+
+
+def v3_copy(tmp_path: Path) -> Path:
+    out = tmp_path / "v3"
+    shutil.copytree(FIXTURE, out)
+    s = out / "summary.json"
+    s.write_text(s.read_text("utf-8").replace(MADE_AT, f"{ROOT}/"), "utf-8")
+    return out
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "offline_eval.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
+def migrated_lines(err: str) -> list[str]:
+    return [x for x in err.splitlines() if "read forward to version 4" in x]
+
+
+def test_load_reads_a_v3_folder_forward_in_one_line_and_every_number_is_where_it_was(tmp_path, capsys):
+    folder = v3_copy(tmp_path)
+    s = offline_eval.load(folder)
+    [line] = migrated_lines(capsys.readouterr().err)
+    assert "schema version 3" in line and str(folder / "summary.json") in line
+    assert s.schema_version == SCHEMA_VERSION == 4 and s.migrated_from == 3
+    raw = json.loads((folder / "summary.json").read_text("utf-8"))
+    assert raw["schema_version"] == 3  # the file is left as it is
+    # by hand, one run: Gemma's 0-shot constrained JBE-QA, flat keys against typed fields
+    flat = next(r for r in raw["runs"] if r["run"].startswith("gemma") and r["setting"] == "jbeqa.0shot.constrained")
+    m = next(r for r in s.runs if r.run == flat["run"] and r.setting == flat["setting"]).metrics
+    old = flat["metrics"]
+    assert m["f1"] == old["f1"] and m["accuracy"] == old["accuracy"] and m["n_clusters"] == old["n_clusters"]
+    f1 = m.metric("f1")
+    assert f1 is not None and f1.design_effect == old["design_effect"] and f1.n_clusters == old["n_clusters"]
+    civil = m.groups("subject", "f1")["民法"]
+    assert (civil.value, civil.n, civil.n_clusters) == tuple(
+        old[f"subject.民法.{k}"] for k in ("f1", "n", "n_clusters")
+    )
+    assert civil.note == "n too small" and civil.ci_low is None  # 2 clusters: withheld, and why
+    assert set(m.groups("year", "accuracy")) == {k.split(".")[1] for k in old if k.startswith("year.")}
+    # every number, by the proof script's own mapping (not the migration's)
+    new = tmp_path / "v4.json"
+    new.write_text(json.dumps(s.to_json(), ensure_ascii=False), "utf-8")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import v3_to_v4
+    finally:
+        sys.path.pop(0)
+    assert v3_to_v4.main([str(folder / "summary.json"), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("v3 -> v4: ") and " 0 differ, 0 unaccounted" in out
+    assert int(out.split()[3]) > 900  # every number of 37 runs
+    # no key string carries structure any more
+    keys = {k for r in s.runs for k in r.metrics.values}
+    assert not {k for k in keys if "." in k or "@" in k or k.endswith(("_ci_low", "_ci_high"))}
+    again = Summary.parse(s.to_json(), "round trip")
+    assert again.runs == s.runs and again.migrated_from is None
+
+
+def test_the_proof_script_finds_a_number_moved_or_changed(tmp_path, capsys):
+    """The script is an oracle that can fail: a changed F1 and a lost subject are found and exit 1."""
+    folder = v3_copy(tmp_path)
+    s = offline_eval.load(folder).to_json()
+    run = s["runs"][0]
+    run["metrics"]["values"]["f1"]["value"] = 0.123
+    del run["metrics"]["breakdowns"]["subject"]["民法"]
+    new = tmp_path / "v4.json"
+    new.write_text(json.dumps(s, ensure_ascii=False), "utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "v3_to_v4.py"), str(folder / "summary.json"), str(new)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("v3 -> v4:") and " 0 differ" not in first
+    assert "f1 = " in proc.stdout and "0.123" in proc.stdout and "subject.民法.f1 = " in proc.stdout
+
+
+def test_report_and_annotate_open_a_v3_folder_saying_so_once(tmp_path):
+    folder = v3_copy(tmp_path)
+    rep = cli("report", str(folder))
+    assert rep.returncode == 0, rep.stderr
+    assert len(migrated_lines(rep.stderr)) == 1
+    md = (folder / "report.md").read_text("utf-8")
+    assert "JBE-QA: F1 per subject" in md and "民法" in md and "n too small" in md
+    ann = cli("annotate", str(folder), "--task", "legalrikai", "--sample", "2", "--out", str(tmp_path / "a.html"))
+    assert ann.returncode == 0, ann.stderr
+    assert len(migrated_lines(ann.stderr)) == 1 and (tmp_path / "a.html").is_file()
+
+
+def test_other_versions_are_refused_in_one_line(tmp_path):
+    for version in (2, 5):
+        raw = json.loads((FIXTURE / "summary.json").read_text("utf-8"))
+        raw["schema_version"] = version
+        with pytest.raises(InputError) as e:
+            Summary.parse(raw, "s.json")
+        assert f"version {version}" in str(e.value) and "reads versions 3 to 4" in str(e.value)
+
+
+def test_a_run_entry_with_flat_metrics_gives_the_design_effect_to_its_primary_metric():
+    flat = {"adj_score": 50.0, "adj_score_ci_low": 40.0, "adj_score_ci_high": 60.0, "mean": 51.0,
+            "mean_ci_low": None, "mean_ci_high": None, "n_clusters": 3, "design_effect": 1.5,
+            "mean.train": 49.0, "mean.validation": 53.0}  # fmt: skip
+    e = RunEntry(model="m", variant="v", backend="b", run="r", max_model_len=1, task="legalevalq",
+                 setting="legalevalq", options={}, prompt_format=None, n_items=3, primary_metric="adj_score",
+                 metrics=flat, weights_mb=0.0, throughput={})  # type: ignore[arg-type]  # fmt: skip
+    assert e.metrics.metric("adj_score") == MetricValue(
+        value=50.0, ci_low=40.0, ci_high=60.0, n_clusters=3, design_effect=1.5
+    )
+    assert e.metrics.metric("mean") == MetricValue(value=51.0, n_clusters=3, note="n too small")
+    assert {g: x["mean"].value for g, x in e.metrics.breakdowns["split"].items()} == {"train": 49.0, "validation": 53.0}
+    assert RunMetrics.model_validate({}).values == {}
+
+
+@pytest.mark.engine
+def test_verify_rebuilds_a_v3_folder_and_a_resweep_writes_v4(tmp_path):
+    """verify recomputes the migrated summary from the store with today's code: every number matches, except
+    LegalEval-Q's where this checkout's setup trained another scorer (its files' digests say so)."""
+    folder = v3_copy(tmp_path)
+    got = cli("verify", str(folder))
+    assert len(migrated_lines(got.stderr)) == 1 and "were rendered by an older offline-eval" in got.stderr
+    problems = [x for x in got.stdout.splitlines() if x and not x.startswith(("claimed, not checked", "  - "))]
+    assert all("legalevalq" in x for x in problems), problems
+    scorer_changed = any("tiny-scorer/scorer.safetensors changed" in x for x in problems)
+    assert scorer_changed or not problems
+    again = cli("sweep", str(ROOT / "tests" / "fixtures" / "v3-demo.yaml"), "--out", str(folder))
+    assert again.returncode == 0, again.stderr[-2000:]
+    counts = re.findall(r"\((\d+) generated, (\d+) cached", again.stdout + again.stderr)
+    assert counts and all(g == "0" for g, _ in counts)  # the store served every output
+    assert json.loads((folder / "summary.json").read_text("utf-8"))["schema_version"] == 4
+    assert not migrated_lines(cli("report", str(folder)).stderr)
