@@ -108,7 +108,8 @@ def test_run_level_cluster_bootstrap_covers_the_accuracy(k, m, icc, capsys):
     hit = hit_items = 0
     for s in range(sims):
         got = clustered_cis({"accuracy": (mean_columns(correct[s]), mean_of)}, clusters, n_resamples=1000, seed=s)
-        lo, hi = got["accuracy_ci_low"], got["accuracy_ci_high"]
+        ci = got.intervals["accuracy"]
+        lo, hi = ci.low, ci.high
         assert lo is not None and hi is not None
         hit += lo <= truth <= hi
         b = resample(mean_of, mean_columns(correct[s]), singles, 1000, seed=s)

@@ -136,7 +136,7 @@ def test_a_hand_edited_metric_is_named_with_both_values(copy):
     _edit(copy, change)
     _tampered(
         copy,
-        f"summary.json: runs[{BROKEN} / {JBEQA} / m / jbeqa / broken].metrics.accuracy: the file says "
+        f"summary.json: runs[{BROKEN} / {JBEQA} / m / jbeqa / broken].metrics.values.accuracy.value: the file says "
         f"0.99, the rebuild gives {real[0]}",
     )
 
