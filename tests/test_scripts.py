@@ -83,6 +83,38 @@ def test_bench_fingerprint():
     assert ratio > 10  # the store's lookup, not a second hash
 
 
+def test_bench_fullsize_builds_the_release_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """bench_fullsize's set, read by the JBE-QA loader as the real file: 3,464 statements of 708 questions
+    (2-5 each), era-year ids 平成２７年 to 令和６年, 47.6% true, the exam's subject layout less the paper's removals."""
+    import importlib.util
+    from collections import Counter
+
+    from offline_eval.tasks import make_task
+    from offline_eval.tasks.jbeqa.data import load_items, question_of
+
+    monkeypatch.chdir(ROOT)
+    spec = importlib.util.spec_from_file_location("bench_fullsize", ROOT / "scripts" / "bench_fullsize.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.write_set(tmp_path, bench.FULL)
+    items = load_items(str(tmp_path), "test")
+    assert len(items) == 3464 and len({it["id"] for it in items}) == 3464
+    assert sum(it["answer"] for it in items) == round(0.476 * 3464)
+    sizes = Counter(question_of(it["id"]) for it in items)
+    assert None not in sizes and len(sizes) == 708 and set(sizes.values()) <= {2, 3, 4, 5}
+    eras = {it["id"].split("-")[0] for it in items}
+    assert eras == {"平成２７年", "平成２８年", "平成２９年", "平成３０年", "令和元年"} | {
+        f"令和{d}年" for d in "２３４５６"
+    }
+    assert {it["year_ad"] for it in items} == set(range(2015, 2025))
+    per_subject = Counter(q.split("-")[1] for q in sizes if q)
+    assert per_subject == {"民法": 359, "憲法": 195, "刑法": 154}
+    assert len({it["question"] for it in items}) == 3464  # the same prompt twice would be answered once
+    task = make_task("jbeqa", {"data": str(tmp_path), "shots": [0, 4], "mode": ["constrained"]})
+    assert len(task.load()) == 3464  # no id is an exemplar's (those are left out of every setting)
+
+
 # -- real engines on the tiny models
 
 
@@ -183,3 +215,23 @@ def test_bench_engine_start(tiny: Path):
     assert s1 > 0 and s2 > 0 and added1 > 0 and added2 == 0
     assert "vLLM default" not in out
     numbers(r"offline-eval second start: NUM s / first start NUM s = NUM", last_line(out))
+
+
+@pytest.mark.engine
+def test_bench_fullsize(tiny: Path):
+    """A dozen statements, 0- and 4-shot, on llama.cpp: ours and the raw engine give the same answers, and the
+    table, the full-size estimate and the promised line are there."""
+    model = str(tiny / "gguf" / "tiny-q8_0.gguf")
+    out = run_script("bench_fullsize.py", "--engines", "llamacpp", "--items", "12", "--gguf", model)
+    for shots in (0, 4):
+        row = numbers(rf"llamacpp\s+{shots}-shot" + r"\s+NUM" * 8 + r"\s+NUM/NUM", out, positive=False)
+        assert row[2] > 0 and row[3] > 0 and row[7] > 0  # items/s, prompt tokens submitted, raw/ours
+        assert row[-2] == row[-1] == 12  # same answers
+        assert row[4] <= row[3]  # prompt tokens computed <= submitted
+    numbers(
+        r"full size \(3464 statements, shots 0,4\) at these rates, start included: llamacpp NUM min",
+        out,
+        positive=False,
+    )
+    numbers(r"fullsize: 12 items; llamacpp 0-shot ours NUM items/s raw/ours NUM; llamacpp 4-shot ours NUM items/s "
+            r"raw/ours NUM", last_line(out))  # fmt: skip
