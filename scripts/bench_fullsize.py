@@ -5,8 +5,9 @@ engine called directly on the same prompts and constraint.
     .venv/bin/python scripts/bench_fullsize.py [--engines llamacpp,vllm,transformers] [--items N] [--shots 0,4]
 
 The set is built in the release's exact form (offline_eval's JBE-QA loader reads it as it reads the real file):
-3,464 statements (`--items N`: whole questions, shuffled, cut at N), ids `令和５年-民法-１８-１` with era years
-平成２７年 to 令和６年 and full-width numbers, clustered by question (2 to 5 statements each), labels 47.6% true
+3,464 statements (`--items N`: the first N, questions shuffled), ids `令和５年-民法-１８-１` with era years
+平成２７年 to 令和６年, question and statement numbers full- or half-width and the year field in the sample's form
+for that exam year (the release mixes them), clustered by question (2 to 5 statements each), labels 47.6% true
 (the paper's balance). Subjects: the exam's own layout since 2015, per year 36 Civil Code, 20 Constitution and 20
 Penal Code questions, less the 1, 5 and 46 questions the paper removed; the paper gives no per-subject count, so
 this proportion is an assumption. Each statement is recombined from the sample's own statements of its subject
@@ -106,21 +107,26 @@ def make_set(n: int, seed: int = 0) -> list[dict[str, Any]]:
             sizes[i] -= 1
     pools = {subj: _clauses(rows) for subj, rows in by_subject.items()}
     held = {json.loads(x)["id"].translate(FW) for x in (ROOT / "data/jbeqa/train.jsonl").open(encoding="utf-8")}
+    # the sample's forms per exam year, as the release mixes them: full- or half-width numbers in the id's
+    # question and statement, and the year field as written ("平成27年", "令和２年", "令和元年")
+    forms = {r["id"].split("-")[0]: (r["id"].split("-")[-1].isascii(), r["year"]) for r in sample}
     order = list(range(len(questions)))
     rng.shuffle(order)
     out: list[dict[str, Any]] = []
     seen = {r["question"] for r in sample}  # nor an exemplar (the loader leaves those out of the test set)
     for i in order:
         year, subj, k = questions[i]
-        head = f"{era(year)}-{subj}-{str(k).translate(FW)}-"
+        half, year_field = forms.get(era(year), (False, era(year)))
+        width = str.maketrans("", "") if half else FW
+        head = f"{era(year)}-{subj}-{str(k).translate(width)}-"
         # a statement the train split holds is not in the test split: its number is a gap, as in the release
-        numbers = [st for st in range(1, 9) if head + str(st).translate(FW) not in held][: sizes[i]]
+        numbers = [st for st in range(1, 9) if (head + str(st)).translate(FW) not in held][: sizes[i]]
         for st in numbers:
             a = rng.choice(by_subject[subj])
             out.append(
                 {
-                    "id": head + str(st).translate(FW),
-                    "year": era(year).translate(str.maketrans("０１２３４５６７８９", "0123456789")),
+                    "id": head + str(st).translate(width),
+                    "year": year_field,
                     "subject": ENGLISH[subj],
                     "subject_jp": subj,
                     "theme": a["theme"],

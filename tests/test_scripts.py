@@ -108,6 +108,8 @@ def test_bench_fullsize_builds_the_release_form(tmp_path: Path, monkeypatch: pyt
         f"令和{d}年" for d in "２３４５６"
     }
     assert {it["year_ad"] for it in items} == set(range(2015, 2025))
+    assert {it["id"][-1].isascii() for it in items} == {True, False}  # both widths, as the release writes them
+    assert {"令和3年", "令和２年", "令和元年"} <= {it["year"] for it in items}
     per_subject = Counter(q.split("-")[1] for q in sizes if q)
     assert per_subject == {"民法": 359, "憲法": 195, "刑法": 154}
     assert len({it["question"] for it in items}) == 3464  # the same prompt twice would be answered once
