@@ -9,9 +9,10 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .metrics.values import RunMetrics
+if TYPE_CHECKING:
+    from .results import RunEntry
 
 
 @dataclass
@@ -66,7 +67,7 @@ def drawing() -> Iterator[None]:
         yield
 
 
-def save(plt, fig, name: str, title: str, caption: str = "") -> Plot:
+def save(plt: _Figures, fig: Any, name: str, title: str, caption: str = "") -> Plot:
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -86,8 +87,8 @@ def pareto_front(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return front
 
 
-def primary_score(r: dict[str, Any]) -> float | None:
-    v = RunMetrics.of(r).get(r.get("primary_metric") or "mean")
+def primary_score(r: RunEntry) -> float | None:
+    v = r.metrics.get(r.primary_metric or "mean")
     return float(v) if isinstance(v, (int, float)) else None
 
 

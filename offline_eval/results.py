@@ -167,6 +167,55 @@ class TaskReport(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PrefixReuse(_Strict):
+    """Prompt tokens handed to the engine and those it computed (the rest its prefix cache served)."""
+
+    submitted: int
+    computed: int
+    ratio: float | None  # submitted / computed (None: nothing computed)
+
+
+class Reasoning(_Strict):
+    """A reasoning model's thinking over a phase: the items that thought, their thinking tokens, those the budget
+    cut off, and the answer phase's prompt share computed (where the engine says)."""
+
+    items: int
+    thinking_tokens: int
+    thinking_tokens_per_item: float
+    cut_by_budget: int
+    answer_prompt_computed: float | None = None
+
+
+class Throughput(_Strict):
+    """A run's cost on one setting (wall-clock: the one part of an entry that differs between identical sweeps).
+    A field the run did not measure is left unset and is not written; `evaluator`: the evaluator's own cost over
+    this run's outputs (one evaluator), or per evaluator run."""
+
+    items_per_s: float | None = None
+    tokens_per_s: float | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    wall_s: float | None = None
+    load_s: float | None = None
+    generated: int | None = None
+    cached: int | None = None
+    peak_rss_mb: float | None = None
+    prefix_reuse: PrefixReuse | None = None
+    reasoning: Reasoning | None = None
+    evaluator: Throughput | dict[str, Throughput] | None = None
+
+
+class EvaluatorRef(_Strict):
+    """The runs that judged or evaluated a run's outputs; `run`: the first of them."""
+
+    run: str | None
+    runs: list[str]
+
+
 class RunEntry(BaseModel):
     """One run on one task setting: its metrics and costs. summary.json's `runs` holds these, in this order."""
 
@@ -185,8 +234,8 @@ class RunEntry(BaseModel):
     primary_metric: str
     metrics: RunMetrics
     weights_mb: float
-    throughput: dict[str, Any]  # timings: the one part of an entry that differs between identical sweeps
-    evaluator: dict[str, Any] | None = None  # the runs that judged or evaluated this one's outputs
+    throughput: Throughput
+    evaluator: EvaluatorRef | None = None
 
     @model_validator(mode="before")
     @classmethod

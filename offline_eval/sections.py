@@ -4,12 +4,16 @@ them; tasks build them, so nothing here imports a task or the report."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .metrics.bootstrap import MIN_CLUSTERS
 from .metrics.ranking import has_score
-from .metrics.values import MetricValue, RunMetrics
+from .metrics.values import MetricValue
+
+if TYPE_CHECKING:  # the report hands its typed summary down; nothing here builds one
+    from .results import RunEntry
+    from .summary import Summary
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,18 @@ class Table:
     styles: list[list[str]] | None = None  # per cell: inline CSS (e.g. a heat colour)
 
 
+@dataclass(frozen=True)
+class BrowserView:
+    """The report's item browser on one record: `group` (a filter, e.g. the subject), `correct` (True, False, or
+    None where answers are graded, not right or wrong), `extra` ({label: text} shown with the answer) and
+    `focused` (the run got the item's shorter fallback prompt, overflow policy 'focus')."""
+
+    group: str | None = None
+    correct: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    focused: bool = False
+
+
 def fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
     """A number as every table prints it: floats to `digits` places (with a sign where asked), "–" for none."""
     if v is None:
@@ -42,11 +58,6 @@ def fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
     if isinstance(v, float):
         return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
     return str(v)
-
-
-def metrics_of(run: dict[str, Any]) -> RunMetrics:
-    """A run's metrics, typed, from the report's JSON view of it."""
-    return RunMetrics.of(run)
 
 
 def ci_text(mv: MetricValue | None, digits: int = 3) -> str:
@@ -66,39 +77,37 @@ def ci_text(mv: MetricValue | None, digits: int = 3) -> str:
 VIOLATIONS = "constraint_violations"  # answers that broke their constraint (scored as parse failures)
 
 
-def ranked(summary: dict[str, Any], setting: str) -> list[tuple[int | None, str]]:
+def ranked(summary: Summary, setting: str) -> list[tuple[int | None, str]]:
     """(rank, run) in the order of the summary's leaderboard for one setting, where the sweep ranked the runs
     once (best first, which way is better being the task's): runs with the same value share a rank; a run with
     no score has none."""
     out: list[tuple[int | None, str]] = []
-    rows = (summary.get("leaderboards") or {}).get(setting) or []
+    rows = summary.leaderboards.get(setting) or []
     for i, row in enumerate(rows):
-        if not has_score(row.get("value")):
-            out.append((None, row["run"]))
-        elif i and rows[i - 1].get("value") == row["value"] and out[-1][0] is not None:
-            out.append((out[-1][0], row["run"]))
+        if not has_score(row.value):
+            out.append((None, row.run))
+        elif i and rows[i - 1].value == row.value and out[-1][0] is not None:
+            out.append((out[-1][0], row.run))
         else:
-            out.append((i + 1, row["run"]))
+            out.append((i + 1, row.run))
     return out
 
 
-def leaderboard(
-    name: str, metrics: tuple[Metric, ...], note: str, runs: list[dict[str, Any]], summary: dict[str, Any]
-) -> Table:
+def leaderboard(name: str, metrics: tuple[Metric, ...], note: str, runs: list[RunEntry], summary: Summary) -> Table:
     """A task's runs per setting, in the summary's ranking by the primary metric (the first declared), one column
     per declared metric (CIs where declared)."""
-    if any(VIOLATIONS in metrics_of(r) for r in runs):  # every task's runs carry it: next to its parse failures
+    if any(VIOLATIONS in r.metrics for r in runs):  # every task's runs carry it: next to its parse failures
         at = next((i + 1 for i, x in enumerate(metrics) if "failures" in x.name), len(metrics))
         metrics = (*metrics[:at], Metric(VIOLATIONS, "constraint violations", False), *metrics[at:])
     primary = metrics[0]
-    by_key = {(r["run"], r["setting"]): r for r in runs}
+    by_key = {(r.run, r.setting): r for r in runs}
     rows = []
-    for setting in sorted({r["setting"] for r in runs}):
+    for setting in sorted({r.setting for r in runs}):
         for rank, run in ranked(summary, setting):
             r = by_key.get((run, setting))
             if r is None:
                 continue
-            m = metrics_of(r)
+            m = r.metrics
             scored = has_score(m.get(primary.name))
             cells = [
                 (ci_text(m.metric(x.name), x.digits) if x.ci else fmt(m.get(x.name), x.digits))
@@ -106,21 +115,21 @@ def leaderboard(
                 else "no items"
                 for x in metrics
             ]
-            rows.append([str(rank) if rank is not None else "–", r["run"], r["setting"], *cells])
+            rows.append([str(rank) if rank is not None else "–", r.run, r.setting, *cells])
     header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
     return Table(
         f"{name}: every metric per run", header, rows, f"Ranked within each setting by {primary.label}. {note}".strip()
     )
 
 
-def breakdown(runs: list[dict[str, Any]], axis: str, metric: str, title: str, clusters: str) -> Table | None:
+def breakdown(runs: list[RunEntry], axis: str, metric: str, title: str, clusters: str) -> Table | None:
     """One column per group of one breakdown of the runs' metrics (per subject, per year...); `clusters`: what
     the task's clusters are, for the note."""
-    typed = [(r, metrics_of(r).groups(axis, metric)) for r in runs]
+    typed = [(r, r.metrics.groups(axis, metric)) for r in runs]
     keys = sorted({g for _, got in typed for g in got})
     if not keys:
         return None
-    rows = [[r["run"], r["setting"], *[ci_text(got.get(k)) for k in keys]] for r, got in typed]
+    rows = [[r.run, r.setting, *[ci_text(got.get(k)) for k in keys]] for r, got in typed]
     note = (
         f"[95% CI]: a bootstrap that resamples clusters within the group ({clusters}); "
         f"'n too small' where the group has fewer than {MIN_CLUSTERS} clusters."

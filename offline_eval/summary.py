@@ -152,6 +152,11 @@ class SettingProvenance(_Model):
     # item id -> the first 16 hex digits of its content's sha256 (None in folders made before it was recorded)
     item_digests: dict[str, str] | None = None
 
+    @property
+    def constraint_kind(self) -> str:
+        """The kind of the candidates' constraint, as its description names it ("none": unconstrained)."""
+        return str((self.constraint or {}).get("type", "none"))
+
 
 class Provenance(_Model):
     sweep: SweepProvenance

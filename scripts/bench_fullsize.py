@@ -176,10 +176,10 @@ def child_ours(engine: str, data: Path, shots: list[int], out: Path, gguf: str) 
         tp = r.throughput
         answers = [x.output for x in s.records(r.run, r.setting)]
         rows[str(r.options["shots"])] = {
-            "phase_s": tp["wall_s"],
-            "items_per_s": tp["items_per_s"],
-            "submitted": tp["prefix_reuse"]["submitted"],
-            "computed": tp["prefix_reuse"]["computed"],
+            "phase_s": tp.wall_s,
+            "items_per_s": tp.items_per_s,
+            "submitted": tp.prefix_reuse.submitted if tp.prefix_reuse else None,
+            "computed": tp.prefix_reuse.computed if tp.prefix_reuse else None,
             "answers": answers,
             "ids": [x.id for x in s.records(r.run, r.setting)],
         }

@@ -59,6 +59,8 @@ def test_the_registry_is_the_only_list_of_engines():
 
 
 def test_tasks_are_found_by_folder_and_own_their_report_sections():
+    from partial import summary as typed
+
     from offline_eval.report.tables import detail_sections
     from offline_eval.tasks import get_task_class, task_names
 
@@ -76,11 +78,11 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
         "metrics": {"f1": 0.5, "f1_ci_low": 0.25, "f1_ci_high": 0.75, "subject.民法.f1": 0.5},
         "throughput": {},
     }
-    titles = [t.title for t in build_tables({"runs": [run]})]
+    titles = [t.title for t in build_tables(typed({"runs": [run]}))]
     assert titles[:2] == ["jbeqa: every metric per run", "JBE-QA: F1 per subject"]
     # A task this installation lacks still gets a leaderboard by its recorded primary metric.
     other = {**run, "task": "gone", "primary_metric": "f1"}
-    assert "gone: every metric per run" in [t.title for t in build_tables({"runs": [other]})]
+    assert "gone: every metric per run" in [t.title for t in build_tables(typed({"runs": [other]}))]
 
 
 @pytest.mark.slow

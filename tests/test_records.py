@@ -66,12 +66,14 @@ def test_a_results_file_reads_back_as_the_tasks_records(tmp_path):
 
 
 def test_the_browser_still_shows_a_run_of_a_task_this_installation_lacks(tmp_path):
+    from partial import summary as typed
+
     from offline_eval.report.browser import browser_data
 
     scored, _ = _jbeqa_records()
     folder = ResultsFolder(tmp_path)
     folder.write_records(RunKey("a", "gone.s"), [scored])
-    data = browser_data(folder, {"runs": [{"run": "a", "setting": "gone.s", "task": "gone"}]})
+    data = browser_data(folder, typed({"runs": [{"run": "a", "setting": "gone.s", "task": "gone"}]}))
     assert data is not None
     [row] = data["rows"]
     assert row[0] == scored.id and row[4]["0"][:2] == ["1", "1"]  # output and parsed, read as plain records

@@ -3,7 +3,10 @@ engine agreement, skipped items and failures."""
 
 from __future__ import annotations
 
+from partial import summary as typed
+
 from offline_eval.report.glance import glance
+from offline_eval.summary import Summary
 
 
 def _run(run: str, setting: str, f1: float | None, true_share: float | None = None, skipped: int = 0) -> dict:
@@ -37,7 +40,7 @@ def test_glance_names_best_worst_constant_answers_and_failures():
             "s1": [_row("a.x", 0.5), _row("b.x", 0.5)],
         },
     }
-    lines = glance(summary)
+    lines = glance(typed(summary))
     assert lines[0] == "3 runs of 3 models on llamacpp, 2 task settings."
     assert lines[1].startswith("s0: best a.x (f1 0.600), worst b.x (0.400); 1 of 2 runs gave the same answer")
     assert "(e.g. b.x)" in lines[1]
@@ -49,7 +52,7 @@ def test_glance_names_best_worst_constant_answers_and_failures():
 
 def test_glance_of_a_setting_nobody_scored():
     summary = {"runs": [_run("a.x", "s", None)], "leaderboards": {"s": [_row("a.x", None)]}}
-    assert glance(summary)[1] == "s: no run scored any item."
+    assert glance(typed(summary))[1] == "s: no run scored any item."
 
 
 def _row(run: str, value: float | None) -> dict:
@@ -77,30 +80,33 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     ]  # fmt: skip
     boards = {k: [row.model_dump(exclude_unset=True) for row in v] for k, v in leaderboards(entries).items()}
     assert [row["run"] for row in boards["s0"]] == ["b.x", "a.x", "c.x"]
-    summary = {"runs": runs, "leaderboards": boards}
+    summary = typed({"runs": runs, "leaderboards": boards})
     assert glance(summary)[1].startswith("s0: best b.x (f1 0.400), worst a.x (0.600)")
-    assert [row[0] for row in leaderboard_matrix("jbeqa", runs, summary).rows] == ["b.x", "a.x", "c.x"]
-    table = leaderboard("jbeqa", JBEQATask.metrics, "", runs, summary)
+    assert [row[0] for row in leaderboard_matrix("jbeqa", entries, summary).rows] == ["b.x", "a.x", "c.x"]
+    table = leaderboard("jbeqa", JBEQATask.metrics, "", entries, summary)
     assert [(row[0], row[1]) for row in table.rows] == [("1", "b.x"), ("2", "a.x"), ("–", "c.x")]
 
 
-def _thinking_summary(q4_64: str) -> dict:  # type: ignore[type-arg]
+def _thinking_summary(q4_64: str) -> Summary:
     def run(variant: str, tokens: float) -> dict:  # type: ignore[type-arg]
+        reasoning = {"items": 1, "thinking_tokens": int(tokens), "thinking_tokens_per_item": tokens, "cut_by_budget": 0}
         return {"run": f"m.v.{variant}.ctx4096", "variant": variant, "model": "m", "setting": "s",
-                "metrics": {}, "throughput": {"reasoning": {"thinking_tokens_per_item": tokens}}}  # fmt: skip
+                "metrics": {}, "throughput": {"reasoning": reasoning}}  # fmt: skip
 
     runs = [run("bf16.think16", 16.0), run("bf16.think64", 63.5), run("q4.think16", 16.0), run("q4.think64", 64.0)]
     verdicts = {"bf16.think16": "non-inferior", "q4.think16": "inconclusive", "q4.think64": q4_64}
-    return {
-        "runs": runs,
-        "noninferiority": [
-            {
-                "model": "m",
-                "reference": "m.v.bf16.think64.ctx4096",
-                "comparisons": [{"run": f"m.v.{v}.ctx4096", "verdict": w} for v, w in verdicts.items()],
-            }
-        ],
-    }
+    return typed(
+        {
+            "runs": runs,
+            "noninferiority": [
+                {
+                    "model": "m",
+                    "reference": "m.v.bf16.think64.ctx4096",
+                    "comparisons": [{"run": f"m.v.{v}.ctx4096", "verdict": w} for v, w in verdicts.items()],
+                }
+            ],
+        }
+    )
 
 
 def test_the_first_screen_says_how_much_more_thinking_a_variant_needs_to_match_the_reference():
@@ -113,4 +119,4 @@ def test_the_first_screen_says_how_much_more_thinking_a_variant_needs_to_match_t
     assert thinking_lines(_thinking_summary("inferior")) == [
         "Thinking: m q4 matches m.v.bf16.think64.ctx4096 at no budget tried (up to 64 thinking tokens per item)."
     ]
-    assert thinking_lines({"runs": [], "noninferiority": []}) == []
+    assert thinking_lines(typed({"runs": [], "noninferiority": []})) == []

@@ -57,7 +57,8 @@ def test_a_block_that_closes_is_thinking_and_only_the_answer_is_parsed(tmp_path:
     for r in recs:
         assert (r.output, r.parsed, r.reasoning, r.reasoning_cut) == ("1", 1, "条文を読む。", False)
         assert r.reasoning_tokens == len("条文を読む。".encode()) + CLOSE  # the fake's tokens are bytes
-    assert entry.throughput["reasoning"] == {
+    assert entry.throughput.reasoning is not None
+    assert entry.throughput.reasoning.model_dump(exclude_unset=True) == {
         "items": 4,
         "thinking_tokens": 4 * (len("条文を読む。".encode()) + CLOSE),
         "thinking_tokens_per_item": len("条文を読む。".encode()) + CLOSE,
@@ -80,7 +81,7 @@ def test_a_block_that_never_closes_is_cut_at_the_budget_and_counted(tmp_path: Pa
         assert r.reasoning == "考" * 10 and r.reasoning_tokens == 30 and r.reasoning_cut is True
         # Forced closed, the fake answers with the rest of its turn: a thinking block, which no parser takes.
         assert r.parsed is None and r.scores["faithful"] == 0
-    assert entry.throughput["reasoning"]["cut_by_budget"] == 4
+    assert entry.throughput.reasoning is not None and entry.throughput.reasoning.cut_by_budget == 4
     assert "thinking tokens/item" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert entry.metrics["faithfulness"] == 0.0
 
@@ -162,7 +163,7 @@ def test_a_list_of_budgets_is_one_run_each_and_the_largest_full_precision_one_is
         variants={"bf16": {"dtype": "bfloat16"}, "q4": {"reasoning": {"budget": [6]}}},
         reasoning={"think": True, "budget": [9, 30]},
     )
-    tokens = {e.run: e.throughput["reasoning"]["thinking_tokens_per_item"] for e in summary.runs}
+    tokens = {e.run: e.throughput.reasoning.thinking_tokens_per_item for e in summary.runs if e.throughput.reasoning}
     assert tokens == {"m.fake.bf16.think9.ctx4096": 9, "m.fake.bf16.think30.ctx4096": 30, "m.fake.q4.ctx4096": 6}
     assert [v.reference for v in summary.noninferiority] == ["m.fake.bf16.think30.ctx4096"]
     assert (tmp_path / "out" / "plots" / "thinking_jbeqa.png").is_file()  # score against thinking tokens
@@ -195,7 +196,7 @@ def test_a_request_without_thinking_or_sampling_keeps_its_key() -> None:
 
 def test_a_sweep_without_reasoning_writes_no_thinking_anywhere(tmp_path: Path) -> None:
     entry, recs = _only(_sweep(tmp_path, "1"))
-    assert "reasoning" not in entry.throughput and all("reasoning" not in r.to_json() for r in recs)
+    assert entry.throughput.reasoning is None and all("reasoning" not in r.to_json() for r in recs)
     assert "thinking" not in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
 
 

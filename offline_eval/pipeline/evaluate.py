@@ -12,7 +12,7 @@ from ..errors import OfflineEvalError
 from ..memory import PeakMemory
 from ..modelspec import ModelSpec
 from ..requests import Phase, Result
-from ..results import ItemRecord, Records, RunEntry
+from ..results import EvaluatorRef, ItemRecord, Records, RunEntry, Throughput
 from ..summary import Failure, LoadProvenance
 from ..thinking import settings_of, solve
 from .execute import Stage, failure, load_facts, phase_timings, rate
@@ -61,9 +61,10 @@ def run_evaluations(
                     continue
                 records[entry.key] = evaluated[entry.key]
                 entry.metrics = x.task.task.run_metrics(evaluated[entry.key], entry.options)
-                entry.evaluator = {"run": next(iter(x.results), None), "runs": list(x.results)}
+                entry.evaluator = EvaluatorRef(run=next(iter(x.results), None), runs=list(x.results))
                 # Wall-clock lives under "throughput" and "timings" only: the rest of summary.json is reproducible.
-                entry.throughput["evaluator"] = next(iter(x.timing.values())) if len(x.timing) == 1 else x.timing
+                own = {r: Throughput.model_validate(t) for r, t in x.timing.items()}
+                entry.throughput.evaluator = next(iter(own.values())) if len(own) == 1 else own
     return loaded
 
 

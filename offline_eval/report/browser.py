@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from ..fileio import script_json
-from ..results import ResultsFolder, RunKey, sample_of
+from ..results import ResultsFolder, sample_of
+from ..summary import LoadProvenance, Summary
 from .inputs import ItemInputs
 from .tables import task_class
 
@@ -22,24 +23,22 @@ def _text(v: Any) -> str:
     return s if len(s) <= OUTPUT_CHARS else s[:OUTPUT_CHARS] + f"… ({len(s) - OUTPUT_CHARS} more characters)"
 
 
-def browser_data(
-    folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | None = None
-) -> dict[str, Any] | None:
+def browser_data(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None = None) -> dict[str, Any] | None:
     """{"runs", "settings", "texts", "rows": [[id, setting index, group, gold, {run index: [output, parsed,
     correct, extra(, focused, diffs(, [thinking, its tokens, cut])))]}, prompts]]} from the results files of the summary's runs (None: no records);
     prompts ([prompt, focused prompt or null], lines indexing "texts") and diffs come from the sweep's
     `inputs`, null and absent without them."""
-    entries = summary.get("runs") or []
-    runs = sorted({r["run"] for r in entries})
-    settings = sorted({r["setting"] for r in entries})
+    entries = summary.runs
+    runs = sorted({r.run for r in entries})
+    settings = sorted({r.setting for r in entries})
     rows: dict[tuple[int, str], list[Any]] = {}
     for r in entries:
-        task = task_class(r["task"])
-        recs = folder.read_records(RunKey(r["run"], r["setting"]), task.Record.from_json)
+        task = task_class(r.task)
+        recs = folder.read_records(r.key, task.Record.from_json)
         if not recs:
             continue
         view = task.browser_view
-        s, ri = settings.index(r["setting"]), str(runs.index(r["run"]))
+        s, ri = settings.index(r.setting), str(runs.index(r.run))
         samples: dict[str, list[str]] = {}  # an item answered k times: shown on its first answer, with all k
         for rec in recs:
             if sample_of(rec) is not None:
@@ -51,26 +50,26 @@ def browser_data(
             item_id = str(rec.id)
             row = rows.get((s, item_id))
             if row is None:
-                prompt = inputs.prompts.get(r["setting"], {}).get(item_id) if inputs else None
-                row = rows[(s, item_id)] = [item_id, s, v.get("group"), _text(rec.gold), {}, prompt]
-            ok = v.get("correct")
+                prompt = inputs.prompts.get(r.setting, {}).get(item_id) if inputs else None
+                row = rows[(s, item_id)] = [item_id, s, v.group, _text(rec.gold), {}, prompt]
+            ok = v.correct
             answer: list[Any] = [
                 _text(rec.output or ""),
                 _text(rec.parsed),
                 None if ok is None else int(ok),
-                {k: _text(x) for k, x in (v.get("extra") or {}).items() if x is not None}
+                {k: _text(x) for k, x in v.extra.items() if x is not None}
                 | ({f"answers of its {len(got)} samples": " · ".join(got)} if (got := samples.get(item_id)) else {}),
             ]
-            diffs = inputs.diffs.get(RunKey(r["run"], r["setting"]), {}).get(item_id) if inputs else None
+            diffs = inputs.diffs.get(r.key, {}).get(item_id) if inputs else None
             thinking = getattr(rec, "reasoning", None)
-            if v.get("focused") or diffs or isinstance(thinking, str):
-                answer += [int(bool(v.get("focused"))), diffs or {}]
+            if v.focused or diffs or isinstance(thinking, str):
+                answer += [int(v.focused), diffs or {}]
             if isinstance(thinking, str):  # shown collapsed above the answer
                 answer.append([_text(thinking), rec.reasoning_tokens, int(rec.reasoning_cut is True)])  # type: ignore[attr-defined]
             row[4][ri] = answer
     if not rows:
         return None
-    loads = {x["run"]: x for x in (summary.get("provenance") or {}).get("loads") or []}
+    loads = {x.run: x for x in summary.provenance.loads} if summary.provenance else {}
     return {
         "runs": runs,
         # each run's weights digest, shortened (a served model's: its store fingerprint, the weights being remote)
@@ -81,12 +80,12 @@ def browser_data(
     }
 
 
-def _short(load: dict[str, Any] | None) -> str:
+def _short(load: LoadProvenance | None) -> str:
     if not load:
         return "weights unknown"
-    if load.get("weights_digest"):
-        return f"weights {load['weights_digest'][:12]}"
-    return f"served, fingerprint {str(load.get('store_fingerprint'))[:12]}"
+    if load.weights_digest:
+        return f"weights {load.weights_digest[:12]}"
+    return f"served, fingerprint {load.store_fingerprint[:12]}"
 
 
 def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:

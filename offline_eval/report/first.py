@@ -3,88 +3,88 @@ leaderboard matrix per task (runs x settings, the primary metric with its CI, he
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.ranking import has_score
 from ..metrics.values import RunMetrics
-from ..sections import Metric, Table, ci_text, fmt, metrics_of, ranked
+from ..results import RunEntry
+from ..sections import Metric, Table, ci_text, fmt, ranked
+from ..summary import Summary, Verdict
 from .tables import task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
 
 
-def verdict_cell(c: dict[str, Any], digits: int) -> str:
+def verdict_cell(c: Verdict, digits: int) -> str:
     """The difference [CI] and the verdict; without a CI that can be trusted, the verdict and the reason."""
-    if c.get("estimate") is None:
-        return f"inconclusive ({c.get('reason') or str(c['n']) + ' shared items'})"
-    est, lo, hi = (fmt(c.get(k), digits, sign=True) for k in ("estimate", "ci_low", "ci_high"))
-    if c.get("ci_low") is None or c.get("ci_high") is None:
-        text = f"{est}, {c['verdict']} ({c.get('reason') or 'no interval'})"
+    if c.estimate is None:
+        return f"inconclusive ({c.reason or str(c.n) + ' shared items'})"
+    est, lo, hi = (fmt(v, digits, sign=True) for v in (c.estimate, c.ci_low, c.ci_high))
+    if c.ci_low is None or c.ci_high is None:
+        text = f"{est}, {c.verdict} ({c.reason or 'no interval'})"
     else:
-        text = f"{est} [{lo}, {hi}] {c['verdict']}"
-    if c.get("items_needed"):
-        text += f" (~{c['items_needed']} items)"
+        text = f"{est} [{lo}, {hi}] {c.verdict}"
+    if c.items_needed:
+        text += f" (~{c.items_needed} items)"
     return text
 
 
-def cost(runs: list[dict[str, Any]]) -> list[str]:
+def cost(runs: list[RunEntry]) -> list[str]:
     """Weights on disk, peak memory, items/s over every setting (engine start excluded), and the load time."""
-    t = [r.get("throughput") or {} for r in runs]
-    wall = sum(float(x.get("wall_s") or 0.0) for x in t)
-    items = sum(int(r.get("n_items") or 0) for r in runs)
-    peak = max((float(x.get("peak_rss_mb") or 0.0) for x in t), default=0.0)
-    weights = runs[0].get("weights_mb") if runs else None
+    t = [r.throughput for r in runs]
+    wall = sum(float(x.wall_s or 0.0) for x in t)
+    items = sum(r.n_items for r in runs)
+    peak = max((float(x.peak_rss_mb or 0.0) for x in t), default=0.0)
+    weights = runs[0].weights_mb if runs else None
     return [
         "–" if weights is None else f"{weights:.0f}",
         f"{peak:.0f}",
         f"{items / wall:.1f}" if wall > 0 else "–",
-        f"{sum(float(x.get('load_s') or 0.0) for x in t):.1f}",
+        f"{sum(float(x.load_s or 0.0) for x in t):.1f}",
     ]
 
 
 COST_HEADER = ["weights MB", "peak memory MB", "items/s", "engine load s"]
 
 
-def verdict_tables(summary: dict[str, Any]) -> list[Table]:
-    runs = summary.get("runs") or []
+def verdict_tables(summary: Summary) -> list[Table]:
+    runs = summary.runs
     out = []
-    for model in summary.get("noninferiority") or []:
-        comps = model.get("comparisons") or []
+    for model in summary.noninferiority:
+        comps = model.comparisons
         if not comps:
             continue
-        settings = sorted({c["setting"] for c in comps})
-        task_of = {c["setting"]: c["task"] for c in comps}
+        settings = sorted({c.setting for c in comps})
+        task_of = {c.setting: c.task for c in comps}
         metrics = {s: task_class(task_of[s]).noninferiority_metric() for s in settings}
-        mine = [r for r in runs if r.get("model") == model["model"]]
-        names = [model["reference"]] + sorted(
-            {c["run"] for c in comps} - {model["reference"]},
-            key=lambda n: next(((c["variant"], c["max_model_len"]) for c in comps if c["run"] == n), ("", 0)),
+        mine = [r for r in runs if r.model == model.model]
+        names = [model.reference] + sorted(
+            {c.run for c in comps} - {model.reference},
+            key=lambda n: next(((c.variant, c.max_model_len) for c in comps if c.run == n), ("", 0)),
         )
         rows, classes = [], []
         for name in names:
-            entries = [r for r in mine if r["run"] == name]
-            label = f"{entries[0]['variant']} ctx{entries[0]['max_model_len']}" if entries else name
+            entries = [r for r in mine if r.run == name]
+            label = f"{entries[0].variant} ctx{entries[0].max_model_len}" if entries else name
             cells, cls = [], []
             for s in settings:
                 m = metrics[s]
-                if name == model["reference"]:
-                    ref = next((r for r in entries if r["setting"] == s), None)
-                    v = ref["metrics"].get(m.name) if ref else None
+                if name == model.reference:
+                    ref = next((r for r in entries if r.setting == s), None)
+                    v = ref.metrics.get(m.name) if ref else None
                     cells.append(f"reference: {m.label} {v:.{m.digits}f}" if has_score(v) else "reference")
                     cls.append("v-ref")
                     continue
-                c = next((c for c in comps if c["run"] == name and c["setting"] == s), None)
+                c = next((c for c in comps if c.run == name and c.setting == s), None)
                 cells.append(verdict_cell(c, m.digits) if c else "–")
-                cls.append(VERDICT_CLASS.get(c["verdict"], "") if c else "")
+                cls.append(VERDICT_CLASS.get(c.verdict, "") if c else "")
             rows.append([label, *cells, *cost(entries)])
             classes.append(["", *cls, *[""] * len(COST_HEADER)])
         margins = "; ".join(
-            sorted({f"{m.label} ±{next(c['margin'] for c in comps if c['setting'] == s)}" for s, m in metrics.items()})
+            sorted({f"{m.label} ±{next(c.margin for c in comps if c.setting == s)}" for s, m in metrics.items()})
         )
-        missing = model.get("reference_missing") or []
+        missing = model.reference_missing
         note = (
-            f"Each cell: the difference from the reference {model['reference']} on the items both scored "
+            f"Each cell: the difference from the reference {model.reference} on the items both scored "
             f"(positive = better) [95% CI] and the verdict against the margin ({margins}): "
             "non-inferior when the CI's lower bound is above -margin, inferior when its upper bound is below, "
             "otherwise inconclusive, with the items a CI of the observed spread would need. The CIs are "
@@ -99,7 +99,7 @@ def verdict_tables(summary: dict[str, Any]) -> list[Table]:
             note += f" The reference has no results for {', '.join(missing)}: those settings have no verdict."
         out.append(
             Table(
-                f"Verdicts: {model['model']} ({model.get('backend', '?')})",
+                f"Verdicts: {model.model} ({model.backend})",
                 ["run", *settings, *COST_HEADER],
                 rows,
                 note,
@@ -125,17 +125,17 @@ def _heat(values: list[float | None], higher_is_better: bool) -> list[str]:
     return out
 
 
-def leaderboard_matrix(task: str, runs: list[dict[str, Any]], summary: dict[str, Any]) -> Table:
+def leaderboard_matrix(task: str, runs: list[RunEntry], summary: Summary) -> Table:
     """Rows = runs (best mean rank first), columns = the task's settings, cells = the primary metric [CI]."""
     cls = task_class(task)
     primary = (
         cls.metrics[0]
         if cls.metrics and cls.metrics[0].name == cls.primary_metric
-        else Metric(runs[0].get("primary_metric") or cls.primary_metric, cls.primary_metric)
+        else Metric(runs[0].primary_metric or cls.primary_metric, cls.primary_metric)
     )
-    settings = sorted({r["setting"] for r in runs})
-    names = sorted({r["run"] for r in runs})
-    cell: dict[tuple[str, str], RunMetrics] = {(r["run"], r["setting"]): metrics_of(r) for r in runs}
+    settings = sorted({r.setting for r in runs})
+    names = sorted({r.run for r in runs})
+    cell: dict[tuple[str, str], RunMetrics] = {(r.run, r.setting): r.metrics for r in runs}
     values = {(n, s): _scored(cell.get((n, s)), primary.name) for n in names for s in settings}
     # Mean rank over the settings a run has, each setting ranked once by the sweep: the order a reader scans,
     # each column keeping its own scale.
@@ -171,11 +171,9 @@ def leaderboard_matrix(task: str, runs: list[dict[str, Any]], summary: dict[str,
     )
 
 
-def leaderboard_matrices(summary: dict[str, Any]) -> list[Table]:
-    runs = summary.get("runs") or []
-    return [
-        leaderboard_matrix(t, [r for r in runs if r["task"] == t], summary) for t in sorted({r["task"] for r in runs})
-    ]
+def leaderboard_matrices(summary: Summary) -> list[Table]:
+    runs = summary.runs
+    return [leaderboard_matrix(t, [r for r in runs if r.task == t], summary) for t in sorted({r.task for r in runs})]
 
 
 def _scored(m: RunMetrics | None, name: str) -> float | int | None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ..metrics.ranking import has_score
 from ..sections import fmt, ranked
+from ..summary import Summary
 from .tables import task_class
 
 
@@ -14,37 +14,37 @@ def _fmt(v: float) -> str:
     return fmt(v, 3 if abs(v) < 10 else 1)  # F1 0.512, AdjScore 57.8
 
 
-def glance(summary: dict[str, Any]) -> list[str]:
-    runs = summary.get("runs") or []
+def glance(summary: Summary) -> list[str]:
+    runs = summary.runs
     lines: list[str] = []
     if runs:
-        models = {r["model"] for r in runs}
-        engines = sorted({r.get("backend", "?") for r in runs})
+        models = {r.model for r in runs}
+        engines = sorted({r.backend for r in runs})
         lines.append(
-            f"{len({r['run'] for r in runs})} runs of {len(models)} models on {', '.join(engines)}, "
-            f"{len({r['setting'] for r in runs})} task settings."
+            f"{len({r.run for r in runs})} runs of {len(models)} models on {', '.join(engines)}, "
+            f"{len({r.setting for r in runs})} task settings."
         )
-    for setting in sorted({r["setting"] for r in runs}):
-        group = [r for r in runs if r["setting"] == setting]
-        metric = group[0].get("primary_metric") or "mean"
-        by_run = {r["run"]: r for r in group}
+    for setting in sorted({r.setting for r in runs}):
+        group = [r for r in runs if r.setting == setting]
+        metric = group[0].primary_metric or "mean"
+        by_run = {r.run: r for r in group}
         order = [by_run[run] for _, run in ranked(summary, setting) if run in by_run]  # the sweep's ranking
-        scored = [r for r in order if has_score(r["metrics"].get(metric))]
+        scored = [(r, v) for r in order if (v := r.metrics.get(metric)) is not None and has_score(v)]
         if not scored:
             lines.append(f"{setting}: no run scored any item.")
             continue
-        best, worst = scored[0], scored[-1]
-        if len(scored) > 1 and best["metrics"][metric] == worst["metrics"][metric]:
-            text = f"{setting}: all {len(scored)} runs score {metric} {_fmt(best['metrics'][metric])}"
+        (best, high), (worst, low) = scored[0], scored[-1]
+        if len(scored) > 1 and high == low:
+            text = f"{setting}: all {len(scored)} runs score {metric} {_fmt(high)}"
         else:
-            text = f"{setting}: best {best['run']} ({metric} {_fmt(best['metrics'][metric])})"
+            text = f"{setting}: best {best.run} ({metric} {_fmt(high)})"
             if len(scored) > 1:
-                text += f", worst {worst['run']} ({_fmt(worst['metrics'][metric])})"
-        note = task_class(group[0]["task"]).glance_note(scored)
+                text += f", worst {worst.run} ({_fmt(low)})"
+        note = task_class(group[0].task).glance_note([r for r, _ in scored])
         lines.append(text + (f"; {note}" if note else "") + ".")
-    comps = [c for m in summary.get("noninferiority") or [] for c in m.get("comparisons") or []]
+    comps = [c for m in summary.noninferiority for c in m.comparisons]
     if comps:
-        words = [c.get("verdict") for c in comps]
+        words = [c.verdict for c in comps]
         counts = ", ".join(
             f"{words.count(w)} {w}" for w in ("non-inferior", "inferior", "inconclusive") if words.count(w)
         )
@@ -53,9 +53,9 @@ def glance(summary: dict[str, Any]) -> list[str]:
             f"verdict tables below)."
         )
     lines += thinking_lines(summary)
-    same = summary.get("consistency") or []
+    same = summary.consistency
     if same:
-        shares = [c["identical"] for c in same if c.get("identical") is not None]
+        shares = [c.identical for c in same if c.identical is not None]
         if shares:
             lo, hi = f"{100 * min(shares):.0f}", f"{100 * max(shares):.0f}"
             span = hi if lo == hi else f"{lo}-{hi}"
@@ -63,10 +63,10 @@ def glance(summary: dict[str, Any]) -> list[str]:
                 f"Same weights on different engines: {span}% identical answers over {len(shares)} "
                 f"comparisons (table below)."
             )
-    skipped = sum(int(r["metrics"].get("n_skipped") or 0) for r in runs)
+    skipped = sum(int(r.metrics.get("n_skipped") or 0) for r in runs)
     if skipped:
         lines.append(f"{skipped} item(s) did not fit a context length and were skipped (counted per run below).")
-    fails = summary.get("failures") or []
+    fails = summary.failures
     if fails:
         lines.append(f"{len(fails)} run(s) failed: see 'Failed runs' at the end.")
     return lines
@@ -76,24 +76,23 @@ def _base(variant: str) -> str:
     return re.sub(r"\.think\d+$", "", variant)
 
 
-def thinking_lines(summary: dict[str, Any]) -> list[str]:
+def thinking_lines(summary: Summary) -> list[str]:
     """Per model that thought at several budgets: the fewest thinking tokens at which each variant matches the
     reference (non-inferior on every setting), as a multiple of what the reference's own variant needs."""
-    runs = summary.get("runs") or []
     tokens: dict[str, list[float]] = {}
     variant_of: dict[str, str] = {}
-    for r in runs:
-        if t := (r.get("throughput") or {}).get("reasoning"):
-            tokens.setdefault(r["run"], []).append(float(t["thinking_tokens_per_item"]))
-            variant_of[r["run"]] = r["variant"]
+    for r in summary.runs:
+        if t := r.throughput.reasoning:
+            tokens.setdefault(r.run, []).append(float(t.thinking_tokens_per_item))
+            variant_of[r.run] = r.variant
     lines = []
-    for m in summary.get("noninferiority") or []:
-        ref = m["reference"]
+    for m in summary.noninferiority:
+        ref = m.reference
         if ref not in tokens:
             continue
         verdicts: dict[str, list[str]] = {}
-        for c in m.get("comparisons") or []:
-            verdicts.setdefault(c["run"], []).append(c.get("verdict"))
+        for v in m.comparisons:
+            verdicts.setdefault(v.run, []).append(v.verdict)
         matching = {run for run, vs in verdicts.items() if vs and all(v == "non-inferior" for v in vs)} | {ref}
         cost = {run: sum(ts) / len(ts) for run, ts in tokens.items() if run in matching or run in verdicts}
         need: dict[str, float] = {}
@@ -111,12 +110,12 @@ def thinking_lines(summary: dict[str, Any]) -> list[str]:
                 continue
             if base not in need:
                 lines.append(
-                    f"Thinking: {m['model']} {base} matches {ref} at no budget tried (up to {tried[base]:.0f} "
+                    f"Thinking: {m.model} {base} matches {ref} at no budget tried (up to {tried[base]:.0f} "
                     f"thinking tokens per item)."
                 )
             elif need[own] > 0:
                 lines.append(
-                    f"Thinking: {m['model']} {base} needs {need[base] / need[own]:.1f}x the thinking tokens of "
+                    f"Thinking: {m.model} {base} needs {need[base] / need[own]:.1f}x the thinking tokens of "
                     f"{own} to match {ref} ({need[base]:.0f} against {need[own]:.0f} per item)."
                 )
     return lines

@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
 
 from ..figures import Plot, fig_module, pareto_front, primary_score, safe_name, save
-from ..sections import metrics_of
+from ..results import RunEntry
+from ..summary import Summary
 
 
-def pareto(runs: list[dict[str, Any]]) -> Plot | None:
+def pareto(runs: list[RunEntry]) -> Plot | None:
     """The first screen's plot: per task (its own axes), each run's mean primary metric over the task's settings
     against its peak memory."""
     from .tables import task_class
 
     tasks = []
-    for task in sorted({r["task"] for r in runs}):
-        group = [r for r in runs if r["task"] == task]
-        settings = {r["setting"] for r in group}
+    for task in sorted({r.task for r in runs}):
+        group = [r for r in runs if r.task == task]
+        settings = {r.setting for r in group}
         pts = []
-        for run in sorted({r["run"] for r in group}):
-            mine = [r for r in group if r["run"] == run]
+        for run in sorted({r.run for r in group}):
+            mine = [r for r in group if r.run == run]
             scores = [s for r in mine if (s := primary_score(r)) is not None]
             if len(scores) == len(settings):  # a run missing a setting would not compare fairly
-                peak = max(float((r.get("throughput") or {}).get("peak_rss_mb") or 0.0) for r in mine)
+                peak = max(float(r.throughput.peak_rss_mb or 0.0) for r in mine)
                 pts.append((peak, sum(scores) / len(scores), run))
         if len(pts) >= 2:
             tasks.append((task, pts))
@@ -54,16 +54,12 @@ def pareto(runs: list[dict[str, Any]]) -> Plot | None:
     )
 
 
-def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
+def frontier(runs: list[RunEntry]) -> list[Plot]:
     """Score against weights size per task setting; the Pareto front (smaller and better) is joined."""
     plt = fig_module()
     out = []
-    for setting, group in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        pts = [
-            (float(r.get("weights_mb") or 0.0), float(s), r["run"])
-            for r in group
-            if (s := primary_score(r)) is not None
-        ]
+    for setting, group in itertools.groupby(sorted(runs, key=lambda r: r.setting), key=lambda r: r.setting):
+        pts = [(float(r.weights_mb or 0.0), float(s), r.run) for r in group if (s := primary_score(r)) is not None]
         if len(pts) < 2:
             continue
         fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -85,7 +81,7 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
             label="Pareto front",
         )
         ax.set_xlabel("weights on disk (MB)")
-        ax.set_ylabel(runs[0].get("primary_metric") or "score")
+        ax.set_ylabel(runs[0].primary_metric or "score")
         ax.set_title(f"Trade-off: {setting}", fontsize=9)
         ax.legend(fontsize=7)
         out.append(
@@ -101,11 +97,11 @@ def frontier(runs: list[dict[str, Any]]) -> list[Plot]:
     return out
 
 
-def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
+def quantization_bars(runs: list[RunEntry]) -> list[Plot]:
     plt = fig_module()
     out = []
-    key = lambda r: (r["setting"], r["model"], r["backend"], r["max_model_len"])  # noqa: E731
-    for setting, by_setting in itertools.groupby(sorted(runs, key=key), key=lambda r: r["setting"]):
+    key = lambda r: (r.setting, r.model, r.backend, r.max_model_len)  # noqa: E731
+    for setting, by_setting in itertools.groupby(sorted(runs, key=key), key=lambda r: r.setting):
         groups = [list(g) for _, g in itertools.groupby(by_setting, key=key)]
         groups = [g for g in groups if len(g) > 1]
         if not groups:
@@ -114,17 +110,17 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
         x = 0.0
         ticks: list[float] = []
         labels: list[str] = []
-        metric = groups[0][0].get("primary_metric") or "mean"
+        metric = groups[0][0].primary_metric or "mean"
         for g in groups:
             for r in g:
-                mv = metrics_of(r).metric(metric)
+                mv = r.metrics.metric(metric)
                 y = primary_score(r) or 0.0
                 lo, hi = (mv.ci_low, mv.ci_high) if mv is not None else (None, None)
                 lo, hi = (y, y) if lo is None or hi is None else (lo, hi)  # no CI that can be trusted: no bar
                 ax.bar(x, y, color="#66ccee", edgecolor="#224455")
                 ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], color="black", capsize=3)
                 ticks.append(x)
-                labels.append(f"{r['model']}\n{r['variant']} ctx{r['max_model_len']}")
+                labels.append(f"{r.model}\n{r.variant} ctx{r.max_model_len}")
                 x += 1
             x += 0.6
         ax.set_xticks(ticks, labels, fontsize=6)
@@ -143,21 +139,21 @@ def quantization_bars(runs: list[dict[str, Any]]) -> list[Plot]:
     return out
 
 
-def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
+def context_lines(runs: list[RunEntry]) -> list[Plot]:
     """Score against context length: one plot per metric, so no axis mixes scales."""
     plt = fig_module()
-    key = lambda r: (r["model"], r["backend"], r["variant"], r["setting"])  # noqa: E731
-    by_metric: dict[str, list[tuple[tuple[str, str, str, str], list[dict[str, Any]]]]] = {}
+    key = lambda r: (r.model, r.backend, r.variant, r.setting)  # noqa: E731
+    by_metric: dict[str, list[tuple[tuple[str, str, str, str], list[RunEntry]]]] = {}
     for k, grouped in itertools.groupby(sorted(runs, key=key), key=key):
-        g = sorted(grouped, key=lambda r: r["max_model_len"])
+        g = sorted(grouped, key=lambda r: r.max_model_len)
         if len(g) > 1:
-            by_metric.setdefault(g[0].get("primary_metric") or "score", []).append((k, g))
+            by_metric.setdefault(g[0].primary_metric or "score", []).append((k, g))
     out = []
     for metric, lines in sorted(by_metric.items()):
         fig, ax = plt.subplots(figsize=(6.5, 3.6))
         for (model, _backend, variant, setting), g in lines:
             ax.plot(
-                [r["max_model_len"] for r in g],
+                [r.max_model_len for r in g],
                 [primary_score(r) or 0.0 for r in g],
                 marker="o",
                 label=f"{model} {variant} {setting}",
@@ -180,24 +176,25 @@ def context_lines(runs: list[dict[str, Any]]) -> list[Plot]:
     return out
 
 
-def thinking_curves(runs: list[dict[str, Any]]) -> list[Plot]:
+def thinking_curves(runs: list[RunEntry]) -> list[Plot]:
     """Per task: each reasoning run's primary metric (mean over the task's settings) against its thinking tokens
     per item, a line per model variant through its budgets, and the Pareto front (fewer tokens, higher score)."""
     from .tables import task_class
 
     plt = fig_module()
     out = []
-    for task in sorted({r["task"] for r in runs}):
-        group = [r for r in runs if r["task"] == task and (r.get("throughput") or {}).get("reasoning")]
-        settings = {r["setting"] for r in runs if r["task"] == task}
+    for task in sorted({r.task for r in runs}):
+        group = [r for r in runs if r.task == task and r.throughput.reasoning]
+        settings = {r.setting for r in runs if r.task == task}
         lines: dict[str, list[tuple[float, float]]] = {}
-        for run in sorted({r["run"] for r in group}):
-            mine = [r for r in group if r["run"] == run]
+        for run in sorted({r.run for r in group}):
+            mine = [r for r in group if r.run == run]
             scores = [s for r in mine if (s := primary_score(r)) is not None]
             if len(scores) != len(settings):
                 continue
-            tokens = sum(r["throughput"]["reasoning"]["thinking_tokens_per_item"] for r in mine) / len(mine)
-            label = f"{mine[0]['model']} {re.sub(r'[.]think[0-9]+$', '', mine[0]['variant'])}"
+            thought = [t.thinking_tokens_per_item for r in mine if (t := r.throughput.reasoning)]
+            tokens = sum(thought) / len(mine)
+            label = f"{mine[0].model} {re.sub(r'[.]think[0-9]+$', '', mine[0].variant)}"
             lines.setdefault(label, []).append((tokens, sum(scores) / len(scores)))
         pts = [p for ps in lines.values() for p in ps]
         if len(pts) < 2:
@@ -225,12 +222,12 @@ def thinking_curves(runs: list[dict[str, Any]]) -> list[Plot]:
     return out
 
 
-def all_plots(summary: dict[str, Any]) -> list[Plot]:
+def all_plots(summary: Summary) -> list[Plot]:
     """The plots every sweep gets, then each task's own."""
     from .tables import task_class
 
-    runs = summary.get("runs", [])
+    runs = summary.runs
     out = frontier(runs) + quantization_bars(runs) + context_lines(runs) + thinking_curves(runs)
-    for name in sorted({r["task"] for r in runs}):
-        out += task_class(name).report_plots([r for r in runs if r["task"] == name])
+    for name in sorted({r.task for r in runs}):
+        out += task_class(name).report_plots([r for r in runs if r.task == name])
     return out

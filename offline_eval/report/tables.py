@@ -6,32 +6,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..results import PlainRecord
-from ..sections import Table, fmt, metrics_of
+from ..metrics.stats import PairedResult
+from ..results import PlainRecord, RunEntry
+from ..sections import Table, fmt
+from ..summary import Summary
 from ..tasks.base import Task
 
 
-def throughput(runs: list[dict[str, Any]]) -> Table:
+def throughput(runs: list[RunEntry]) -> Table:
     rows = []
-    thought = any("reasoning" in r["throughput"] for r in runs)  # the thinking columns only where a model thought
+    thought = any(r.throughput.reasoning is not None for r in runs)  # the thinking columns where a model thought
     for r in runs:
-        t = r["throughput"]
-        think = t.get("reasoning") or {}
-        extra = [fmt(think.get("thinking_tokens_per_item"), 1), fmt(think.get("cut_by_budget"))] if thought else []
+        t = r.throughput
+        think = t.reasoning
+        extra = (
+            [fmt(think.thinking_tokens_per_item if think else None, 1), fmt(think.cut_by_budget if think else None)]
+            if thought
+            else []
+        )
         rows.append(
             [
-                r["run"],
-                r["setting"],
-                fmt(t.get("items_per_s"), 1),
-                fmt(t.get("tokens_per_s"), 0),
-                fmt(t.get("peak_rss_mb"), 0),
-                fmt(r.get("weights_mb"), 1),
-                fmt(t.get("wall_s"), 2),
-                fmt(t.get("load_s"), 2),
-                fmt(t.get("prompt_tokens")),
-                fmt(t.get("output_tokens")),
-                fmt(t.get("generated")),
-                fmt(t.get("cached")),
+                r.run,
+                r.setting,
+                fmt(t.items_per_s, 1),
+                fmt(t.tokens_per_s, 0),
+                fmt(t.peak_rss_mb, 0),
+                fmt(r.weights_mb, 1),
+                fmt(t.wall_s, 2),
+                fmt(t.load_s, 2),
+                fmt(t.prompt_tokens),
+                fmt(t.output_tokens),
+                fmt(t.generated),
+                fmt(t.cached),
                 *extra,
             ]
         )
@@ -65,20 +71,20 @@ def throughput(runs: list[dict[str, Any]]) -> Table:
     )
 
 
-def samples(runs: list[dict[str, Any]]) -> Table | None:
+def samples(runs: list[RunEntry]) -> Table | None:
     """Runs that answered each item k times (None: none did)."""
     rows = []
     for r in runs:
-        m = r.get("metrics") or {}
+        m = r.metrics
         if "samples" not in m:
             continue
         rows.append(
             [
-                r["run"],
-                r["setting"],
-                fmt(m["samples"]),
-                r["primary_metric"],
-                fmt(m.get(r["primary_metric"])),
+                r.run,
+                r.setting,
+                fmt(m.get("samples")),
+                r.primary_metric,
+                fmt(m.get(r.primary_metric)),
                 fmt(m.get("run_to_run_sd")),
                 fmt(m.get("majority_vote")),
                 fmt(m.get("samples_disagree")),
@@ -98,44 +104,44 @@ def samples(runs: list[dict[str, Any]]) -> Table | None:
     )
 
 
-def _p(v: Any) -> str:
+def _p(v: float | None) -> str:
     if v is None:
         return "–"
     return f"{v:.2e}" if 0 < v < 1e-3 else f"{v:.4f}"
 
 
-def _statistic(c: dict[str, Any]) -> str:
-    if c.get("test") == "mcnemar" and c.get("discordant"):
-        first, second = c["discordant"]
+def _statistic(c: PairedResult) -> str:
+    if c.test == "mcnemar" and c.discordant:
+        first, second = c.discordant
         return f"McNemar: {first} vs {second} discordant"
-    return "–" if c.get("wilcoxon_stat") is None else f"Wilcoxon W={c['wilcoxon_stat']:.1f}"
+    return "–" if c.wilcoxon_stat is None else f"Wilcoxon W={c.wilcoxon_stat:.1f}"
 
 
-def ablations(summary: dict[str, Any]) -> list[Table]:
+def ablations(summary: Summary) -> list[Table]:
     out = []
-    for fam in summary.get("ablations") or []:
+    for fam in summary.ablations:
         rows = []
-        for c in fam["comparisons"]:
+        for c in fam.comparisons:
             rows.append(
                 [
-                    c["comparison"],
+                    c.comparison,
                     _statistic(c),
-                    _p(c["p"]),
-                    _p(c["p_bonf"]),
-                    _p(c["p_holm"]),
-                    _p(c["q_bh"]),
-                    _p(c.get("bootstrap_p")),
-                    f"{c['hl']:+.3f} [{c['hl_low']:+.3f}, {c['hl_high']:+.3f}]"
-                    if c.get("hl_low") is not None and c.get("hl_high") is not None
-                    else f"{c['hl']:+.3f} (no CI: {c.get('undefined') or 'undefined'})",
-                    fmt(c["cohens_d"]),
-                    _p(c["t_p"]),
+                    _p(c.p),
+                    _p(c.p_bonf),
+                    _p(c.p_holm),
+                    _p(c.q_bh),
+                    _p(c.bootstrap_p),
+                    f"{c.hl:+.3f} [{c.hl_low:+.3f}, {c.hl_high:+.3f}]"
+                    if c.hl_low is not None and c.hl_high is not None
+                    else f"{c.hl:+.3f} (no CI: {c.undefined or 'undefined'})",
+                    fmt(c.cohens_d),
+                    _p(c.t_p),
                 ]
             )
-        clusters = fam.get("n_clusters")
+        clusters = fam.n_clusters
         note = (
-            f"{fam['n_items']} items scored by every member"
-            + (f", in {clusters} clusters" if clusters is not None and clusters != fam["n_items"] else "")
+            f"{fam.n_items} items scored by every member"
+            + (f", in {clusters} clusters" if clusters is not None and clusters != fam.n_items else "")
             + ". McNemar's exact test where both members' per-item scores are right/wrong (0/1), the Wilcoxon "
             "signed-rank test on graded scores; Bonferroni, Holm and Benjamini-Hochberg of that p across this "
             "family; beside it, the p of a bootstrap that resamples clusters (the statements of one exam question "
@@ -144,10 +150,10 @@ def ablations(summary: dict[str, Any]) -> list[Table]:
             "p (graded scores)."
         )
         if not rows:
-            note = f"{fam['n_items']} shared items: too few to compare."
+            note = f"{fam.n_items} shared items: too few to compare."
         out.append(
             Table(
-                f"Ablation: {fam['family']}",
+                f"Ablation: {fam.family}",
                 [
                     "comparison",
                     "statistic",
@@ -167,21 +173,21 @@ def ablations(summary: dict[str, Any]) -> list[Table]:
     return out
 
 
-def consistency(summary: dict[str, Any]) -> Table | None:
+def consistency(summary: Summary) -> Table | None:
     rows = []
-    for c in summary.get("consistency") or []:
-        share = c.get("identical")
+    for c in summary.consistency:
+        share = c.identical
         rows.append(
             [
-                c["setting"],
-                c["run_a"],
-                c["run_b"],
-                fmt(c.get("n_items")),
+                c.setting,
+                c.run_a,
+                c.run_b,
+                fmt(c.n_items),
                 "–" if share is None else f"{100 * share:.1f}%",
-                fmt(c.get("kappa")),
-                "–" if c.get("delta") is None else f"{c['metric']} {c['delta']:+.3f}",
-                f"{_p(c.get('p'))} ({c.get('paired_test')})",
-                fmt(c.get("mean_abs_diff_p_true"), 4),
+                fmt(c.kappa),
+                "–" if c.delta is None else f"{c.metric} {c.delta:+.3f}",
+                f"{_p(c.p)} ({c.paired_test})",
+                fmt(c.mean_abs_diff_p_true, 4),
             ]
         )
     if not rows:
@@ -206,26 +212,26 @@ def consistency(summary: dict[str, Any]) -> Table | None:
     )
 
 
-def _clusters(runs: list[dict[str, Any]]) -> str:
+def _clusters(runs: list[RunEntry]) -> str:
     """What a cluster is, in each task of these runs, as the task declares it."""
-    found = [task_class(t) for t in sorted({r["task"] for r in runs})]
+    found = [task_class(t) for t in sorted({r.task for r in runs})]
     return "; ".join(f"{c.title or c.name}: {c.clusters}" for c in found if c.clusters) or "each item its own"
 
 
-def clusters(runs: list[dict[str, Any]]) -> Table:
+def clusters(runs: list[RunEntry]) -> Table:
     """Per run and setting: items, clusters, items with no cluster, and the primary metric's design effect."""
     rows = [
         [
-            r["run"],
-            r["setting"],
-            fmt(r.get("n_items")),
-            fmt(r["metrics"].get("n_clusters")),
-            fmt(r["metrics"].get("n_unclustered")),
-            f"{r.get('primary_metric')} {fmt(_design_effect(r), 2)}",
+            r.run,
+            r.setting,
+            fmt(r.n_items),
+            fmt(r.metrics.get("n_clusters")),
+            fmt(r.metrics.get("n_unclustered")),
+            f"{r.primary_metric} {fmt(_design_effect(r), 2)}",
         ]
         for r in runs
     ]
-    unclustered = sum(int(r["metrics"].get("n_unclustered") or 0) for r in runs)
+    unclustered = sum(int(r.metrics.get("n_unclustered") or 0) for r in runs)
     note = (
         f"Every CI in this report is clustered: its bootstrap resamples clusters, not items ({_clusters(runs)}), "
         "and the paired right/wrong intervals are widened by the design effect. The design effect is the variance of the clustered bootstrap over that "
@@ -245,62 +251,55 @@ def clusters(runs: list[dict[str, Any]]) -> Table:
     )
 
 
-def provenance(summary: dict[str, Any]) -> list[Table]:
+def provenance(summary: Summary) -> list[Table]:
     """What produced the numbers: the code and machine, each load's weights and engine, each setting's data."""
-    prov = summary.get("provenance")
+    prov = summary.provenance
     if not prov:
         return []
-    sw = prov["sweep"]
-    unknown = sw.get("unknown") or {}
+    sw = prov.sweep
 
     def known(key: str, shown: str | None) -> str:
-        return shown if shown is not None else f"unknown: {unknown.get(key, 'not recorded')}"
+        return shown if shown is not None else f"unknown: {sw.unknown.get(key, 'not recorded')}"
 
-    gpus = sw.get("gpus")
+    gpus = sw.gpus
     rows = [
-        ["offline-eval", sw["offline_eval_version"]],
+        ["offline-eval", sw.offline_eval_version],
         [
             "git revision",
-            known(
-                "git_revision",
-                sw.get("git_revision") and sw["git_revision"] + (" (dirty)" if sw.get("git_dirty") else ""),
-            ),
+            known("git_revision", sw.git_revision and sw.git_revision + (" (dirty)" if sw.git_dirty else "")),
         ],
-        ["command", " ".join(sw["command"])],
-        ["config", f"{sw.get('config') or 'not a file'} (sha256 {sw['config_sha256'][:16]}…)"],
-        ["Python, OS", f"{sw['python']}, {sw['os']}"],
-        ["CPU", f"{known('cpu_model', sw.get('cpu_model'))} x {sw.get('cpu_count')}"],
+        ["command", " ".join(sw.command)],
+        ["config", f"{sw.config or 'not a file'} (sha256 {sw.config_sha256[:16]}…)"],
+        ["Python, OS", f"{sw.python}, {sw.os}"],
+        ["CPU", f"{known('cpu_model', sw.cpu_model)} x {sw.cpu_count}"],
         [
             "GPUs",
-            known(
-                "gpus",
-                None if gpus is None else ", ".join(f"{g['name']} (driver {g['driver']})" for g in gpus) or "none",
-            ),
+            known("gpus", None if gpus is None else ", ".join(f"{g.name} (driver {g.driver})" for g in gpus) or "none"),
         ],
-        ["engine libraries", ", ".join(f"{k} {v}" for k, v in sorted(sw["libraries"].items())) or "none installed"],
-        ["started, ended", f"{sw['started']}, {sw.get('ended')}"],
+        ["engine libraries", ", ".join(f"{k} {v}" for k, v in sorted(sw.libraries.items())) or "none installed"],
+        ["started, ended", f"{sw.started}, {sw.ended}"],
     ]
     loads = [
         [
-            x["run"],
-            x["role"],
-            f"{x['engine']} ({x['engine_version']})",
-            (x.get("weights_digest") or "–")[:16],
-            str(len(x.get("files") or [])),
-            x["prompt_format"] + (f" {x['chat_template_sha256'][:12]}" if x.get("chat_template_sha256") else ""),
-            x["store_fingerprint"][:16],
+            x.run,
+            x.role,
+            f"{x.engine} ({x.engine_version})",
+            (x.weights_digest or "–")[:16],
+            str(len(x.files or [])),
+            x.prompt_format + (f" {x.chat_template_sha256[:12]}" if x.chat_template_sha256 else ""),
+            x.store_fingerprint[:16],
         ]
-        for x in prov["loads"]
+        for x in prov.loads
     ]
     settings = [
         [
-            x["setting"],
-            str(x["n_items"]),
-            "; ".join(f"{Path(f['path']).name} {f['sha256'][:12]}" for f in x["data_files"]) or "–",
-            x["prompt_template_sha256"][:12],
-            (x.get("constraint") or {}).get("type", "none"),
+            x.setting,
+            str(x.n_items),
+            "; ".join(f"{Path(f.path).name} {f.sha256[:12]}" for f in x.data_files) or "–",
+            x.prompt_template_sha256[:12],
+            x.constraint_kind,
         ]
-        for x in prov["settings"]
+        for x in prov.settings
     ]
     return [
         Table("Provenance: the sweep", ["what", "value"], rows, "Read locally; nothing contacts a network."),
@@ -319,15 +318,13 @@ def provenance(summary: dict[str, Any]) -> list[Table]:
     ]
 
 
-def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
+def detail_sections(summary: Summary) -> list[tuple[str, list[Table]]]:
     """The report's details, below its first screen: each task's own sections (every metric, breakdowns, its
     paper's tables), then what every sweep has."""
-    runs = summary.get("runs", [])
+    runs = summary.runs
     out: list[tuple[str, list[Table]]] = []
-    for name in sorted({r["task"] for r in runs}):
-        out.append(
-            (f"{name}: details", task_class(name).report_tables([r for r in runs if r["task"] == name], summary))
-        )
+    for name in sorted({r.task for r in runs}):
+        out.append((f"{name}: details", task_class(name).report_tables([r for r in runs if r.task == name], summary)))
     out.append(("Clusters and design effects", [clusters(runs)]))
     same = consistency(summary)
     if same:
@@ -344,7 +341,7 @@ def detail_sections(summary: dict[str, Any]) -> list[tuple[str, list[Table]]]:
     return out
 
 
-def task_class(name: str) -> type[Task]:
+def task_class(name: str) -> type[Task[Any]]:
     """The task's class, or a stand-in that ranks by the runs' recorded primary metric (a task this
     installation no longer has still gets a leaderboard)."""
     from ..errors import InputError
@@ -356,10 +353,10 @@ def task_class(name: str) -> type[Task]:
         return type(f"Unknown_{name}", (_Unknown,), {"name": name})
 
 
-class _Unknown(Task):
+class _Unknown(Task[PlainRecord]):
     Record = PlainRecord
 
 
-def _design_effect(run: dict[str, Any]) -> float | None:
-    mv = metrics_of(run).metric(str(run.get("primary_metric")))
+def _design_effect(run: RunEntry) -> float | None:
+    mv = run.metrics.metric(run.primary_metric)
     return mv.design_effect if mv is not None else None

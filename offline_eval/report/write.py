@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import Any
 
 from ..figures import drawing
 from ..fileio import write_text_atomic
@@ -102,9 +101,7 @@ def write_report(out_dir: str | Path, summary: Summary | None = None, inputs: It
     folder = ResultsFolder(Path(out_dir))
     if summary is None:
         summary = Summary.read(folder.summary)
-    view = summary.to_json()
-    view["runs"] = [{**r, "metrics": e.metrics} for r, e in zip(view["runs"], summary.runs)]  # metrics stay typed
-    _write(folder, view, inputs)
+    _write(folder, summary, inputs)
     return folder.report_md
 
 
@@ -112,12 +109,12 @@ def _anchor(i: int) -> str:
     return f"d{i}"
 
 
-def _write(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | None) -> None:
+def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None) -> None:
     sections = detail_sections(summary)
-    failures = summary.get("failures") or []
+    failures = summary.failures
     top = verdict_tables(summary) + leaderboard_matrices(summary)
     with drawing():
-        front = pareto(summary.get("runs") or [])
+        front = pareto(summary.runs)
         plots = all_plots(summary)
     folder.plots.mkdir(exist_ok=True)
     for plot in ([front] if front else []) + plots:
@@ -146,9 +143,7 @@ def _write(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | 
         md += '\n<a id="plots"></a>\n\n## Plots\n\n' + "\n".join(_md_figure(p) for p in plots)
     if failures:
         md += (
-            '\n<a id="failed"></a>\n\n## Failed runs\n\n'
-            + "\n".join(f"- {f['run']}: {f['reason']}" for f in failures)
-            + "\n"
+            '\n<a id="failed"></a>\n\n## Failed runs\n\n' + "\n".join(f"- {f.run}: {f.reason}" for f in failures) + "\n"
         )
     write_text_atomic(folder.report_md, md)
 
@@ -174,7 +169,7 @@ def _write(folder: ResultsFolder, summary: dict[str, Any], inputs: ItemInputs | 
     if failures:
         body += (
             '<h2 id="failed">Failed runs</h2><ul>'
-            + "".join(f"<li>{html.escape(f['run'] + ': ' + f['reason'])}</li>" for f in failures)
+            + "".join(f"<li>{html.escape(f.run + ': ' + f.reason)}</li>" for f in failures)
             + "</ul>"
         )
     write_text_atomic(

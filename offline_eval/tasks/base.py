@@ -13,13 +13,14 @@ from ..errors import InputError
 from ..metrics.values import RunMetrics
 from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
-from ..sections import Metric
+from ..sections import BrowserView, Metric
 
 if TYPE_CHECKING:
     from ..annotation import Case, Form
     from ..figures import Plot
     from ..metrics.bootstrap import SumStat
     from ..sections import Table
+    from ..summary import Summary
 
 Setting = dict[str, Any]
 Item = dict[str, Any]
@@ -171,7 +172,7 @@ class Task(ABC, Generic[R]):
 
     # ---- the task's own part of the report (rendered from summary.json, so class-level)
     @classmethod
-    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
         """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
         from ..sections import leaderboard
 
@@ -179,15 +180,13 @@ class Task(ABC, Generic[R]):
         return [leaderboard(cls.name, metrics, cls.leaderboard_note, runs, summary)]
 
     @classmethod
-    def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:
+    def report_plots(cls, runs: list[RunEntry]) -> list[Plot]:
         return []
 
     @classmethod
-    def browser_view(cls, record: R) -> dict[str, Any]:
-        """The report's item browser on one record: `group` (a filter, e.g. the subject), `correct` (True, False,
-        or None where answers are graded, not right or wrong), `extra` ({label: text} shown with the answer) and
-        optionally `focused` (True: the run got the item's shorter fallback prompt, overflow policy 'focus')."""
-        return {"group": None, "correct": None, "extra": {}}
+    def browser_view(cls, record: R) -> BrowserView:
+        """The report's item browser on one record (its group, whether it is right, what to show beside it)."""
+        return BrowserView()
 
     def browser_diffs(self, item: Item, record: R) -> dict[str, list[list[str]]]:
         """Diffs the item browser draws beside one run's answer, needing the item (e.g. a revised contract
@@ -196,7 +195,7 @@ class Task(ABC, Generic[R]):
         return {}
 
     @classmethod
-    def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
+    def glance_note(cls, runs: list[RunEntry]) -> str | None:
         """What the report's opening lines should add about one setting's scored runs (None: nothing)."""
         return None
 

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...figures import Plot, fig_module, japanese_font, primary_score, safe_name, save
 from ...metrics.values import MetricValue
-from ...sections import Table, breakdown, metrics_of
+from ...sections import Table, breakdown
+
+if TYPE_CHECKING:
+    from ...results import RunEntry
 
 # Without a Japanese font (the `report` extra) plot labels fall back to English: boxes for 民法 help no one.
 SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}
 
 
-def breakdown_tables(runs: list[dict[str, Any]]) -> list[Table]:
+def breakdown_tables(runs: list[RunEntry]) -> list[Table]:
     tables = [
         breakdown(runs, "subject", "f1", "JBE-QA: F1 per subject", "exam questions"),
         breakdown(runs, "year", "accuracy", "JBE-QA: accuracy per year", "exam questions"),
@@ -21,11 +24,11 @@ def breakdown_tables(runs: list[dict[str, Any]]) -> list[Table]:
     return [t for t in tables if t is not None]
 
 
-def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
+def subject_bars(runs: list[RunEntry], limit: int = 8) -> list[Plot]:
     plt = fig_module()
     out = []
-    for setting, grouped in itertools.groupby(sorted(runs, key=lambda r: r["setting"]), key=lambda r: r["setting"]):
-        with_subjects = [(r, f1) for r in grouped if (f1 := metrics_of(r).groups("subject", "f1"))]
+    for setting, grouped in itertools.groupby(sorted(runs, key=lambda r: r.setting), key=lambda r: r.setting):
+        with_subjects = [(r, f1) for r in grouped if (f1 := r.metrics.groups("subject", "f1"))]
         if not with_subjects:
             continue
         group = sorted(with_subjects, key=lambda x: -(primary_score(x[0]) or 0.0))[:limit]
@@ -37,7 +40,7 @@ def subject_bars(runs: list[dict[str, Any]], limit: int = 8) -> list[Plot]:
                 [j + i * width for j in range(len(subjects))],
                 [_height(f1.get(s)) for s in subjects],
                 width,
-                label=r["run"],
+                label=r.run,
             )
         ax.set_xticks(
             [j + 0.4 - width / 2 for j in range(len(subjects))],

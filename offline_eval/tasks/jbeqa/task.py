@@ -42,12 +42,15 @@ from ...metrics.classification import accuracy, precision_recall_f1
 from ...metrics.values import MetricValue, RunMetrics
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
+from ...sections import BrowserView
 from ..base import Item, Metric, Setting, Task
 from .data import load_items, question_of
 
 if TYPE_CHECKING:
     from ...figures import Plot
+    from ...results import RunEntry
     from ...sections import Table
+    from ...summary import Summary
 
 SYSTEM_PROMPT = (
     "あなたは日本の司法試験の問題に解答する法律の専門家です。"
@@ -312,23 +315,19 @@ class JBEQATask(Task[JBEQARecord]):
         )
 
     @classmethod
-    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
         from .report import breakdown_tables
 
         return [*super().report_tables(runs, summary), *breakdown_tables(runs)]
 
     @classmethod
-    def browser_view(cls, record: JBEQARecord) -> dict[str, Any]:
+    def browser_view(cls, record: JBEQARecord) -> BrowserView:
         ok = None if record.skipped else bool(record.scores["correct"])
-        return {
-            "group": record.subject,
-            "correct": ok,
-            "extra": {"skipped": "did not fit the context"} if record.skipped else {},
-        }
+        return BrowserView(record.subject, ok, {"skipped": "did not fit the context"} if record.skipped else {})
 
     @classmethod
-    def glance_note(cls, runs: list[dict[str, Any]]) -> str | None:
-        constant = [r["run"] for r in runs if r["metrics"].get("answered_true") in (0, 1)]
+    def glance_note(cls, runs: list[RunEntry]) -> str | None:
+        constant = [r.run for r in runs if r.metrics.get("answered_true") in (0, 1)]
         if not constant:
             return None
         return (
@@ -337,7 +336,7 @@ class JBEQATask(Task[JBEQARecord]):
         )
 
     @classmethod
-    def report_plots(cls, runs: list[dict[str, Any]]) -> list[Plot]:
+    def report_plots(cls, runs: list[RunEntry]) -> list[Plot]:
         from .report import subject_bars
 
         return subject_bars(runs)

@@ -2,40 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...metrics.adjscore import tier
 from ...metrics.ranking import has_score
 from ...sections import Table, ci_text, fmt, ranked
 
+if TYPE_CHECKING:
+    from ...results import RunEntry
+    from ...summary import Summary
 
-def quality_leaderboard(runs: list[dict[str, Any]], task: str, summary: dict[str, Any]) -> Table:
+
+def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Table:
     """In the summary's ranking by AdjScore, one setting after another."""
     rows = []
-    by_key = {(r["run"], r["setting"]): r for r in runs}
+    by_key = {(r.run, r.setting): r for r in runs}
     order = [
         (rank, by_key[(run, s)])
-        for s in sorted({r["setting"] for r in runs})
+        for s in sorted({r.setting for r in runs})
         for rank, run in ranked(summary, s)
         if (run, s) in by_key
     ]
     for rank, r in order:
-        m = r["metrics"]
+        m = r.metrics
         adj = m.get("adj_score")
         rows.append(
             [
                 str(rank) if rank is not None else "– (no items)",
-                r["run"],
+                r.run,
                 fmt(m.get("mean"), 2),
                 fmt(m.get("std"), 2),
                 fmt(m.get("median"), 2),
                 ci_text(m.metric("adj_score"), 2),
-                tier(adj) if has_score(adj) else "–",
+                tier(adj) if adj is not None and has_score(adj) else "–",
                 fmt(m.get("adj_score_delta"), 2),
                 fmt(m.get("n_scored")),
                 fmt(m.get("evaluator_parse_failures")),
                 fmt(m.get("truncated_answers")),
-                (r.get("evaluator") or {}).get("run", "–"),
+                (r.evaluator.run if r.evaluator else None) or "–",
             ]
         )
     return Table(

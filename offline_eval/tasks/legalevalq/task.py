@@ -30,6 +30,7 @@ from ...metrics.values import MetricValue, RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
+from ...sections import BrowserView
 from ..base import Item, Metric, Setting, Task
 from . import annotate
 from . import evaluator as ev
@@ -38,6 +39,7 @@ from .data import load_annotated, load_queries
 if TYPE_CHECKING:
     from ...annotation import Case
     from ...sections import Table
+    from ...summary import Summary
 
 ANSWER_SYSTEM = (
     "あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
@@ -117,24 +119,21 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     model_options = ("evaluator",)
 
     @classmethod
-    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
         from .report import quality_leaderboard
 
         return [quality_leaderboard(runs, cls.name, summary)]
 
     @classmethod
-    def browser_view(cls, record: LegalEvalQRecord) -> dict[str, Any]:
+    def browser_view(cls, record: LegalEvalQRecord) -> BrowserView:
         ev = record.evaluation or {}
-        return {
-            "group": record.split,
-            "correct": None,
-            "extra": {
-                "query": record.query,
-                "evaluator comment": ev.get("comment"),
-                "evaluator conclusion": ev.get("conclusion"),
-                "quality score": record.scores.get("quality"),
-            },
+        extra = {
+            "query": record.query,
+            "evaluator comment": ev.get("comment"),
+            "evaluator conclusion": ev.get("conclusion"),
+            "quality score": record.scores.get("quality"),
         }
+        return BrowserView(record.split, None, extra)
 
     def annotation_case(self, entry: RunEntry, item: Item, record: LegalEvalQRecord) -> Case | None:
         return annotate.case(entry, item, record)

@@ -3,10 +3,14 @@ Top: AmendExp (CA AA RA CI AI RI); bottom: the revision tasks (IF SC CP TA WA)."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...metrics.agreement import format_rho
-from ...sections import Table, fmt, metrics_of
+from ...sections import Table, fmt
+
+if TYPE_CHECKING:
+    from ...results import RunEntry
+    from ...summary import Summary
 
 _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
 _REVISION = ("statrev", "reqrev", "riskrev")
@@ -244,18 +248,18 @@ def _mae(x: dict[str, Any] | None) -> str:
     return ("nan" if x["mae"] is None else f"{x['mae']:.2f}") + f" (n={x['n']})"
 
 
-def overflow_table(runs: list[dict[str, Any]]) -> Table | None:
+def overflow_table(runs: list[RunEntry]) -> Table | None:
     rows = []
     for r in runs:
-        if r["task"] != "legalrikai":
+        if r.task != "legalrikai":
             continue
-        m = metrics_of(r)
+        m = r.metrics
         shares = [v.value for v in m.groups("criterion", "focused_share").values() if v.value is not None]
         rows.append(
             [
-                r["run"],
-                r["setting"],
-                r["options"].get("overflow", "–"),
+                r.run,
+                r.setting,
+                r.options.get("overflow", "–"),
                 fmt(m.get("n_full")),
                 fmt(m.get("n_focused")),
                 fmt(m.get("n_skipped")),
@@ -288,12 +292,12 @@ def overflow_table(runs: list[dict[str, Any]]) -> Table | None:
     )
 
 
-def legalrikai_tables(summary: dict[str, Any]) -> list[Table]:
-    rep = (summary.get("task_reports") or {}).get("legalrikai")
+def legalrikai_tables(summary: Summary) -> list[Table]:
+    rep = summary.task_reports.get("legalrikai")
     if not rep:
         return []
     out = score_tables(rep)
-    t = overflow_table(summary.get("runs", []))
+    t = overflow_table(summary.runs)
     if t:
         out.append(t)
     return out + judge_agreement_tables(rep) + agreement_tables(rep)

@@ -19,6 +19,7 @@ from ...metrics.values import MetricValue, RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
+from ...sections import BrowserView
 from ..base import Item, Metric, Setting, Task
 from . import annotate, prompts, rubric
 from .metrics import aggregate
@@ -28,6 +29,7 @@ from .rubric import SUBTASKS
 if TYPE_CHECKING:
     from ...annotation import Case
     from ...sections import Table
+    from ...summary import Summary
 
 _FORMATS = (".jsonl", ".json", ".parquet")
 
@@ -75,13 +77,13 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     annotation_form = annotate.FORM
 
     @classmethod
-    def report_tables(cls, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Table]:
+    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
         from .report import legalrikai_tables
 
         return legalrikai_tables(summary)
 
     @classmethod
-    def browser_view(cls, record: LegalRikaiRecord) -> dict[str, Any]:
+    def browser_view(cls, record: LegalRikaiRecord) -> BrowserView:
         extra: dict[str, Any] = {}
         for j, v in sorted(record.judges.items()):
             extra[f"judge {j}: scores"] = v.get("scores") if v.get("scores") else f"failed ({v.get('finish_reason')})"
@@ -89,12 +91,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
                 extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
         if record.checks:
             extra["checks against the input contract"] = {k: v for k, v in record.checks.items() if k != "defects"}
-        return {
-            "group": record.subtask,
-            "correct": None,
-            "extra": extra,
-            "focused": record.input == "focused",
-        }
+        return BrowserView(record.subtask, None, extra, focused=record.input == "focused")
 
     def browser_diffs(self, item: Item, record: LegalRikaiRecord) -> dict[str, list[list[str]]]:
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
