@@ -286,7 +286,8 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
         rows,
         "focused: the statutes were cut to the articles that differ between the pre- and post-amendment "
         "text and their neighbours, because the full prompt did not fit the context. The share is that "
-        "of the judged items behind each score (per criterion in summary.json: <criterion>.focused_share). "
+        "of the judged items behind each score (per criterion in summary.json: the run's "
+        "metrics.breakdowns.criterion.<criterion>.focused_share). "
         "Format failures: answers not in the asked-for form (AmendExp without its two sections, no "
         "article in a contract).",
     )
