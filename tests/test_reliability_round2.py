@@ -79,8 +79,9 @@ def test_line_separators_in_outputs_ids_and_data_survive_an_only_rerun(tmp_path)
     assert again["consistency"][0]["n_items"] == 26 and again["noninferiority"][0]["comparisons"][0]["n"] == 26
     from offline_eval.report.browser import browser_data
     from offline_eval.results import ResultsFolder
+    from offline_eval.summary import Summary
 
-    data_rows = browser_data(ResultsFolder(out), json.loads((out / "summary.json").read_text(encoding="utf-8")))
+    data_rows = browser_data(ResultsFolder(out), Summary.read(out / "summary.json"))
     assert data_rows is not None and len(data_rows["rows"]) == 26
     assert all(len(r[4]) == 3 for r in data_rows["rows"])  # every row has the answers of all three runs
 
