@@ -25,9 +25,10 @@ STILL_UNTYPED = {"tasks/legalrikai/report.py": 79}
 
 
 def _metric_by_name(node: ast.Call) -> bool:
-    """`m.get("mean")` or `r.metrics.get("n_skipped")`: a metric of the run's typed RunMetrics, by its name."""
+    """`r.metrics.get("n_skipped")`, or `metrics.get("mean")` after `metrics = r.metrics`: a metric of the run's
+    typed RunMetrics, by its name (the names are not declared once yet)."""
     recv = node.func.value  # type: ignore[attr-defined]
-    return (isinstance(recv, ast.Name) and recv.id == "m") or (
+    return (isinstance(recv, ast.Name) and recv.id == "metrics") or (
         isinstance(recv, ast.Attribute) and recv.attr == "metrics"
     )
 
@@ -71,8 +72,8 @@ def test_the_report_reads_no_summary_data_by_string_keys():
 def test_the_scan_finds_what_it_looks_for(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text(
-        'def f(summary, r, m):\n    # r["not this"]\n    x = "r[\'nor this\']"\n'
-        '    return summary["runs"], r.get("throughput"), m.get("mean"), r.metrics.get("n_skipped")\n',
+        'def f(summary, r, m, metrics):\n    # r["not this"]\n    x = "r[\'nor this\']"\n'
+        '    return summary["runs"], r.get("throughput"), m.get("mean"), metrics.get("mean"), r.metrics.get("n")\n',
         encoding="utf-8",
     )
-    assert string_key_reads(planted) == ["summary['runs']", "r.get('throughput')"]
+    assert string_key_reads(planted) == ["summary['runs']", "r.get('throughput')", "m.get('mean')"]

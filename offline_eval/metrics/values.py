@@ -104,12 +104,6 @@ class RunMetrics(BaseModel):
         self.__pydantic_fields_set__.update(("values", "breakdowns", "judges"))
         return self
 
-    @classmethod
-    def of(cls, run: dict[str, Any]) -> RunMetrics:
-        """A run's metrics, typed, from a JSON view of the run (the report's)."""
-        m = run.get("metrics")
-        return m if isinstance(m, RunMetrics) else cls.model_validate(m or {})
-
     def get(self, name: str, default: Number = None) -> Number:
         """A named metric's value (`default` where the run has none)."""
         v = self.values.get(name)

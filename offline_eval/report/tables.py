@@ -75,19 +75,19 @@ def samples(runs: list[RunEntry]) -> Table | None:
     """Runs that answered each item k times (None: none did)."""
     rows = []
     for r in runs:
-        m = r.metrics
-        if "samples" not in m:
+        metrics = r.metrics
+        if "samples" not in metrics:
             continue
         rows.append(
             [
                 r.run,
                 r.setting,
-                fmt(m.get("samples")),
+                fmt(metrics.get("samples")),
                 r.primary_metric,
-                fmt(m.get(r.primary_metric)),
-                fmt(m.get("run_to_run_sd")),
-                fmt(m.get("majority_vote")),
-                fmt(m.get("samples_disagree")),
+                fmt(metrics.get(r.primary_metric)),
+                fmt(metrics.get("run_to_run_sd")),
+                fmt(metrics.get("majority_vote")),
+                fmt(metrics.get("samples_disagree")),
             ]
         )
     if not rows:

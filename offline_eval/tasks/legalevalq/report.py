@@ -24,21 +24,21 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
         if (run, s) in by_key
     ]
     for rank, r in order:
-        m = r.metrics
-        adj = m.get("adj_score")
+        metrics = r.metrics
+        adj = metrics.get("adj_score")
         rows.append(
             [
                 str(rank) if rank is not None else "– (no items)",
                 r.run,
-                fmt(m.get("mean"), 2),
-                fmt(m.get("std"), 2),
-                fmt(m.get("median"), 2),
-                ci_text(m.metric("adj_score"), 2),
+                fmt(metrics.get("mean"), 2),
+                fmt(metrics.get("std"), 2),
+                fmt(metrics.get("median"), 2),
+                ci_text(metrics.metric("adj_score"), 2),
                 tier(adj) if adj is not None and has_score(adj) else "–",
-                fmt(m.get("adj_score_delta"), 2),
-                fmt(m.get("n_scored")),
-                fmt(m.get("evaluator_parse_failures")),
-                fmt(m.get("truncated_answers")),
+                fmt(metrics.get("adj_score_delta"), 2),
+                fmt(metrics.get("n_scored")),
+                fmt(metrics.get("evaluator_parse_failures")),
+                fmt(metrics.get("truncated_answers")),
                 (r.evaluator.run if r.evaluator else None) or "–",
             ]
         )

@@ -253,19 +253,19 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
     for r in runs:
         if r.task != "legalrikai":
             continue
-        m = r.metrics
-        shares = [v.value for v in m.groups("criterion", "focused_share").values() if v.value is not None]
+        metrics = r.metrics
+        shares = [v.value for v in metrics.groups("criterion", "focused_share").values() if v.value is not None]
         rows.append(
             [
                 r.run,
                 r.setting,
                 r.options.get("overflow", "–"),
-                fmt(m.get("n_full")),
-                fmt(m.get("n_focused")),
-                fmt(m.get("n_skipped")),
+                fmt(metrics.get("n_full")),
+                fmt(metrics.get("n_focused")),
+                fmt(metrics.get("n_skipped")),
                 _v(max(shares)) if shares else "–",
-                fmt(m.get("truncated")),
-                fmt(m.get("format_failures")),
+                fmt(metrics.get("truncated")),
+                fmt(metrics.get("format_failures")),
             ]
         )
     if not rows:
