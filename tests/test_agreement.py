@@ -76,6 +76,7 @@ def test_judge_agreement_and_bias_by_hand():
     from offline_eval.results import RunKey
     from offline_eval.tasks.legalrikai.agreement import judge_agreement
     from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
+    from offline_eval.tasks.legalrikai.sweepreport import AlphaCell
 
     def rec(item: str, a: int, b: int) -> LegalRikaiRecord:
         r = LegalRikaiRecord(
@@ -91,11 +92,11 @@ def test_judge_agreement_and_bias_by_hand():
     assert ja is not None
     if_bias = ja.bias["reqrev"]["j1"]["IF"]
     # IF is on 1..3: normalised differences j1 - j2 are 0.5, 0, 1; j1's bias against the mean is half: 0.25.
-    assert if_bias["bias"] == pytest.approx(0.25) and ja.bias["reqrev"]["j2"]["IF"]["bias"] == pytest.approx(-0.25)
-    assert if_bias["ci_low"] is None and if_bias["n_clusters"] == 3  # 3 source items: n too small
+    assert if_bias.bias == pytest.approx(0.25) and ja.bias["reqrev"]["j2"]["IF"].bias == pytest.approx(-0.25)
+    assert if_bias.ci_low is None and if_bias.n_clusters == 3  # 3 source items: n too small
     alpha = krippendorff_alpha([[3, 2, 3], [2, 2, 1]], [1, 2, 3])
-    assert ja.alpha["reqrev"]["IF"] == {"alpha": round(alpha, 4) if alpha is not None else None, "n": 3}
-    assert ja.alpha["reqrev"]["SC"]["alpha"] is None  # every score 2: nothing to agree on
+    assert ja.alpha["reqrev"]["IF"] == AlphaCell(alpha=round(alpha, 4) if alpha is not None else None, n=3)
+    assert ja.alpha["reqrev"]["SC"].alpha is None  # every score 2: nothing to agree on
     # Two runs over 25 items: 50 outputs in 25 clusters, enough for a CI around the bias.
     many = {
         RunKey(run, "legalrikai.reqrev"): [rec(str(i), 3, 2 if i % 3 else 3) for i in range(25)] for run in ("a", "b")
@@ -103,5 +104,30 @@ def test_judge_agreement_and_bias_by_hand():
     ja = judge_agreement(many, ["j1", "j2"], n_resamples=500)
     assert ja is not None
     b = ja.bias["reqrev"]["j1"]["IF"]
-    assert b["n"] == 50 and b["n_clusters"] == 25 and b["ci_low"] < b["bias"] < b["ci_high"]
+    assert b.n == 50 and b.n_clusters == 25
+    assert b.ci_low is not None and b.bias is not None and b.ci_high is not None and b.ci_low < b.bias < b.ci_high
     assert judge_agreement(many, ["j1"]) is None
+
+
+def test_the_task_report_reads_back_typed_as_written_and_a_bad_cell_is_one_line(tmp_path):
+    """summary.json's task_reports.legalrikai round-trips through its model: a cell's interval keys only where a
+    bootstrap ran; a value of the wrong form names the field."""
+    from offline_eval.errors import InputError
+    from offline_eval.tasks.legalrikai.sweepreport import BiasCell, JudgeAgreement, LegalRikaiReport
+    from partial import summary as summary_of
+
+    ja = JudgeAgreement(alpha={}, bias={"reqrev": {"j": {"IF": BiasCell(bias=0.1, n=3), "SC": BiasCell(
+        bias=0.2, n=30, ci_low=None, ci_high=None, n_clusters=3)}}})  # fmt: skip
+    rep = LegalRikaiReport(subtasks=["reqrev"], criteria={"reqrev": ["IF", "SC"]}, judges=["j"], scores=[], human=None,
+                           judge_agreement=ja)  # fmt: skip
+    raw = rep.to_json()
+    assert raw["judge_agreement"]["bias"]["reqrev"]["j"] == {
+        "IF": {"bias": 0.1, "n": 3},
+        "SC": {"bias": 0.2, "n": 30, "ci_low": None, "ci_high": None, "n_clusters": 3},
+    }
+    summary = summary_of({"task_reports": {"legalrikai": raw}})
+    assert LegalRikaiReport.of(summary) == rep and LegalRikaiReport.of(summary_of({})) is None
+    raw["judge_agreement"]["bias"]["reqrev"]["j"]["IF"]["n"] = "three"
+    with pytest.raises(InputError) as e:
+        LegalRikaiReport.of(summary_of({"task_reports": {"legalrikai": raw}}))
+    assert "task_reports.legalrikai.judge_agreement.bias.reqrev.j.IF.n" in str(e.value)

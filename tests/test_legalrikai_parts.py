@@ -261,15 +261,15 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
         k = res.kappa["statrev"][c]
         rho = res.spearman["statrev"]["J"][c]
         if c == "TA":
-            assert k["kappa"] is None and k["n"] == n and rho["rho"] is None
+            assert k.kappa is None and k.n == n and rho.rho is None
             continue
-        assert k["kappa"] == pytest.approx(
+        assert k.kappa == pytest.approx(
             cohen_kappa_score([ann_a[i][c] for i in ids], [ann_b[i][c] for i in ids]), abs=1e-4
         )
         ref = stats.spearmanr(j, h)
-        assert rho["rho"] == pytest.approx(ref.statistic, abs=1e-4) and rho["p"] == pytest.approx(ref.pvalue, abs=1e-4)
+        assert rho.rho == pytest.approx(ref.statistic, abs=1e-4) and rho.p == pytest.approx(ref.pvalue, abs=1e-4)
         assert res.spearman["statrev"]["Avg"][c] == rho  # one judge: Avg is that judge
-        assert res.mae["statrev"]["J"][c]["mae"] == pytest.approx(np.mean(np.abs(np.array(j) - h)), abs=1e-4)
+        assert res.mae["statrev"]["J"][c].mae == pytest.approx(np.mean(np.abs(np.array(j) - h)), abs=1e-4)
         assert res.human_scores["statrev"]["m.llamacpp.x.ctx1"][c] == pytest.approx(np.mean(h), abs=1e-4)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from statistics import mean
 from typing import Any
@@ -29,6 +28,20 @@ from . import rubric
 from .human import criteria_scales, output_sha256, read_human_scores
 from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
+from .sweepreport import (
+    Agreement,
+    AlphaCell,
+    BiasCell,
+    Checks,
+    Inputs,
+    JudgeAgreement,
+    KappaCell,
+    LegalRikaiReport,
+    MaeCell,
+    RhoCell,
+    ScoreRow,
+    Setting,
+)
 
 
 def _nan_none(v: float) -> float | None:
@@ -49,10 +62,10 @@ def _match(
     runs_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (sub-task, model or run name) -> runs
     settings: dict[str, list[RunEntry]] = defaultdict(list)  # sub-task -> its runs
     for e in runs:
-        sub = e.options["subtask"]
-        runs_of[(sub, e.run)].add(e.run)
-        runs_of[(sub, e.model)].add(e.run)
-        settings[sub].append(e)
+        of = Setting.of(e).subtask
+        runs_of[(of, e.run)].add(e.run)
+        runs_of[(of, e.model)].add(e.run)
+        settings[of].append(e)
     out: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(dict)
     unmatched: dict[str, int] = defaultdict(int)
     for h in rows:
@@ -116,63 +129,6 @@ def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
     return (math.nan if any(math.isnan(v) for v in values) else mean(values)), n
 
 
-@dataclass
-class ScoreRow:
-    """One run on one sub-task: the judges' scores (Table 6), the inputs it got and the deterministic checks."""
-
-    subtask: str
-    run: str
-    Avg: dict[str, float | None]  # criterion -> mean over the judges, in [0, 1]
-    score: float | None
-    judges: dict[str, dict[str, float | None]]  # judge -> criterion -> its mean
-    judge_failures: dict[str, int]
-    inputs: dict[str, int]  # full, focused, skipped
-    checks: dict[str, float | None]
-
-
-@dataclass
-class Agreement:
-    """Judge-human agreement (Tables 5, 7, 8): per sub-task, criterion and judge ("Avg": their mean)."""
-
-    file: str
-    rows: int
-    matched_outputs: int
-    unmatched: list[str]
-    human_scores: dict[str, dict[str, dict[str, float]]]  # sub-task -> run -> criterion -> mean human score
-    kappa: dict[str, dict[str, dict[str, Any]]]  # sub-task -> criterion -> {kappa, n}
-    spearman: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {rho, p, n}
-    mae: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {mae, n}
-    # Among the annotators: Krippendorff's alpha (ordinal) over the outputs two or more of them scored.
-    alpha: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # sub-task -> criterion -> {alpha, n}
-    # Each judge (and Avg) minus the annotators' mean on [0, 1], with a CI resampling source items.
-    bias: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
-
-
-@dataclass
-class JudgeAgreement:
-    """Among several judges, per sub-task and criterion: Krippendorff's alpha (ordinal) over the outputs, and each
-    judge's mean bias against the judges' mean, on [0, 1], with a CI that resamples source items (the outputs of
-    every candidate for one item are correlated)."""
-
-    alpha: dict[str, dict[str, dict[str, Any]]]  # sub-task -> criterion -> {alpha, n}: n outputs rated twice+
-    bias: dict[str, dict[str, dict[str, dict[str, Any]]]]  # sub-task -> judge -> criterion -> {bias, ci_*, n, ...}
-
-
-@dataclass
-class LegalRikaiReport:
-    """summary.json's task_reports.legalrikai: what the paper-layout tables are drawn from."""
-
-    subtasks: list[str]
-    criteria: dict[str, list[str]]
-    judges: list[str]
-    scores: list[ScoreRow]
-    human: Agreement | None
-    judge_agreement: JudgeAgreement | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def judge_agreement(
     records: Records[LegalRikaiRecord], judges: list[str], n_resamples: int = 1000, seed: int = 0
 ) -> JudgeAgreement | None:
@@ -193,26 +149,18 @@ def judge_agreement(
                         raw[i, u] = got[c.code]
             rated = np.sum(~np.isnan(raw), axis=0) >= 2
             alpha = krippendorff_alpha(raw, list(range(c.lo, c.hi + 1)))
-            out.alpha[sub][c.code] = {"alpha": _nan_none(alpha) if alpha is not None else None, "n": int(rated.sum())}
+            out.alpha[sub][c.code] = AlphaCell(
+                alpha=_nan_none(alpha) if alpha is not None else None, n=int(rated.sum())
+            )
             norm = (raw[:, rated] - c.lo) / (c.hi - c.lo)
             consensus = np.nanmean(norm, axis=0)
             labels = [r.source_item for r, keep in zip(mine, rated) if keep]
             for i, j in enumerate(judges):
                 has = ~np.isnan(norm[i])
                 diff = norm[i][has] - consensus[has]
-                entry: dict[str, Any] = {
-                    "bias": round(float(diff.mean()), 4) if has.any() else None,
-                    "n": int(has.sum()),
-                }
-                if has.any() and n_resamples:
-                    clusters = Clusters.of([x for x, h in zip(labels, has) if h])
-                    iv = trusted(resample(mean_of, mean_columns(diff), clusters, n_resamples, seed), clusters.n)
-                    entry.update(
-                        ci_low=_nan_none(iv.low) if iv.low is not None else None,
-                        ci_high=_nan_none(iv.high) if iv.high is not None else None,
-                        n_clusters=clusters.n,
-                    )
-                out.bias[sub][j][c.code] = entry
+                out.bias[sub][j][c.code] = _bias(
+                    diff.tolist(), [x for x, h in zip(labels, has) if h], n_resamples, seed
+                )
     return out
 
 
@@ -227,12 +175,12 @@ def sweep_report(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> LegalRikaiReport:
-    subs = [s for s in SUBTASKS if any(e.options["subtask"] == s for e in runs)]
+    subs = [s for s in SUBTASKS if any(Setting.of(e).subtask == s for e in runs)]
     judges = sorted({j for recs in records.values() for r in recs for j in r.judges})
     scores = []
-    for e in sorted(runs, key=lambda e: (SUBTASKS.index(e.options["subtask"]), e.run)):
+    for e in sorted(runs, key=lambda e: (SUBTASKS.index(Setting.of(e).subtask), e.run)):
         m = e.metrics
-        sub = e.options["subtask"]
+        sub = Setting.of(e).subtask
         crits = [c.code for c in rubric.criteria(sub)]
         scores.append(
             ScoreRow(
@@ -242,10 +190,8 @@ def sweep_report(
                 score=m.get("score"),
                 judges={j: {c: m.judges[j].criteria.get(c) for c in crits} for j in judges if j in m.judges},
                 judge_failures={j: m.judges[j].failures for j in judges if j in m.judges},
-                inputs={k: int(m.get(f"n_{k}") or 0) for k in ("full", "focused", "skipped")},
-                checks={
-                    k: m.get(k) for k in ("diff_chars", "changed_precision", "changed_recall", "introduced_defects")
-                },
+                inputs=Inputs(**{k: int(m.get(f"n_{k}") or 0) for k in Inputs.model_fields}),
+                checks=Checks(**{k: m.get(k) for k in Checks.model_fields}),
             )
         )
     human = (
@@ -289,6 +235,8 @@ def agreement(
         kappa={},
         spearman={},
         mae={},
+        alpha={},
+        bias={},
     )
     for sub in sorted({k[0] for k in cells}, key=SUBTASKS.index):
         res.human_scores[sub], res.kappa[sub], res.alpha[sub] = {}, {}, {}
@@ -298,7 +246,7 @@ def agreement(
         for c in rubric.criteria(sub):
             mine = {k: v for k, v in cells.items() if k[0] == sub and k[3] == c.code}
             kappa, n = _kappa(list(mine.values()))
-            res.kappa[sub][c.code] = {"kappa": _nan_none(kappa) if kappa is not None else None, "n": n}
+            res.kappa[sub][c.code] = KappaCell(kappa=_nan_none(kappa) if kappa is not None else None, n=n)
             res.alpha[sub][c.code] = _annotator_alpha(list(mine.values()), c)
             human = {k[1:3]: mean(crit[c.code].normalise(s) for s in v.values()) for k, v in mine.items()}
             for run in sorted({k[0] for k in human}):
@@ -320,37 +268,38 @@ def agreement(
                         items.append(f"{sub}/{item}")
                 res.bias[sub][j][c.code] = _bias([a - b for a, b in pairs], items, n_resamples, seed)
                 rho, p = spearman([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (math.nan, math.nan)
-                res.spearman[sub][j][c.code] = {"rho": _nan_none(rho), "p": _nan_none(p), "n": len(pairs)}
-                res.mae[sub][j][c.code] = {
-                    "mae": _nan_none(mae([a for a, _ in pairs], [b for _, b in pairs])),
-                    "n": len(pairs),
-                }
+                res.spearman[sub][j][c.code] = RhoCell(rho=_nan_none(rho), p=_nan_none(p), n=len(pairs))
+                res.mae[sub][j][c.code] = MaeCell(
+                    mae=_nan_none(mae([a for a, _ in pairs], [b for _, b in pairs])), n=len(pairs)
+                )
     return res
 
 
-def _annotator_alpha(cells: list[dict[str, int]], c: Criterion) -> dict[str, Any]:
+def _annotator_alpha(cells: list[dict[str, int]], c: Criterion) -> AlphaCell:
     """Krippendorff's alpha (ordinal) between the annotators, over the outputs two or more of them scored."""
     names = sorted({a for cell in cells for a in cell})
     rated = [cell for cell in cells if len(cell) >= 2]
     if len(names) < 2 or not rated:
-        return {"alpha": None, "n": len(rated)}
+        return AlphaCell(alpha=None, n=len(rated))
     raw = np.array([[cell.get(a, np.nan) for cell in rated] for a in names], dtype=float)
     alpha = krippendorff_alpha(raw, list(range(c.lo, c.hi + 1)))
-    return {"alpha": _nan_none(alpha) if alpha is not None else None, "n": len(rated)}
+    return AlphaCell(alpha=_nan_none(alpha) if alpha is not None else None, n=len(rated))
 
 
-def _bias(diffs: list[float], items: list[str], n_resamples: int, seed: int) -> dict[str, Any]:
-    """The mean of judge minus human on [0, 1] (positive: the judge is more lenient), with a 95% CI that resamples
-    source items (withheld under 20 of them)."""
+def _bias(diffs: list[float], items: list[str], n_resamples: int, seed: int) -> BiasCell:
+    """The mean of a judge's score minus a reference's on [0, 1] (positive: the judge is more lenient), with a 95%
+    CI that resamples the source items `items` label (withheld under 20 of them)."""
     if not diffs:
-        return {"bias": None, "n": 0}
-    out: dict[str, Any] = {"bias": round(float(np.mean(diffs)), 4), "n": len(diffs)}
-    if n_resamples:
-        clusters = Clusters.of(items)
-        iv = trusted(resample(mean_of, mean_columns(np.array(diffs)), clusters, n_resamples, seed), clusters.n)
-        out.update(
-            ci_low=_nan_none(iv.low) if iv.low is not None else None,
-            ci_high=_nan_none(iv.high) if iv.high is not None else None,
-            n_clusters=clusters.n,
-        )
-    return out
+        return BiasCell(bias=None, n=0)
+    bias, n = round(float(np.mean(diffs)), 4), len(diffs)
+    if not n_resamples:
+        return BiasCell(bias=bias, n=n)
+    clusters = Clusters.of(items)
+    iv = trusted(resample(mean_of, mean_columns(np.array(diffs)), clusters, n_resamples, seed), clusters.n)
+    return BiasCell(
+        bias=bias,
+        n=n,
+        ci_low=_nan_none(iv.low) if iv.low is not None else None,
+        ci_high=_nan_none(iv.high) if iv.high is not None else None,
+        n_clusters=clusters.n,
+    )

@@ -3,10 +3,12 @@ Top: AmendExp (CA AA RA CI AI RI); bottom: the revision tasks (IF SC CP TA WA)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...metrics.agreement import format_rho
+from ...metrics.values import Number
 from ...sections import Table, fmt
+from .sweepreport import AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
 
 if TYPE_CHECKING:
     from ...results import RunEntry
@@ -16,49 +18,51 @@ _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "ris
 _REVISION = ("statrev", "reqrev", "riskrev")
 
 
-def _groups(rep: dict[str, Any]) -> list[tuple[str, list[str], list[str]]]:
+_AMENDEXP = "amendexp"
+
+
+def _groups(rep: LegalRikaiReport) -> list[tuple[str, list[str], list[str]]]:
     """(title suffix, sub-tasks, criteria) for AmendExp and for the revision tasks present."""
-    subs = rep["subtasks"]
+    subs = rep.subtasks
     out = []
-    if "amendexp" in subs:
-        out.append(("AmendExp", ["amendexp"], rep["criteria"]["amendexp"]))
+    if _AMENDEXP in subs:
+        out.append(("AmendExp", [_AMENDEXP], rep.criteria[_AMENDEXP]))
     rev = [s for s in _REVISION if s in subs]
     if rev:
-        out.append(("StatRev, ReqRev, RiskRev", rev, rep["criteria"][rev[0]]))
+        out.append(("StatRev, ReqRev, RiskRev", rev, rep.criteria[rev[0]]))
     return out
 
 
-def _v(x: Any) -> str:
+def _v(x: Number) -> str:
     return fmt(x if x is None else float(x), 2)  # a mean, also where every record counted a whole number
 
 
-def score_tables(rep: dict[str, Any]) -> list[Table]:
-    n = len(rep["judges"])
+def score_tables(rep: LegalRikaiReport) -> list[Table]:
+    n = len(rep.judges)
     tables = []
     for title, subs, crits in _groups(rep):
         rows = []
-        for s in (s for s in rep["scores"] if s["subtask"] in subs):
-            c = s["checks"]
-            inputs = s["inputs"]
+        for s in (s for s in rep.scores if s.subtask in subs):
+            c = s.checks
             det = (
                 []
                 if title == "AmendExp"
                 else [
-                    fmt(c.get("diff_chars"), 0),
-                    _v(c.get("changed_precision")),
-                    _v(c.get("changed_recall")),
-                    _v(c.get("introduced_defects")),
+                    fmt(c.diff_chars, 0),
+                    _v(c.changed_precision),
+                    _v(c.changed_recall),
+                    _v(c.introduced_defects),
                 ]
             )
             rows.append(
                 [
-                    _NAMES[s["subtask"]],
-                    s["run"],
-                    *[_v(s["Avg"].get(k)) for k in crits],
-                    _v(s["score"]),
+                    _NAMES[s.subtask],
+                    s.run,
+                    *[_v(s.Avg.get(k)) for k in crits],
+                    _v(s.score),
                     *det,
-                    f"{inputs['full']}/{inputs['focused']}/{inputs['skipped']}",
-                    ", ".join(f"{v}" for v in s["judge_failures"].values()) or "–",
+                    f"{s.inputs.full}/{s.inputs.focused}/{s.inputs.skipped}",
+                    ", ".join(f"{v}" for v in s.judge_failures.values()) or "–",
                 ]
             )
         det_head = [] if title == "AmendExp" else ["diff chars", "changed P", "changed R", "defects introduced"]
@@ -72,40 +76,40 @@ def score_tables(rep: dict[str, Any]) -> list[Table]:
                 "characters changed against the input contract, precision/recall of changed articles "
                 "against the gold, structure defects the output introduced (per item). Judge failures "
                 "(unparseable, cut off or overflowing answers) are per judge, in the order: "
-                + ", ".join(rep["judges"])
+                + ", ".join(rep.judges)
                 + ".",
             )
         )
         rows = [
-            [_NAMES[s["subtask"]], s["run"], j, *[_v(v.get(k)) for k in crits]]
-            for s in rep["scores"]
-            if s["subtask"] in subs
-            for j, v in s["judges"].items()
+            [_NAMES[s.subtask], s.run, j, *[_v(v.get(k)) for k in crits]]
+            for s in rep.scores
+            if s.subtask in subs
+            for j, v in s.judges.items()
         ]
         if rows:
             tables.append(Table(f"LegalRikai {title}: scores per judge", ["task", "run", "judge", *crits], rows))
     return tables
 
 
-def agreement_tables(rep: dict[str, Any]) -> list[Table]:
-    h = rep.get("human")
-    if not h:
+def agreement_tables(rep: LegalRikaiReport) -> list[Table]:
+    h = rep.human
+    if h is None:
         return []
-    judges = [*rep["judges"], "Avg"]
+    judges = [*rep.judges, "Avg"]
     tables = []
     note = (
-        f"{h['rows']} human score rows from {h['file']}, matched to {h['matched_outputs']} outputs"
-        + (f"; not matched: {'; '.join(h['unmatched'])}" if h["unmatched"] else "")
+        f"{h.rows} human score rows from {h.file}, matched to {h.matched_outputs} outputs"
+        + (f"; not matched: {'; '.join(h.unmatched)}" if h.unmatched else "")
         + "."
     )
     for title, subs, crits in _groups(rep):
-        subs = [s for s in subs if s in h["kappa"]]
+        subs = [s for s in subs if s in h.kappa]
         if not subs:
             continue
         rows = [
             [_NAMES[s], run, *[_v(v.get(k)) for k in crits]]
             for s in subs
-            for run, v in sorted(h["human_scores"][s].items())
+            for run, v in sorted(h.human_scores[s].items())
         ]
         tables.append(
             Table(
@@ -115,7 +119,7 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
                 "Annotators' scores mapped to [0, 1]; several annotators of one output are averaged.",
             )
         )
-        rows = [[_NAMES[s], *[_kappa(h["kappa"][s].get(k)) for k in crits]] for s in subs]
+        rows = [[_NAMES[s], *[_kappa(h.kappa[s].get(k)) for k in crits]] for s in subs]
         tables.append(
             Table(
                 f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)",
@@ -125,8 +129,8 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
                 "annotators scored (the most of any pair).",
             )
         )
-        if any(h.get("alpha", {}).get(s) for s in subs):
-            rows = [[_NAMES[s], *[_alpha((h.get("alpha") or {}).get(s, {}).get(k)) for k in crits]] for s in subs]
+        if any(h.alpha.get(s) for s in subs):
+            rows = [[_NAMES[s], *[_alpha(h.alpha.get(s, {}).get(k)) for k in crits]] for s in subs]
             tables.append(
                 Table(
                     f"LegalRikai {title}: agreement among the annotators (Krippendorff's alpha, ordinal)",
@@ -137,7 +141,7 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
                     "package.",
                 )
             )
-        rows = [[_NAMES[s], j, *[_rho(h["spearman"][s][j].get(k)) for k in crits]] for s in subs for j in judges]
+        rows = [[_NAMES[s], j, *[_rho(h.spearman[s][j].get(k)) for k in crits]] for s in subs for j in judges]
         tables.append(
             Table(
                 f"LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)",
@@ -147,7 +151,7 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
                 "score identical) or fewer than 3 outputs. " + note,
             )
         )
-        rows = [[_NAMES[s], j, *[_mae(h["mae"][s][j].get(k)) for k in crits]] for s in subs for j in judges]
+        rows = [[_NAMES[s], j, *[_mae(h.mae[s][j].get(k)) for k in crits]] for s in subs for j in judges]
         tables.append(
             Table(
                 f"LegalRikai {title}: mean absolute error, judges vs humans (Table 8)",
@@ -156,9 +160,9 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
                 "On the [0, 1] scale; n: outputs both the judge and an annotator scored.",
             )
         )
-        if any(h.get("bias", {}).get(s) for s in subs):
+        if any(h.bias.get(s) for s in subs):
             rows = [
-                [_NAMES[s], j, *[_bias((h.get("bias") or {}).get(s, {}).get(j, {}).get(k)) for k in crits]]
+                [_NAMES[s], j, *[_bias(h.bias.get(s, {}).get(j, {}).get(k)) for k in crits]]
                 for s in subs
                 for j in judges
             ]
@@ -175,17 +179,17 @@ def agreement_tables(rep: dict[str, Any]) -> list[Table]:
     return tables
 
 
-def judge_agreement_tables(rep: dict[str, Any]) -> list[Table]:
+def judge_agreement_tables(rep: LegalRikaiReport) -> list[Table]:
     """Among several judges: Krippendorff's alpha per criterion, and each judge's bias against their mean."""
-    ja = rep.get("judge_agreement")
-    if not ja:
+    ja = rep.judge_agreement
+    if ja is None:
         return []
     tables = []
     for title, subs, crits in _groups(rep):
-        subs = [s for s in subs if s in ja["alpha"]]
+        subs = [s for s in subs if s in ja.alpha]
         if not subs:
             continue
-        rows = [[_NAMES[s], *[_alpha(ja["alpha"][s].get(k)) for k in crits]] for s in subs]
+        rows = [[_NAMES[s], *[_alpha(ja.alpha[s].get(k)) for k in crits]] for s in subs]
         tables.append(
             Table(
                 f"LegalRikai {title}: agreement among the judges (Krippendorff's alpha, ordinal)",
@@ -196,10 +200,10 @@ def judge_agreement_tables(rep: dict[str, Any]) -> list[Table]:
             )
         )
         rows = [
-            [_NAMES[s], j, *[_bias(ja["bias"][s][j].get(k)) for k in crits]]
+            [_NAMES[s], j, *[_bias(ja.bias[s][j].get(k)) for k in crits]]
             for s in subs
-            for j in rep["judges"]
-            if j in ja["bias"][s]
+            for j in rep.judges
+            if j in ja.bias[s]
         ]
         tables.append(
             Table(
@@ -214,38 +218,36 @@ def judge_agreement_tables(rep: dict[str, Any]) -> list[Table]:
     return tables
 
 
-def _alpha(x: dict[str, Any] | None) -> str:
-    if not x or not x["n"]:
+def _cell(value: float | None, n: int) -> str:
+    return ("nan" if value is None else f"{value:.2f}") + f" (n={n})"
+
+
+def _alpha(x: AlphaCell | None) -> str:
+    return "–" if x is None or not x.n else _cell(x.alpha, x.n)
+
+
+def _kappa(x: KappaCell | None) -> str:
+    return "–" if x is None or not x.n else _cell(x.kappa, x.n)
+
+
+def _mae(x: MaeCell | None) -> str:
+    return "–" if x is None or not x.n else _cell(x.mae, x.n)
+
+
+def _bias(x: BiasCell | None) -> str:
+    if x is None or x.bias is None:
         return "–"
-    return ("nan" if x["alpha"] is None else f"{x['alpha']:.2f}") + f" (n={x['n']})"
+    text = f"{x.bias:+.3f}"
+    if x.ci_low is not None and x.ci_high is not None:
+        return text + f" [{x.ci_low:+.3f}, {x.ci_high:+.3f}] (n={x.n})"
+    return text + (f" (n too small: {x.n_clusters} items; n={x.n})" if x.has_interval else f" (n={x.n})")
 
 
-def _bias(x: dict[str, Any] | None) -> str:
-    if not x or x.get("bias") is None:
+def _rho(x: RhoCell | None) -> str:
+    if x is None or not x.n:
         return "–"
-    text = f"{x['bias']:+.3f}"
-    if x.get("ci_low") is not None and x.get("ci_high") is not None:
-        return text + f" [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}] (n={x['n']})"
-    return text + (f" (n too small: {x['n_clusters']} items; n={x['n']})" if "n_clusters" in x else f" (n={x['n']})")
-
-
-def _kappa(x: dict[str, Any] | None) -> str:
-    if not x or not x["n"]:
-        return "–"
-    return ("nan" if x["kappa"] is None else f"{x['kappa']:.2f}") + f" (n={x['n']})"
-
-
-def _rho(x: dict[str, Any] | None) -> str:
-    if not x or not x["n"]:
-        return "–"
-    rho = "nan" if x["rho"] is None else format_rho(x["rho"], x["p"] if x["p"] is not None else 1.0)
-    return f"{rho} (n={x['n']})"
-
-
-def _mae(x: dict[str, Any] | None) -> str:
-    if not x or not x["n"]:
-        return "–"
-    return ("nan" if x["mae"] is None else f"{x['mae']:.2f}") + f" (n={x['n']})"
+    rho = "nan" if x.rho is None else format_rho(x.rho, x.p if x.p is not None else 1.0)
+    return f"{rho} (n={x.n})"
 
 
 def overflow_table(runs: list[RunEntry]) -> Table | None:
@@ -259,7 +261,7 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
             [
                 r.run,
                 r.setting,
-                r.options.get("overflow", "–"),
+                Setting.of(r).overflow or "–",
                 fmt(metrics.get("n_full")),
                 fmt(metrics.get("n_focused")),
                 fmt(metrics.get("n_skipped")),
@@ -294,8 +296,8 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
 
 
 def legalrikai_tables(summary: Summary) -> list[Table]:
-    rep = summary.task_reports.get("legalrikai")
-    if not rep:
+    rep = LegalRikaiReport.of(summary)
+    if rep is None:
         return []
     out = score_tables(rep)
     t = overflow_table(summary.runs)
