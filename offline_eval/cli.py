@@ -127,6 +127,7 @@ def cmd_annotate(a: argparse.Namespace) -> int:
         blind=not a.unblind,
         resume=a.resume,
         allow_changed_data=a.allow_changed_data,
+        config=a.config,
     )
     for line in w.warnings:
         print(f"offline-eval: warning: {line}", file=sys.stderr)
@@ -347,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     ann.add_argument("--unblind", action="store_true", help="show each output's run and judge scores from the start")
     ann.add_argument("--resume", nargs="+", help="an earlier export of this sample: the page starts from its scores")
     ann.add_argument("--allow-changed-data", action="store_true", help="go on though the data changed since the sweep")
+    ann.add_argument(
+        "--config", help="the sweep's config, for a folder made before summary.json recorded its data (schema 2)"
+    )
     ann.set_defaults(func=cmd_annotate)
 
     ver = sub.add_parser(

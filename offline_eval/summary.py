@@ -22,7 +22,7 @@ from .results import ItemRecord, PlainRecord, ResultsFolder, RunEntry
 SCHEMA_VERSION = (
     4  # 4: metrics as values; 3: typed, with provenance; 2: clustered CIs and score intervals; 1: the first
 )
-OLDEST_READ = 3  # older versions, and newer ones, are refused in one line
+OLDEST_READ = 2  # older versions, and newer ones, are refused in one line
 
 
 class _Model(BaseModel):
@@ -305,7 +305,7 @@ class Summary(_Model):
         version = raw.get("schema_version", raw.get("version"))
         old = version if isinstance(version, int) and OLDEST_READ <= version < SCHEMA_VERSION else None
         if old is not None:
-            raw = forward(raw, old, SCHEMA_VERSION)
+            raw = forward(raw, old, SCHEMA_VERSION, RunEntry.model_fields.keys())
             version = raw.get("schema_version")
         if version != SCHEMA_VERSION:
             writer = ((raw.get("provenance") or {}).get("sweep") or {}).get("offline_eval_version")

@@ -1,6 +1,7 @@
-"""Old folders read forward: the version-3 folder kept in tests/fixtures (made by the demo's llama.cpp part before
-schema 4) opens in load(), report, annotate, compare and verify, each saying in one line that it migrated; every
-one of its numbers is where scripts/v3_to_v4.py's own mapping says it is; a re-sweep writes version 4."""
+"""Old folders read forward: the version-3 and version-2 folders kept in tests/fixtures (made by the demo's
+llama.cpp part before schema 4, and before schema 3) open in load(), report, annotate, compare and verify, each
+saying in one line that it migrated; every one of their numbers is where scripts/v3_to_v4.py's own mapping says it
+is; a re-sweep writes version 4."""
 
 from __future__ import annotations
 
@@ -22,14 +23,20 @@ from offline_eval.summary import SCHEMA_VERSION, Summary
 
 FIXTURE = ROOT / "tests" / "fixtures" / "v3-demo"
 MADE_AT = "/work/main/"  # the checkout the fixture was made in: its paths are rewritten to this one's
+V2 = ROOT / "tests" / "fixtures" / "v2-demo"
+V2_MADE_AT = "/tmp/v2wt/"  # a worktree of git 2674d2a, the last commit that wrote version 2
 
 
-def v3_copy(tmp_path: Path) -> Path:
-    out = tmp_path / "v3"
-    shutil.copytree(FIXTURE, out)
+def v3_copy(tmp_path: Path, fixture: Path = FIXTURE, made_at: str = MADE_AT) -> Path:
+    out = tmp_path / fixture.name
+    shutil.copytree(fixture, out)
     s = out / "summary.json"
-    s.write_text(s.read_text("utf-8").replace(MADE_AT, f"{ROOT}/"), "utf-8")
+    s.write_text(s.read_text("utf-8").replace(made_at, f"{ROOT}/"), "utf-8")
     return out
+
+
+def v2_copy(tmp_path: Path) -> Path:
+    return v3_copy(tmp_path, V2, V2_MADE_AT)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,6 +47,23 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def migrated_lines(err: str) -> list[str]:
     return [x for x in err.splitlines() if "read forward to version 4" in x]
+
+
+def every_number_where_it_was(old: dict, s: Summary, tmp_path: Path, capsys) -> None:
+    """By scripts/v3_to_v4.py's own mapping of every number (not the migration's), with at least `least`."""
+    new, was = tmp_path / "v4.json", tmp_path / "v3.json"
+    new.write_text(json.dumps(s.to_json(), ensure_ascii=False), "utf-8")
+    was.write_text(json.dumps(old, ensure_ascii=False), "utf-8")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import v3_to_v4
+    finally:
+        sys.path.pop(0)
+    capsys.readouterr()
+    assert v3_to_v4.main([str(was), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("v3 -> v4: ") and " 0 differ, 0 unaccounted" in out
+    assert int(out.split()[3]) > 900  # every number of 33 or 37 runs
 
 
 def test_load_reads_a_v3_folder_forward_in_one_line_and_every_number_is_where_it_was(tmp_path, capsys):
@@ -63,18 +87,7 @@ def test_load_reads_a_v3_folder_forward_in_one_line_and_every_number_is_where_it
     )
     assert civil.note == "n too small" and civil.ci_low is None  # 2 clusters: withheld, and why
     assert set(m.groups("year", "accuracy")) == {k.split(".")[1] for k in old if k.startswith("year.")}
-    # every number, by the proof script's own mapping (not the migration's)
-    new = tmp_path / "v4.json"
-    new.write_text(json.dumps(s.to_json(), ensure_ascii=False), "utf-8")
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import v3_to_v4
-    finally:
-        sys.path.pop(0)
-    assert v3_to_v4.main([str(folder / "summary.json"), str(new)]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("v3 -> v4: ") and " 0 differ, 0 unaccounted" in out
-    assert int(out.split()[3]) > 900  # every number of 37 runs
+    every_number_where_it_was(raw, s, tmp_path, capsys)
     # no key string carries structure any more
     keys = {k for r in s.runs for k in r.metrics.values}
     assert not {k for k in keys if "." in k or "@" in k or k.endswith(("_ci_low", "_ci_high"))}
@@ -114,12 +127,61 @@ def test_report_and_annotate_open_a_v3_folder_saying_so_once(tmp_path):
 
 
 def test_other_versions_are_refused_in_one_line(tmp_path):
-    for version in (2, 5):
+    for version in (1, 5):
         raw = json.loads((FIXTURE / "summary.json").read_text("utf-8"))
         raw["schema_version"] = version
         with pytest.raises(InputError) as e:
             Summary.parse(raw, "s.json")
-        assert f"version {version}" in str(e.value) and "reads versions 3 to 4" in str(e.value)
+        assert f"version {version}" in str(e.value) and "reads versions 2 to 4" in str(e.value)
+
+
+def test_load_reads_a_v2_folder_forward_and_every_number_is_where_it_was(tmp_path, capsys):
+    """Version 2 is version 3's JSON without provenance, its version under `version`: the same numbers, read on
+    through 3 -> 4."""
+    folder = v2_copy(tmp_path)
+    s = offline_eval.load(folder)
+    [line] = migrated_lines(capsys.readouterr().err)
+    assert "schema version 2" in line and str(folder / "summary.json") in line
+    assert s.migrated_from == 2 and s.provenance is None and len(s.runs) == 33
+    raw = json.loads((folder / "summary.json").read_text("utf-8"))
+    assert raw["version"] == 2 and "schema_version" not in raw and "provenance" not in raw  # left as it is
+    by_hand = next(r for r in raw["runs"] if r["run"].startswith("gemma") and r["setting"] == "jbeqa.0shot.constrained")
+    m = next(r for r in s.runs if r.key == (by_hand["run"], by_hand["setting"])).metrics
+    assert m["f1"] == by_hand["metrics"]["f1"] == pytest.approx(0.857143)
+    assert s.dataframe(setting="jbeqa.0shot.constrained").shape[0] == 12  # 3 runs x 4 items, typed records
+    every_number_where_it_was({**{k: v for k, v in raw.items() if k != "version"}, "schema_version": 3}, s,
+                              tmp_path, capsys)  # fmt: skip
+    # version 2 kept an entry's version-1 keys as they were: no reader uses them, and they go
+    raw["runs"][0]["legacy_key"] = 1
+    assert Summary.parse(raw, "s.json").runs[0] == s.runs[0]
+
+
+def test_report_annotate_verify_and_compare_open_a_v2_folder_saying_so_once(tmp_path):
+    folder = v2_copy(tmp_path)
+    rep = cli("report", str(folder))
+    assert rep.returncode == 0, rep.stderr
+    assert len(migrated_lines(rep.stderr)) == 1 and "schema version 2" in rep.stderr
+    md = (folder / "report.md").read_text("utf-8")
+    assert "JBE-QA: F1 per subject" in md and "judge scores" in md and "0.857" in md
+    # Version 2 recorded no data digests: annotate needs the sweep's config to rebuild the prompts, and says what
+    # it cannot check; without it, one line naming --config.
+    page = tmp_path / "a.html"
+    refused = cli("annotate", str(folder), "--task", "legalrikai", "--sample", "2", "--out", str(page))
+    assert refused.returncode == 2 and "--config" in refused.stderr and "Traceback" not in refused.stderr
+    config = str(ROOT / "tests" / "fixtures" / "v2-demo.yaml")
+    ann = cli("annotate", str(folder), "--task", "legalrikai", "--sample", "2", "--out", str(page), "--config", config)
+    assert ann.returncode == 0, ann.stderr
+    assert len(migrated_lines(ann.stderr)) == 1 and "recorded no digest of the data" in ann.stderr and page.is_file()
+    got = cli("verify", str(folder))
+    assert got.returncode == 2 and len(migrated_lines(got.stderr)) == 1
+    assert "schema version 2 recorded none" in got.stderr and "re-run the sweep" in got.stderr
+    # compare matches the runs and says it could check nothing about the inputs
+    fresh = v3_copy(tmp_path)
+    cmp = cli("compare", str(folder), str(fresh), "--out", str(tmp_path / "cmp"))
+    assert cmp.returncode == 0, cmp.stderr
+    assert len(migrated_lines(cmp.stderr)) == 2  # each folder says so once
+    assert "sweep: provenance: none recorded: its data, weights and prompts are not checked" in cmp.stdout
+    assert "jbeqa.0shot.constrained  gemma-gguf.llamacpp.default.ctx4096 -> gemma-gguf" in cmp.stdout
 
 
 def test_a_run_entry_with_flat_metrics_gives_the_design_effect_to_its_primary_metric():
@@ -155,3 +217,23 @@ def test_verify_rebuilds_a_v3_folder_and_a_resweep_writes_v4(tmp_path):
     assert counts and all(g == "0" for g, _ in counts)  # the store served every output
     assert json.loads((folder / "summary.json").read_text("utf-8"))["schema_version"] == 4
     assert not migrated_lines(cli("report", str(folder)).stderr)
+
+
+@pytest.mark.engine
+def test_a_resweep_of_a_v2_folder_writes_v4_from_its_store_and_verifies(tmp_path):
+    """The way forward verify names: the sweep again into the v2 folder, every output served by its store, the
+    results files as version 2 wrote them, and a version-4 summary that verify rebuilds."""
+    folder = v2_copy(tmp_path)
+    again = cli("sweep", str(ROOT / "tests" / "fixtures" / "v2-demo.yaml"), "--out", str(folder))
+    assert again.returncode == 0, again.stderr[-2000:]
+    counts = re.findall(r"\((\d+) generated, (\d+) cached", again.stdout + again.stderr)
+    counts += re.findall(r": (\d+) generated, (\d+) cached", again.stdout + again.stderr)
+    assert counts and all(g == "0" for g, _ in counts)
+    # (LegalEval-Q's depend on the scorer, which each checkout's setup trains anew: see the v3 test above)
+    kept = [p for p in (V2 / "results").rglob("*.jsonl") if not p.name.startswith("legalevalq")]
+    assert len(kept) == 30
+    for old in kept:
+        assert (folder / old.relative_to(V2)).read_bytes() == old.read_bytes(), old
+    assert json.loads((folder / "summary.json").read_text("utf-8"))["schema_version"] == 4
+    got = cli("verify", str(folder))
+    assert got.returncode == 0 and not migrated_lines(got.stderr), got.stdout[-2000:]

@@ -34,11 +34,18 @@ def annotate(
     blind: bool = True,
     resume: list[str] | None = None,
     allow_changed_data: bool = False,
+    config: str | None = None,
 ) -> Written:
-    """Writes the page and its reveal file."""
+    """Writes the page and its reveal file. `config`: the sweep's config, for a folder whose summary.json records
+    no provenance (schema version 2): the data is read as it names it, unchecked against the sweep's."""
     summary = read_sweep(out_dir)
     warnings = changed_data(summary, task, out_dir, allow_changed_data)
-    made, cases = offered(summary, task, out_dir)
+    made, cases = offered(summary, task, out_dir, config)
+    if not any(s.task == task for s in (summary.provenance.settings if summary.provenance else [])):
+        warnings.append(
+            f"summary.json recorded no digest of the data the sweep read: this page shows the data {config} names as "
+            "it is now, and cannot tell whether it changed since the sweep."
+        )
     chosen = sample(cases, n, seed, runs, items)
     form = made.annotation_form
     assert form is not None  # offered() refuses a task without one

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..annotation import Case, Form
 from ..backends.fingerprint import file_sha256
+from ..config import load_config
 from ..datafiles import read_table, read_text, unescape_cell
 from ..errors import InputError
 from ..results import ResultsFolder, sample_of
@@ -81,8 +82,10 @@ def _other_inputs(options: dict[str, Any], keys: tuple[str, ...]) -> list[Path]:
     return [Path(str(x)).resolve() for v in values for x in (v if isinstance(v, list) else [v]) if x]
 
 
-def offered(summary: Summary, task_name: str, source: str) -> tuple[Task, list[Case]]:
-    """Every output of the task's runs in this sweep that the task offers for annotation, with its prompt."""
+def offered(summary: Summary, task_name: str, source: str, config: str | None = None) -> tuple[Task, list[Case]]:
+    """Every output of the task's runs in this sweep that the task offers for annotation, with its prompt. The
+    task's options are those its provenance recorded, or, for a folder that recorded none (schema version 2),
+    those of the sweep's `config`."""
     annotatable = [c.name for c in task_classes() if c.annotation_form is not None]
     if task_name not in annotatable:
         raise InputError(
@@ -95,10 +98,21 @@ def offered(summary: Summary, task_name: str, source: str) -> tuple[Task, list[C
     prov = summary.provenance
     settings = {s.setting: s for s in (prov.settings if prov else []) if s.task == task_name}
     missing = sorted({r.setting for r in entries} - set(settings))
-    if missing:
-        raise InputError(f"summary.json has no provenance for {', '.join(missing)}: run the sweep again", file=source)
+    if missing and config is None:
+        raise InputError(
+            f"summary.json has no provenance for {', '.join(missing)}: which data made the prompts is unknown; give "
+            "the sweep's config with --config, or run the sweep again (its store serves every output)",
+            file=source,
+        )
     folder = ResultsFolder(Path(source))
-    task = make_task(task_name, next(iter(settings.values())).task_options, source)
+    if missing:
+        assert config is not None
+        options = load_config(config).tasks.get(task_name)
+        if options is None:
+            raise InputError(f"the config has no task '{task_name}'", file=config, field="tasks")
+        task = make_task(task_name, options, config)
+    else:
+        task = make_task(task_name, next(iter(settings.values())).task_options, source)
     loaded = task.load()
     cases: list[Case] = []
     for entry in sorted(entries, key=lambda r: r.key):

@@ -248,8 +248,13 @@ def _diff(scope: str, pairs: list[tuple[str, Any, Any]]) -> list[Change]:
 
 def _sweep_changes(a: Summary, b: Summary) -> list[Change]:
     sa, sb = (s.provenance.sweep if s.provenance else None for s in (a, b))
-    if sa is None or sb is None:
-        return []
+    if sa is None or sb is None:  # a folder from before provenance (schema 2): nothing to tell what changed
+        unknown = "none recorded: its data, weights and prompts are not checked against the other's"
+        return [
+            Change(
+                scope="sweep", what="provenance", old="recorded" if sa else unknown, new="recorded" if sb else unknown
+            )
+        ]
     libs = sorted(set(sa.libraries) | set(sb.libraries))
     return _diff(
         "sweep",

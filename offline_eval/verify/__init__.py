@@ -53,7 +53,14 @@ def verify(out_dir: str | Path) -> list[str]:
         raise InputError("not a folder", file=str(folder.root))
     summary = Summary.read(folder.summary)
     if summary.provenance is None:
-        raise InputError("summary.json has no provenance to check against", file=str(folder.summary))
+        why = (
+            f" (schema version {summary.migrated_from} recorded none: which config, data and weights made it is "
+            "unknown); re-run the sweep into this folder with its config (its store serves every output, nothing "
+            "is generated again), then verify that"
+            if summary.migrated_from is not None
+            else ""
+        )
+        raise InputError(f"summary.json has no provenance to check against{why}", file=str(folder.summary))
     forget_hashes()  # every file is read again, whatever this process hashed before
     problems = list(_files(summary.provenance))
     again = rebuild(folder, summary)
