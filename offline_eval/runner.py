@@ -175,8 +175,10 @@ class Runner:
                     done,
                     first,
                 )
-            # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache.
-            todo.sort(key=lambda w: w.ids if w.ids is not None else w.request_json)
+            # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache; an engine
+            # that pads its batches gets them by length instead.
+            by_length = getattr(backend, "batches_by_length", False)
+            todo.sort(key=lambda w: _order(w, by_length))
             bar = self.bar(len(todo), phase.name)
             try:
                 for c in range(0, len(todo), self.chunk_size):
@@ -328,6 +330,11 @@ class _Bar(tqdm):
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _order(w: Work, by_length: bool) -> Any:
+    key = w.ids if w.ids is not None else w.request_json
+    return (len(key), key) if by_length else key
 
 
 def checked(request: Request, result: Result) -> Result:

@@ -112,9 +112,10 @@ def test_judge_agreement_and_bias_by_hand():
 def test_the_task_report_reads_back_typed_as_written_and_a_bad_cell_is_one_line(tmp_path):
     """summary.json's task_reports.legalrikai round-trips through its model: a cell's interval keys only where a
     bootstrap ran; a value of the wrong form names the field."""
+    from partial import summary as summary_of
+
     from offline_eval.errors import InputError
     from offline_eval.tasks.legalrikai.sweepreport import BiasCell, JudgeAgreement, LegalRikaiReport
-    from partial import summary as summary_of
 
     ja = JudgeAgreement(alpha={}, bias={"reqrev": {"j": {"IF": BiasCell(bias=0.1, n=3), "SC": BiasCell(
         bias=0.2, n=30, ci_low=None, ci_high=None, n_clusters=3)}}})  # fmt: skip

@@ -130,3 +130,48 @@ def test_overflow_focus_runs_the_fallback_and_remembers_it(tmp_path, lazy):
     with pytest.raises(InputError, match="record i0"):
         Runner(lazy, store, "w", progress=False).run(phase)
     store.close()
+
+
+def _seen_by(monkeypatch, cls) -> list[list[int]]:  # type: ignore[no-untyped-def]
+    """The token ids the engine is handed, in its order (the real engine still answers)."""
+    seen: list[list[int]] = []
+    real = cls.generate
+
+    def generate(self, requests, encoded=None, progress=None):  # type: ignore[no-untyped-def]
+        seen.extend(encoded or self.encode(requests))
+        return real(self, requests, encoded, progress)
+
+    monkeypatch.setattr(cls, "generate", generate)
+    return seen
+
+
+def _varied(n: int) -> Phase:
+    """Prompts whose token-id order is not their length order (a long one sorts first by its ids)."""
+    reqs = [
+        Request.chat(
+            [{"role": "user", "content": "あいうえおかきくけこさしすせそ"[i] + "記述" * (1 + (7 * i) % n)}],
+            Sampling(max_tokens=2),
+            Choice(["0", "1"]),
+        )
+        for i in range(n)
+    ]
+    return Phase(name="t", requests=reqs, item_ids=[f"i{i}" for i in range(n)])
+
+
+def test_a_padding_engine_gets_its_prompts_shortest_first_and_a_caching_one_by_prefix(tmp_path, lazy, monkeypatch):
+    from offline_eval.backends.hf_backend import HFBackend
+    from offline_eval.backends.llamacpp_backend import LlamaCppBackend
+
+    phase = _varied(12)
+    hf = LazyBackend(LoadSpec(name="t", backend="transformers", path=str(TINY / "hf"), max_model_len=512, batch_size=4))
+    try:
+        seen = _seen_by(monkeypatch, HFBackend)
+        res, _ = Runner(hf, Store(tmp_path / "a.sqlite"), "v", chunk_size=5, progress=False).run(phase)
+        assert len(seen) == 12 and [len(x) for x in seen] == sorted(len(x) for x in seen)
+        mine = hf.get().encode(phase.requests)  # type: ignore[attr-defined]
+        assert [r.prompt_tokens for r in res] == [len(x) for x in mine]  # each item its own answer
+    finally:
+        hf.close()
+    seen = _seen_by(monkeypatch, LlamaCppBackend)
+    Runner(lazy, Store(tmp_path / "b.sqlite"), "v", chunk_size=5, progress=False).run(phase)
+    assert len(seen) == 12 and seen == sorted(seen) and [len(x) for x in seen] != sorted(len(x) for x in seen)

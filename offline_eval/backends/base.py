@@ -26,6 +26,9 @@ class Backend(ABC):
     # How many sequences the engine's prefix cache keeps (None: as many as its memory holds). An engine that keeps
     # one (llama.cpp) answers each item right after its thinking, so the answer reuses the thinking's cache.
     cached_sequences: ClassVar[int | None] = None
+    # An engine that pads each batch to its longest prompt and caches no prefix (transformers) is handed its
+    # prompts shortest first, so a batch pads least; the others get them by token ids, neighbours sharing a prefix.
+    batches_by_length: ClassVar[bool] = False
 
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec

@@ -50,6 +50,8 @@ ENGINE = Engine(
 class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
     name = "transformers"
 
+    batches_by_length = True
+
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
         import torch
@@ -75,6 +77,7 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._compiler: Any = None
+        self._grammars: dict[Any, Any] = {}  # constraint -> its compiled grammar (a phase's batches share one)
         self.prompt_count = self._count = PromptCount()  # no cache across calls: every prompt token is computed
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
@@ -108,7 +111,9 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         if self._compiler is None:
             info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.model.config.vocab_size)
             self._compiler = xgr.GrammarCompiler(info)
-        return [LogitsProcessor([self._compiler.compile_grammar(xgrammar_ebnf(constraint))] * n)]
+        if constraint not in self._grammars:
+            self._grammars[constraint] = self._compiler.compile_grammar(xgrammar_ebnf(constraint))
+        return [LogitsProcessor([self._grammars[constraint]] * n)]
 
     def generate(
         self, requests: Sequence[Request], encoded: Sequence[list[int]] | None = None, progress: Progress = None
