@@ -124,12 +124,17 @@ class Runner:
         self.store, self.variant = store, variant
         self.chunk_size, self.fresh, self.progress = chunk_size, fresh, progress
 
-    @property
-    def cached_sequences(self) -> int | None:
-        """How many sequences the engine's prefix cache keeps (read from its class: nothing is loaded)."""
+    def _declared(self, name: str, default: Any) -> Any:
+        """What the engine's class declares (nothing is loaded; an engine on a Ray worker is read by its name)."""
         e = self._engine
         cls = get_engine(e.spec.backend).declared_class() if isinstance(e, LazyBackend) else type(e)
-        return getattr(cls, "cached_sequences", None)
+        return getattr(cls, name, default)
+
+    @property
+    def cached_sequences(self) -> int | None:
+        """How many sequences the engine's prefix cache keeps."""
+        got: int | None = self._declared("cached_sequences", None)
+        return got
 
     def quiet(self) -> Runner:
         """This runner without its own progress bar (a caller that runs many small phases shows one)."""
@@ -177,7 +182,7 @@ class Runner:
                 )
             # Neighbours that share a prefix (few-shot exemplars, the system prompt) reuse the KV cache; an engine
             # that pads its batches gets them by length instead.
-            by_length = getattr(backend, "batches_by_length", False)
+            by_length = bool(self._declared("batches_by_length", False))
             todo.sort(key=lambda w: _order(w, by_length))
             bar = self.bar(len(todo), phase.name)
             try:

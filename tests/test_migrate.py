@@ -50,7 +50,7 @@ def migrated_lines(err: str) -> list[str]:
 
 
 def every_number_where_it_was(old: dict, s: Summary, tmp_path: Path, capsys) -> None:
-    """By scripts/v3_to_v4.py's own mapping of every number (not the migration's), with at least `least`."""
+    """By scripts/v3_to_v4.py's own mapping of every number (not the migration's), and more than 900 of them."""
     new, was = tmp_path / "v4.json", tmp_path / "v3.json"
     new.write_text(json.dumps(s.to_json(), ensure_ascii=False), "utf-8")
     was.write_text(json.dumps(old, ensure_ascii=False), "utf-8")
@@ -175,7 +175,14 @@ def test_report_annotate_verify_and_compare_open_a_v2_folder_saying_so_once(tmp_
     got = cli("verify", str(folder))
     assert got.returncode == 2 and len(migrated_lines(got.stderr)) == 1
     assert "schema version 2 recorded none" in got.stderr and "re-run the sweep" in got.stderr
-    # compare matches the runs and says it could check nothing about the inputs
+    # compare matches the runs and says it could check nothing about the inputs; two v2 folders, which recorded
+    # no task options, are refused setting by setting in words
+    both = cli("compare", str(folder), str(v3_copy(tmp_path / "again", V2, V2_MADE_AT)), "--out", str(tmp_path / "c2"))
+    assert both.returncode == 0, both.stderr
+    assert (
+        "none recorded in either folder" in both.stdout
+        and "neither folder recorded the setting's task options" in both.stdout
+    )
     fresh = v3_copy(tmp_path)
     cmp = cli("compare", str(folder), str(fresh), "--out", str(tmp_path / "cmp"))
     assert cmp.returncode == 0, cmp.stderr

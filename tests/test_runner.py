@@ -170,6 +170,7 @@ def test_a_padding_engine_gets_its_prompts_shortest_first_and_a_caching_one_by_p
         assert len(seen) == 12 and [len(x) for x in seen] == sorted(len(x) for x in seen)
         mine = hf.get().encode(phase.requests)  # type: ignore[attr-defined]
         assert [r.prompt_tokens for r in res] == [len(x) for x in mine]  # each item its own answer
+        assert sorted(mine) != sorted(mine, key=len)  # the token-id order would not have been this one
     finally:
         hf.close()
     seen = _seen_by(monkeypatch, LlamaCppBackend)

@@ -41,7 +41,8 @@ def annotate(
     summary = read_sweep(out_dir)
     warnings = changed_data(summary, task, out_dir, allow_changed_data)
     made, cases = offered(summary, task, out_dir, config)
-    if not any(s.task == task for s in (summary.provenance.settings if summary.provenance else [])):
+    recorded = {s.setting for s in (summary.provenance.settings if summary.provenance else [])}
+    if any(r.task == task and r.setting not in recorded for r in summary.runs):  # made from --config's data
         warnings.append(
             f"summary.json recorded no digest of the data the sweep read: this page shows the data {config} names as "
             "it is now, and cannot tell whether it changed since the sweep."

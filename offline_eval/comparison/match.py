@@ -140,7 +140,10 @@ def _setting(
         if not changed_items:  # the file changed no item nor its prompt: it changes how items are scored or judged
             why = f"the data changed ({changed}) but no item did: it changes their scoring, so none compares"
             return base.model_copy(update={"reason": why}), []
-    task = make_task(task_name, (pb or pa).task_options if (pb or pa) else {}, str(b.folder))  # type: ignore[union-attr]
+    if pa is None and pb is None:  # both made before provenance (schema 2): how the task scores is unknown
+        why = "neither folder recorded the setting's task options (schema version 2): re-sweep one of them"
+        return base.model_copy(update={"reason": why}), []
+    task = make_task(task_name, (pb or pa).task_options, str(b.folder))  # type: ignore[union-attr]
     metric = task.noninferiority_metric()
     margin = margins.get(metric.name, metric.margin)
     base = base.model_copy(update={"metric": metric.name, "margin": margin})
@@ -250,6 +253,8 @@ def _sweep_changes(a: Summary, b: Summary) -> list[Change]:
     sa, sb = (s.provenance.sweep if s.provenance else None for s in (a, b))
     if sa is None or sb is None:  # a folder from before provenance (schema 2): nothing to tell what changed
         unknown = "none recorded: its data, weights and prompts are not checked against the other's"
+        if sa is None and sb is None:
+            unknown = "none recorded in either folder: nothing is known of their inputs"
         return [
             Change(
                 scope="sweep", what="provenance", old="recorded" if sa else unknown, new="recorded" if sb else unknown
