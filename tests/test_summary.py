@@ -46,13 +46,13 @@ def test_a_written_summary_validates_against_the_shipped_schema_and_reads_back_t
 @pytest.mark.slow
 def test_another_schema_version_is_refused_in_one_line(swept):
     raw = json.loads((swept / "summary.json").read_text(encoding="utf-8"))
-    raw["schema_version"] = 2
+    raw["schema_version"] = 1  # versions 2 and 3 are read forward (test_migrate.py); 1 is refused
     raw["provenance"]["sweep"]["offline_eval_version"] = "0.0.9"
     (swept / "summary.json").write_text(json.dumps(raw), encoding="utf-8")
     proc = run_cli("report", str(swept))
     err = proc.stderr.strip()
     assert proc.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1
-    assert "written by offline-eval 0.0.9 in summary schema version 2" in err and "re-run the sweep" in err
+    assert "written by offline-eval 0.0.9 in summary schema version 1" in err and "re-run the sweep" in err
 
 
 @pytest.mark.slow
