@@ -175,12 +175,13 @@ def sweep_report(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> LegalRikaiReport:
-    subs = [s for s in SUBTASKS if any(Setting.of(e).subtask == s for e in runs)]
+    subtask = {e.key: Setting.of(e).subtask for e in runs}
+    subs = [s for s in SUBTASKS if s in subtask.values()]
     judges = sorted({j for recs in records.values() for r in recs for j in r.judges})
     scores = []
-    for e in sorted(runs, key=lambda e: (SUBTASKS.index(Setting.of(e).subtask), e.run)):
+    for e in sorted(runs, key=lambda e: (SUBTASKS.index(subtask[e.key]), e.run)):
         m = e.metrics
-        sub = Setting.of(e).subtask
+        sub = subtask[e.key]
         crits = [c.code for c in rubric.criteria(sub)]
         scores.append(
             ScoreRow(
