@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .metrics.bootstrap import MIN_CLUSTERS
+from .metrics.declared import Bootstrapped
 from .metrics.ranking import has_score
 from .metrics.values import MetricValue
 
@@ -23,7 +24,9 @@ class Metric:
     name: str
     label: str
     higher_is_better: bool = True
-    ci: bool = False  # the run's metric has a clustered interval (MetricValue.ci_low, ci_high)
+    # How its clustered interval is drawn from the scored items (None: it has none): every task's runs get it
+    # from metrics.declared.with_intervals, and the leaderboard prints it.
+    ci: Bootstrapped | None = None
     digits: int = 3
     margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
     bounds: tuple[float, float] | None = None  # the metric's range: a margin must lie inside (0, its width)

@@ -43,7 +43,7 @@ def ours(backend, data: Path, shots: int, mode: str, tmp: Path, tag: str) -> tup
     store = Store(tmp / f"store-{tag}.sqlite")
     results, stats = Runner(backend, store, "bf16", chunk_size=4096, progress=False).run(task.build(items, setting))
     records = [task.score(it, r, setting) for it, r in zip(items, results)]
-    task.aggregate(records, setting)
+    task.run_metrics(records, setting)
     store.close()
     return time.perf_counter() - t0, stats.n_generated
 

@@ -147,7 +147,7 @@ def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subje
     s = {"shots": 0, "mode": "free"}
     records = [task.score(it, Result(text="1"), s) for it in items]
     assert [r.year for r in records] == [2019, 2018, 2024, 2015, 2019]
-    m = task.aggregate(records, s)
+    m = task.run_metrics(records, s)
     years = m.groups("year", "accuracy")
     assert list(years) == ["2015", "2018", "2019", "2024"]
     assert years["2019"].value == 0.5 and years["2015"].value == 0.0 and years["2024"].value == 1.0
@@ -200,7 +200,7 @@ def test_run_metrics_resample_questions_and_count_items_without_one(tmp_path: Pa
         )
         for it in items
     ]
-    m = task.aggregate(records, s)
+    m = task.run_metrics(records, s)
     assert m["n_clusters"] == 32 and m["n_unclustered"] == 2
     acc, f1 = m.metric("accuracy"), m.metric("f1")
     assert acc is not None and f1 is not None and acc.n_clusters == 32
@@ -209,7 +209,7 @@ def test_run_metrics_resample_questions_and_count_items_without_one(tmp_path: Pa
     civil = m.groups("subject", "f1")["民法"]
     assert civil.n_clusters == 32 and civil.ci_low is not None and civil.n == 92
     assert m.groups("year", "accuracy")["2023"].n_clusters == 32
-    few = task.aggregate(records[:12], s)  # 4 questions: no CI to print, never [x, x], and why
+    few = task.run_metrics(records[:12], s)  # 4 questions: no CI to print, never [x, x], and why
     fa, ff = few.metric("accuracy"), few.metric("f1")
     assert few["n_clusters"] == 4 and fa is not None and ff is not None
     assert fa.ci_low is None and ff.ci_high is None and fa.note == ff.note == "n too small"
@@ -348,7 +348,7 @@ def test_scoring_rules():
     assert r3.parsed is None and r3.scores["correct"] == 0
     r4 = task.score(true_item, Result(text="", finish_reason="overflow"), s)
     assert r4.skipped and r4.parsed is None
-    m = task.aggregate([r1, r2, r3, r4], s)
+    m = task.run_metrics([r1, r2, r3, r4], s)
     assert m["n_scored"] == 3 and m["n_skipped"] == 1 and m["parse_failures"] == 2
     assert m["faithfulness"] == pytest.approx(1 / 3)
     assert m["accuracy"] == pytest.approx(2 / 3)

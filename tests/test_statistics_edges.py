@@ -234,7 +234,7 @@ def test_every_interval_is_independent_of_record_order():
 
 
 def test_run_level_cis_of_a_task_are_independent_of_record_order(tmp_path):
-    """The issue's case: a results file's records reordered give other run-level CIs. JBE-QA's aggregate on the
+    """The issue's case: a results file's records reordered give other run-level CIs. JBE-QA's run metrics on the
     same records, shuffled."""
     from offline_eval.requests import Result
     from offline_eval.tasks import make_task
@@ -246,7 +246,7 @@ def test_run_level_cis_of_a_task_are_independent_of_record_order(tmp_path):
     rng = np.random.default_rng(1)
     records = [task.score(it, Result(text=rng.choice(["0", "1"])), setting) for it in task.load()]
     perm = rng.permutation(len(records))
-    a, b = task.aggregate(records, setting), task.aggregate([records[i] for i in perm], setting)
+    a, b = task.run_metrics(records, setting), task.run_metrics([records[i] for i in perm], setting)
     acc = a.metric("accuracy")
     assert a == b and acc is not None and acc.ci_low is not None and a["n_clusters"] == 30
 

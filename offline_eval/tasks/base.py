@@ -10,6 +10,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..constraints import Constraint
 from ..errors import InputError
+from ..metrics.bootstrap import Clusters
+from ..metrics.declared import Breakdown, with_intervals
 from ..metrics.values import RunMetrics
 from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
@@ -34,6 +36,7 @@ class Task(ABC, Generic[R]):
     Record: ClassVar[type[ItemRecord]]  # with from_json: how the report and later sweeps read its results files
     primary_metric: ClassVar[str] = "mean"  # what leaderboards rank by and plots draw
     metrics: ClassVar[tuple[Metric, ...]] = ()  # the leaderboard's columns, the primary metric first
+    breakdowns: ClassVar[tuple[Breakdown, ...]] = ()  # declared metrics per group of items (subject, year...)
     leaderboard_note: ClassVar[str] = ""
     # Non-inferiority compares paired_statistic(item_score over items) between runs: the declared metric that
     # statistic is (None: the primary metric) names the margin.
@@ -86,18 +89,43 @@ class Task(ABC, Generic[R]):
         """One per-item record."""
 
     @abstractmethod
-    def aggregate(self, records: Sequence[R], setting: Setting) -> RunMetrics: ...
+    def aggregate(self, records: Sequence[R], setting: Setting) -> RunMetrics:
+        """The run's values (no intervals: those come from the metrics' declarations, in run_metrics)."""
 
     def run_metrics(self, records: Sequence[R], setting: Setting) -> RunMetrics:
         """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
-        aggregate and the answers that broke their constraint; over k samples per item, the aggregate of all
+        declared metrics (with their intervals) and the answers that broke their constraint; over k samples per item, the aggregate of all
         of them (each item's mean) and the samples' own statistics."""
         from .sampled import sample_metrics
 
-        metrics = self.aggregate(records, setting)
+        metrics = self.declared_metrics(records, setting, *self.resamples())
         metrics.put("constraint_violations", sum(1 for r in records if r.finish_reason == "violation"))
         metrics.update(sample_metrics(self, records, setting))
         return metrics
+
+    def declared_metrics(
+        self, records: Sequence[R], setting: Setting, n_resamples: int = 0, seed: int = 0
+    ) -> RunMetrics:
+        """The task's aggregate with its declared metrics filled in over the items that have an item_score: each
+        one's value (where the aggregate does not give it), its clustered interval (with n_resamples), and the
+        declared breakdowns."""
+        metrics = self.aggregate(records, setting)
+        scored = [r for r in records if self.item_score(r) is not None]
+        with_intervals(
+            metrics,
+            scored,
+            Clusters.of([self.cluster_of(r) for r in scored]),
+            [(m.name, m.ci) for m in self.metrics if m.ci is not None],
+            self.breakdowns,
+            n_resamples=n_resamples,
+            seed=seed,
+            design_effect_of=self.primary_metric,
+        )
+        return metrics
+
+    def resamples(self) -> tuple[int, int]:
+        """(resamples, seed) of the clustered bootstrap: the task's `bootstrap` and `seed` options (0: none)."""
+        return int(getattr(self.options, "bootstrap", 0)), int(getattr(self.options, "seed", 0))
 
     def prompt_template(self, setting: Setting) -> str:
         """The text the setting's prompts are made from (system prompts, templates with placeholders for the

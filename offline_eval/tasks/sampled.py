@@ -35,7 +35,7 @@ def sample_metrics(task: Task, records: Sequence[ItemRecord], setting: Setting) 
     if len(by_sample) < 2:
         return {}
     out: dict[str, float | int | None] = {"samples": len(by_sample)}
-    primary = [task.aggregate(rs, setting).get(task.primary_metric) for _, rs in sorted(by_sample.items())]
+    primary = [task.declared_metrics(rs, setting).get(task.primary_metric) for _, rs in sorted(by_sample.items())]
     values = [float(v) for v in primary if isinstance(v, (int, float)) and math.isfinite(v)]
     out["run_to_run_sd"] = round(statistics.stdev(values), 6) if len(values) == len(primary) else None
     votes = majority(task, records)

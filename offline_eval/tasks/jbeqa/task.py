@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,18 +27,10 @@ from pydantic import (
 from ...constraints import Choice
 from ...datafiles import has_split
 from ...errors import InputError
-from ...metrics.bootstrap import (
-    MAX_BOOTSTRAP,
-    ClusteredCIs,
-    Clusters,
-    clustered_cis,
-    f1_columns,
-    f1_of,
-    mean_columns,
-    mean_of,
-)
-from ...metrics.classification import accuracy, precision_recall_f1
-from ...metrics.values import MetricValue, RunMetrics
+from ...metrics.bootstrap import MAX_BOOTSTRAP
+from ...metrics.classification import precision_recall_f1
+from ...metrics.declared import Bootstrapped, Breakdown
+from ...metrics.values import RunMetrics
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
 from ...sections import BrowserView
@@ -129,6 +120,10 @@ class JBEQARecord(JsonRecord):
     sample: int | Unset = UNSET  # which of its item's k answers (samples: k > 1), from 0
 
 
+# Correctness as the paper scores it: the answer given (anything but a bare 1 is 0) against the label.
+_CORRECT = Bootstrapped.mean(lambda r: float(bool(r.gold) == bool(r.pred)))
+
+
 def parse_answer(text: str) -> int | None:
     t = text.strip()
     return int(t) if t in LABELS else None
@@ -145,12 +140,16 @@ class JBEQATask(Task[JBEQARecord]):
     primary_metric = "f1"
     paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
     metrics = (
-        Metric("f1", "F1", ci=True),
-        Metric("accuracy", "accuracy", ci=True, margin=0.02, bounds=(0.0, 1.0)),
+        Metric("f1", "F1", ci=Bootstrapped.f1(lambda r: bool(r.gold), lambda r: bool(r.pred))),
+        Metric("accuracy", "accuracy", ci=_CORRECT, margin=0.02, bounds=(0.0, 1.0)),
         Metric("faithfulness", "faithfulness"),
         Metric("parse_failures", "parse failures", False),
         Metric("n_skipped", "skipped (overflow)", False),
         Metric("n_scored", "scored"),
+    )
+    breakdowns = (
+        Breakdown("subject", "f1", lambda r: r.subject, counts=True),
+        Breakdown("year", "accuracy", lambda r: r.year),
     )
     leaderboard_note = (
         "F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the "
@@ -250,52 +249,13 @@ class JBEQATask(Task[JBEQARecord]):
             if setting["mode"] != "logprob":
                 m.put("faithfulness", None)
             return m
-        p, r_, f = precision_recall_f1(gold, pred)
-        clusters = Clusters.of([self.cluster_of(r) for r in scored])
-        cis = self._intervals(scored, clusters, primary=True)
-        m.put("accuracy", _value(accuracy(gold, pred), cis, "accuracy"))
-        m.put("f1", _value(f, cis, "f1"))
-        m.update({"precision": _r(p), "recall": _r(r_), "answered_true": _r(sum(pred) / len(pred))})
+        p, r_, _ = precision_recall_f1(gold, pred)
+        m.update({"precision": _r(p), "recall": _r(r_)})  # F1 and accuracy: from their declarations
+        m.put("answered_true", _r(sum(pred) / len(pred)))
         if setting["mode"] != "logprob":
             m.put("faithfulness", _r(sum(r.scores["faithful"] for r in scored) / len(scored)))
-        m.update({"n_clusters": clusters.n, "n_unclustered": clusters.n_unclustered})
-        for subj in sorted({r.subject for r in scored}):
-            mask = np.array([r.subject == subj for r in scored])
-            sub = [r for r, keep in zip(scored, mask) if keep]
-            f1 = precision_recall_f1([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])[2]
-            got = self._intervals(sub, clusters.subset(mask), names=("f1",))
-            m.group("subject", subj, "f1", _value(f1, got, "f1", n=len(sub)))
-        for year in sorted({r.year for r in scored}):
-            mask = np.array([r.year == year for r in scored])
-            sub = [r for r, keep in zip(scored, mask) if keep]
-            acc = accuracy([bool(r.gold) for r in sub], [bool(r.pred) for r in sub])
-            got = self._intervals(sub, clusters.subset(mask), names=("accuracy",))
-            m.group("year", str(year), "accuracy", _value(acc, got, "accuracy"))
+        m.put("n_unclustered", sum(1 for r in scored if self.cluster_of(r) is None))
         return m
-
-    def _intervals(
-        self,
-        records: Sequence[JBEQARecord],
-        clusters: Clusters,
-        names: tuple[str, ...] = ("f1", "accuracy"),
-        primary: bool = False,
-    ) -> ClusteredCIs | None:
-        """Clustered bootstrap CIs of F1 and accuracy over `records` (and the design effect of F1, the primary
-        metric); none when bootstrap is 0."""
-        if not self.options.bootstrap:
-            return None
-        gold, pred = [bool(r.gold) for r in records], [bool(r.pred) for r in records]
-        columns = {
-            "f1": (f1_columns(gold, pred), f1_of),
-            "accuracy": (mean_columns([float(g == p) for g, p in zip(gold, pred)]), mean_of),
-        }
-        return clustered_cis(
-            {k: columns[k] for k in names},
-            clusters,
-            n_resamples=self.options.bootstrap,
-            seed=self.options.seed,
-            design_effect_of="f1" if primary else None,
-        )
 
     @classmethod
     def cluster(cls, record: JBEQARecord) -> str | None:
@@ -389,10 +349,3 @@ def choose_exemplars(pool: Sequence[Item], k: int, ids: list[str] | None, source
 
 def _r(x: float) -> float:
     return round(x, 6)
-
-
-def _value(value: float, cis: ClusteredCIs | None, name: str, n: int | None = None) -> MetricValue:
-    """A metric with its interval where the bootstrap ran (and the design effect where it is the one asked for)."""
-    iv = cis.intervals[name] if cis is not None else None
-    deff = cis.design_effect if cis is not None and name == "f1" else None
-    return MetricValue.of(value, iv, n=n, design_effect=deff, digits=6)

@@ -3,11 +3,13 @@ model writes a Comment and a Conclusion for each answer; the regression scorer t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
+from numpy.typing import ArrayLike
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ...constraints import JsonSchema
@@ -17,16 +19,14 @@ from ...metrics.adjscore import summarize, tier
 from ...metrics.bootstrap import (
     ADJ_SCORE,
     MAX_BOOTSTRAP,
-    ClusteredCIs,
-    Clusters,
     SumStat,
     adj_score_of,
-    clustered_cis,
     mean_columns,
     mean_of,
     moments_columns,
 )
-from ...metrics.values import MetricValue, RunMetrics
+from ...metrics.declared import Bootstrapped
+from ...metrics.values import RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
@@ -88,6 +88,11 @@ class LegalEvalQRecord(JsonRecord):
     sample: int | Unset = UNSET  # which of its item's k answers (samples: k > 1), from 0
 
 
+def _quality(columns: Callable[[ArrayLike], np.ndarray]) -> Callable[[Sequence[LegalEvalQRecord]], np.ndarray]:
+    """The scorer's 0-100 quality of each scored answer, as the columns a statistic of it is summed from."""
+    return lambda records: columns([r.scores["quality"] for r in records])
+
+
 class LegalEvalQTask(Task[LegalEvalQRecord]):
     name = "legalevalq"
     title = "LegalEval-Q"
@@ -98,8 +103,14 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     options: LegalEvalQOptions
     primary_metric = "adj_score"
     metrics = (
-        Metric("adj_score", "AdjScore", digits=2, ci=True, margin=2.0),
-        Metric("mean", "mean", digits=2, ci=True),
+        Metric(
+            "adj_score",
+            "AdjScore",
+            digits=2,
+            ci=Bootstrapped(_quality(moments_columns), adj_score_of, 4, given=True),
+            margin=2.0,
+        ),
+        Metric("mean", "mean", digits=2, ci=Bootstrapped(_quality(mean_columns), mean_of, 4, given=True)),
     )
 
     @classmethod
@@ -282,13 +293,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
         )
         if scored:
             stats = summarize(scored)
-            clusters = Clusters.of([self.cluster_of(r) for r in records if "quality" in r.scores])
-            cis = self._intervals([r for r in records if "quality" in r.scores], clusters)
-            for k in ("mean", "std", "median", "adj_score"):
-                iv = cis.intervals.get(k) if cis is not None else None
-                deff = cis.design_effect if cis is not None and k == "adj_score" else None
-                m.put(k, MetricValue.of(float(stats[k]), iv, design_effect=deff, digits=4))
-            m.put("n_clusters", clusters.n)
+            m.update({k: round(float(stats[k]), 4) for k in ("mean", "std", "median", "adj_score")})
         splits = {r.split for r in records}
         if len(splits) > 1:
             for split in sorted(splits):
@@ -303,19 +308,6 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                 m.put("adj_score_delta", round(_num(v["adj_score"].value) - _num(t["adj_score"].value), 4))
                 m.put("mean_delta", round(_num(v["mean"].value) - _num(t["mean"].value), 4))
         return m
-
-    def _intervals(self, scored: Sequence[LegalEvalQRecord], clusters: Clusters) -> ClusteredCIs | None:
-        """The clustered CIs of AdjScore and the mean, and the design effect of AdjScore (None: no bootstrap)."""
-        if not self.options.bootstrap:
-            return None
-        q = [r.scores["quality"] for r in scored]
-        return clustered_cis(
-            {"adj_score": (moments_columns(q), adj_score_of), "mean": (mean_columns(q), mean_of)},
-            clusters,
-            n_resamples=self.options.bootstrap,
-            seed=self.options.seed,
-            design_effect_of="adj_score",
-        )
 
     def item_score(self, record: LegalEvalQRecord) -> float | None:
         return record.scores.get("quality")

@@ -56,3 +56,18 @@ def aggregate(subtask: str, records: Sequence[LegalRikaiRecord]) -> RunMetrics:
     if len(means) == len(crits):
         m.put("score", round(mean(means.values()), 4))
     return m
+
+
+def item_score(record: LegalRikaiRecord) -> float | None:
+    """The item's mean over its sub-task's criteria (None: a criterion has no score)."""
+    crits = [c.code for c in rubric.criteria(record.subtask)]
+    s = record.scores
+    return mean(s[c] for c in crits) if all(c in s for c in crits) else None
+
+
+def scored_item(record: LegalRikaiRecord) -> float:
+    """item_score of an item known to be scored (what the declared score's interval resamples)."""
+    s = item_score(record)
+    if s is None:
+        raise ValueError(f"item {record.id} has no score")
+    return s

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from statistics import mean
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -14,15 +13,16 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ... import judges
 from ...constraints import JsonSchema
 from ...errors import InputError, is_url, missing
-from ...metrics.bootstrap import MAX_BOOTSTRAP, Clusters, clustered_cis, mean_columns, mean_of
-from ...metrics.values import MetricValue, RunMetrics
+from ...metrics.bootstrap import MAX_BOOTSTRAP
+from ...metrics.declared import Bootstrapped
+from ...metrics.values import RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
 from ...sections import BrowserView
 from ..base import Item, Metric, Setting, Task
 from . import annotate, prompts, rubric
-from .metrics import aggregate
+from .metrics import aggregate, item_score, scored_item
 from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
 
@@ -70,7 +70,12 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     Record = LegalRikaiRecord
     options: LegalRikaiOptions
     primary_metric = "score"
-    metrics = (Metric("score", "score", digits=2, ci=True, margin=0.05, bounds=(0.0, 1.0)),)  # criteria in [0, 1]
+    # The score is the mean of the criteria's means (metrics.aggregate); its interval resamples the items' scores.
+    metrics = (
+        Metric(
+            "score", "score", digits=2, ci=Bootstrapped.mean(scored_item, 4, given=True), margin=0.05, bounds=(0.0, 1.0)
+        ),
+    )
     path_options = ("data", "human_scores")
     model_options = ("judges",)
     data_kinds = SUBTASKS
@@ -327,22 +332,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
 
     # ---- metrics
     def aggregate(self, records: Sequence[LegalRikaiRecord], setting: Setting) -> RunMetrics:
-        m = aggregate(setting["subtask"], records)
-        score = m.get("score")
-        if score is not None:
-            scored = [(r, s) for r in records if (s := self.item_score(r)) is not None]
-            clusters = Clusters.of([self.cluster_of(r) for r, _ in scored])
-            m.put("n_clusters", clusters.n)
-            if self.options.bootstrap:
-                got = clustered_cis(
-                    {"score": (mean_columns([s for _, s in scored]), mean_of)},
-                    clusters,
-                    n_resamples=self.options.bootstrap,
-                    seed=self.options.seed,
-                    design_effect_of="score",
-                )
-                m.put("score", MetricValue.of(score, got.intervals["score"], design_effect=got.design_effect, digits=4))
-        return m
+        return aggregate(setting["subtask"], records)
 
     @classmethod
     def cluster(cls, record: LegalRikaiRecord) -> str | None:
@@ -366,9 +356,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         return [v["raw"] for v in record.judges.values() if v.get("scores") is not None and "raw" in v]
 
     def item_score(self, record: LegalRikaiRecord) -> float | None:
-        crits = [c.code for c in rubric.criteria(record.subtask)]
-        s = record.scores
-        return mean(s[c] for c in crits) if all(c in s for c in crits) else None
+        return item_score(record)
 
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> TaskReport | None:
         from .agreement import sweep_report
