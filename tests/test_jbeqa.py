@@ -303,7 +303,7 @@ def test_fewshot_exemplars_are_balanced_and_never_scored(tmp_path: Path):
     (tmp_path / "test.jsonl").write_text((DATA / "test.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
     task = make_task("jbeqa", {"data": str(tmp_path), "shots": [0, 4]})
     items = task.load()
-    ex = task._exemplars
+    ex = task.exemplars
     assert [e["answer"] for e in ex] == [True, False, True, False]
     assert not {e["id"] for e in ex} & {it["id"] for it in items}
     assert len(items) == len(rows("test")) - 4
@@ -316,12 +316,25 @@ def test_fewshot_exemplars_are_balanced_and_never_scored(tmp_path: Path):
     assert phase4.requests[0].constraint == Choice(["0", "1"])
 
 
+def test_a_fresh_task_builds_and_names_its_prompts_without_load_first():
+    """No call-order dependency: build and prompt_template on a task whose load() never ran give what they give
+    after it (the exemplars are read on first use)."""
+    opts = {"data": str(DATA), "shots": [0, 4]}
+    fresh, loaded = make_task("jbeqa", opts), make_task("jbeqa", opts)
+    items = loaded.load()
+    s = {"shots": 4, "mode": "constrained"}
+    assert "exemplars: " + ", ".join(e["id"] for e in loaded.exemplars) in fresh.prompt_template(s)
+    assert fresh.prompt_template(s) == loaded.prompt_template(s)
+    assert fresh.build(items, s).requests == loaded.build(items, s).requests
+    assert fresh.load() == items
+
+
 def test_exemplar_ids_option_and_missing_ids():
     task = make_task(
         "jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": [rows("train")[0]["id"], rows("train")[1]["id"]]}
     )
     task.load()
-    assert [e["id"] for e in task._exemplars] == [rows("train")[0]["id"], rows("train")[1]["id"]]
+    assert [e["id"] for e in task.exemplars] == [rows("train")[0]["id"], rows("train")[1]["id"]]
     bad = make_task("jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": ["nope", "nada"]})
     with pytest.raises(Exception, match="exemplar ids not found: nope, nada"):
         bad.load()

@@ -26,7 +26,7 @@ def build(runs: list[RunEntry]) -> dict[str, list[LeaderboardRow]]:
             if value is None or not has_score(value):
                 row["value"], row["note"] = None, "no items"
             else:
-                row.update(task.leaderboard_row(value))
+                row.update(task.report_parts.leaderboard_row(value))
             rows.append(LeaderboardRow.model_validate(row))
         out[setting] = rows
     return out

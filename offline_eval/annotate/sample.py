@@ -131,7 +131,7 @@ def offered(summary: Summary, task_name: str, source: str, config: str | None = 
             if case is None:
                 continue
             request, fallback = prompts.get(str(rec.id), (None, None))
-            if cls.browser_view(rec).focused and fallback is not None:
+            if cls.report_parts.browser_view(rec).focused and fallback is not None:
                 request = fallback
             if request is not None:
                 case.prompt = [(role, text) for role, text in request.messages or (("prompt", request.prompt or ""),)]

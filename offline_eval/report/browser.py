@@ -37,7 +37,7 @@ def browser_data(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | N
         recs = folder.read_records(r.key, task.Record.from_json)
         if not recs:
             continue
-        view = task.browser_view
+        view = task.report_parts.browser_view
         s, ri = settings.index(r.setting), str(runs.index(r.run))
         samples: dict[str, list[str]] = {}  # an item answered k times: shown on its first answer, with all k
         for rec in recs:

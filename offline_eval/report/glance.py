@@ -40,7 +40,7 @@ def glance(summary: Summary) -> list[str]:
             text = f"{setting}: best {best.run} ({metric} {_fmt(high)})"
             if len(scored) > 1:
                 text += f", worst {worst.run} ({_fmt(low)})"
-        note = task_class(group[0].task).glance_note([r for r, _ in scored])
+        note = task_class(group[0].task).report_parts.glance_note([r for r, _ in scored])
         lines.append(text + (f"; {note}" if note else "") + ".")
     comps = [c for m in summary.noninferiority for c in m.comparisons]
     if comps:

@@ -229,5 +229,5 @@ def all_plots(summary: Summary) -> list[Plot]:
     runs = summary.runs
     out = frontier(runs) + quantization_bars(runs) + context_lines(runs) + thinking_curves(runs)
     for name in sorted({r.task for r in runs}):
-        out += task_class(name).report_plots([r for r in runs if r.task == name])
+        out += task_class(name).report_parts.plots([r for r in runs if r.task == name])
     return out

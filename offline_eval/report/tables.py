@@ -324,7 +324,8 @@ def detail_sections(summary: Summary) -> list[tuple[str, list[Table]]]:
     runs = summary.runs
     out: list[tuple[str, list[Table]]] = []
     for name in sorted({r.task for r in runs}):
-        out.append((f"{name}: details", task_class(name).report_tables([r for r in runs if r.task == name], summary)))
+        task = task_class(name)
+        out.append((f"{name}: details", task.report_parts.tables(task, [r for r in runs if r.task == name], summary)))
     out.append(("Clusters and design effects", [clusters(runs)]))
     same = consistency(summary)
     if same:

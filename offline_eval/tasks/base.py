@@ -15,14 +15,12 @@ from ..metrics.declared import Breakdown, with_intervals
 from ..metrics.values import RunMetrics
 from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
-from ..sections import BrowserView, Metric
+from ..sections import Metric
+from .parts import ReportParts
 
 if TYPE_CHECKING:
     from ..annotation import Case, Form
-    from ..figures import Plot
     from ..metrics.bootstrap import SumStat
-    from ..sections import Table
-    from ..summary import Summary
 
 Setting = dict[str, Any]
 Item = dict[str, Any]
@@ -127,10 +125,10 @@ class Task(ABC, Generic[R]):
         """(resamples, seed) of the clustered bootstrap: the task's `bootstrap` and `seed` options (0: none)."""
         return int(getattr(self.options, "bootstrap", 0)), int(getattr(self.options, "seed", 0))
 
+    @abstractmethod
     def prompt_template(self, setting: Setting) -> str:
         """The text the setting's prompts are made from (system prompts, templates with placeholders for the
         item's fields, the exemplars chosen): its sha256 is part of the sweep's provenance."""
-        raise NotImplementedError
 
     def evaluation_constraint(self, setting: Setting) -> Constraint | None:
         """The constraint the judges' or the evaluator's answers on this setting are decoded under (None: none,
@@ -170,9 +168,10 @@ class Task(ABC, Generic[R]):
         """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
         return None
 
+    @abstractmethod
     def item_score(self, record: R) -> float | None:
-        """The per-item score that paired ablation tests compare (None: the item does not count)."""
-        return None
+        """The per-item score: the items the declared metrics' intervals resample, and what the paired tests of
+        ablations and verdicts compare (None: the item does not count)."""
 
     @classmethod
     def cluster(cls, record: R) -> str | None:
@@ -198,34 +197,14 @@ class Task(ABC, Generic[R]):
         name = cls.paired_metric or cls.primary_metric
         return next((m for m in cls.metrics if m.name == name), Metric(name, name))
 
-    # ---- the task's own part of the report (rendered from summary.json, so class-level)
-    @classmethod
-    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
-        """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
-        from ..sections import leaderboard
-
-        metrics = cls.metrics or (Metric(cls.primary_metric, cls.primary_metric),)
-        return [leaderboard(cls.name, metrics, cls.leaderboard_note, runs, summary)]
-
-    @classmethod
-    def report_plots(cls, runs: list[RunEntry]) -> list[Plot]:
-        return []
-
-    @classmethod
-    def browser_view(cls, record: R) -> BrowserView:
-        """The report's item browser on one record (its group, whether it is right, what to show beside it)."""
-        return BrowserView()
+    # ---- the task's own part of the report: its companion object (tasks/parts.py), all optional
+    report_parts: ClassVar[type[ReportParts]] = ReportParts
 
     def browser_diffs(self, item: Item, record: R) -> dict[str, list[list[str]]]:
         """Diffs the item browser draws beside one run's answer, needing the item (e.g. a revised contract
         against the input one): {label: [[op, text], ...]}, op "=" kept, "+" inserted, "-" deleted, "…" elided
         (offline_eval.ja.show.diff_segments makes them). Called by the sweep, which holds the items."""
         return {}
-
-    @classmethod
-    def glance_note(cls, runs: list[RunEntry]) -> str | None:
-        """What the report's opening lines should add about one setting's scored runs (None: nothing)."""
-        return None
 
     @classmethod
     def add_commands(cls, sub: Any) -> None:
@@ -239,11 +218,6 @@ class Task(ABC, Generic[R]):
             raise InputError(f"task {kind} has no field map", field="--field-map")
         task = cls.from_options(opts, source="command line", prefix=f"tasks.{cls.name}")
         return task.validate_data(path)
-
-    @classmethod
-    def leaderboard_row(cls, value: float) -> dict[str, Any]:
-        """What summary.json's leaderboard row adds to a run's primary-metric value (e.g. LegalEval-Q's tier)."""
-        return {}
 
     # Engine consistency: runs of the same weights on different engines, compared item by item.
     def item_answer(self, record: R) -> Any:

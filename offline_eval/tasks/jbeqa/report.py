@@ -1,16 +1,21 @@
-"""JBE-QA's sections of the report: per-subject and per-year breakdowns and the per-subject F1 plot."""
+"""JBE-QA's part of the report (its ReportParts): per-subject and per-year breakdowns, the per-subject F1 plot, the
+item browser's view and the opening lines' note on runs that gave one answer to everything."""
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...figures import Plot, fig_module, japanese_font, primary_score, safe_name, save
 from ...metrics.values import MetricValue
-from ...sections import Table, breakdown
+from ...sections import BrowserView, Table, breakdown
+from ..parts import ReportParts
 
 if TYPE_CHECKING:
     from ...results import RunEntry
+    from ...summary import Summary
+    from ..base import Task
+    from .task import JBEQARecord
 
 # Without a Japanese font (the `report` extra) plot labels fall back to English: boxes for 民法 help no one.
 SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}
@@ -64,3 +69,28 @@ def subject_bars(runs: list[RunEntry], limit: int = 8) -> list[Plot]:
 
 def _height(mv: MetricValue | None) -> float:
     return float(mv.value) if mv is not None and mv.value is not None else 0.0
+
+
+class JBEQAReport(ReportParts):
+    @classmethod
+    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+        return [*super().tables(task, runs, summary), *breakdown_tables(runs)]
+
+    @classmethod
+    def plots(cls, runs: list[RunEntry]) -> list[Plot]:
+        return subject_bars(runs)
+
+    @classmethod
+    def browser_view(cls, record: JBEQARecord) -> BrowserView:
+        ok = None if record.skipped else bool(record.scores["correct"])
+        return BrowserView(record.subject, ok, {"skipped": "did not fit the context"} if record.skipped else {})
+
+    @classmethod
+    def glance_note(cls, runs: list[RunEntry]) -> str | None:
+        constant = [r.run for r in runs if r.metrics.get("answered_true") in (0, 1)]
+        if not constant:
+            return None
+        return (
+            f"{len(constant)} of {len(runs)} runs gave the same answer to every item (e.g. {constant[0]}), "
+            f"so their score reflects the label balance, not knowledge"
+        )

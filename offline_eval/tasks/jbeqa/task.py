@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -33,15 +34,12 @@ from ...metrics.declared import Bootstrapped, Breakdown
 from ...metrics.values import RunMetrics
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
-from ...sections import BrowserView
 from ..base import Item, Metric, Setting, Task
 from .data import load_items, question_of
+from .report import JBEQAReport
 
 if TYPE_CHECKING:
-    from ...figures import Plot
-    from ...results import RunEntry
-    from ...sections import Table
-    from ...summary import Summary
+    pass
 
 SYSTEM_PROMPT = (
     "あなたは日本の司法試験の問題に解答する法律の専門家です。"
@@ -137,6 +135,7 @@ class JBEQATask(Task[JBEQARecord]):
     )
     Options = JBEQAOptions
     Record = JBEQARecord
+    report_parts = JBEQAReport
     primary_metric = "f1"
     paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
     metrics = (
@@ -163,18 +162,24 @@ class JBEQATask(Task[JBEQARecord]):
     def setting_name(self, setting: Setting) -> str:
         return f"jbeqa.{setting['shots']}shot.{setting['mode']}"
 
+    @cached_property
+    def exemplars(self) -> list[Item]:
+        """The few-shot exemplars, enough for the most shots asked for: from the train split where the data has
+        one, else from the scored split (none at 0 shots). Read on first use, by load, build or prompt_template
+        in any order."""
+        o = self.options
+        k = max(o.shots)
+        if not k:
+            return []
+        separate = o.train_split != o.split and has_split(o.data, o.train_split)
+        pool = load_items(o.data, o.train_split if separate else o.split)
+        return choose_exemplars(pool, k, o.exemplar_ids, o.data)
+
     def load(self) -> list[Item]:
         o = self.options
-        items = load_items(o.data, o.split)
-        k = max(o.shots)
-        self._exemplars: list[Item] = []
-        if k:
-            separate = o.train_split != o.split and has_split(o.data, o.train_split)
-            pool = load_items(o.data, o.train_split) if separate else items
-            self._exemplars = choose_exemplars(pool, k, o.exemplar_ids, o.data)
-            # Exemplars are never scored, in any setting, so 0-shot and k-shot score the same items.
-            ex = {e["id"] for e in self._exemplars}
-            items = [it for it in items if it["id"] not in ex]
+        # Exemplars are never scored, in any setting, so 0-shot and k-shot score the same items.
+        ex = {e["id"] for e in self.exemplars}
+        items = [it for it in load_items(o.data, o.split) if it["id"] not in ex]
         return items[: o.limit] if o.limit else items
 
     def _max_tokens(self, mode: str) -> int:
@@ -183,7 +188,7 @@ class JBEQATask(Task[JBEQARecord]):
     def build(self, items: Sequence[Item], setting: Setting) -> Phase:
         mode, k = setting["mode"], setting["shots"]
         shots: list[dict[str, str]] = []
-        for e in self._exemplars[:k] if k else []:
+        for e in self.exemplars[:k] if k else []:
             shots += [
                 {"role": "user", "content": user_message(e)},
                 {"role": "assistant", "content": "1" if e["answer"] else "0"},
@@ -269,37 +274,10 @@ class JBEQATask(Task[JBEQARecord]):
         """The system prompt, the user message with the release's field names in place of their values, and the
         exemplars the setting's shots put before it."""
         fields = ("subject_jp", "theme", "lead_in", "instruction", "question", "remark")
-        shots = [e["id"] for e in self._exemplars[: setting["shots"]]] if setting["shots"] else []
+        shots = [e["id"] for e in self.exemplars[: setting["shots"]]] if setting["shots"] else []
         return "\n\n".join(
             [SYSTEM_PROMPT, user_message({f: f"{{{f}}}" for f in fields}), f"exemplars: {', '.join(shots)}"]
         )
-
-    @classmethod
-    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
-        from .report import breakdown_tables
-
-        return [*super().report_tables(runs, summary), *breakdown_tables(runs)]
-
-    @classmethod
-    def browser_view(cls, record: JBEQARecord) -> BrowserView:
-        ok = None if record.skipped else bool(record.scores["correct"])
-        return BrowserView(record.subject, ok, {"skipped": "did not fit the context"} if record.skipped else {})
-
-    @classmethod
-    def glance_note(cls, runs: list[RunEntry]) -> str | None:
-        constant = [r.run for r in runs if r.metrics.get("answered_true") in (0, 1)]
-        if not constant:
-            return None
-        return (
-            f"{len(constant)} of {len(runs)} runs gave the same answer to every item (e.g. {constant[0]}), "
-            f"so their score reflects the label balance, not knowledge"
-        )
-
-    @classmethod
-    def report_plots(cls, runs: list[RunEntry]) -> list[Plot]:
-        from .report import subject_bars
-
-        return subject_bars(runs)
 
     def item_answer(self, record: JBEQARecord) -> Any:
         if record.skipped:

@@ -1,16 +1,20 @@
-"""LegalEval-Q's leaderboard: ranked by AdjScore = mu^2 / (mu + sigma), with the tier and the evaluator."""
+"""LegalEval-Q's part of the report (its ReportParts): the leaderboard ranked by AdjScore = mu^2 / (mu + sigma),
+with the tier and the evaluator, and the item browser's view of an answer and its evaluation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...metrics.adjscore import tier
 from ...metrics.ranking import has_score
-from ...sections import Table, ci_text, fmt, ranked
+from ...sections import BrowserView, Table, ci_text, fmt, ranked
+from ..parts import ReportParts
 
 if TYPE_CHECKING:
     from ...results import RunEntry
     from ...summary import Summary
+    from ..base import Task
+    from .task import LegalEvalQRecord
 
 
 def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Table:
@@ -63,3 +67,24 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
         "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low. The CI resamples "
         "questions (a bootstrap; 'n too small' under 20 questions).",
     )
+
+
+class LegalEvalQReport(ReportParts):
+    @classmethod
+    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+        return [quality_leaderboard(runs, task.name, summary)]
+
+    @classmethod
+    def browser_view(cls, record: LegalEvalQRecord) -> BrowserView:
+        ev = record.evaluation or {}
+        extra = {
+            "query": record.query,
+            "evaluator comment": ev.get("comment"),
+            "evaluator conclusion": ev.get("conclusion"),
+            "quality score": record.scores.get("quality"),
+        }
+        return BrowserView(record.split, None, extra)
+
+    @classmethod
+    def leaderboard_row(cls, value: float) -> dict[str, Any]:
+        return {"tier": tier(value)}

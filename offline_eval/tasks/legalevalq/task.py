@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ...constraints import JsonSchema
 from ...datafiles import note
 from ...errors import InputError, is_url, missing
-from ...metrics.adjscore import summarize, tier
+from ...metrics.adjscore import summarize
 from ...metrics.bootstrap import (
     ADJ_SCORE,
     MAX_BOOTSTRAP,
@@ -30,16 +30,14 @@ from ...metrics.values import RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
-from ...sections import BrowserView
 from ..base import Item, Metric, Setting, Task
 from . import annotate
 from . import evaluator as ev
 from .data import load_annotated, load_queries
+from .report import LegalEvalQReport
 
 if TYPE_CHECKING:
     from ...annotation import Case
-    from ...sections import Table
-    from ...summary import Summary
 
 ANSWER_SYSTEM = (
     "あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
@@ -101,6 +99,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     Record = LegalEvalQRecord
     annotation_form = annotate.FORM
     options: LegalEvalQOptions
+    report_parts = LegalEvalQReport
     primary_metric = "adj_score"
     metrics = (
         Metric(
@@ -122,29 +121,8 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
         """The question: every candidate's answer to it shares its difficulty."""
         return record.query
 
-    @classmethod
-    def leaderboard_row(cls, value: float) -> dict[str, Any]:
-        return {"tier": tier(value)}
-
     path_options = ("data", "validation_data", "scorer")
     model_options = ("evaluator",)
-
-    @classmethod
-    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
-        from .report import quality_leaderboard
-
-        return [quality_leaderboard(runs, cls.name, summary)]
-
-    @classmethod
-    def browser_view(cls, record: LegalEvalQRecord) -> BrowserView:
-        ev = record.evaluation or {}
-        extra = {
-            "query": record.query,
-            "evaluator comment": ev.get("comment"),
-            "evaluator conclusion": ev.get("conclusion"),
-            "quality score": record.scores.get("quality"),
-        }
-        return BrowserView(record.split, None, extra)
 
     def annotation_case(self, entry: RunEntry, item: Item, record: LegalEvalQRecord) -> Case | None:
         return annotate.case(entry, item, record)

@@ -3,16 +3,19 @@ Top: AmendExp (CA AA RA CI AI RI); bottom: the revision tasks (IF SC CP TA WA)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...metrics.agreement import format_rho
 from ...metrics.values import Number
-from ...sections import Table, fmt
+from ...sections import BrowserView, Table, fmt
+from ..parts import ReportParts
+from .record import LegalRikaiRecord
 from .sweepreport import AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
 
 if TYPE_CHECKING:
     from ...results import RunEntry
     from ...summary import Summary
+    from ..base import Task
 
 _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
 _REVISION = ("statrev", "reqrev", "riskrev")
@@ -304,3 +307,22 @@ def legalrikai_tables(summary: Summary) -> list[Table]:
     if t:
         out.append(t)
     return out + judge_agreement_tables(rep) + agreement_tables(rep)
+
+
+class LegalRikaiReportParts(ReportParts):
+    """The paper's tables, and the item browser's view of an output with each judge's scores and rationales."""
+
+    @classmethod
+    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+        return legalrikai_tables(summary)
+
+    @classmethod
+    def browser_view(cls, record: LegalRikaiRecord) -> BrowserView:
+        extra: dict[str, Any] = {}
+        for j, v in sorted(record.judges.items()):
+            extra[f"judge {j}: scores"] = v.get("scores") if v.get("scores") else f"failed ({v.get('finish_reason')})"
+            if v.get("rationales"):
+                extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
+        if record.checks:
+            extra["checks against the input contract"] = {k: v for k, v in record.checks.items() if k != "defects"}
+        return BrowserView(record.subtask, None, extra, focused=record.input == "focused")

@@ -19,17 +19,15 @@ from ...metrics.values import RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
-from ...sections import BrowserView
 from ..base import Item, Metric, Setting, Task
 from . import annotate, prompts, rubric
 from .metrics import aggregate, item_score, scored_item
 from .record import LegalRikaiRecord
+from .report import LegalRikaiReportParts
 from .rubric import SUBTASKS
 
 if TYPE_CHECKING:
     from ...annotation import Case
-    from ...sections import Table
-    from ...summary import Summary
 
 _FORMATS = (".jsonl", ".json", ".parquet")
 
@@ -69,6 +67,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     Options = LegalRikaiOptions
     Record = LegalRikaiRecord
     options: LegalRikaiOptions
+    report_parts = LegalRikaiReportParts
     primary_metric = "score"
     # The score is the mean of the criteria's means (metrics.aggregate); its interval resamples the items' scores.
     metrics = (
@@ -80,23 +79,6 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     model_options = ("judges",)
     data_kinds = SUBTASKS
     annotation_form = annotate.FORM
-
-    @classmethod
-    def report_tables(cls, runs: list[RunEntry], summary: Summary) -> list[Table]:
-        from .report import legalrikai_tables
-
-        return legalrikai_tables(summary)
-
-    @classmethod
-    def browser_view(cls, record: LegalRikaiRecord) -> BrowserView:
-        extra: dict[str, Any] = {}
-        for j, v in sorted(record.judges.items()):
-            extra[f"judge {j}: scores"] = v.get("scores") if v.get("scores") else f"failed ({v.get('finish_reason')})"
-            if v.get("rationales"):
-                extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
-        if record.checks:
-            extra["checks against the input contract"] = {k: v for k, v in record.checks.items() if k != "defects"}
-        return BrowserView(record.subtask, None, extra, focused=record.input == "focused")
 
     def browser_diffs(self, item: Item, record: LegalRikaiRecord) -> dict[str, list[list[str]]]:
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""

@@ -1,0 +1,45 @@
+"""A task's own part of the report, all optional, in a companion object beside the task: the report renders it
+from summary.json and the results files alone, so every part is class-level. A task names its subclass as
+`Task.report_parts`; the defaults are one leaderboard of the task's declared metrics and nothing else."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..sections import BrowserView, Metric
+
+if TYPE_CHECKING:
+    from ..figures import Plot
+    from ..results import RunEntry
+    from ..sections import Table
+    from ..summary import Summary
+    from .base import Task
+
+
+class ReportParts:
+    @classmethod
+    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+        """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
+        from ..sections import leaderboard
+
+        metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
+        return [leaderboard(task.name, metrics, task.leaderboard_note, runs, summary)]
+
+    @classmethod
+    def plots(cls, runs: list[RunEntry]) -> list[Plot]:
+        return []
+
+    @classmethod
+    def browser_view(cls, record: Any) -> BrowserView:
+        """The report's item browser on one record (its group, whether it is right, what to show beside it)."""
+        return BrowserView()
+
+    @classmethod
+    def glance_note(cls, runs: list[RunEntry]) -> str | None:
+        """What the report's opening lines should add about one setting's scored runs (None: nothing)."""
+        return None
+
+    @classmethod
+    def leaderboard_row(cls, value: float) -> dict[str, Any]:
+        """What summary.json's leaderboard row adds to a run's primary-metric value (e.g. LegalEval-Q's tier)."""
+        return {}
