@@ -6,6 +6,14 @@ import os as _os
 _os.environ.setdefault("HF_HUB_OFFLINE", "1")
 _os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# vLLM's compiled graphs (torch inductor's cache) are kept in the user's cache across loads and sweeps. Set before
+# torch is imported: torch pins its own default (/tmp/torchinductor_USER) into the environment on first use.
+_os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR",
+    _os.path.join(
+        _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"), "offline-eval", "torchinductor"
+    ),
+)
 
 __version__ = "0.1.0"
 

@@ -38,3 +38,25 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     from offline_eval.verify import verify
 
     assert verify(tmp_path / "out") == []  # the start's facts are claimed, as timings are: a rebuild keeps them
+
+
+def test_the_compile_cache_is_the_users_even_after_torch_pins_its_own(tmp_path: Path) -> None:
+    """torch writes its default (/tmp/torchinductor_USER) into the environment on first use, so offline-eval sets
+    the folder when it is imported, before torch is."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")}
+    code = (
+        "import offline_eval, torch\n"
+        "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+        "from offline_eval.backends.vllm_backend import compile_cache\n"
+        "print(cache_dir()); print(compile_cache())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True, check=True
+    )
+    want = str(tmp_path / ".cache" / "offline-eval" / "torchinductor")
+    assert out.stdout.split() == [want, want], out.stderr[-2000:]
