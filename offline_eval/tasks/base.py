@@ -92,8 +92,8 @@ class Task(ABC, Generic[R]):
 
     def run_metrics(self, records: Sequence[R], setting: Setting) -> RunMetrics:
         """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
-        declared metrics (with their intervals) and the answers that broke their constraint; over k samples per item, the aggregate of all
-        of them (each item's mean) and the samples' own statistics."""
+        values and declared metrics (with their intervals), and the answers that broke their constraint; over k
+        samples per item, the aggregate of all of them (each item's mean) and the samples' own statistics."""
         from .sampled import sample_metrics
 
         metrics = self.declared_metrics(records, setting, *self.resamples())
