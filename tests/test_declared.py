@@ -202,3 +202,27 @@ def test_the_task_skeleton_is_a_whole_task(shortqa, tmp_path: Path):
     assert [json.loads(x)["id"] for x in lines] == [r["id"] for r in rows]  # in the data's order
     assert "ShortQA" in (out / "report.md").read_text("utf-8")
     assert verify(out) == []
+
+
+def test_a_breakdown_of_a_metric_the_task_gives_is_refused():
+    """A `given` metric's value comes from the task, a group's would come from the columns: two definitions of one
+    number, so the framework refuses rather than print them side by side."""
+    from offline_eval.metrics.bootstrap import mean_columns, mean_of
+    from offline_eval.metrics.declared import with_intervals
+    from offline_eval.metrics.values import RunMetrics
+
+    m = RunMetrics()
+    m.put("score", 0.5)
+    records = [{"x": float(i % 2), "g": i % 3} for i in range(30)]
+    given = Bootstrapped(lambda rs: mean_columns([r["x"] for r in rs]), mean_of, 4, given=True)
+    with pytest.raises(ValueError, match="breakdown g/score"):
+        with_intervals(
+            m,
+            records,
+            Clusters.singletons(30),
+            [("score", given)],
+            [Breakdown("g", "score", lambda r: r["g"])],
+            n_resamples=0,
+            seed=0,
+            design_effect_of="score",
+        )

@@ -91,6 +91,8 @@ def with_intervals(
     m.put("n_clusters", clusters.n)
     for bd in breakdowns:
         b = stat[bd.metric]
+        if b.given:  # a group's value would come from the columns, the run's from the task: two definitions
+            raise ValueError(f"breakdown {bd.axis}/{bd.metric}: a metric the task gives has no per-group value")
         keys = [bd.group(r) for r in scored]
         for key in sorted(set(keys)):
             mask = np.array([k == key for k in keys])

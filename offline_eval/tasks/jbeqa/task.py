@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -37,9 +37,6 @@ from ...results import UNSET, JsonRecord, Unset
 from ..base import Item, Metric, Setting, Task
 from .data import load_items, question_of
 from .report import JBEQAReport
-
-if TYPE_CHECKING:
-    pass
 
 SYSTEM_PROMPT = (
     "あなたは日本の司法試験の問題に解答する法律の専門家です。"
