@@ -10,31 +10,47 @@ import pytest
 from conftest import DATA, TINY
 
 import offline_eval
+from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS
 
 
 def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path, monkeypatch) -> None:
+    """Also: a load planned for few prompt tokens starts eager (compile: auto), and says how many it planned: the
+    count `sweep --dry-run` gives for it."""
     pytest.importorskip("vllm")
     cache = tmp_path / "compiled"
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
     model = {"backend": "vllm", "path": str(TINY / "hf"), "max_model_len": 1024}
-    summary = offline_eval.sweep(
-        {
-            "output_dir": str(tmp_path / "out"),
-            # the same weights twice (another seed: the store serves neither's outputs to the other), two loads
-            "models": [{"name": "first", **model}, {"name": "second", "seed": 1, **model}],
-            "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 2}},
-        },
-        progress=False,
-        log=lambda _: None,
-    )
+    config = {
+        "output_dir": str(tmp_path / "out"),
+        # the same weights three times (another seed: the store serves none's outputs to another), three loads
+        "models": [
+            {"name": "first", "compile": "always", **model},
+            {"name": "second", "seed": 1, "compile": "always", **model},
+            {"name": "auto", "seed": 2, **model},
+        ],
+        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 2}},
+    }
+    lines: list[str] = []
+    summary = offline_eval.sweep(config, progress=False, log=lines.append)
     assert summary.provenance is not None
     started = {x.run.split(".")[0]: x.engine_start for x in summary.provenance.loads}
-    first, second = started["first"], started["second"]
-    assert first is not None and second is not None, started
+    first, second, auto = started["first"], started["second"], started["auto"]
+    assert first is not None and second is not None and auto is not None, started
     assert first["compile"] == "compiled" and first["compile_cache_files_added"] > 0, first
     assert second["compile"] == "reused" and second["compile_cache_files_added"] == 0, second
+    assert first["compile_choice"] == second["compile_choice"] == "compile: always"
     assert first["compile_cache"] == second["compile_cache"] == str(cache)
     assert second["start_s"] < first["start_s"], started
+    planned: list[str] = []
+    offline_eval.sweep(config, progress=False, log=planned.append, dry_run=True)
+    tokens = next(x for x in planned if x.startswith("total:")).split(", ")[1].split()[0]  # three equal loads
+    assert auto["compile"] == "eager", auto
+    assert (
+        auto["compile_choice"]
+        == f"compile: auto, {int(tokens) // 3:,} prompt tokens planned < {COMPILE_ABOVE_TOKENS:,}"
+    ), auto
+    assert auto["compile_cache_files_added"] == 0 and auto["start_s"] < second["start_s"], started
+    assert any("vllm started in" in x and "eager, not compiled" in x for x in lines), lines
     from offline_eval.verify import verify
 
     assert verify(tmp_path / "out") == []  # the start's facts are claimed, as timings are: a rebuild keeps them

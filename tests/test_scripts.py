@@ -220,6 +220,23 @@ def test_bench_engine_start(tiny: Path):
 
 
 @pytest.mark.engine
+def test_bench_compile_crossover(tiny: Path):
+    """Two vLLM loads of the tiny model, compiled over an empty cache and eager: each load's start and phase, the
+    same answers both ways, and the crossover line (or the line that says there is none)."""
+    out = run_script("bench_compile_crossover.py", "--quick", "--model", str(tiny / "hf"), "--max-model-len", "2048")
+    phase = r"0-shot NUM s \(NUM tokens submitted, NUM computed\)"
+    compiled = numbers(r"compiled, empty cache: start NUM s \(compiled\); " + phase, out)
+    eager = numbers(r"eager: start NUM s \(eager\); " + phase, out)
+    assert compiled[2] == eager[2]  # the same prompts
+    same, total = numbers(r"eager gives the same answer as compiled on NUM/NUM", out)
+    assert same == total == 20
+    assert "cache reused" not in out
+    end = last_line(out)
+    if not end.startswith("eager was not slower"):
+        numbers(r"crossover, empty cache: NUM prompt tokens submitted", re.sub(r"(?<=\d),(?=\d)", "", end))
+
+
+@pytest.mark.engine
 def test_bench_fullsize(tiny: Path):
     """A dozen statements, 0- and 4-shot, on llama.cpp: ours and the raw engine give the same answers, and the
     table, the full-size estimate and the promised line are there."""

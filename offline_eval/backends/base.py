@@ -29,6 +29,9 @@ class Backend(ABC):
     # An engine that pads each batch to its longest prompt and caches no prefix (transformers) is handed its
     # prompts shortest first, so a batch pads least; the others get them by token ids, neighbours sharing a prefix.
     batches_by_length: ClassVar[bool] = False
+    # An engine that chooses how to start from the work planned on the load (vLLM: compiled or eager) is handed
+    # its prompt tokens in LoadSpec.planned_prompt_tokens; they are counted only for such an engine.
+    plans_start: ClassVar[bool] = False
 
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec
@@ -70,6 +73,10 @@ class Backend(ABC):
     def start_facts(self) -> dict[str, Any] | None:
         """What the engine's start did that the provenance records (e.g. vLLM: compiled, or reused its compile
         cache); None: nothing to say."""
+        return None
+
+    def start_line(self) -> str | None:
+        """How the engine started, for the sweep's log (None: nothing to say)."""
         return None
 
     def prompt_lengths(self, requests: Sequence[Request]) -> list[int] | None:

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .base import Backend
 from .fingerprint import HashCache
-from .registry import load_backend, spec_fingerprint
+from .registry import get_engine, load_backend, spec_fingerprint
 from .spec import LoadSpec
 
 
 class LazyBackend:
-    """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine."""
+    """Loads the engine on first use, so a re-run whose outputs are all stored starts no engine. `plan` counts the
+    prompt tokens planned on the load, for an engine that chooses how to start from them (Backend.plans_start)."""
 
     def __init__(
-        self, spec: LoadSpec, hashes: HashCache | None = None, load: Callable[[LoadSpec], Backend] = load_backend
+        self,
+        spec: LoadSpec,
+        hashes: HashCache | None = None,
+        load: Callable[[LoadSpec], Backend] = load_backend,
+        plan: Callable[[], int | None] | None = None,
     ) -> None:
         self.spec = spec
         self.fingerprint = spec_fingerprint(spec, hashes)
         self._load = load  # in this process, or an engine on a Ray worker (offline_eval.executors)
+        self._plan = plan
         self._backend: Backend | None = None
 
     @property
@@ -28,7 +35,10 @@ class LazyBackend:
 
     def get(self) -> Backend:
         if self._backend is None:
-            self._backend = self._load(self.spec)
+            spec = self.spec
+            if self._plan is not None and get_engine(spec.backend).declared_class().plans_start:
+                spec = replace(spec, planned_prompt_tokens=self._plan())
+            self._backend = self._load(spec)
         return self._backend
 
     def start_facts(self) -> dict[str, Any] | None:

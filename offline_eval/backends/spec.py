@@ -33,10 +33,14 @@ class LoadSpec:
     enable_prefix_caching: bool = True
     engine_args: dict[str, Any] = field(default_factory=dict)
     engine_options: dict[str, Any] = field(default_factory=dict)  # the engine's own models.yaml keys
+    # The prompt tokens the load is planned to submit (None: unknown), for an engine that chooses how to start from
+    # it (vLLM compiles or not); neither an option nor part of the store key.
+    planned_prompt_tokens: int | None = None
 
     def describe(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d.pop("name")
+        d.pop("planned_prompt_tokens")
         return d
 
 

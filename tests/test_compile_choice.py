@@ -1,0 +1,117 @@
+"""vLLM compiles or starts eager from the work planned on its load (issue 33): the rule, the options that override
+it, and the planned count an engine is handed, which is the count `sweep --dry-run` prints for the load. No engine
+starts here: the rule is ours, and the engine test (test_compile_cache) checks what vLLM then does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DATA
+
+import offline_eval
+from offline_eval.backends.fake_backend import FakeBackend
+from offline_eval.backends.lazy import LazyBackend
+from offline_eval.backends.registry import spec_fingerprint
+from offline_eval.backends.spec import LoadSpec
+from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS, compile_choice
+from offline_eval.config import parse_config
+from offline_eval.errors import InputError
+
+
+def spec(planned: int | None = None, path: str = "/nowhere", **kw: Any) -> LoadSpec:
+    return LoadSpec(name="m", backend="vllm", path=path, planned_prompt_tokens=planned, **kw)
+
+
+@pytest.mark.parametrize(
+    ("kw", "on_cpu", "eager", "why"),
+    [
+        ({}, True, False, "compile: auto, no planned work given"),
+        ({"planned": COMPILE_ABOVE_TOKENS - 1}, True, True, "<"),
+        ({"planned": COMPILE_ABOVE_TOKENS}, True, False, ">="),
+        ({"planned": 10}, False, False, "compile: auto, on a GPU"),
+        ({"planned": 10, "engine_options": {"compile": "always"}}, True, False, "compile: always"),
+        ({"planned": 10**9, "engine_options": {"compile": "never"}}, False, True, "compile: never"),
+        (
+            {"planned": 500, "engine_options": {"compile_above_tokens": 400}},
+            True,
+            False,
+            "500 prompt tokens planned >=",
+        ),
+        ({"planned": 10, "engine_args": {"enforce_eager": False}}, True, False, "engine_args.enforce_eager"),
+        ({"planned": 10**9, "engine_args": {"enforce_eager": True}}, True, True, "engine_args.enforce_eager"),
+    ],
+)
+def test_the_rule(kw: dict[str, Any], on_cpu: bool, eager: bool, why: str) -> None:
+    planned = kw.pop("planned", None)
+    got = compile_choice(spec(planned, **kw), on_cpu)
+    assert got[0] is eager and why in got[1], got
+
+
+def test_the_choice_is_not_in_the_store_key_but_enforce_eager_is(tmp_path: Path) -> None:
+    """How the load starts changes its speed, not the model, as batch size does; the user's own enforce_eager keeps
+    the key it always had."""
+    (tmp_path / "config.json").write_text("{}")
+    at = str(tmp_path)
+    base = spec_fingerprint(spec(path=at))
+    assert spec_fingerprint(spec(12_345, at, engine_options={"compile": "never", "compile_above_tokens": 7})) == base
+    assert spec_fingerprint(spec(path=at, engine_args={"enforce_eager": True})) != base
+    assert "planned_prompt_tokens" not in spec(5).describe()  # nor in the provenance's load options
+
+
+def test_only_an_engine_that_plans_its_start_is_counted_for(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def plan() -> int:
+        calls.append(1)
+        return 321
+
+    got: list[LoadSpec] = []
+    weights = tmp_path / "w"
+    weights.write_text("x")
+    fake = LazyBackend(LoadSpec(name="m", backend="fake", path=str(weights)), load=got.append, plan=plan)  # type: ignore[arg-type]
+    fake.get()
+    assert calls == [] and got[0].planned_prompt_tokens is None
+    planning = LazyBackend(spec(path=str(weights)), load=got.append, plan=plan)  # type: ignore[arg-type]
+    planning.get()
+    assert calls == [1] and got[1].planned_prompt_tokens == 321
+    assert planning.spec.planned_prompt_tokens is None  # the lazy engine's own spec, and its key, are untouched
+
+
+def test_the_options_are_checked_and_a_config_without_them_reads_as_before(tmp_path: Path) -> None:
+    model = {"name": "m", "backend": "vllm", "path": str(tmp_path)}
+    cfg = parse_config({"models": [model], "tasks": {"jbeqa": {"data": str(DATA)}}}, tmp_path, "models.yaml")
+    dumped = cfg.model_dump(mode="json")["models"][0]
+    assert "compile" not in dumped and "compile_above_tokens" not in dumped  # the config's digest is unchanged
+    cfg = parse_config(
+        {"models": [{**model, "compile": "never"}], "tasks": {"jbeqa": {"data": str(DATA)}}}, tmp_path, "models.yaml"
+    )
+    assert cfg.model_dump(mode="json")["models"][0]["compile"] == "never"
+    for bad, why in (
+        ({"compile": "sometimes"}, "'auto', 'always' or 'never'"),
+        ({"compile_above_tokens": -1}, "greater than or equal to 0"),
+    ):
+        with pytest.raises(InputError) as e:
+            parse_config({"models": [{**model, **bad}], "tasks": {"jbeqa": {}}}, tmp_path, "models.yaml")
+        assert f"models.yaml, field 'models.0.{next(iter(bad))}'" in str(e.value) and why in str(e.value), e.value
+
+
+def test_the_planned_count_is_the_dry_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep hands a planning engine the prompt tokens its load's settings submit, every sample counted: what the
+    dry run prints for the load. The engine's start line reaches the sweep's log."""
+    monkeypatch.setattr(FakeBackend, "plans_start", True)
+    monkeypatch.setattr(FakeBackend, "start_line", lambda self: f"planned {self.spec.planned_prompt_tokens}")
+    weights = tmp_path / "w"
+    weights.write_text("x")
+    config = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "m", "backend": "fake", "path": str(weights), "max_model_len": 4096}],
+        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 2], "mode": ["constrained"], "limit": 6}},
+    }
+    planned: list[str] = []
+    offline_eval.sweep(config, progress=False, log=planned.append, dry_run=True)
+    total = int(next(x for x in planned if x.startswith("total:")).split(", ")[1].split()[0])
+    lines: list[str] = []
+    offline_eval.sweep(config, progress=False, log=lines.append)
+    assert total > 0 and f"[m.fake.default.ctx4096] planned {total}" in lines, lines
