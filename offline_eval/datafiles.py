@@ -13,11 +13,34 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from .errors import InputError, is_url, missing
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from .errors import InputError, is_url, missing, record_error
 
 Record = tuple[str, dict[str, Any]]
+
+
+class TaskItem(BaseModel):
+    """One evaluation item, validated once where it is read and passed on typed to every stage: each task's item
+    model subclasses it. Frozen, so no stage changes what the data said; columns it does not name are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str  # the item's id in its results files
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    def content(self) -> dict[str, Any]:
+        """Every field as read, computed ones included: what the item's provenance digest hashes."""
+        return self.model_dump()
+
+
+M = TypeVar("M", bound=BaseModel)
 _SUFFIXES = (".jsonl", ".json", ".parquet")
 _read: ContextVar[list[str] | None] = ContextVar("offline_eval_data_read", default=None)
 
@@ -91,6 +114,38 @@ def read_records(path: str | Path, split: str = "test") -> list[Record]:
     for label, record in records:
         _check_text(record, where, label)
     return records
+
+
+def read_items(
+    path: str | Path, split: str, model: type[M], field_map: dict[str, str] | None = None, unique: str | None = "id"
+) -> list[tuple[str, M]]:
+    """Every record of a split validated as `model`, with its label ("line 7"). `field_map` (our name -> the file's)
+    renames a copy's columns; `unique` names the field no two records may share. The first bad record is an error
+    that names the file, the record (with its id where it has one) and the field, as the file names it."""
+    fmap = field_map or {}
+    file = str(path)
+    out: list[tuple[str, M]] = []
+    first: dict[str, str] = {}
+    for where, raw in read_records(path, split):
+        rec = {ours: raw[theirs] for ours, theirs in fmap.items() if theirs in raw}
+        rec.update({k: v for k, v in raw.items() if k not in rec and k not in fmap.values()})
+        label = f"{where} (id {rec['id']})" if rec.get("id") is not None else where
+        try:
+            item = model.model_validate(rec)
+        except ValidationError as e:
+            raise record_error(e, file, label, fmap) from None
+        if unique is not None:
+            key = str(getattr(item, unique))
+            if key in first:
+                raise InputError(
+                    f"duplicate {unique} {key!r} (first in {first[key]})",
+                    file=file,
+                    record=label,
+                    field=fmap.get(unique, unique),
+                )
+            first[key] = where
+        out.append((label, item))
+    return out
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -213,10 +268,10 @@ def _read_json(p: Path) -> Iterator[Record]:
         data = next((v for v in data.values() if isinstance(v, list)), [data])
     if not isinstance(data, list):
         raise InputError("expected a JSON list of objects", file=str(p))
-    for n, obj in enumerate(data):
+    for n, obj in enumerate(data, 1):
         if not isinstance(obj, dict):
-            raise InputError("expected a JSON object", file=str(p), record=f"item {n}")
-        yield f"item {n}", obj
+            raise InputError("expected a JSON object", file=str(p), record=n)
+        yield f"record {n}", obj
 
 
 def _read_parquet(p: Path) -> Iterator[Record]:

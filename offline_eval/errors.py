@@ -41,7 +41,9 @@ class InputError(OfflineEvalError):
             where.append(str(file))
         if record is not None:
             where.append(
-                f"record {record}" if not isinstance(record, str) or not record.startswith("line ") else record
+                f"record {record}"
+                if not isinstance(record, str) or not record.startswith(("line ", "record "))
+                else record
             )
         if field is not None:
             where.append(f"field '{field}'")
@@ -100,6 +102,20 @@ def missing(path: str) -> str | None:
 def is_url(path: str) -> bool:
     p = str(path).strip().lower()
     return "://" in p or p.startswith(("hf:", "s3:", "gs:", "www."))
+
+
+def record_error(e: ValidationError, file: str, record: str, rename: dict[str, str] | None = None) -> InputError:
+    """A data record's first schema error as one line naming the file, the record and the field (by the file's own
+    name where a field map renamed it): "missing", the validator's own words, or pydantic's with the value."""
+    err = e.errors()[0]
+    field = ".".join(str(x) for x in err["loc"])
+    if err["type"] == "missing":
+        msg = "missing"
+    elif err["type"] == "value_error":
+        msg = str(err["ctx"]["error"])
+    else:
+        msg = f"{err['msg']}, got {err['input']!r}"
+    return InputError(msg[:300], file=file, record=record, field=(rename or {}).get(field, field))
 
 
 def format_validation_error(e: ValidationError, file: str | None, prefix: str = "") -> InputError:

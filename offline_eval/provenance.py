@@ -18,6 +18,7 @@ from typing import Any
 from .backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
 from .backends.registry import engine_version, spec_fingerprint
 from .backends.spec import LoadSpec
+from .datafiles import TaskItem
 from .summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 
 # The engine libraries whose installed versions a sweep records, by module name: what is installed, whether or not
@@ -160,18 +161,16 @@ def setting(
     )
 
 
-def item_digests(items: Sequence[Any], prompts: Sequence[str]) -> dict[str, str] | None:
+def item_digests(items: Sequence[TaskItem], prompts: Sequence[str]) -> dict[str, str] | None:
     """Each item's id -> the first 16 hex digits of the sha256 of its content and its request (canonical JSON: the
     prompt with its exemplars, the constraint): what lets two sweeps over a corrected data file compare the items
-    that did not change. None: the items have no ids, or not one request each."""
+    that did not change. None: not one request each."""
     if len(items) != len(prompts):
         return None
     out = {}
     for it, prompt in zip(items, prompts):
-        if not isinstance(it, dict) or "id" not in it:
-            return None
-        blob = json.dumps([it, prompt], sort_keys=True, ensure_ascii=False, default=str)
-        out[str(it["id"])] = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+        blob = json.dumps([it.content(), prompt], sort_keys=True, ensure_ascii=False, default=str)
+        out[it.id] = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
     return out
 
 

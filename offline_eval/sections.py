@@ -5,7 +5,7 @@ them; tasks build them, so nothing here imports a task or the report."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .metrics.bootstrap import MIN_CLUSTERS
 from .metrics.declared import Bootstrapped
@@ -30,6 +30,9 @@ class Metric:
     digits: int = 3
     margin: float | None = None  # default non-inferiority margin, in the metric's units (models.yaml `margin`)
     bounds: tuple[float, float] | None = None  # the metric's range: a margin must lie inside (0, its width)
+    # What an item's score is where this metric is the paired one (verdicts, ablations, compare): right or wrong
+    # (McNemar, Tango's interval, flips) or graded (Wilcoxon, the bootstrap), whatever values a run happens to give.
+    paired: Literal["binary", "graded"] = "graded"
 
 
 @dataclass

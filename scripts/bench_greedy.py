@@ -49,7 +49,7 @@ def main() -> int:
     reqs = []
     for it in items:
         gold = judge_gold(it)
-        schema = JsonSchema(rubric.judge_schema(it["subtask"], 200))
+        schema = JsonSchema(rubric.judge_schema(it.subtask, 200))
         for response in (gold, gold[: len(gold) // 2], "わかりません。"):
             text = prompts.judge_prompt(it, prompts.task_prompt(it, None), response, gold, 200)
             reqs.append(task._chat(text, s, schema))  # type: ignore[attr-defined]

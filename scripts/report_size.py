@@ -26,6 +26,7 @@ from offline_eval.report.inputs import ItemInputs
 from offline_eval.results import ItemRecord, ResultsFolder, RunKey
 from offline_eval.summary import SCHEMA_VERSION, Summary
 from offline_eval.tasks import make_task
+from offline_eval.tasks.jbeqa.data import JBEQAItem
 from offline_eval.tasks.jbeqa.task import JBEQARecord
 
 N_ITEMS = 3464
@@ -47,15 +48,19 @@ def _prompts(settings: list[str], rng: np.random.Generator) -> tuple[ItemInputs,
     task.load()  # picks the exemplars
     lead = [text(LEAD_IN_CHARS) if q % 5 == 0 else "" for q in range(N_ITEMS // 5 + 1)]
     items = [
-        {
-            "id": f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}",
-            "subject_jp": SUBJECTS[i % 3],
-            "theme": "None",
-            "lead_in": lead[i // 5],
-            "instruction": "次のアからオまでの各記述のうち、正しいものを２個選びなさい。",
-            "question": text(QUESTION_CHARS),
-            "remark": "",
-        }
+        JBEQAItem(
+            id=f"令和{i % 6 + 1}年-{SUBJECTS[i % 3]}-{i}",
+            year=f"令和{i % 6 + 1}年",
+            subject="-",
+            subject_jp=SUBJECTS[i % 3],
+            theme="None",
+            lead_in=lead[i // 5],
+            instruction="次のアからオまでの各記述のうち、正しいものを２個選びなさい。",
+            question=text(QUESTION_CHARS),
+            remark="",
+            label="Y",
+            answer=True,
+        )
         for i in range(N_ITEMS)
     ]
     inputs, full = ItemInputs(), 0
@@ -63,7 +68,7 @@ def _prompts(settings: list[str], rng: np.random.Generator) -> tuple[ItemInputs,
         name = task.setting_name(setting)
         if name in settings:
             phase = task.build(items, setting)
-            inputs.add_phase(name, [str(it["id"]) for it in items], phase)
+            inputs.add_phase(name, [it.id for it in items], phase)
             full += sum(len(c.encode()) for r in phase.requests for _, c in r.messages or ())
     return inputs, full
 

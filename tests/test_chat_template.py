@@ -80,7 +80,7 @@ def test_jbeqa_fewshot_in_the_plain_format():
     req = task.build(items, {"shots": 4, "mode": "constrained"}).requests[0]
     text = render_plain(req.message_dicts())
     assert text.startswith(SYSTEM_PROMPT + "\n\n" + PLAIN_QUESTION)
-    assert text.endswith(f"記述：{items[0]['question']}\n{PLAIN_ANSWER}")  # ends with the answer cue
+    assert text.endswith(f"記述：{items[0].question}\n{PLAIN_ANSWER}")  # ends with the answer cue
     answers = [block.rsplit(PLAIN_ANSWER, 1)[1] for block in text.split("\n\n")[1:-1]]
     assert answers == ["1", "0", "1", "0"]  # the exemplars as question/answer pairs
     assert text.count(PLAIN_QUESTION) == 5 and "<|" not in text and "<s>" not in text

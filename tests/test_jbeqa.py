@@ -118,14 +118,14 @@ def test_release_records_load_as_they_are_and_with_integer_years(tmp_path: Path)
         release_record(id="令和元年-憲法-3-1", year="令和元年", subject="Constitutional Law", subject_jp="憲法"),
     ]
     items = load_items(str(write_jsonl(tmp_path / "test.jsonl", recs)), "test")
-    assert [it["year"] for it in items] == ["令和５年", "平成27年", "令和元年"]  # kept exactly as given
-    assert [it["year_ad"] for it in items] == [2023, 2015, 2019]
-    assert [it["subject"] for it in items] == ["Civil Law", "Criminal Law", "Constitutional Law"]
-    assert items[0]["id"] == "令和５年-民法-１８-１" and items[0]["theme"] == "None"
+    assert [it.year for it in items] == ["令和５年", "平成27年", "令和元年"]  # kept exactly as given
+    assert [it.year_ad for it in items] == [2023, 2015, 2019]
+    assert [it.subject for it in items] == ["Civil Law", "Criminal Law", "Constitutional Law"]
+    assert items[0].id == "令和５年-民法-１８-１" and items[0].theme == "None"
     as_int = [dict(r, year=gregorian_year(r["year"])) for r in recs]
     items2 = load_items(str(write_jsonl(tmp_path / "int.jsonl", as_int)), "test")
-    assert [it["year"] for it in items2] == [2023, 2015, 2019]
-    assert [it["year_ad"] for it in items2] == [2023, 2015, 2019]
+    assert [it.year for it in items2] == [2023, 2015, 2019]
+    assert [it.year_ad for it in items2] == [2023, 2015, 2019]
 
 
 def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subject_jp(tmp_path: Path):
@@ -195,7 +195,7 @@ def test_run_metrics_resample_questions_and_count_items_without_one(tmp_path: Pa
     records = [
         task.score(
             it,
-            Result(text=("1" if it["answer"] else "0") if it["id"] in right else "1" if not it["answer"] else "0"),
+            Result(text=("1" if it.answer else "0") if it.id in right else "1" if not it.answer else "0"),
             s,
         )
         for it in items
@@ -287,13 +287,13 @@ def test_parquet_and_datasets_folder_load_the_same_items(tmp_path: Path):
 
 
 def test_prompt_follows_the_paper():
-    it = next(r for r in load_items(str(DATA), "test") if r["remark"])
+    it = next(r for r in load_items(str(DATA), "test") if r.remark)
     msg = user_message(it)
     assert "1" in SYSTEM_PROMPT and "0" in SYSTEM_PROMPT and "説明" in SYSTEM_PROMPT
-    assert f"科目：{it['subject_jp']}" in msg
-    assert it["question"] in msg and it["instruction"] in msg
+    assert f"科目：{it.subject_jp}" in msg
+    assert it.question in msg and it.instruction in msg
     assert "なお、" in msg
-    blank = dict(it, theme="None", lead_in="", remark="")
+    blank = it.model_copy(update={"theme": "None", "lead_in": "", "remark": ""})
     m2 = user_message(blank)
     assert "テーマ" not in m2 and "None" not in m2 and "なお" not in m2
 
@@ -304,8 +304,8 @@ def test_fewshot_exemplars_are_balanced_and_never_scored(tmp_path: Path):
     task = make_task("jbeqa", {"data": str(tmp_path), "shots": [0, 4]})
     items = task.load()
     ex = task.exemplars
-    assert [e["answer"] for e in ex] == [True, False, True, False]
-    assert not {e["id"] for e in ex} & {it["id"] for it in items}
+    assert [e.answer for e in ex] == [True, False, True, False]
+    assert not {e.id for e in ex} & {it.id for it in items}
     assert len(items) == len(rows("test")) - 4
     phase0 = task.build(items, {"shots": 0, "mode": "constrained"})
     phase4 = task.build(items, {"shots": 4, "mode": "constrained"})
@@ -323,7 +323,7 @@ def test_a_fresh_task_builds_and_names_its_prompts_without_load_first():
     fresh, loaded = make_task("jbeqa", opts), make_task("jbeqa", opts)
     items = loaded.load()
     s = {"shots": 4, "mode": "constrained"}
-    assert "exemplars: " + ", ".join(e["id"] for e in loaded.exemplars) in fresh.prompt_template(s)
+    assert "exemplars: " + ", ".join(e.id for e in loaded.exemplars) in fresh.prompt_template(s)
     assert fresh.prompt_template(s) == loaded.prompt_template(s)
     assert fresh.build(items, s).requests == loaded.build(items, s).requests
     assert fresh.load() == items
@@ -334,7 +334,7 @@ def test_exemplar_ids_option_and_missing_ids():
         "jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": [rows("train")[0]["id"], rows("train")[1]["id"]]}
     )
     task.load()
-    assert [e["id"] for e in task.exemplars] == [rows("train")[0]["id"], rows("train")[1]["id"]]
+    assert [e.id for e in task.exemplars] == [rows("train")[0]["id"], rows("train")[1]["id"]]
     bad = make_task("jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": ["nope", "nada"]})
     with pytest.raises(Exception, match="exemplar ids not found: nope, nada"):
         bad.load()
@@ -349,8 +349,8 @@ def test_scoring_rules():
     task = make_task("jbeqa", {"data": str(DATA), "mode": ["free"], "bootstrap": 0})
     items = task.load()
     s = {"shots": 0, "mode": "free"}
-    true_item = next(i for i in items if i["answer"])
-    false_item = next(i for i in items if not i["answer"])
+    true_item = next(i for i in items if i.answer)
+    false_item = next(i for i in items if not i.answer)
     r1 = task.score(true_item, Result(text="1"), s)
     assert r1.scores == {"correct": 1, "faithful": 1} and r1.parsed == 1
     # An explanation is unfaithful and scored as 0 (false), which happens to be right for a false item.

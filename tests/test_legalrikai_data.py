@@ -26,12 +26,12 @@ def test_samples_validate(task):
 def test_sample_properties_the_issue_asks_for():
     req = load_items("reqrev", str(D / "reqrev.jsonl"))
     risk = load_items("riskrev", str(D / "riskrev.jsonl"))
-    assert [r["contract"] for r in req] == [r["contract"] for r in risk]  # shared inputs, as in the paper
-    assert any(r["gold"] == r["contract"] for r in risk)  # an instruction that needs no change
+    assert [r.contract for r in req] == [r.contract for r in risk]  # shared inputs, as in the paper
+    assert any(r.gold == r.contract for r in risk)  # an instruction that needs no change
     for r in req + risk + load_items("statrev", str(D / "statrev.jsonl")):
-        assert 8 <= len(parse(r["contract"]).articles) <= 20
+        assert 8 <= len(parse(r.contract).articles) <= 20
     amend = load_items("amendexp", str(D / "amendexp.jsonl"))
-    assert all(len(parse(a["statute_pre"]).articles) >= 5 and a["statute_pre"] != a["statute_post"] for a in amend)
+    assert all(len(parse(a.statute_pre).articles) >= 5 and a.statute_pre != a.statute_post for a in amend)
 
 
 @pytest.mark.slow

@@ -327,7 +327,7 @@ def test_field_map_per_subtask_and_data_paths(tmp_path):
     )
     items = t.load()
     assert [s["subtask"] for s in t.settings()] == ["reqrev"] and len(items) == 3
-    assert items[0]["contract"].startswith("# 業務委託契約書")
+    assert items[0].contract.startswith("# 業務委託契約書")
     flat = LegalRikaiTask.from_options(
         {
             "data": {"reqrev": str(tmp_path / "reqrev.jsonl")},
@@ -344,29 +344,31 @@ def test_field_map_per_subtask_and_data_paths(tmp_path):
 
 
 def test_prompts_are_japanese_and_carry_the_inputs():
+    from offline_eval.tasks.legalrikai.schema import AmendExpItem, RevisionItem, StatRevItem
+
     t = LegalRikaiTask.from_options({"data": str(ROOT / "data" / "legalrikai")})
     items = t.load()
-    assert sorted({i["subtask"] for i in items}) == ["amendexp", "reqrev", "riskrev", "statrev"]
+    assert sorted({i.subtask for i in items}) == ["amendexp", "reqrev", "riskrev", "statrev"]
     for it in items:
-        phase = t.build([it], {"subtask": it["subtask"], "overflow": "focus"})
+        phase = t.build([it], {"subtask": it.subtask, "overflow": "focus"})
         user = phase.requests[0].messages[1][1]
-        if "contract" in it:
-            assert it["contract"] in user
-        if "statute_pre" in it:
-            assert it["statute_pre"] in user and it["statute_post"] in user
-        for x in it.get("instructions", []):
+        if isinstance(it, StatRevItem | RevisionItem):
+            assert it.contract in user
+        if isinstance(it, AmendExpItem | StatRevItem):
+            assert it.statute_pre in user and it.statute_post in user
+        for x in it.instructions if isinstance(it, RevisionItem) else []:
             assert x in user
         req = t._judge(it, user, "回答", Sampling(), JsonSchema({"type": "object"}))
         judge = req.messages[1][1]  # type: ignore[index]
         assert judge[req.shared_chars :].strip() == "回答"  # the response last, after everything candidates share
         assert "# 評価基準" in judge and "回答" in judge and user in judge
-        for c in rubric.criteria(it["subtask"]):
+        for c in rubric.criteria(it.subtask):
             assert c.definition in judge
-    st = next(i for i in items if i["subtask"] == "statrev")
+    st = next(i for i in items if i.subtask == "statrev")
     from offline_eval.tasks.legalrikai.task import judge_gold
 
     gold = parse(judge_gold(st))  # only the gold's revised articles, the form a StatRev answer takes
-    full, src = parse(st["gold"]), parse(st["contract"])
+    full, src = parse(st.gold), parse(st.contract)
     assert gold.labels() and len(gold.articles) < len(full.articles) / 2
     for a in gold.articles:
         assert a.raw.strip() == full.article(a.label).raw.strip()

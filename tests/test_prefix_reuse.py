@@ -21,9 +21,10 @@ def _shared(a: str, b: str) -> int:
 
 def test_judge_prompt_puts_the_response_last():
     from offline_eval.tasks.legalrikai import prompts
+    from offline_eval.tasks.legalrikai.schema import load_items
     from offline_eval.tasks.legalrikai.task import judge_gold
 
-    item = {**json.loads((RIKAI / "amendexp.jsonl").read_text(encoding="utf-8").splitlines()[0]), "subtask": "amendexp"}
+    item = load_items("amendexp", str(RIKAI / "amendexp.jsonl"))[0]
     original, gold = prompts.task_prompt(item), judge_gold(item)
     a = prompts.judge_prompt(item, original, "回答その一", gold, 30)
     b = prompts.judge_prompt(item, original, "別の回答", gold, 30)

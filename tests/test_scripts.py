@@ -99,20 +99,20 @@ def test_bench_fullsize_builds_the_release_form(tmp_path: Path, monkeypatch: pyt
     spec.loader.exec_module(bench)
     bench.write_set(tmp_path, bench.FULL)
     items = load_items(str(tmp_path), "test")
-    assert len(items) == 3464 and len({it["id"] for it in items}) == 3464
-    assert sum(it["answer"] for it in items) == round(0.476 * 3464)
-    sizes = Counter(question_of(it["id"]) for it in items)
+    assert len(items) == 3464 and len({it.id for it in items}) == 3464
+    assert sum(it.answer for it in items) == round(0.476 * 3464)
+    sizes = Counter(question_of(it.id) for it in items)
     assert None not in sizes and len(sizes) == 708 and set(sizes.values()) <= {2, 3, 4, 5}
-    eras = {it["id"].split("-")[0] for it in items}
+    eras = {it.id.split("-")[0] for it in items}
     assert eras == {"平成２７年", "平成２８年", "平成２９年", "平成３０年", "令和元年"} | {
         f"令和{d}年" for d in "２３４５６"
     }
-    assert {it["year_ad"] for it in items} == set(range(2015, 2025))
-    assert {it["id"][-1].isascii() for it in items} == {True, False}  # both widths, as the release writes them
-    assert {"令和3年", "令和２年", "令和元年"} <= {it["year"] for it in items}
+    assert {it.year_ad for it in items} == set(range(2015, 2025))
+    assert {it.id[-1].isascii() for it in items} == {True, False}  # both widths, as the release writes them
+    assert {"令和3年", "令和２年", "令和元年"} <= {it.year for it in items}
     per_subject = Counter(q.split("-")[1] for q in sizes if q)
     assert per_subject == {"民法": 359, "憲法": 195, "刑法": 154}
-    assert len({it["question"] for it in items}) == 3464  # the same prompt twice would be answered once
+    assert len({it.question for it in items}) == 3464  # the same prompt twice would be answered once
     task = make_task("jbeqa", {"data": str(tmp_path), "shots": [0, 4], "mode": ["constrained"]})
     assert len(task.load()) == 3464  # no id is an exemplar's (those are left out of every setting)
 

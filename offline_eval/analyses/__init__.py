@@ -31,7 +31,11 @@ def analyse(
     return {
         "task_reports": task_reports(runs, records, tasks),
         "ablations": ablations.build(
-            records, known, lambda task: tasks[task].item_score, lambda task: tasks[task].cluster
+            records,
+            known,
+            lambda task: tasks[task].item_score,
+            lambda task: tasks[task].cluster,
+            lambda task: tasks[task].noninferiority_metric().paired,
         ),
         "noninferiority": verdicts.build(models, margins, records, runs, tasks),
         "consistency": consistency.build(known, records, tasks, declared),

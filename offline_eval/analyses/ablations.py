@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..metrics.bootstrap import Clusters
+from ..metrics.paired import PairedKind
 from ..metrics.stats import adjust_family, paired_test
 from ..results import ItemRecord, Records, RunEntry, item_means
 
@@ -42,9 +43,11 @@ def build(
     runs: list[RunEntry],
     item_score: Callable[[str], ItemScore],
     item_cluster: Callable[[str], ItemCluster],
+    paired_kind: Callable[[str], PairedKind],
     seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """`item_score(task)` and `item_cluster(task)`: the task's per-item score and cluster."""
+    """`item_score(task)`, `item_cluster(task)` and `paired_kind(task)`: the task's per-item score, its cluster and
+    what the score is (binary or graded, as the task's paired metric declares)."""
     result = []
     for kind, title, members in families(runs):
         score, cluster = item_score(members[0].task), item_cluster(members[0].task)
@@ -68,6 +71,7 @@ def build(
                         seed=seed,
                         n_resamples=1000,
                         clusters=clusters,
+                        kind=paired_kind(members[0].task),
                     )
                 )
             adjust_family(comps)

@@ -30,6 +30,7 @@ def paired_verdict(
         higher_is_better=metric.higher_is_better,
         seed=seed,
         bounds=metric.bounds if statistic is None else None,  # the mean of item scores: the metric's own range
+        kind=metric.paired,
     )
 
 

@@ -121,7 +121,7 @@ def offered(summary: Summary, task_name: str, source: str, config: str | None = 
         phase = task.build(chosen, entry.options)
         # The setting's own items by id (an id may repeat across LegalRikai's sub-tasks), and one request per item,
         # in the items' order (as the item browser reads them).
-        items = {str(it["id"]): it for it in chosen}
+        items = {it.id: it for it in chosen}
         prompts = dict(zip(items, zip(phase.requests, phase.fallbacks or [None] * len(phase.requests))))
         for rec in records:
             if sample_of(rec):  # an item answered k times is annotated on its first answer

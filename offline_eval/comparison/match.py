@@ -197,7 +197,7 @@ def _flips(
     """Items right in one and wrong in the other (an item's first sample where it has several); none for graded
     scores, which are not right or wrong."""
     a, b = _first(old), _first(new)
-    if task.paired_statistic() is not None or not all(
+    if task.noninferiority_metric().paired != "binary" or not all(
         task.item_score(r[i]) in (0, 1, None) for r in (a, b) for i in shared
     ):
         return []

@@ -38,7 +38,7 @@ from .bootstrap import (
     trusted,
     weights,
 )
-from .paired import clustered_difference, is_binary, mcnemar_exact
+from .paired import PairedKind, clustered_difference, mcnemar_exact, paired_binary
 from .stats import cluster_hodges_lehmann, holm, paired_pvalues
 
 NON_INFERIOR, INFERIOR, INCONCLUSIVE = "non-inferior", "inferior", "inconclusive"
@@ -139,10 +139,12 @@ def compare(
     seed: int = 0,
     confidence: float = 0.95,
     bounds: tuple[float, float] | None = None,
+    kind: PairedKind = None,
 ) -> NonInferiority:
     """variant[i] and reference[i] score the same item, in cluster clusters[i] (None: each item its own).
     margin > 0, in the statistic's units. bounds: the range a per-item score can take (None: the range the
-    scores of both runs span), for the graded interval's worst-case pseudo-clusters."""
+    scores of both runs span), for the graded interval's worst-case pseudo-clusters. kind: what an item's score is, as
+    its metric declares (paired.PairedKind; the framework always passes it)."""
     if margin <= 0:
         raise ValueError(f"the margin must be positive, got {margin}")
     x, y = np.asarray(variant, dtype=float), np.asarray(reference, dtype=float)
@@ -154,7 +156,7 @@ def compare(
         raise ValueError("one cluster label per item")
     if n < 2:
         return _result(n, margin, None, reason="fewer than 2 shared items")
-    binary = statistic is None and is_binary(x, y)
+    binary = statistic is None and paired_binary(kind, x, y)
     if binary and not higher_is_better:
         x, y = 1 - x, 1 - y
     elif not higher_is_better:

@@ -18,6 +18,7 @@ Rao J.N.K., Scott A.J. (1992). A simple method for the analysis of clustered bin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -169,6 +170,17 @@ class PairedBinary:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if decided(mid) else (mid, hi)
         return hi
+
+
+# What one item's score is in a paired test, as its metric declares it (sections.Metric.paired): right or wrong
+# (McNemar, Tango's interval) or graded (Wilcoxon, the cluster bootstrap). None: not declared, read off the values.
+PairedKind = Literal["binary", "graded"] | None
+
+
+def paired_binary(kind: PairedKind, *columns: ArrayLike) -> bool:
+    """Whether a paired test treats these columns as right/wrong: never for a graded metric, even where its scores
+    happen to be 0 and 1; for a binary one only where they are (an item's mean over k samples is graded)."""
+    return kind != "graded" and is_binary(*columns)
 
 
 def is_binary(*columns: ArrayLike) -> bool:

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, bootstrap_p, canonical, percentile, resample, weights
-from .paired import is_binary, mcnemar_exact, paired_design_effect
+from .paired import PairedKind, mcnemar_exact, paired_binary, paired_design_effect
 
 
 def bonferroni(p: Sequence[float]) -> list[float]:
@@ -184,9 +184,10 @@ def paired_test(
     seed: int = 0,
     n_resamples: int = 2000,
     clusters: Clusters | None = None,
+    kind: PairedKind = None,
 ) -> PairedResult:
     """Two-sided paired tests of x against y on the same items, in `clusters` (each item its own by default):
-    McNemar's exact test where both are 0/1, else the Wilcoxon signed-rank test (zero differences dropped, as
+    McNemar's exact test where both are right/wrong (`kind`, as the metric declares: paired.paired_binary), else the Wilcoxon signed-rank test (zero differences dropped, as
     scipy's default 'wilcox') with Shapiro-Wilk on the differences, the paired t-test and Cohen's d_z =
     mean(d) / sd(d); for both, the cluster bootstrap's p of no mean difference and the paired HL shift with a
     cluster-bootstrap CI."""
@@ -217,7 +218,7 @@ def paired_test(
     elif cl.nested and cl.n < MIN_CLUSTERS:
         res.design_effect = None
         res.undefined = f"n too small: {cl.n} clusters; a design effect needs at least {MIN_CLUSTERS}"
-    if is_binary(xa, ya):
+    if paired_binary(kind, xa, ya):
         res.p, res.discordant = mcnemar_exact(xa, ya), [int(np.sum(d > 0)), int(np.sum(d < 0))]
         return res
     sw = stats.shapiro(d) if n >= 3 and np.ptp(d) > 0 else None

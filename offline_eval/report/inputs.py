@@ -65,7 +65,7 @@ def from_plan(tasks: list[PlannedTask], records: Records[ItemRecord]) -> ItemInp
             keys = [k for k in records if k.setting == s.name]
             if not keys:
                 continue
-            ids = [str(it["id"]) for it in s.items]
+            ids = [it.id for it in s.items]
             inputs.add_phase(s.name, ids, s.phase)
             by_id = dict(zip(ids, s.items))
             for key in keys:

@@ -342,7 +342,7 @@ def detail_sections(summary: Summary) -> list[tuple[str, list[Table]]]:
     return out
 
 
-def task_class(name: str) -> type[Task[Any]]:
+def task_class(name: str) -> type[Task[Any, Any]]:
     """The task's class, or a stand-in that ranks by the runs' recorded primary metric (a task this
     installation no longer has still gets a leaderboard)."""
     from ..errors import InputError
@@ -354,7 +354,7 @@ def task_class(name: str) -> type[Task[Any]]:
         return type(f"Unknown_{name}", (_Unknown,), {"name": name})
 
 
-class _Unknown(Task[PlainRecord]):
+class _Unknown(Task[Any, PlainRecord]):
     Record = PlainRecord
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from ..constraints import Constraint
+from ..datafiles import TaskItem
 from ..errors import InputError
 from ..metrics.bootstrap import Clusters
 from ..metrics.declared import Breakdown, with_intervals
@@ -23,11 +24,13 @@ if TYPE_CHECKING:
     from ..metrics.bootstrap import SumStat
 
 Setting = dict[str, Any]
-Item = dict[str, Any]
+Item = TaskItem  # what generic code knows of any task's items: their id, and their content for provenance
+ItemT = TypeVar("ItemT", bound=TaskItem)
 
 
-class Task(ABC, Generic[R]):
-    """A task whose per-item records are R: its own dataclass (`Record`), in its results files' key order."""
+class Task(ABC, Generic[ItemT, R]):
+    """A task whose items are ItemT (its own TaskItem model, validated once where load reads them and passed on
+    typed) and whose per-item records are R: its own dataclass (`Record`), in its results files' key order."""
 
     name: ClassVar[str]
     Options: ClassVar[type[BaseModel]]
@@ -76,14 +79,14 @@ class Task(ABC, Generic[R]):
         """File-name-safe name of one setting, e.g. jbeqa.4shot.constrained."""
 
     @abstractmethod
-    def load(self) -> list[Item]:
+    def load(self) -> list[ItemT]:
         """Read and schema-check the evaluation items (errors name file, record and field)."""
 
     @abstractmethod
-    def build(self, items: Sequence[Item], setting: Setting) -> Phase: ...
+    def build(self, items: Sequence[ItemT], setting: Setting) -> Phase: ...
 
     @abstractmethod
-    def score(self, item: Item, result: Result, setting: Setting) -> R:
+    def score(self, item: ItemT, result: Result, setting: Setting) -> R:
         """One per-item record."""
 
     @abstractmethod
@@ -140,7 +143,7 @@ class Task(ABC, Generic[R]):
         check against evaluation_constraint."""
         return []
 
-    def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:
+    def setting_items(self, items: Sequence[ItemT], setting: Setting) -> Sequence[ItemT]:
         """The items one setting runs on (a task with sub-tasks gives each setting its own)."""
         return items
 
@@ -150,7 +153,7 @@ class Task(ABC, Generic[R]):
         """The ModelSpecs of the evaluators that score the candidates' outputs (none: no second stage)."""
         return []
 
-    def evaluation_phase(self, items: Sequence[Item], records: Records[R]) -> Phase:
+    def evaluation_phase(self, items: Sequence[ItemT], records: Records[R]) -> Phase:
         raise NotImplementedError
 
     def finish_evaluation(self, records: Records[R], phase: Phase, results: dict[str, Sequence[Result]]) -> Records[R]:
@@ -160,7 +163,7 @@ class Task(ABC, Generic[R]):
     # Human annotation (`offline-eval annotate`): a task that declares its export form offers its outputs.
     annotation_form: ClassVar[Form | None] = None
 
-    def annotation_case(self, entry: RunEntry, item: Item, record: R) -> Case | None:
+    def annotation_case(self, entry: RunEntry, item: ItemT, record: R) -> Case | None:
         """One candidate output for an annotator (None: nothing to annotate, e.g. an input that was skipped)."""
         return None
 
@@ -200,7 +203,7 @@ class Task(ABC, Generic[R]):
     # ---- the task's own part of the report: its companion object (tasks/parts.py), all optional
     report_parts: ClassVar[type[ReportParts]] = ReportParts
 
-    def browser_diffs(self, item: Item, record: R) -> dict[str, list[list[str]]]:
+    def browser_diffs(self, item: ItemT, record: R) -> dict[str, list[list[str]]]:
         """Diffs the item browser draws beside one run's answer, needing the item (e.g. a revised contract
         against the input one): {label: [[op, text], ...]}, op "=" kept, "+" inserted, "-" deleted, "…" elided
         (offline_eval.ja.show.diff_segments makes them). Called by the sweep, which holds the items."""

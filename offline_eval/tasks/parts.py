@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 class ReportParts:
     @classmethod
-    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
         """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
         from ..sections import leaderboard
 

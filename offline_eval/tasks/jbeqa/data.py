@@ -8,11 +8,10 @@ import re
 import unicodedata
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, computed_field, field_validator
+from pydantic import Field, StrictBool, computed_field, field_validator
 
-from ...datafiles import read_records
+from ...datafiles import TaskItem, read_items
 from ...errors import InputError
-from ..base import Item
 
 # First Gregorian year of each era, and its last year number where the era has ended.
 _ERAS = {"明治": (1868, 45), "大正": (1912, 15), "昭和": (1926, 64), "平成": (1989, 31), "令和": (2019, None)}
@@ -75,13 +74,10 @@ def gregorian_year(value: int | str) -> int:
     return year
 
 
-class JBEQAItem(BaseModel):
+class JBEQAItem(TaskItem):
     """The real dataset's schema. Unknown extra columns are ignored; `year` is kept as given, and
     `year_ad` is its Gregorian year."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
     year: int | str
     subject: str
     subject_jp: str
@@ -93,11 +89,6 @@ class JBEQAItem(BaseModel):
     lead_in: str | None = None
     question: str = Field(min_length=1)
     answer: StrictBool
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
     @field_validator("year", mode="before")
     @classmethod
@@ -111,35 +102,16 @@ class JBEQAItem(BaseModel):
         return gregorian_year(self.year)
 
 
-def load_items(path: str, split: str) -> list[Item]:
-    items, seen = [], set()
-    for where, raw in read_records(path, split):
-        try:
-            it = JBEQAItem.model_validate(raw)
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(x) for x in err["loc"])
-            rid = raw.get("id")
-            rec = f"{where} (id {rid})" if rid is not None else where
-            got = f", got {err['input']!r}" if err["type"] not in ("missing", "value_error") else ""
-            msg = (
-                "missing"
-                if err["type"] == "missing"
-                else str(err["ctx"]["error"])
-                if err["type"] == "value_error"
-                else err["msg"]
-            )
-            raise InputError(f"{msg}{got}"[:300], file=str(path), record=rec, field=field) from None
+def load_items(path: str, split: str) -> list[JBEQAItem]:
+    items = []
+    for where, it in read_items(path, split, JBEQAItem):
         if (it.label == "Y") != it.answer:
             raise InputError(
                 f"label {it.label!r} disagrees with answer {str(it.answer).lower()} (label 'Y' "
                 f"goes with answer true, 'N' with false)",
                 file=str(path),
-                record=f"{where} (id {it.id})",
+                record=where,
                 field="label/answer",
             )
-        if it.id in seen:
-            raise InputError("duplicate id", file=str(path), record=f"{where} (id {it.id})", field="id")
-        seen.add(it.id)
-        items.append(it.model_dump())
+        items.append(it)
     return items

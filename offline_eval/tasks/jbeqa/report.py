@@ -73,7 +73,7 @@ def _height(mv: MetricValue | None) -> float:
 
 class JBEQAReport(ReportParts):
     @classmethod
-    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
         return [*super().tables(task, runs, summary), *breakdown_tables(runs)]
 
     @classmethod

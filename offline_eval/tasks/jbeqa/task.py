@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import (
     BaseModel,
@@ -34,8 +34,8 @@ from ...metrics.declared import Bootstrapped, Breakdown
 from ...metrics.values import RunMetrics
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
-from ..base import Item, Metric, Setting, Task
-from .data import load_items, question_of
+from ..base import Metric, Setting, Task
+from .data import JBEQAItem, load_items, question_of
 from .report import JBEQAReport
 
 SYSTEM_PROMPT = (
@@ -74,20 +74,20 @@ class JBEQAOptions(BaseModel):
         return v
 
 
-def _present(v: str | None) -> bool:
+def _present(v: str | None) -> TypeGuard[str]:
     return v is not None and v.strip() not in ("", "None")
 
 
-def user_message(it: Item) -> str:
-    lines = [f"科目：{it['subject_jp']}"]
-    if _present(it.get("theme")):
-        lines.append(f"テーマ：{it['theme']}")
-    if _present(it.get("lead_in")):
-        lines.append(it["lead_in"])
-    lines.append(it["instruction"])
-    lines.append(f"記述：{it['question']}")
-    if _present(it.get("remark")):
-        r = it["remark"].strip()
+def user_message(it: JBEQAItem) -> str:
+    lines = [f"科目：{it.subject_jp}"]
+    if _present(it.theme):
+        lines.append(f"テーマ：{it.theme}")
+    if _present(it.lead_in):
+        lines.append(it.lead_in)
+    lines.append(it.instruction)
+    lines.append(f"記述：{it.question}")
+    if _present(it.remark):
+        r = it.remark.strip()
         lines.append(r if r.startswith("なお") else f"なお、{r}")
     return "\n".join(lines)
 
@@ -124,7 +124,7 @@ def parse_answer(text: str) -> int | None:
     return int(t) if t in LABELS else None
 
 
-class JBEQATask(Task[JBEQARecord]):
+class JBEQATask(Task[JBEQAItem, JBEQARecord]):
     name = "jbeqa"
     title = "JBE-QA"
     clusters = (
@@ -137,7 +137,7 @@ class JBEQATask(Task[JBEQARecord]):
     paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
     metrics = (
         Metric("f1", "F1", ci=Bootstrapped.f1(lambda r: bool(r.gold), lambda r: bool(r.pred))),
-        Metric("accuracy", "accuracy", ci=_CORRECT, margin=0.02, bounds=(0.0, 1.0)),
+        Metric("accuracy", "accuracy", ci=_CORRECT, margin=0.02, bounds=(0.0, 1.0), paired="binary"),
         Metric("faithfulness", "faithfulness"),
         Metric("parse_failures", "parse failures", False),
         Metric("n_skipped", "skipped (overflow)", False),
@@ -160,7 +160,7 @@ class JBEQATask(Task[JBEQARecord]):
         return f"jbeqa.{setting['shots']}shot.{setting['mode']}"
 
     @cached_property
-    def exemplars(self) -> list[Item]:
+    def exemplars(self) -> list[JBEQAItem]:
         """The few-shot exemplars, enough for the most shots asked for: from the train split where the data has
         one, else from the scored split (none at 0 shots). Read on first use, by load, build or prompt_template
         in any order."""
@@ -172,23 +172,23 @@ class JBEQATask(Task[JBEQARecord]):
         pool = load_items(o.data, o.train_split if separate else o.split)
         return choose_exemplars(pool, k, o.exemplar_ids, o.data)
 
-    def load(self) -> list[Item]:
+    def load(self) -> list[JBEQAItem]:
         o = self.options
         # Exemplars are never scored, in any setting, so 0-shot and k-shot score the same items.
-        ex = {e["id"] for e in self.exemplars}
-        items = [it for it in load_items(o.data, o.split) if it["id"] not in ex]
+        ex = {e.id for e in self.exemplars}
+        items = [it for it in load_items(o.data, o.split) if it.id not in ex]
         return items[: o.limit] if o.limit else items
 
     def _max_tokens(self, mode: str) -> int:
         return self.options.max_tokens or (32 if mode == "free" else 4)
 
-    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
+    def build(self, items: Sequence[JBEQAItem], setting: Setting) -> Phase:
         mode, k = setting["mode"], setting["shots"]
         shots: list[dict[str, str]] = []
         for e in self.exemplars[:k] if k else []:
             shots += [
                 {"role": "user", "content": user_message(e)},
-                {"role": "assistant", "content": "1" if e["answer"] else "0"},
+                {"role": "assistant", "content": "1" if e.answer else "0"},
             ]
         sampling = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self._max_tokens(mode))
         constraint = Choice(list(LABELS)) if mode == "constrained" else None
@@ -204,20 +204,20 @@ class JBEQATask(Task[JBEQARecord]):
         return Phase(
             name=self.setting_name(setting),
             requests=reqs,
-            item_ids=[it["id"] for it in items],
+            item_ids=[it.id for it in items],
             method="choice_logprobs" if mode == "logprob" else "generate",
             choices=LABELS if mode == "logprob" else None,
             overflow=self.options.overflow,
         )
 
-    def score(self, item: Item, result: Result, setting: Setting) -> JBEQARecord:
+    def score(self, item: JBEQAItem, result: Result, setting: Setting) -> JBEQARecord:
         rec = JBEQARecord(
-            id=item["id"],
-            subject=item["subject_jp"],
-            year=item["year_ad"],
+            id=item.id,
+            subject=item.subject_jp,
+            year=item.year_ad,
             output=result.text,
             finish_reason=result.finish_reason,
-            gold=int(item["answer"]),
+            gold=int(item.answer),
             parsed=None,
         )
         if result.finish_reason == "overflow":
@@ -226,7 +226,7 @@ class JBEQATask(Task[JBEQARecord]):
         rec.parsed = parse_answer(result.text) if result.answered else None
         pred = rec.parsed == 1  # the paper scores anything but a bare answer as 0
         rec.pred = int(pred)
-        rec.scores = {"correct": int(pred == item["answer"])}
+        rec.scores = {"correct": int(pred == item.answer)}
         if setting["mode"] != "logprob":
             rec.scores["faithful"] = int(rec.parsed is not None)
         rec.prompt_tokens, rec.output_tokens = result.prompt_tokens, result.output_tokens
@@ -270,11 +270,21 @@ class JBEQATask(Task[JBEQARecord]):
     def prompt_template(self, setting: Setting) -> str:
         """The system prompt, the user message with the release's field names in place of their values, and the
         exemplars the setting's shots put before it."""
-        fields = ("subject_jp", "theme", "lead_in", "instruction", "question", "remark")
-        shots = [e["id"] for e in self.exemplars[: setting["shots"]]] if setting["shots"] else []
-        return "\n\n".join(
-            [SYSTEM_PROMPT, user_message({f: f"{{{f}}}" for f in fields}), f"exemplars: {', '.join(shots)}"]
+        placeholders = JBEQAItem(
+            id="{id}",
+            year=2024,
+            subject="{subject}",
+            label="Y",
+            answer=True,
+            subject_jp="{subject_jp}",
+            theme="{theme}",
+            lead_in="{lead_in}",
+            instruction="{instruction}",
+            question="{question}",
+            remark="{remark}",
         )
+        shots = [e.id for e in self.exemplars[: setting["shots"]]] if setting["shots"] else []
+        return "\n\n".join([SYSTEM_PROMPT, user_message(placeholders), f"exemplars: {', '.join(shots)}"])
 
     def item_answer(self, record: JBEQARecord) -> Any:
         if record.skipped:
@@ -298,9 +308,9 @@ class JBEQATask(Task[JBEQARecord]):
         return "; ".join(found)
 
 
-def choose_exemplars(pool: Sequence[Item], k: int, ids: list[str] | None, source: str) -> list[Item]:
+def choose_exemplars(pool: Sequence[JBEQAItem], k: int, ids: list[str] | None, source: str) -> list[JBEQAItem]:
     """By id if given; otherwise the first ceil(k/2) true and floor(k/2) false items by id, alternating."""
-    by_id = {it["id"]: it for it in pool}
+    by_id = {it.id: it for it in pool}
     if ids:
         missing = [i for i in ids if i not in by_id]
         if missing:
@@ -309,9 +319,9 @@ def choose_exemplars(pool: Sequence[Item], k: int, ids: list[str] | None, source
         if len(chosen) < k:
             raise InputError(f"{k} shots need {k} exemplar_ids, got {len(chosen)}", field="exemplar_ids")
         return chosen
-    ordered = sorted(pool, key=lambda it: it["id"])
-    pos = [it for it in ordered if it["answer"]][: (k + 1) // 2]
-    neg = [it for it in ordered if not it["answer"]][: k // 2]
+    ordered = sorted(pool, key=lambda it: it.id)
+    pos = [it for it in ordered if it.answer][: (k + 1) // 2]
+    neg = [it for it in ordered if not it.answer][: k // 2]
     if len(pos) + len(neg) < k:
         raise InputError(
             f"{k} shots need {(k + 1) // 2} true and {k // 2} false items to draw from", file=source, field="shots"

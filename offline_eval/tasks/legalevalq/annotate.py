@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ...annotation import Case, Doc, Form
 from ...judges import Criterion
 from ...results import RunEntry
-from ..base import Item
+from .data import LegalEvalQItem
 
 if TYPE_CHECKING:
     from .task import LegalEvalQRecord
@@ -25,13 +25,13 @@ QUALITY = Criterion(
 )
 
 
-def case(entry: RunEntry, item: Item, record: LegalEvalQRecord) -> Case | None:
+def case(entry: RunEntry, item: LegalEvalQItem, record: LegalEvalQRecord) -> Case | None:
     ev = record.evaluation or {}
     if record.skipped or ev.get("comment") is None or ev.get("conclusion") is None:
         return None  # the evaluator's critique is half of what the annotator scores
     shown = [Doc("The question", record.query)]
-    if item.get("resource"):
-        shown.append(Doc("Its resource", str(item["resource"])))
+    if item.resource:
+        shown.append(Doc("Its resource", item.resource))
     shown += [
         Doc("The candidate's answer", record.output),
         Doc("The evaluator's comment", str(ev["comment"])),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ...datafiles import read_records
-from ...errors import InputError
+from ...datafiles import TaskItem, read_items
 
 
 class Query(BaseModel):
@@ -27,35 +26,18 @@ class Annotated(BaseModel):
     score: float = Field(ge=0, le=100)
 
 
-def _load(path: str, model: type[BaseModel]) -> list[dict[str, Any]]:
-    out = []
-    for where, raw in read_records(path, split="train"):
-        try:
-            out.append(model.model_validate(raw).model_dump())
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(x) for x in err["loc"])
-            msg = "missing" if err["type"] == "missing" else f"{err['msg']}, got {err.get('input')!r}"[:200]
-            raise InputError(msg, file=path, record=where, field=field) from None
-    return out
+class LegalEvalQItem(Query, TaskItem):
+    """A query as the task asks it: its id in the results files (the datasets_id, prefixed "val:" in the
+    validation set) and its split."""
+
+    split: Literal["train", "validation"]
 
 
-def load_queries(path: str) -> list[dict[str, Any]]:
+def load_queries(path: str) -> list[Query]:
     """Query records; a datasets_id that repeats is an error naming both records."""
-    out = _load(path, Query)
-    first: dict[str, int] = {}
-    for i, q in enumerate(out):
-        key = str(q["datasets_id"])
-        if key in first:
-            raise InputError(
-                f"duplicate datasets_id {key!r} (first in record {first[key] + 1})",
-                file=path,
-                record=i + 1,
-                field="datasets_id",
-            )
-        first[key] = i
-    return out
+    return [q for _, q in read_items(path, "train", Query, unique="datasets_id")]
 
 
 def load_annotated(path: str) -> list[dict[str, Any]]:
-    return _load(path, Annotated)
+    """The scorer's training tuples, as the scorer reads them (it reads the evaluator's answers the same way)."""
+    return [a.model_dump() for _, a in read_items(path, "train", Annotated, unique=None)]

@@ -71,7 +71,7 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
 
 class LegalEvalQReport(ReportParts):
     @classmethod
-    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
         return [quality_leaderboard(runs, task.name, summary)]
 
     @classmethod

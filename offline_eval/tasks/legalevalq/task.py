@@ -30,10 +30,10 @@ from ...metrics.values import RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
-from ..base import Item, Metric, Setting, Task
+from ..base import Metric, Setting, Task
 from . import annotate
 from . import evaluator as ev
-from .data import load_annotated, load_queries
+from .data import LegalEvalQItem, load_annotated, load_queries
 from .report import LegalEvalQReport
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def _quality(columns: Callable[[ArrayLike], np.ndarray]) -> Callable[[Sequence[L
     return lambda records: columns([r.scores["quality"] for r in records])
 
 
-class LegalEvalQTask(Task[LegalEvalQRecord]):
+class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
     name = "legalevalq"
     title = "LegalEval-Q"
     clusters = "the question"
@@ -124,7 +124,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     path_options = ("data", "validation_data", "scorer")
     model_options = ("evaluator",)
 
-    def annotation_case(self, entry: RunEntry, item: Item, record: LegalEvalQRecord) -> Case | None:
+    def annotation_case(self, entry: RunEntry, item: LegalEvalQItem, record: LegalEvalQRecord) -> Case | None:
         return annotate.case(entry, item, record)
 
     @classmethod
@@ -147,7 +147,7 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     def setting_name(self, setting: Setting) -> str:
         return "legalevalq"
 
-    def load(self) -> list[Item]:
+    def load(self) -> list[LegalEvalQItem]:
         o = self.options
         for name, value in (("scorer", o.scorer), ("evaluator.path", o.evaluator.path)):
             if is_url(value):
@@ -162,34 +162,35 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
 
         for path in scorer_files(o.scorer):  # the scores are made with these: the setting's provenance names them
             note(path)
-        items = [{**q, "id": str(q["datasets_id"]), "split": "train"} for q in load_queries(o.data)]
+        items = [LegalEvalQItem(**q.model_dump(), id=str(q.datasets_id), split="train") for q in load_queries(o.data)]
         if o.validation_data:
             items += [
-                {**q, "id": f"val:{q['datasets_id']}", "split": "validation"} for q in load_queries(o.validation_data)
+                LegalEvalQItem(**q.model_dump(), id=f"val:{q.datasets_id}", split="validation")
+                for q in load_queries(o.validation_data)
             ]
         return items[: o.limit] if o.limit else items
 
-    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
+    def build(self, items: Sequence[LegalEvalQItem], setting: Setting) -> Phase:
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
         reqs = [
-            Request.chat([{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": it["query"]}], s)
+            Request.chat([{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": it.query}], s)
             for it in items
         ]
         return Phase(
             name="legalevalq.answers",
             requests=reqs,
-            item_ids=[it["id"] for it in items],
+            item_ids=[it.id for it in items],
             overflow=self.options.overflow,
         )
 
-    def score(self, item: Item, result: Result, setting: Setting) -> LegalEvalQRecord:
+    def score(self, item: LegalEvalQItem, result: Result, setting: Setting) -> LegalEvalQRecord:
         return LegalEvalQRecord(
-            id=item["id"],
-            split=item.get("split", "train"),
-            query=item["query"],
+            id=item.id,
+            split=item.split,
+            query=item.query,
             output=result.text,
             finish_reason=result.finish_reason,
-            gold=item.get("datasets_ans"),
+            gold=item.datasets_ans,
             skipped=result.finish_reason == "overflow",
             prompt_tokens=result.prompt_tokens,
             output_tokens=result.output_tokens,
@@ -199,8 +200,8 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
     def evaluator_models(self) -> list[ModelSpec]:
         return [self.options.evaluator]
 
-    def evaluation_phase(self, items: Sequence[Item], records: Records[LegalEvalQRecord]) -> Phase:
-        by_id = {it["id"]: it for it in items}
+    def evaluation_phase(self, items: Sequence[LegalEvalQItem], records: Records[LegalEvalQRecord]) -> Phase:
+        by_id = {it.id: it for it in items}
         json_mode = self.options.evaluator_mode == "json"
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.evaluator_max_tokens)
         reqs, ids = [], []
@@ -210,8 +211,8 @@ class LegalEvalQTask(Task[LegalEvalQRecord]):
                     continue
                 it = by_id[r.id]
 
-                def message(answer: str, it: Item = it) -> str:
-                    return ev.user_message(it["query"], answer, it.get("resource"))
+                def message(answer: str, it: LegalEvalQItem = it) -> str:
+                    return ev.user_message(it.query, answer, it.resource)
 
                 reqs.append(
                     Request.chat(

@@ -9,9 +9,9 @@ from typing import Any
 
 from ...annotation import Case, Doc, Form
 from ...results import RunEntry
-from ..base import Item
 from . import rubric
 from .record import LegalRikaiRecord
+from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 
 FORM = Form(
     file_name="human_scores.csv",
@@ -20,7 +20,7 @@ FORM = Form(
 )
 
 
-def case(entry: RunEntry, item: Item, record: LegalRikaiRecord, diffs: dict[str, Any]) -> Case | None:
+def case(entry: RunEntry, item: LegalRikaiItem, record: LegalRikaiRecord, diffs: dict[str, Any]) -> Case | None:
     if record.skipped:
         return None  # the candidate never saw it: nothing was answered
     sub = record.subtask
@@ -33,9 +33,11 @@ def case(entry: RunEntry, item: Item, record: LegalRikaiRecord, diffs: dict[str,
         )
         shown.append(Doc("The candidate's answer as it wrote it", record.output, open=False))
     gold = (
-        [Doc("Gold: summary", item.get("gold_summary", "")), Doc("Gold: impact", item.get("gold_impact", ""))]
-        if sub == "amendexp"
-        else [Doc("Gold: the revised contract", str(item.get("gold", "")))]
+        [Doc("Gold: summary", item.gold_summary), Doc("Gold: impact", item.gold_impact)]
+        if isinstance(item, AmendExpItem)
+        else [Doc("Gold: the revised contract", item.gold)]
+        if isinstance(item, StatRevItem | RevisionItem)
+        else []
     )
     hidden = [Doc("Run", entry.run)]
     for judge, verdict in sorted(record.judges.items()):
@@ -57,16 +59,20 @@ def case(entry: RunEntry, item: Item, record: LegalRikaiRecord, diffs: dict[str,
     )
 
 
-def _inputs(item: Item) -> list[Doc]:
+def _inputs(item: LegalRikaiItem) -> list[Doc]:
     out = []
-    if item.get("law_name"):
-        dates = [f"{k}: {item[k]}" for k in ("promulgation_date", "enforcement_date") if item.get(k)]
-        out.append(Doc("The law", "\n".join([str(item["law_name"]), *dates])))
-    for key, title in (("statute_pre", "The statute before the amendment"), ("statute_post", "The statute after it")):
-        if item.get(key):
-            out.append(Doc(title, str(item[key])))
-    if item.get("instructions"):
-        out.append(Doc("Instructions", "\n".join(f"{i}. {x}" for i, x in enumerate(item["instructions"], 1))))
-    if item.get("contract"):
-        out.append(Doc("The input contract", str(item["contract"]), open=False))
+    if isinstance(item, AmendExpItem):
+        dates = [
+            f"{k}: {v}"
+            for k, v in (("promulgation_date", item.promulgation_date), ("enforcement_date", item.enforcement_date))
+            if v
+        ]
+        out.append(Doc("The law", "\n".join([item.law_name, *dates])))
+    if isinstance(item, AmendExpItem | StatRevItem):
+        out.append(Doc("The statute before the amendment", item.statute_pre))
+        out.append(Doc("The statute after it", item.statute_post))
+    if isinstance(item, RevisionItem):
+        out.append(Doc("Instructions", "\n".join(f"{i}. {x}" for i, x in enumerate(item.instructions, 1))))
+    if isinstance(item, StatRevItem | RevisionItem):
+        out.append(Doc("The input contract", item.contract, open=False))
     return out

@@ -12,6 +12,7 @@ from ...ja.contract import parse
 from ...ja.diff import diff_texts
 from ...results import UNSET, Unset
 from .outputs import amendexp_sections, merge_back, strip_fences
+from .schema import LegalRikaiItem, RevisionItem, StatRevItem
 
 MAX_DEFECTS_LISTED = 20
 
@@ -39,20 +40,19 @@ class Reading:
     revised: str | Unset = UNSET  # StatRev: the input contract with the output's articles merged back
 
 
-def read_output(item: dict[str, Any], text: str) -> Reading:
-    sub = item["subtask"]
-    if sub == "amendexp":
-        return Reading(amendexp_sections(text))
-    if sub == "statrev":
-        m = merge_back(item["contract"], text)
+def read_output(item: LegalRikaiItem, text: str) -> Reading:
+    if isinstance(item, StatRevItem):
+        m = merge_back(item.contract, text)
         return Reading(
             {"replaced": m.replaced, "inserted": m.inserted} if m.parsed else None,
-            contract_checks(item["contract"], m.text, item["gold"]),
+            contract_checks(item.contract, m.text, item.gold),
             m.text,
         )
-    revised = strip_fences(text)
-    n = len(parse(revised).articles)
-    return Reading({"articles": n} if n else None, contract_checks(item["contract"], revised, item["gold"]))
+    if isinstance(item, RevisionItem):
+        revised = strip_fences(text)
+        n = len(parse(revised).articles)
+        return Reading({"articles": n} if n else None, contract_checks(item.contract, revised, item.gold))
+    return Reading(amendexp_sections(text))
 
 
 def revised_articles(contract: str, gold: str) -> str:

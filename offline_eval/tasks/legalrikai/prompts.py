@@ -8,6 +8,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 
 from . import rubric
+from .schema import LegalRikaiItem, RevisionItem
 
 
 @lru_cache(maxsize=1)
@@ -35,23 +36,23 @@ def system() -> str:
     return _template("system").render().strip()
 
 
-def task_prompt(item: dict[str, Any], focused: dict[str, str] | None = None) -> str:
+def task_prompt(item: LegalRikaiItem, focused: dict[str, str] | None = None) -> str:
     """The user message for one item; `focused` replaces the statutes with their changed-article excerpts."""
-    fields = {**item, **(focused or {}), "focused": focused is not None}
+    fields: dict[str, Any] = {**item.content(), **(focused or {}), "focused": focused is not None}
     fields.setdefault("promulgation_date", None)
-    return _template(item["subtask"]).render(**fields).strip()
+    return _template(item.subtask).render(**fields).strip()
 
 
-def instruction(item: dict[str, Any]) -> str:
-    if item.get("instructions"):
-        return "\n".join(f"{i}. {x}" for i, x in enumerate(item["instructions"], 1))
-    return rubric.task_info(item["subtask"])["instruction"]
+def instruction(item: LegalRikaiItem) -> str:
+    if isinstance(item, RevisionItem):
+        return "\n".join(f"{i}. {x}" for i, x in enumerate(item.instructions, 1))
+    return rubric.task_info(item.subtask)["instruction"]
 
 
 def judge_prompt(
-    item: dict[str, Any], original_prompt: str, response: str, ground_truth: str, rationale_max_chars: int
+    item: LegalRikaiItem, original_prompt: str, response: str, ground_truth: str, rationale_max_chars: int
 ) -> str:
-    sub = item["subtask"]
+    sub = item.subtask
     return (
         _template("judge")
         .render(

@@ -313,7 +313,7 @@ class LegalRikaiReportParts(ReportParts):
     """The paper's tables, and the item browser's view of an output with each judge's scores and rationales."""
 
     @classmethod
-    def tables(cls, task: type[Task[Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
         return legalrikai_tables(summary)
 
     @classmethod

@@ -7,25 +7,19 @@ and structure checks run on them.
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field, field_validator
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from ...datafiles import read_records
+from ...datafiles import TaskItem, read_items
 from ...errors import InputError
 
 
-class _Item(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    id: str
+class LegalRikaiItem(TaskItem):
+    """One item of a sub-task: AmendExpItem, StatRevItem or RevisionItem."""
 
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+    subtask: str = ""  # the sub-task whose file it came from, set by load_items (a file's own column is replaced)
 
 
-class AmendExpItem(_Item):
+class AmendExpItem(LegalRikaiItem):
     law_name: str = Field(min_length=1)
     statute_pre: str = Field(min_length=1)
     statute_post: str = Field(min_length=1)
@@ -35,14 +29,14 @@ class AmendExpItem(_Item):
     gold_impact: str = Field(min_length=1)
 
 
-class StatRevItem(_Item):
+class StatRevItem(LegalRikaiItem):
     statute_pre: str = Field(min_length=1)
     statute_post: str = Field(min_length=1)
     contract: str = Field(min_length=1)
     gold: str = Field(min_length=1)
 
 
-class RevisionItem(_Item):
+class RevisionItem(LegalRikaiItem):
     """ReqRev and RiskRev: the same input contracts; explicit vs risk-driven instructions."""
 
     contract: str = Field(min_length=1)
@@ -57,7 +51,7 @@ class RevisionItem(_Item):
         return v
 
 
-SCHEMAS: dict[str, type[_Item]] = {
+SCHEMAS: dict[str, type[LegalRikaiItem]] = {
     "amendexp": AmendExpItem,
     "statrev": StatRevItem,
     "reqrev": RevisionItem,
@@ -68,43 +62,27 @@ _CONTRACT_FIELDS = ("contract", "gold")
 
 def load_items(
     task: str, path: str, split: str = "test", field_map: dict[str, str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[LegalRikaiItem]:
     from ...ja.contract import parse
 
     schema = SCHEMAS[task]
     fmap = field_map or {}
-    unknown = sorted(set(fmap) - set(schema.model_fields))
+    ours = [f for f in schema.model_fields if f != "subtask"]
+    unknown = sorted(set(fmap) - set(ours))
     if unknown:
         raise InputError(
-            f"unknown field(s) {', '.join(unknown)} for {task}; map some of {', '.join(schema.model_fields)}",
+            f"unknown field(s) {', '.join(unknown)} for {task}; map some of {', '.join(ours)}",
             field="field_map",
         )
-    items, seen = [], set()
-    for where, raw in read_records(path, split):
-        rec = {ours: raw[theirs] for ours, theirs in fmap.items() if theirs in raw}
-        rec.update({k: v for k, v in raw.items() if k not in rec and k not in fmap.values()})
-        try:
-            it = schema.model_validate(rec).model_dump()
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(x) for x in err["loc"])
-            field = fmap.get(field, field)
-            msg = "missing" if err["type"] == "missing" else str(err["msg"])
-            raise InputError(msg, file=path, record=_rec(where, rec), field=field) from None
+    items = []
+    for where, it in read_items(path, split, schema, fmap):
         for f in _CONTRACT_FIELDS:
-            if f in it and not parse(it[f]).articles:
+            if isinstance(text := getattr(it, f, None), str) and not parse(text).articles:
                 raise InputError(
                     "the contract does not parse: no article headings (第N条 / Article N) found",
                     file=path,
-                    record=_rec(where, rec),
+                    record=where,
                     field=fmap.get(f, f),
                 )
-        if it["id"] in seen:
-            raise InputError("duplicate id", file=path, record=_rec(where, rec), field=fmap.get("id", "id"))
-        seen.add(it["id"])
-        items.append(it)
+        items.append(it.model_copy(update={"subtask": task}))
     return items
-
-
-def _rec(where: str, rec: dict[str, Any]) -> str:
-    return f"{where} (id {rec['id']})" if rec.get("id") is not None else where

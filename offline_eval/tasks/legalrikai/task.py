@@ -19,12 +19,13 @@ from ...metrics.values import RunMetrics
 from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
-from ..base import Item, Metric, Setting, Task
+from ..base import Metric, Setting, Task
 from . import annotate, prompts, rubric
 from .metrics import aggregate, item_score, scored_item
 from .record import LegalRikaiRecord
 from .report import LegalRikaiReportParts
 from .rubric import SUBTASKS
+from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 
 if TYPE_CHECKING:
     from ...annotation import Case
@@ -60,7 +61,7 @@ class LegalRikaiOptions(BaseModel):
     seed: int = 0
 
 
-class LegalRikaiTask(Task[LegalRikaiRecord]):
+class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     name = "legalrikai"
     title = "LegalRikai"
     clusters = "the source item"
@@ -80,21 +81,19 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     data_kinds = SUBTASKS
     annotation_form = annotate.FORM
 
-    def browser_diffs(self, item: Item, record: LegalRikaiRecord) -> dict[str, list[list[str]]]:
+    def browser_diffs(self, item: LegalRikaiItem, record: LegalRikaiRecord) -> dict[str, list[list[str]]]:
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
-        if record.checks is None or "contract" not in item:
+        if record.checks is None or not isinstance(item, StatRevItem | RevisionItem):
             return {}
         from ...ja.diff import diff_segments, diff_texts
         from .outputs import strip_fences
 
         revised = record.revised if not isinstance(record.revised, Unset) else strip_fences(record.output or "")
         return {
-            "diff against the input contract": diff_segments(
-                diff_texts(item["contract"], revised, with_morphemes=False)
-            )
+            "diff against the input contract": diff_segments(diff_texts(item.contract, revised, with_morphemes=False))
         }
 
-    def annotation_case(self, entry: RunEntry, item: Item, record: LegalRikaiRecord) -> Case | None:
+    def annotation_case(self, entry: RunEntry, item: LegalRikaiItem, record: LegalRikaiRecord) -> Case | None:
         return annotate.case(entry, item, record, self.browser_diffs(item, record))
 
     @classmethod
@@ -157,7 +156,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         from .schema import SCHEMAS
 
         fm = self.options.field_map
-        known = {f for schema in SCHEMAS.values() for f in schema.model_fields}
+        known = {f for schema in SCHEMAS.values() for f in schema.model_fields if f != "subtask"}
         bad = sorted(k for k, v in fm.items() if (k not in SUBTASKS if isinstance(v, dict) else k not in known))
         if bad:
             raise InputError(
@@ -169,7 +168,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
             return dict(fm[subtask])  # type: ignore[arg-type]
         return {k: v for k, v in fm.items() if isinstance(v, str)}
 
-    def load(self) -> list[Item]:
+    def load(self) -> list[LegalRikaiItem]:
         from .schema import load_items
 
         o = self.options
@@ -178,10 +177,9 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
                 raise InputError("URLs are refused; give a local path", field=f"tasks.legalrikai.judges.{i}.path")
             if why := missing(j.path):
                 raise InputError(f"path {why}: {j.path}", field=f"tasks.legalrikai.judges.{i}.path")
-        items: list[Item] = []
+        items: list[LegalRikaiItem] = []
         for sub, path in self.paths().items():
-            part = load_items(sub, path, o.split, self.field_map(sub))
-            items += [{**it, "subtask": sub} for it in part[: o.limit]]
+            items += load_items(sub, path, o.split, self.field_map(sub))[: o.limit]
         if o.human_scores:
             from .agreement import read_human_scores
 
@@ -194,7 +192,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     def _counts(self, path: str) -> dict[str, int]:
         self.options = self.options.model_copy(update={"data": path})
         items = self.load()
-        return {s: sum(1 for it in items if it["subtask"] == s) for s in self.paths()}
+        return {s: sum(1 for it in items if it.subtask == s) for s in self.paths()}
 
     # ---- generation
     def settings(self) -> list[Setting]:
@@ -203,18 +201,18 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     def setting_name(self, setting: Setting) -> str:
         return f"legalrikai.{setting['subtask']}"
 
-    def setting_items(self, items: Sequence[Item], setting: Setting) -> Sequence[Item]:
-        return [it for it in items if it["subtask"] == setting["subtask"]]
+    def setting_items(self, items: Sequence[LegalRikaiItem], setting: Setting) -> Sequence[LegalRikaiItem]:
+        return [it for it in items if it.subtask == setting["subtask"]]
 
-    def focused(self, item: Item) -> dict[str, str] | None:
+    def focused(self, item: LegalRikaiItem) -> dict[str, str] | None:
         """The statutes cut to their changed articles and neighbours (None: no statute, or nothing to cut)."""
-        if "statute_pre" not in item:
+        if not isinstance(item, AmendExpItem | StatRevItem):
             return None
-        key = (item["subtask"], item["id"])
+        key = (item.subtask, item.id)
         if key not in self._focus:
             from .focus import focus_statutes
 
-            self._focus[key] = focus_statutes(item["statute_pre"], item["statute_post"], self.options.focus_neighbours)
+            self._focus[key] = focus_statutes(item.statute_pre, item.statute_post, self.options.focus_neighbours)
         f = self._focus[key]
         return {"statute_pre": f[0], "statute_post": f[1]} if f else None
 
@@ -226,7 +224,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
             shared,
         )
 
-    def build(self, items: Sequence[Item], setting: Setting) -> Phase:
+    def build(self, items: Sequence[LegalRikaiItem], setting: Setting) -> Phase:
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
         reqs, fallbacks = [], []
         for it in items:
@@ -236,18 +234,18 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         return Phase(
             name=f"legalrikai.{setting['subtask']}",
             requests=reqs,
-            item_ids=[f"{it['subtask']}/{it['id']}" for it in items],
+            item_ids=[f"{it.subtask}/{it.id}" for it in items],
             overflow=self.options.overflow,
             fallbacks=fallbacks if any(fallbacks) else None,
         )
 
-    def score(self, item: Item, result: Result, setting: Setting) -> LegalRikaiRecord:
+    def score(self, item: LegalRikaiItem, result: Result, setting: Setting) -> LegalRikaiRecord:
         from .checks import read_output
 
         skipped = result.finish_reason == "overflow"
         rec = LegalRikaiRecord(
-            id=item["id"],
-            subtask=item["subtask"],
+            id=item.id,
+            subtask=item.subtask,
             input="skipped" if skipped else ("focused" if result.focused else "full"),
             output=result.text,
             finish_reason=result.finish_reason,
@@ -264,8 +262,8 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
     def evaluator_models(self) -> list[ModelSpec]:
         return list(self.options.judges)
 
-    def evaluation_phase(self, items: Sequence[Item], records: Records[LegalRikaiRecord]) -> Phase:
-        by_id = {(it["subtask"], it["id"]): it for it in items}
+    def evaluation_phase(self, items: Sequence[LegalRikaiItem], records: Records[LegalRikaiRecord]) -> Phase:
+        by_id = {(it.subtask, it.id): it for it in items}
         o = self.options
         reqs, ids, fallbacks = [], [], []
         for key, recs in records.items():
@@ -273,7 +271,7 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
                 it = by_id.get((r.subtask, r.id))
                 if it is None or r.skipped:
                     continue
-                schema = JsonSchema(rubric.judge_schema(it["subtask"], o.rationale_max_chars))
+                schema = JsonSchema(rubric.judge_schema(it.subtask, o.rationale_max_chars))
                 s = Sampling(temperature=0.0, seed=o.seed, max_tokens=o.judge_max_tokens)
                 f = self.focused(it) if o.overflow == "focus" else None
                 seen = prompts.task_prompt(it, f if r.input == "focused" else None)
@@ -292,7 +290,9 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
             fallbacks=fallbacks if any(fallbacks) else None,
         )
 
-    def _judge(self, item: Item, original_prompt: str, response: str, s: Sampling, schema: JsonSchema) -> Request:
+    def _judge(
+        self, item: LegalRikaiItem, original_prompt: str, response: str, s: Sampling, schema: JsonSchema
+    ) -> Request:
         def text(resp: str) -> str:
             return prompts.judge_prompt(item, original_prompt, resp, judge_gold(item), self.options.rationale_max_chars)
 
@@ -347,22 +347,24 @@ class LegalRikaiTask(Task[LegalRikaiRecord]):
         return sweep_report(runs, records, o.human_scores, n_resamples=o.bootstrap, seed=o.seed)
 
 
-def gold(item: Item) -> Any:
-    if item["subtask"] == "amendexp":
-        return {"summary": item["gold_summary"], "impact": item["gold_impact"]}
-    return item["gold"]
+def gold(item: LegalRikaiItem) -> Any:
+    if isinstance(item, AmendExpItem):
+        return {"summary": item.gold_summary, "impact": item.gold_impact}
+    assert isinstance(item, StatRevItem | RevisionItem)
+    return item.gold
 
 
-def judge_gold(item: Item) -> str:
+def judge_gold(item: LegalRikaiItem) -> str:
     """What the judge compares against: the two gold sections; for StatRev, only the gold's revised articles
     (the form the answer takes); the whole gold contract otherwise."""
-    if item["subtask"] == "amendexp":
-        return f"## 改正の概要\n{item['gold_summary']}\n\n## 契約への影響\n{item['gold_impact']}"
-    if item["subtask"] == "statrev":
+    if isinstance(item, AmendExpItem):
+        return f"## 改正の概要\n{item.gold_summary}\n\n## 契約への影響\n{item.gold_impact}"
+    if isinstance(item, StatRevItem):
         from .checks import revised_articles
 
-        return revised_articles(item["contract"], item["gold"]) or "（修正不要）"
-    return item["gold"]
+        return revised_articles(item.contract, item.gold) or "（修正不要）"
+    assert isinstance(item, RevisionItem)
+    return item.gold
 
 
 def judge_entry(subtask: str, x: Result) -> dict[str, Any]:
