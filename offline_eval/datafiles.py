@@ -40,6 +40,7 @@ class TaskItem(BaseModel):
         return self.model_dump()
 
 
+ItemT = TypeVar("ItemT", bound=TaskItem)
 M = TypeVar("M", bound=BaseModel)
 _SUFFIXES = (".jsonl", ".json", ".parquet")
 _read: ContextVar[list[str] | None] = ContextVar("offline_eval_data_read", default=None)

@@ -345,9 +345,12 @@ def test_field_map_per_subtask_and_data_paths(tmp_path):
 
 def test_prompts_are_japanese_and_carry_the_inputs():
     from offline_eval.tasks.legalrikai.schema import AmendExpItem, RevisionItem, StatRevItem
+    from offline_eval.tasks.legalrikai.task import LegalRikaiJudges
 
     t = LegalRikaiTask.from_options({"data": str(ROOT / "data" / "legalrikai")})
     items = t.load()
+    assert t.evaluation() is None  # no judges configured: no second stage
+    judges = LegalRikaiJudges(t)
     assert sorted({i.subtask for i in items}) == ["amendexp", "reqrev", "riskrev", "statrev"]
     for it in items:
         phase = t.build([it], {"subtask": it.subtask, "overflow": "focus"})
@@ -358,7 +361,7 @@ def test_prompts_are_japanese_and_carry_the_inputs():
             assert it.statute_pre in user and it.statute_post in user
         for x in it.instructions if isinstance(it, RevisionItem) else []:
             assert x in user
-        req = t._judge(it, user, "回答", Sampling(), JsonSchema({"type": "object"}))
+        req = judges.judge(it, user, "回答", Sampling(), JsonSchema({"type": "object"}))
         judge = req.messages[1][1]  # type: ignore[index]
         assert judge[req.shared_chars :].strip() == "回答"  # the response last, after everything candidates share
         assert "# 評価基準" in judge and "回答" in judge and user in judge

@@ -166,7 +166,8 @@ def print_plan(the: Plan, source: str, log: Callable[[str], None]) -> list[Phase
                 f"<= {p.max_output_tokens} output tokens, {over}{foc}"
             )
     for t in tasks:
-        for ev in t.task.evaluator_models():
+        stage = t.task.evaluation()
+        for ev in stage.models() if stage else []:
             v, c = ev.runs()[0]
             log(
                 f"then {t.name}: evaluator {ev.run_name(v, c)} scores the outputs (loaded once; its prompts hold "

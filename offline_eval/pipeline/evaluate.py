@@ -14,6 +14,7 @@ from ..modelspec import ModelSpec
 from ..requests import Phase, Result
 from ..results import EvaluatorRef, ItemRecord, Records, RunEntry, Throughput
 from ..summary import Failure, LoadProvenance
+from ..tasks.evaluation import Evaluation
 from ..thinking import settings_of, solve
 from .execute import Stage, failure, load_facts, phase_timings, rate
 from .plan import PlannedTask
@@ -24,6 +25,7 @@ class _Staged:
     """One task's evaluation: the runs it scores, their records, the evaluators' phase, and what each said."""
 
     task: PlannedTask
+    stage: Evaluation[Any, ItemRecord]
     entries: list[RunEntry]
     records: Records[ItemRecord]
     phase: Phase
@@ -42,20 +44,20 @@ def run_evaluations(
     staged: list[_Staged] = []
     judges: dict[str, tuple[ModelSpec, list[_Staged]]] = {}
     for t in tasks:
-        evs = t.task.evaluator_models()
+        ev_stage = t.task.evaluation()
         entries = [r for r in runs if r.task == t.name and r.key in records]
-        if not evs or not entries:
+        if ev_stage is None or not entries:
             continue
         mine = {r.key: records[r.key] for r in entries}
-        staged.append(_Staged(t, entries, mine, t.task.evaluation_phase(t.items, mine)))
-        for ev in evs:
+        staged.append(_Staged(t, ev_stage, entries, mine, ev_stage.phase(t.items, mine)))
+        for ev in ev_stage.models():
             variant, ctx = ev.runs()[0]
             key = ev.run_name(variant, ctx) + "\0" + ev.model_dump_json()
             judges.setdefault(key, (ev, []))[1].append(staged[-1])
     loaded = [_evaluate(stage, ev, users, failures) for ev, users in judges.values()]
     for x in staged:
         with stage.timings.stage("scoring", setting=x.phase.name):
-            evaluated = x.task.task.finish_evaluation(x.records, x.phase, x.results)
+            evaluated = x.stage.finish(x.records, x.phase, x.results)
             for entry in x.entries:
                 if entry.key not in evaluated:
                     continue

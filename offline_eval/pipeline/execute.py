@@ -167,7 +167,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                 shown = ", ".join(
                     [f"{x.name}={metrics[x.name]:.3f}" for x in t.task.metrics if has_score(metrics.get(x.name))][:3]
                 )
-                pending = "scored once its evaluators have run" if t.task.evaluator_models() else "no items scored"
+                pending = "scored once its evaluators have run" if t.task.evaluation() else "no items scored"
                 stage.log(f"[{run}] {s.name}: {shown or pending}  ({rate(stats)})")
     finally:
         facts.engine_start = engine.start_facts()

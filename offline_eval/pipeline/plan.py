@@ -119,7 +119,8 @@ def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
     out = []
     for s in t.settings:
         constraint = s.phase.requests[0].constraint if s.phase.requests else None
-        evaluation = t.task.evaluation_constraint(s.options)
+        stage = t.task.evaluation()
+        evaluation = stage.constraint(s.options) if stage else None
         out.append(
             provenance.setting(
                 t.name,
@@ -140,6 +141,6 @@ def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> AbstractCon
     """A config that names servers: within the block, this process connects to their hosts and nowhere else."""
     from ..netguard import allow_only
 
-    specs = [*cfg.models, *(ev for t in tasks for ev in t.task.evaluator_models())]
+    specs = [*cfg.models, *(ev for t in tasks if (stage := t.task.evaluation()) for ev in stage.models())]
     urls = [url for m in specs for url in m.server_urls()]
     return allow_only(urls) if urls else nullcontext()

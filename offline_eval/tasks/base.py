@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from pydantic import BaseModel, ValidationError
 
-from ..constraints import Constraint
-from ..datafiles import TaskItem
+from ..datafiles import ItemT, TaskItem
 from ..errors import InputError
 from ..metrics.bootstrap import Clusters
 from ..metrics.declared import Breakdown, with_intervals
@@ -17,6 +16,7 @@ from ..metrics.values import RunMetrics
 from ..requests import Phase, Result
 from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
 from ..sections import Metric
+from .evaluation import Evaluation
 from .parts import ReportParts
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 Setting = dict[str, Any]
 Item = TaskItem  # what generic code knows of any task's items: their id, and their content for provenance
-ItemT = TypeVar("ItemT", bound=TaskItem)
 
 
 class Task(ABC, Generic[ItemT, R]):
@@ -133,32 +132,14 @@ class Task(ABC, Generic[ItemT, R]):
         """The text the setting's prompts are made from (system prompts, templates with placeholders for the
         item's fields, the exemplars chosen): its sha256 is part of the sweep's provenance."""
 
-    def evaluation_constraint(self, setting: Setting) -> Constraint | None:
-        """The constraint the judges' or the evaluator's answers on this setting are decoded under (None: none,
-        or no second stage)."""
-        return None
-
-    def evaluation_answers(self, record: R) -> list[str]:
-        """The judges' or evaluator's raw answers that were parsed into this record's scores, for `verify` to
-        check against evaluation_constraint."""
-        return []
-
     def setting_items(self, items: Sequence[ItemT], setting: Setting) -> Sequence[ItemT]:
         """The items one setting runs on (a task with sub-tasks gives each setting its own)."""
         return items
 
-    # An optional second stage (LLM judges, evaluation models): each evaluator is loaded once, after every
-    # candidate model, and runs the same phase; `records` are keyed "run/setting".
-    def evaluator_models(self) -> list[Any]:
-        """The ModelSpecs of the evaluators that score the candidates' outputs (none: no second stage)."""
-        return []
-
-    def evaluation_phase(self, items: Sequence[ItemT], records: Records[R]) -> Phase:
-        raise NotImplementedError
-
-    def finish_evaluation(self, records: Records[R], phase: Phase, results: dict[str, Sequence[Result]]) -> Records[R]:
-        """Fold each evaluator's results (keyed by its run name; a failed evaluator is absent) into records."""
-        raise NotImplementedError
+    def evaluation(self) -> Evaluation[ItemT, R] | None:
+        """The task's second stage, a companion object (tasks/evaluation.py): LLM judges or an evaluation model
+        that score the candidates' outputs (None: the task, as configured, has none)."""
+        return None
 
     # Human annotation (`offline-eval annotate`): a task that declares its export form offers its outputs.
     annotation_form: ClassVar[Form | None] = None

@@ -197,13 +197,13 @@ def _constraints(records: Records[ItemRecord], settings: list[SettingProvenance]
             continue
         if key.setting not in tasks:
             tasks[key.setting] = make_task(s.task, s.task_options, source="summary.json provenance")
-        task = tasks[key.setting]
+        stage = tasks[key.setting].evaluation()
         own = from_dict(s.constraint) if s.constraint else None
         judged = from_dict(s.evaluation_constraint) if s.evaluation_constraint else None
         for rec in recs:
             if own is not None and rec.parsed is not None and not rec.skipped and (why := violation(own, rec.output)):
                 out.append(f"{key}: record {rec.id}: the parsed answer breaks its constraint ({why})")
-            for text in task.evaluation_answers(rec):
+            for text in stage.answers(rec) if stage else []:
                 if judged is not None and (why := violation(judged, text)):
                     out.append(f"{key}: record {rec.id}: a scored evaluator answer breaks its constraint ({why})")
     return out

@@ -31,6 +31,7 @@ from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
 from ..base import Metric, Setting, Task
+from ..evaluation import Evaluation
 from . import annotate
 from . import evaluator as ev
 from .data import LegalEvalQItem, load_annotated, load_queries
@@ -196,66 +197,6 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
             output_tokens=result.output_tokens,
         )
 
-    # The evaluation stage: one evaluator for every candidate's answers, after all candidates.
-    def evaluator_models(self) -> list[ModelSpec]:
-        return [self.options.evaluator]
-
-    def evaluation_phase(self, items: Sequence[LegalEvalQItem], records: Records[LegalEvalQRecord]) -> Phase:
-        by_id = {it.id: it for it in items}
-        json_mode = self.options.evaluator_mode == "json"
-        s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.evaluator_max_tokens)
-        reqs, ids = [], []
-        for run, recs in records.items():
-            for r in recs:
-                if r.skipped:
-                    continue
-                it = by_id[r.id]
-
-                def message(answer: str, it: LegalEvalQItem = it) -> str:
-                    return ev.user_message(it.query, answer, it.resource)
-
-                reqs.append(
-                    Request.chat(
-                        [{"role": "system", "content": ev.SYSTEM}, {"role": "user", "content": message(r.output)}],
-                        s,
-                        JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None,
-                        shared_chars(message),
-                    )
-                )
-                ids.append(f"{run}/{output_key(r)}")
-        return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
-
-    def finish_evaluation(
-        self, records: Records[LegalEvalQRecord], phase: Phase, results: dict[str, Sequence[Result]]
-    ) -> Records[LegalEvalQRecord]:
-        from .scorer import Scorer
-
-        if not results:
-            return records
-        by_key = dict(zip(phase.item_ids, next(iter(results.values()))))
-        parse = ev.parse_json if self.options.evaluator_mode == "json" else ev.parse_tags
-        todo: list[tuple[LegalEvalQRecord, dict[str, Any]]] = []
-        for run, recs in records.items():
-            for r in recs:
-                res = by_key.get(f"{run}/{output_key(r)}")
-                if res is None:
-                    continue
-                got = parse(res.text) if res.answered else None
-                r.evaluation = {
-                    "raw": res.text,
-                    "finish_reason": res.finish_reason,
-                    "comment": got[0] if got else None,
-                    "conclusion": got[1] if got else None,
-                }
-                r.parsed = got[1] if got else None
-                if got:
-                    todo.append((r, {"query": r.query, "answer": r.output, "comment": got[0], "conclusion": got[1]}))
-        if todo:
-            scores = Scorer.load(self.options.scorer).predict([x for _, x in todo])
-            for (r, _), sc in zip(todo, scores):
-                r.scores = {"quality": sc}
-        return records
-
     def aggregate(self, records: Sequence[LegalEvalQRecord], setting: Setting) -> RunMetrics:
         scored = [r.scores["quality"] for r in records if "quality" in r.scores]
         evaluated = [r for r in records if r.evaluation]
@@ -288,6 +229,9 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
                 m.put("mean_delta", round(_num(v["mean"].value) - _num(t["mean"].value), 4))
         return m
 
+    def evaluation(self) -> LegalEvalQEvaluation:
+        return LegalEvalQEvaluation(self.options)
+
     def item_score(self, record: LegalEvalQRecord) -> float | None:
         return record.scores.get("quality")
 
@@ -295,11 +239,78 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         """The answer's system prompt, then the evaluator's system prompt and user message with placeholders."""
         return "\n\n".join([ANSWER_SYSTEM, ev.SYSTEM, ev.user_message("{query}", "{answer}", "{resource}")])
 
-    def evaluation_constraint(self, setting: Setting) -> JsonSchema | None:
+
+class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
+    """The evaluation stage: one evaluator writes a Comment and a Conclusion on every candidate's answer, after all
+    candidates; the regression scorer turns them into a score."""
+
+    def __init__(self, options: LegalEvalQOptions) -> None:
+        self.options = options
+
+    def models(self) -> list[ModelSpec]:
+        return [self.options.evaluator]
+
+    def phase(self, items: Sequence[LegalEvalQItem], records: Records[LegalEvalQRecord]) -> Phase:
+        by_id = {it.id: it for it in items}
+        json_mode = self.options.evaluator_mode == "json"
+        s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.evaluator_max_tokens)
+        reqs, ids = [], []
+        for run, recs in records.items():
+            for r in recs:
+                if r.skipped:
+                    continue
+                it = by_id[r.id]
+
+                def message(answer: str, it: LegalEvalQItem = it) -> str:
+                    return ev.user_message(it.query, answer, it.resource)
+
+                reqs.append(
+                    Request.chat(
+                        [{"role": "system", "content": ev.SYSTEM}, {"role": "user", "content": message(r.output)}],
+                        s,
+                        JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None,
+                        shared_chars(message),
+                    )
+                )
+                ids.append(f"{run}/{output_key(r)}")
+        return Phase(name="legalevalq.evaluation", requests=reqs, item_ids=ids, overflow=self.options.overflow)
+
+    def finish(
+        self, records: Records[LegalEvalQRecord], phase: Phase, results: dict[str, Sequence[Result]]
+    ) -> Records[LegalEvalQRecord]:
+        from .scorer import Scorer
+
+        if not results:
+            return records
+        by_key = dict(zip(phase.item_ids, next(iter(results.values()))))
+        parse = ev.parse_json if self.options.evaluator_mode == "json" else ev.parse_tags
+        todo: list[tuple[LegalEvalQRecord, dict[str, Any]]] = []
+        for run, recs in records.items():
+            for r in recs:
+                res = by_key.get(f"{run}/{output_key(r)}")
+                if res is None:
+                    continue
+                got = parse(res.text) if res.answered else None
+                r.evaluation = {
+                    "raw": res.text,
+                    "finish_reason": res.finish_reason,
+                    "comment": got[0] if got else None,
+                    "conclusion": got[1] if got else None,
+                }
+                r.parsed = got[1] if got else None
+                if got:
+                    todo.append((r, {"query": r.query, "answer": r.output, "comment": got[0], "conclusion": got[1]}))
+        if todo:
+            scores = Scorer.load(self.options.scorer).predict([x for _, x in todo])
+            for (r, _), sc in zip(todo, scores):
+                r.scores = {"quality": sc}
+        return records
+
+    def constraint(self, setting: Setting) -> JsonSchema | None:
         o = self.options
         return JsonSchema(ev.schema(o.comment_max_chars)) if o.evaluator_mode == "json" else None
 
-    def evaluation_answers(self, record: LegalEvalQRecord) -> list[str]:
+    def answers(self, record: LegalEvalQRecord) -> list[str]:
         e = record.evaluation
         return [e["raw"]] if e and record.parsed is not None else []
 

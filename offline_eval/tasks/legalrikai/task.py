@@ -20,6 +20,7 @@ from ...modelspec import ModelSpec, one_load
 from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
 from ..base import Metric, Setting, Task
+from ..evaluation import Evaluation
 from . import annotate, prompts, rubric
 from .metrics import aggregate, item_score, scored_item
 from .record import LegalRikaiRecord
@@ -216,7 +217,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         f = self._focus[key]
         return {"statute_pre": f[0], "statute_post": f[1]} if f else None
 
-    def _chat(self, user: str, sampling: Sampling, constraint: Any = None, shared: int | None = None) -> Request:
+    def chat(self, user: str, sampling: Sampling, constraint: Any = None, shared: int | None = None) -> Request:
         return Request.chat(
             [{"role": "system", "content": prompts.system()}, {"role": "user", "content": user}],
             sampling,
@@ -228,9 +229,9 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
         reqs, fallbacks = [], []
         for it in items:
-            reqs.append(self._chat(prompts.task_prompt(it), s))
+            reqs.append(self.chat(prompts.task_prompt(it), s))
             f = self.focused(it) if self.options.overflow == "focus" else None
-            fallbacks.append(self._chat(prompts.task_prompt(it, f), s) if f else None)
+            fallbacks.append(self.chat(prompts.task_prompt(it, f), s) if f else None)
         return Phase(
             name=f"legalrikai.{setting['subtask']}",
             requests=reqs,
@@ -258,60 +259,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             rec.parsed, rec.checks, rec.revised = got.parsed, got.checks, got.revised
         return rec
 
-    # ---- judges
-    def evaluator_models(self) -> list[ModelSpec]:
-        return list(self.options.judges)
-
-    def evaluation_phase(self, items: Sequence[LegalRikaiItem], records: Records[LegalRikaiRecord]) -> Phase:
-        by_id = {(it.subtask, it.id): it for it in items}
-        o = self.options
-        reqs, ids, fallbacks = [], [], []
-        for key, recs in records.items():
-            for r in recs:
-                it = by_id.get((r.subtask, r.id))
-                if it is None or r.skipped:
-                    continue
-                schema = JsonSchema(rubric.judge_schema(it.subtask, o.rationale_max_chars))
-                s = Sampling(temperature=0.0, seed=o.seed, max_tokens=o.judge_max_tokens)
-                f = self.focused(it) if o.overflow == "focus" else None
-                seen = prompts.task_prompt(it, f if r.input == "focused" else None)
-                reqs.append(self._judge(it, seen, r.output, s, schema))
-                fallbacks.append(
-                    self._judge(it, prompts.task_prompt(it, f), r.output, s, schema)
-                    if f and r.input == "full"
-                    else None
-                )
-                ids.append(f"{key}/{r.subtask}/{output_key(r)}")
-        return Phase(
-            name="legalrikai.judges",
-            requests=reqs,
-            item_ids=ids,
-            overflow=o.overflow,
-            fallbacks=fallbacks if any(fallbacks) else None,
-        )
-
-    def _judge(
-        self, item: LegalRikaiItem, original_prompt: str, response: str, s: Sampling, schema: JsonSchema
-    ) -> Request:
-        def text(resp: str) -> str:
-            return prompts.judge_prompt(item, original_prompt, resp, judge_gold(item), self.options.rationale_max_chars)
-
-        return self._chat(text(response), s, schema, shared_chars(text))
-
-    def finish_evaluation(
-        self, records: Records[LegalRikaiRecord], phase: Phase, results: dict[str, Sequence[Result]]
-    ) -> Records[LegalRikaiRecord]:
-        by_judge = {j: dict(zip(phase.item_ids, res)) for j, res in results.items()}
-        for key, recs in records.items():
-            for r in recs:
-                r.judges = {}
-                for j, got in by_judge.items():
-                    x = got.get(f"{key}/{r.subtask}/{output_key(r)}")
-                    if x is not None:
-                        r.judges[j] = judge_entry(r.subtask, x)
-                r.scores = average_scores(r.subtask, r.judges)
-        return records
-
     # ---- metrics
     def aggregate(self, records: Sequence[LegalRikaiRecord], setting: Setting) -> RunMetrics:
         return aggregate(setting["subtask"], records)
@@ -329,13 +276,8 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             + [resources.files(rubric.__package__).joinpath("rubrics.yaml").read_text(encoding="utf-8")]
         )
 
-    def evaluation_constraint(self, setting: Setting) -> JsonSchema | None:
-        if not self.options.judges:
-            return None
-        return JsonSchema(rubric.judge_schema(setting["subtask"], self.options.rationale_max_chars))
-
-    def evaluation_answers(self, record: LegalRikaiRecord) -> list[str]:
-        return [v["raw"] for v in record.judges.values() if v.get("scores") is not None and "raw" in v]
+    def evaluation(self) -> LegalRikaiJudges | None:
+        return LegalRikaiJudges(self) if self.options.judges else None
 
     def item_score(self, record: LegalRikaiRecord) -> float | None:
         return item_score(record)
@@ -345,6 +287,73 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
 
         o = self.options
         return sweep_report(runs, records, o.human_scores, n_resamples=o.bootstrap, seed=o.seed)
+
+
+class LegalRikaiJudges(Evaluation[LegalRikaiItem, LegalRikaiRecord]):
+    """The judges: each scores every candidate's output against its sub-task's rubric, in constrained JSON, after all
+    candidates; a record's scores are each criterion's mean over the judges that answered."""
+
+    def __init__(self, task: LegalRikaiTask) -> None:
+        self.task = task
+
+    def models(self) -> list[ModelSpec]:
+        return list(self.task.options.judges)
+
+    def phase(self, items: Sequence[LegalRikaiItem], records: Records[LegalRikaiRecord]) -> Phase:
+        by_id = {(it.subtask, it.id): it for it in items}
+        o = self.task.options
+        reqs, ids, fallbacks = [], [], []
+        for key, recs in records.items():
+            for r in recs:
+                it = by_id.get((r.subtask, r.id))
+                if it is None or r.skipped:
+                    continue
+                schema = JsonSchema(rubric.judge_schema(it.subtask, o.rationale_max_chars))
+                s = Sampling(temperature=0.0, seed=o.seed, max_tokens=o.judge_max_tokens)
+                f = self.task.focused(it) if o.overflow == "focus" else None
+                seen = prompts.task_prompt(it, f if r.input == "focused" else None)
+                reqs.append(self.judge(it, seen, r.output, s, schema))
+                fallbacks.append(
+                    self.judge(it, prompts.task_prompt(it, f), r.output, s, schema) if f and r.input == "full" else None
+                )
+                ids.append(f"{key}/{r.subtask}/{output_key(r)}")
+        return Phase(
+            name="legalrikai.judges",
+            requests=reqs,
+            item_ids=ids,
+            overflow=o.overflow,
+            fallbacks=fallbacks if any(fallbacks) else None,
+        )
+
+    def judge(
+        self, item: LegalRikaiItem, original_prompt: str, response: str, s: Sampling, schema: JsonSchema
+    ) -> Request:
+        def text(resp: str) -> str:
+            return prompts.judge_prompt(
+                item, original_prompt, resp, judge_gold(item), self.task.options.rationale_max_chars
+            )
+
+        return self.task.chat(text(response), s, schema, shared_chars(text))
+
+    def finish(
+        self, records: Records[LegalRikaiRecord], phase: Phase, results: dict[str, Sequence[Result]]
+    ) -> Records[LegalRikaiRecord]:
+        by_judge = {j: dict(zip(phase.item_ids, res)) for j, res in results.items()}
+        for key, recs in records.items():
+            for r in recs:
+                r.judges = {}
+                for j, got in by_judge.items():
+                    x = got.get(f"{key}/{r.subtask}/{output_key(r)}")
+                    if x is not None:
+                        r.judges[j] = judge_entry(r.subtask, x)
+                r.scores = average_scores(r.subtask, r.judges)
+        return records
+
+    def constraint(self, setting: Setting) -> JsonSchema | None:
+        return JsonSchema(rubric.judge_schema(setting["subtask"], self.task.options.rationale_max_chars))
+
+    def answers(self, record: LegalRikaiRecord) -> list[str]:
+        return [v["raw"] for v in record.judges.values() if v.get("scores") is not None and "raw" in v]
 
 
 def gold(item: LegalRikaiItem) -> Any:
