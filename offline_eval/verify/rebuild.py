@@ -22,6 +22,7 @@ from ..pipeline.execute import LoggingEngine, Stage
 from ..pipeline.plan import Plan, plan
 from ..pipeline.state import State
 from ..provenance import config_digest
+from ..quiet import native_stderr_silenced
 from ..results import ItemRecord, Records, ResultsFolder
 from ..store import Store
 from ..summary import SCHEMA_VERSION, Provenance, Summary
@@ -84,7 +85,9 @@ def rebuild(folder: ResultsFolder, claimed: Summary) -> Rebuilt:
         )
         return out
     try:
-        out.summary, out.records, out.plan = _replay(folder, claimed, prov, config, out)
+        # No engine runs, but the scorer's libraries (torch, torchao) import and talk: --debug shows them.
+        with native_stderr_silenced():
+            out.summary, out.records, out.plan = _replay(folder, claimed, prov, config, out)
     except OfflineEvalError as e:
         out.problems.append(f"the rebuild from the store stopped: {e}")
     return out
