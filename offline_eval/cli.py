@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import OfflineEvalError, described
+from .preload import rerun_for
 
 if TYPE_CHECKING:
     from .summary import Summary
@@ -52,6 +53,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     with timings.stage("config"):
         cfg = load_config(a.config)
     only, only_tasks = _csv(a.only, "--only"), _csv(a.tasks, "--tasks")
+    rerun_for(None if a.dry_run or a.ray else a.rerun_argv, cfg.backends(only, only_tasks))
     quiet = not (a.verbose or a.debug)
     options = SweepOptions(source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, limit=_limit(a.limit),
                            fresh=a.fresh, dry_run=a.dry_run, ray=a.ray, timings=timings, engine_log=quiet)  # fmt: skip
@@ -99,6 +101,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         cfg = SweepConfig.model_validate({"output_dir": a.out, "models": [model], "tasks": {a.task: opts}})
     except ValidationError as e:
         raise format_validation_error(e, "command line") from None
+    rerun_for(a.rerun_argv, {a.backend})
     quiet = not (a.verbose or a.debug)
     s = run_sweep(cfg, SweepOptions(source="command line", limit=_limit(a.limit), fresh=a.fresh, engine_log=quiet))
     print(f"wrote {a.out}/summary.json and report.md")
@@ -420,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.rerun_argv = sys.argv[1:] if argv is None else None  # only a command of its own may start again
     if not args.debug:
         for k, v in _QUIET_ENV.items():
             os.environ.setdefault(k, v)

@@ -57,6 +57,16 @@ class SweepConfig(Strict):
                     )
         return v
 
+    def backends(self, only: list[str] | None = None, only_tasks: list[str] | None = None) -> set[str]:
+        """The engines a sweep of it loads: its models' (those named by --only) and its tasks' evaluators'."""
+        from .tasks import make_task
+
+        wanted = {m.backend for m in self.models if not only or m.name in only}
+        for name, options in self.tasks.items():
+            stage = make_task(name, options).evaluation() if not only_tasks or name in only_tasks else None
+            wanted |= {ev.backend for ev in stage.models()} if stage else set()
+        return wanted
+
 
 class DuplicateKeyError(yaml.YAMLError):
     def __init__(self, key: str, first: int, again: int, field: str) -> None:

@@ -35,6 +35,20 @@ for pkg in torchvision torchaudio torchcodec; do
   fi
 done
 
+# tcmalloc: vLLM on the CPU runs about 13% faster with it preloaded, which the CLI does when it is installed
+# (offline_eval/preload.py). Debian's package, where this runs as root; elsewhere: apt-get install libtcmalloc-minimal4.
+if ! ldconfig -p 2>/dev/null | grep -q libtcmalloc_minimal; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    step "installing Debian's libtcmalloc-minimal4 (vLLM on the CPU runs faster with it)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q libtcmalloc-minimal4 >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null && apt-get install -y -q libtcmalloc-minimal4 >/dev/null; } ||
+      echo "setup: could not install libtcmalloc-minimal4: vLLM on the CPU runs without it" >&2
+  else
+    echo "setup: libtcmalloc-minimal4 is not installed (vLLM on the CPU runs about 13% faster with it)" >&2
+  fi
+fi
+
 if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
   step "building llama-cpp-python (about 10 minutes on 2 cores the first time; pip caches the wheel)"
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \

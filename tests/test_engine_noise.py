@@ -4,12 +4,15 @@ the tiny models."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import DATA, run_cli
+
+from offline_eval.preload import tcmalloc_library
 
 pytestmark = pytest.mark.engine
 
@@ -48,6 +51,10 @@ def test_library_output_goes_to_the_engine_log_and_ours_to_the_terminal(tmp_path
     noise = [s for s in ("_C_mxfp8", "_pytree.py", "NUMA binding", "LD_PRELOAD") if s in log]
     assert "LD_PRELOAD" in noise, log[-2000:]
     assert noise and not [s for s in noise if s in proc.stderr]
+    # The command started again with tcmalloc preloaded where setup installed it (preload.py), and vLLM says so.
+    loads = json.loads((tmp_path / "out" / "summary.json").read_text("utf-8"))["provenance"]["loads"]
+    started = {x["engine"]: x["engine_start"] for x in loads}
+    assert started["vllm"]["tcmalloc"] is (tcmalloc_library() is not None)
     loud = run_cli("sweep", str(cfg), "--fresh", "-v")
     assert loud.returncode == 0 and [line for line in loud.stderr.split("\n") if not OURS.match(line)]
     assert all(s in loud.stderr for s in noise)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictInt, model_serializer
 
 from ..constraints import Choice, Constraint, JsonSchema, Regex
+from ..preload import tcmalloc_loaded
 from ..requests import Request, Result
 from .base import (
     Progress,
@@ -181,6 +182,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             "compile_choice": why,
             "compile_cache": str(cache),
             "compile_cache_files_added": len(made),
+            "tcmalloc": tcmalloc_loaded(),  # preloaded by the CLI on the CPU (preload.py)
         }
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
         self.prompt_count = self._count = PromptCount()

@@ -1,0 +1,89 @@
+"""When the CLI starts its command again with tcmalloc preloaded (offline_eval/preload.py): only for a vLLM load on
+the CPU, only where the library is installed, once, never from a call of main() inside another program, and never
+where the user turned it off. The exec itself is replaced here; test_engine_noise runs the real one."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from offline_eval import preload
+
+
+class Exec(Exception):
+    pass
+
+
+@pytest.fixture
+def execs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str], dict[str, str]]]:
+    got: list[tuple[str, list[str], dict[str, str]]] = []
+
+    def fake(path: str, argv: list[str], env: dict[str, str]) -> None:
+        got.append((path, argv, env))
+        raise Exec
+
+    monkeypatch.setattr(preload.os, "execve", fake)
+    monkeypatch.setattr(preload, "tcmalloc_library", lambda: "libtcmalloc_minimal.so.4")
+    monkeypatch.setattr(preload, "tcmalloc_loaded", lambda: False)
+    monkeypatch.setattr(preload, "vllm_on_cpu", lambda: True)
+    monkeypatch.delenv(preload.ENV, raising=False)
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    return got
+
+
+def test_the_command_starts_again_once_with_tcmalloc_in_front_of_the_users_preload(execs, monkeypatch):
+    with pytest.raises(Exec):
+        preload.rerun_with_tcmalloc(["sweep", "m.yaml"])
+    path, argv, env = execs[0]
+    assert (path, argv) == (sys.executable, [sys.executable, "-m", "offline_eval.cli", "sweep", "m.yaml"])
+    assert env["LD_PRELOAD"] == "libtcmalloc_minimal.so.4" and env[preload.ENV] == "1"
+    monkeypatch.setenv("LD_PRELOAD", "/opt/mine.so")
+    with pytest.raises(Exec):
+        preload.rerun_with_tcmalloc(["run"])
+    assert execs[1][2]["LD_PRELOAD"] == "libtcmalloc_minimal.so.4:/opt/mine.so"
+    monkeypatch.setenv(preload.ENV, "1")  # the command started again: never a third time
+    preload.rerun_with_tcmalloc(["run"])
+    monkeypatch.setenv(preload.ENV, "0")  # the user's no
+    preload.rerun_with_tcmalloc(["run"])
+    assert len(execs) == 2
+
+
+def test_no_start_again_without_the_library_or_with_it_loaded(execs, monkeypatch):
+    monkeypatch.setattr(preload, "tcmalloc_library", lambda: None)
+    preload.rerun_with_tcmalloc(["run"])
+    monkeypatch.setattr(preload, "tcmalloc_library", lambda: "libtcmalloc_minimal.so.4")
+    monkeypatch.setattr(preload, "tcmalloc_loaded", lambda: True)
+    preload.rerun_with_tcmalloc(["run"])
+    assert execs == []
+
+
+def test_the_cli_asks_only_for_vllm_on_the_cpu_and_only_as_a_command_of_its_own(execs, monkeypatch):
+    preload.rerun_for(None, {"vllm"})  # main() called by another program: its process is not ours to replace
+    preload.rerun_for(["run"], {"llamacpp", "transformers"})  # tcmalloc under these is not measured: left alone
+    monkeypatch.setattr(preload, "vllm_on_cpu", lambda: False)  # the GPU build
+    preload.rerun_for(["run"], {"vllm"})
+    assert execs == []
+    monkeypatch.setattr(preload, "vllm_on_cpu", lambda: True)
+    with pytest.raises(Exec):
+        preload.rerun_for(["run"], {"vllm", "llamacpp"})
+
+
+def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path):
+    from offline_eval.config import parse_config
+
+    judge = {"name": "j", "backend": "vllm", "path": str(tmp_path), "max_model_len": 512}
+    cfg = parse_config(
+        {
+            "models": [
+                {"name": "a", "backend": "llamacpp", "path": str(tmp_path / "a.gguf"), "max_model_len": 512},
+                {"name": "b", "backend": "transformers", "path": str(tmp_path), "max_model_len": 512},
+            ],
+            "tasks": {"jbeqa": {"data": str(tmp_path)}, "legalrikai": {"data": str(tmp_path), "judges": [judge]}},
+        },
+        tmp_path,
+        "m.yaml",
+    )
+    assert cfg.backends() == {"llamacpp", "transformers", "vllm"}
+    assert cfg.backends(only=["a"]) == {"llamacpp", "vllm"}
+    assert cfg.backends(only=["a"], only_tasks=["jbeqa"]) == {"llamacpp"}
