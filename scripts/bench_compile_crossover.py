@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,19 +59,35 @@ def child(model: str, ctx: int, data: str, shots: list[int], eager: bool) -> dic
             "answers": [r.text for r in got],
         }
     b.close()
+    out["libs"] = mapped_libs()
     return out
 
 
-def run(model: str, ctx: int, data: Path, shots: list[int], eager: bool, cache: Path) -> dict[str, Any]:
+def mapped_libs() -> list[str]:
+    """The allocator and OpenMP runtimes this process has mapped (what LD_PRELOAD and the imports brought in)."""
+    names = {Path(x.split()[-1]).name for x in Path("/proc/self/maps").read_text().splitlines() if "/" in x}
+    return sorted(n for n in names if any(k in n for k in ("tcmalloc", "iomp", "gomp", "libomp")))
+
+
+def run(
+    model: str, ctx: int, data: Path, shots: list[int], eager: bool, cache: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One load in a fresh process (`env` added to its environment): the child's result, plus the whole process's
+    wall (`process_s`) and the libraries vLLM warned were not in LD_PRELOAD (`preload_warnings`)."""
     import os
 
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), **(env or {})}
     args = [sys.executable, __file__, "--child", model, str(ctx), str(data), ",".join(map(str, shots)), str(int(eager))]
+    t0 = time.perf_counter()
     p = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - t0
     line = next((x for x in p.stdout.splitlines() if x.startswith(MARK)), None)
     if line is None:
-        sys.exit(f"the load did not finish:\n{p.stderr[-3000:]}")
-    return json.loads(line[len(MARK) :])
+        sys.exit(f"the load did not finish (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    got = json.loads(line[len(MARK) :])
+    got["process_s"] = took
+    got["preload_warnings"] = sorted(set(re.findall(r"(\S+) is not found in LD_PRELOAD", p.stderr)))
+    return got
 
 
 def main() -> int:

@@ -63,10 +63,11 @@ class Contender:
 
 def make_items(n: int, folder: Path) -> None:
     """bench_overhead.py's items, plus `prompt` (offline-eval's user message) and `gold` for lm-eval's task."""
+    from offline_eval.tasks.jbeqa.data import JBEQAItem
     from offline_eval.tasks.jbeqa.task import user_message
 
     def for_lmeval(r: dict[str, Any]) -> None:
-        r["prompt"] = user_message(r)
+        r["prompt"] = user_message(JBEQAItem.model_validate(r))
         r["gold"] = int(r["answer"])
 
     jbeqa_items(n, folder, for_lmeval)

@@ -237,6 +237,23 @@ def test_bench_compile_crossover(tiny: Path):
 
 
 @pytest.mark.engine
+def test_bench_preload(tiny: Path):
+    """Two eager vLLM loads of the tiny model, without a preload and with the venv's Intel OpenMP in LD_PRELOAD: the
+    preloaded process has libiomp5 mapped and vLLM no longer warns about it, the answers are the same, and the
+    ratio line."""
+    out = run_script("bench_preload.py", "--quick", "--model", str(tiny / "hf"), "--max-model-len", "2048")
+    load = r"round 1 {}, eager: start NUM s \(eager\); 0-shot NUM s; process NUM s; mapped (\S+); vLLM warns about (.+)"
+    lines = {n: re.search(load.format(n).replace("NUM", NUM), out) for n in ("none", "iomp")}
+    assert lines["none"] and lines["iomp"], out[-3000:]
+    assert "libiomp5.so" in lines["iomp"].group(4).split(",") and "libiomp" not in lines["iomp"].group(5)
+    assert "libiomp" in lines["none"].group(5)
+    row = numbers(r"iomp\s+eager\s+NUM\s+NUM\s+NUM\s+NUM/NUM\s+\S+", out)
+    assert row[3] == row[4] == 8  # the same answers with the preload
+    assert not re.search(r"^(tcmalloc|both)\s", out, re.M) and "compiled" not in out  # one preload, eager only
+    numbers(r"preload/none, phases summed: iomp eager NUM", last_line(out))
+
+
+@pytest.mark.engine
 def test_bench_fullsize(tiny: Path):
     """A dozen statements, 0- and 4-shot, on llama.cpp: ours and the raw engine give the same answers, and the
     table, the full-size estimate and the promised line are there."""
