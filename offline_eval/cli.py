@@ -53,7 +53,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     with timings.stage("config"):
         cfg = load_config(a.config)
     only, only_tasks = _csv(a.only, "--only"), _csv(a.tasks, "--tasks")
-    rerun_for(None if a.dry_run or a.ray else a.rerun_argv, cfg.backends(only, only_tasks))
+    rerun_for(None if a.dry_run or a.ray else a.rerun_argv, cfg.backends(a.config, only, only_tasks))
     quiet = not (a.verbose or a.debug)
     options = SweepOptions(source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, limit=_limit(a.limit),
                            fresh=a.fresh, dry_run=a.dry_run, ray=a.ray, timings=timings, engine_log=quiet)  # fmt: skip

@@ -57,13 +57,16 @@ class SweepConfig(Strict):
                     )
         return v
 
-    def backends(self, only: list[str] | None = None, only_tasks: list[str] | None = None) -> set[str]:
-        """The engines a sweep of it loads: its models' (those named by --only) and its tasks' evaluators'."""
+    def backends(
+        self, source: str | None = None, only: list[str] | None = None, only_tasks: list[str] | None = None
+    ) -> set[str]:
+        """The engines a sweep of it loads: its models' (those named by --only) and its tasks' evaluators'. A task's
+        bad options are an error naming `source`, the config file."""
         from .tasks import make_task
 
         wanted = {m.backend for m in self.models if not only or m.name in only}
         for name, options in self.tasks.items():
-            stage = make_task(name, options).evaluation() if not only_tasks or name in only_tasks else None
+            stage = make_task(name, options, source).evaluation() if not only_tasks or name in only_tasks else None
             wanted |= {ev.backend for ev in stage.models()} if stage else set()
         return wanted
 

@@ -38,11 +38,17 @@ b.close()
 
 def start(model: str, ctx: int, cache: Path, default: bool, compile: str = "always") -> dict:
     """One start in a fresh process. vLLM's default: its AOT compile cache and its engine-core and worker
-    processes; offline-eval's: whatever the backend sets (VLLM_USE_AOT_COMPILE=0, the engine core in-process)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_USE_AOT_COMPILE", "VLLM_ENABLE_V1_MULTIPROCESSING")}
+    processes; offline-eval's: whatever the backend sets (VLLM_USE_AOT_COMPILE=0, the engine core in-process), and
+    tcmalloc preloaded where it is installed, as the CLI starts it (offline_eval/preload.py)."""
+    from offline_eval.preload import tcmalloc_library
+
+    drop = ("VLLM_USE_AOT_COMPILE", "VLLM_ENABLE_V1_MULTIPROCESSING", "LD_PRELOAD")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     if default:
         env.update(VLLM_USE_AOT_COMPILE="1", VLLM_ENABLE_V1_MULTIPROCESSING="1")
+    elif lib := tcmalloc_library():
+        env["LD_PRELOAD"] = lib
     env["VLLM_CACHE_ROOT"] = str(cache / "vllm")  # vLLM's own (AOT) cache: empty too
     out = subprocess.run(
         [sys.executable, "-c", CHILD, model, str(ctx), compile],
@@ -71,10 +77,17 @@ def main() -> int:
             cache = Path(tmp) / name.replace(" ", "-")
             got[name] = [start(a.model, a.max_model_len, cache, default) for _ in range(2)]
             for i, f in enumerate(got[name], 1):
-                print(f"{name}, start {i}: {f['start_s']:.1f} s ({f['compile_cache_files_added']} cache files added)")
+                print(
+                    f"{name}, start {i}: {f['start_s']:.1f} s ({f['compile_cache_files_added']} cache files added"
+                    f"{', tcmalloc' if f.get('tcmalloc') else ''})"
+                )
         if not a.quick:  # what `compile: auto` does with a small load: no compile at all
             got["eager"] = [start(a.model, a.max_model_len, Path(tmp) / "eager", False, "never")]
-            print(f"offline-eval eager (compile: auto, a small load), start 1: {got['eager'][0]['start_s']:.1f} s")
+            e = got["eager"][0]
+            print(
+                f"offline-eval eager (compile: auto, a small load), start 1: {e['start_s']:.1f} s"
+                f"{' (tcmalloc)' if e.get('tcmalloc') else ''}"
+            )
     if a.quick:
         o = got["offline-eval"]
         print(

@@ -52,7 +52,7 @@ def main() -> int:
         schema = JsonSchema(rubric.judge_schema(it.subtask, 200))
         for response in (gold, gold[: len(gold) // 2], "わかりません。"):
             text = prompts.judge_prompt(it, prompts.task_prompt(it, None), response, gold, 200)
-            reqs.append(task._chat(text, s, schema))  # type: ignore[attr-defined]
+            reqs.append(task.chat(text, s, schema))  # type: ignore[attr-defined]
 
     b = load_backend(
         LoadSpec(name="judge", backend="llamacpp", path=a.model, max_model_len=a.ctx, threads=a.threads or None)

@@ -25,6 +25,7 @@ from offline_eval.config import load_config
 from offline_eval.constraints import Choice, JsonSchema
 from offline_eval.orchestrate import SweepOptions, run_sweep
 from offline_eval.requests import Request, Sampling
+from offline_eval.tasks.jbeqa.data import JBEQAItem
 
 ROOT = Path(__file__).resolve().parent.parent
 # A stalled server fails its test (pytest-timeout, counting fixture set-up) instead of hanging CI; the slowest
@@ -274,7 +275,8 @@ def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_
     assert off and stats.n_violations == sum(1 for r in off if r.finish_reason != "length")
     assert all(r.finish_reason in ("violation", "length") for r in off)
     task = JBEQATask(JBEQATask.Options(data="x"))
-    item = {"id": "i", "subject_jp": "民法", "year_ad": 2020, "answer": True}
+    item = JBEQAItem(id="i", year=2020, subject="Civil Law", subject_jp="民法", instruction="正誤", question="記述",
+                     label="Y", answer=True)  # fmt: skip
     for r in off:
         assert task.score(item, r, {"mode": "constrained", "shots": 0}).parsed is None
 

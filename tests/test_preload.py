@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from offline_eval import preload
+from offline_eval.errors import InputError
 
 
 class Exec(Exception):
@@ -87,3 +88,6 @@ def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path)
     assert cfg.backends() == {"llamacpp", "transformers", "vllm"}
     assert cfg.backends(only=["a"]) == {"llamacpp", "vllm"}
     assert cfg.backends(only=["a"], only_tasks=["jbeqa"]) == {"llamacpp"}
+    cfg.tasks["jbeqa"]["mode"] = []
+    with pytest.raises(InputError, match=r"^m\.yaml, field 'tasks\.jbeqa\.mode': "):  # named in its file
+        cfg.backends("m.yaml")
