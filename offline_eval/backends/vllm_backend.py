@@ -129,15 +129,16 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         # Structured outputs crash on the V2 model runner (vllm issue 51283); set only where vLLM is started, not
         # where this module is imported to validate a config.
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-        # vLLM 0.32's AOT compile cache never loads ("'function' object has no attribute 'finalize_loading'"), so
-        # every start compiled again; without it torch's own compiled-graph cache does, kept in a known folder.
-        os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
+        _aot_cache_loads()
         # vLLM logs to stdout, in this process and in the engine-core and worker processes it spawns: to stderr,
         # which a sweep sends to OUT/engines.log (the terminal with -v), as every other engine's noise.
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         cache = compile_cache()
-        from vllm import LLM
+        from vllm import LLM, envs
         from vllm.platforms import current_platform
+
+        # vLLM freezes its environment when an engine core starts in this process; a later load reads it afresh.
+        envs.disable_envs_cache()
 
         _log_to_stderr()
 
@@ -172,16 +173,21 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         kwargs["enforce_eager"] = eager
         import multiprocessing
 
-        before, had = set(multiprocessing.active_children()), _files(cache)
+        from vllm.compilation.counter import compilation_counter
+
+        before, had = set(multiprocessing.active_children()), _cache_files(cache)
+        loaded = compilation_counter.num_aot_artifacts_loaded
         t0 = time.perf_counter()
         self.llm = LLM(**kwargs)
-        made = _files(cache) - had
+        made = _cache_files(cache) - had
         self._start: dict[str, Any] = {
             "start_s": round(time.perf_counter() - t0, 1),
             "compile": "eager" if eager else ("compiled" if made else "reused"),
             "compile_choice": why,
             "compile_cache": str(cache),
             "compile_cache_files_added": len(made),
+            # the compiled model itself came from the cache (vLLM's AOT cache), not only inductor's kernels
+            "compiled_model_loaded": compilation_counter.num_aot_artifacts_loaded > loaded,
             "tcmalloc": tcmalloc_loaded(),  # preloaded by the CLI on the CPU (preload.py)
         }
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
@@ -196,6 +202,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
     def start_line(self) -> str:
         s = self._start
         how = {"eager": "eager, not compiled", "compiled": "compiled", "reused": "compiled graphs reused"}[s["compile"]]
+        if s.get("compiled_model_loaded"):
+            how = "compiled model loaded from the cache"
         return f"vllm started in {s['start_s']:.1f} s: {how} ({s['compile_choice']})"
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:
@@ -363,11 +371,27 @@ def _log_to_stderr() -> None:
 
 
 def compile_cache() -> Path:
-    """Where vLLM's compiled graphs are kept across loads and sweeps (torch inductor's cache): TORCHINDUCTOR_CACHE_DIR
-    where the user set it, else offline-eval's folder in the user's cache (torch's default is in /tmp)."""
+    """Where vLLM keeps its compiled model across loads and sweeps: VLLM_CACHE_ROOT where the user set it, else
+    offline-eval's folder in the user's cache. vLLM's AOT compile cache is kept there, and when it compiles it points
+    torch inductor's cache (TORCHINDUCTOR_CACHE_DIR) into it too."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "offline-eval" / "torchinductor")))
+    return Path(os.environ.setdefault("VLLM_CACHE_ROOT", str(base / "offline-eval" / "vllm")))
 
 
-def _files(root: Path) -> set[str]:
-    return {str(p) for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
+def _aot_cache_loads() -> None:
+    """vLLM 0.32 on CPU compiles with torch's inductor backend, whose saved model torch 2.13 hands back as a
+    BundledAOTAutogradSerializableCallable; vLLM then calls finalize_loading on it, which only vLLM's own backend's
+    function has, and compiles everything again ("'function' object has no attribute 'finalize_loading'"). The
+    bundled function needs no finalizing: it is the compiled model. Without this every start compiled again."""
+    try:
+        from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
+    except ImportError:  # another torch: vLLM's own code path, whatever it is
+        return
+    if "finalize_loading" not in vars(Bundled):
+        Bundled.finalize_loading = lambda self, vllm_config: None  # type: ignore[attr-defined]
+
+
+def _cache_files(root: Path) -> set[str]:
+    """The compile cache's files, and inductor's where it is kept apart (VLLM_USE_AOT_COMPILE=0)."""
+    roots = {root, Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or root)}
+    return {str(p) for r in roots if r.is_dir() for p in r.rglob("*") if p.is_file()}
