@@ -76,7 +76,13 @@ def run(
     wall (`process_s`) and the libraries vLLM warned were not in LD_PRELOAD (`preload_warnings`)."""
     import os
 
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), **(env or {})}
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(cache),
+        "VLLM_CACHE_ROOT": str(cache / "vllm"),  # vLLM's AOT compile cache: the same empty folder
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
     args = [sys.executable, __file__, "--child", model, str(ctx), str(data), ",".join(map(str, shots)), str(int(eager))]
     t0 = time.perf_counter()
     p = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, check=False)

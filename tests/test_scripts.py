@@ -214,11 +214,16 @@ def test_bench_engine_start(tiny: Path):
     fills the cache, the second adds nothing to it (it loads what the first compiled)."""
     out = run_script("bench_engine_start.py", "--quick", "--model", str(tiny / "hf"), "--max-model-len", "2048")
     (s1, added1), (s2, added2) = (
-        numbers(rf"offline-eval, start {i}: NUM s \(NUM cache files added(?:, tcmalloc)?\)", out, positive=False)
+        numbers(
+            rf"offline-eval, start {i}: NUM s \(NUM cache files added(?:, compiled model loaded)?(?:, tcmalloc)?\)",
+            out,
+            positive=False,
+        )
         for i in (1, 2)
     )
     assert s1 > 0 and s2 > 0 and added1 > 0 and added2 == 0
-    assert out.count("added, tcmalloc)") == (2 if tcmalloc_library() else 0)  # preloaded as the CLI does
+    assert out.count(", compiled model loaded") == 1  # the second start loads the compiled model whole
+    assert out.count(", tcmalloc)") == (2 if tcmalloc_library() else 0)  # preloaded as the CLI does
     assert "vLLM default" not in out
     numbers(r"offline-eval second start: NUM s / first start NUM s = NUM", last_line(out))
 
