@@ -175,11 +175,12 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
         from vllm.compilation.counter import compilation_counter
 
-        before, had = set(multiprocessing.active_children()), _cache_files(cache)
+        roots = _cache_roots(cache)
+        before, had = set(multiprocessing.active_children()), _cache_files(roots)
         loaded = compilation_counter.num_aot_artifacts_loaded
         t0 = time.perf_counter()
         self.llm = LLM(**kwargs)
-        made = _cache_files(cache) - had
+        made = _cache_files(roots) - had
         self._start: dict[str, Any] = {
             "start_s": round(time.perf_counter() - t0, 1),
             "compile": "eager" if eager else ("compiled" if made else "reused"),
@@ -391,7 +392,11 @@ def _aot_cache_loads() -> None:
         Bundled.finalize_loading = lambda self, vllm_config: None  # type: ignore[attr-defined]
 
 
-def _cache_files(root: Path) -> set[str]:
-    """The compile cache's files, and inductor's where it is kept apart (VLLM_USE_AOT_COMPILE=0)."""
-    roots = {root, Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or root)}
+def _cache_roots(root: Path) -> set[Path]:
+    """The compile cache, and inductor's where it is kept apart (VLLM_USE_AOT_COMPILE=0): read before vLLM starts,
+    since an AOT compile points TORCHINDUCTOR_CACHE_DIR into the compile cache for the rest of the process."""
+    return {root, Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or root)}
+
+
+def _cache_files(roots: set[Path]) -> set[str]:
     return {str(p) for r in roots if r.is_dir() for p in r.rglob("*") if p.is_file()}
