@@ -7,7 +7,7 @@ _os.environ.setdefault("HF_HUB_OFFLINE", "1")
 _os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # torch inductor's compiled kernels are kept in the user's cache (vLLM's AOT compile cache, where it runs, points it
-# into its own: backends/vllm_backend.compile_cache). Set before torch is imported: torch pins its own default
+# into its own: backends/vllm_cache.compile_cache). Set before torch is imported: torch pins its own default
 # (/tmp/torchinductor_USER) into the environment on first use.
 _os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR",

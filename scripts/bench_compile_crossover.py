@@ -12,7 +12,7 @@ the prompt tokens submitted above which a compiled load finishes first,
 
     (start compiled - start eager) / (eager s per submitted token - compiled s per submitted token),
 
-with the cache reused (the default of `compile_above_tokens`, models.yaml) and over an empty one. --quick: 20 items,
+with the compiled model in the cache and over an empty one (the two lines `compile: auto` uses, vllm_backend.py). --quick: 20 items,
 the 0-shot phase, and two loads (compiled over an empty cache, then eager): the suite's check that the script runs.
 The last line is `crossover, empty cache: N prompt tokens submitted` (or says there is none)."""
 

@@ -7,7 +7,8 @@ Each start is a fresh process, as a new sweep is: vLLM as it starts by default (
 loads on vLLM 0.32's CPU build, so every start compiles again, and its engine-core and worker processes) and as
 offline-eval starts it (the AOT compile cache made to load, in a known folder, the engine core in this process), each
 twice over an empty cache folder: the first start compiles,
-the second may reuse; then offline-eval's eager start (what `compile: auto` does for a load with little work), once.
+the second may reuse; then offline-eval's eager start (what `compile: auto` does over an empty cache below 1,300,000
+planned prompt tokens), once.
 Prints each start's seconds and what the backend recorded, then the ratios: offline-eval's
 second start against vLLM's default one, and the first starts against each other. --quick starts only offline-eval's
 way, twice over one empty cache, and ends with `offline-eval second start: N.N s / first start N.N s = N.NN`.
@@ -24,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS  # noqa: E402
 
 CHILD = """
 import json, sys
@@ -100,11 +103,12 @@ def main() -> int:
                     f"{', compiled model loaded' if f.get('compiled_model_loaded') else ''}"
                     f"{', tcmalloc' if f.get('tcmalloc') else ''})"
                 )
-        if not a.quick:  # what `compile: auto` does with a small load: no compile at all
+        if not a.quick:  # what `compile: auto` does over an empty cache with a load it will not pay back
             got["eager"] = [start(a.model, a.max_model_len, Path(tmp) / "eager", False, "never")]
             e = got["eager"][0]
             print(
-                f"offline-eval eager (compile: auto, a small load), start 1: {e['start_s']:.1f} s"
+                f"offline-eval eager (compile: auto under {COMPILE_ABOVE_TOKENS:,} planned prompt tokens over an empty "
+                f"cache), start 1: {e['start_s']:.1f} s"
                 f"{' (tcmalloc)' if e.get('tcmalloc') else ''}"
             )
     if a.quick:

@@ -10,12 +10,13 @@ import pytest
 from conftest import DATA, TINY
 
 import offline_eval
-from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS
+from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS_CACHED
 
 
 def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path, monkeypatch) -> None:
-    """Also: a load planned for few prompt tokens starts eager (compile: auto), and says how many it planned: the
-    count `sweep --dry-run` gives for it."""
+    """Also: a load planned for few prompt tokens starts eager (compile: auto), and says how many it planned (the
+    count `sweep --dry-run` gives for it) and that the cache holds its compiled model (the first load's, with
+    another seed)."""
     pytest.importorskip("vllm")
     cache = tmp_path / "compiled"
     monkeypatch.setenv("VLLM_CACHE_ROOT", str(cache))
@@ -39,7 +40,7 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     assert first is not None and second is not None and auto is not None, started
     assert first["compile"] == "compiled" and first["compile_cache_files_added"] > 0, first
     assert second["compile"] == "reused" and second["compile_cache_files_added"] == 0, second
-    # the compiled model itself loaded (vLLM's AOT cache, vllm_backend._aot_cache_loads), not only inductor's kernels
+    # the compiled model itself loaded (vLLM's AOT cache, vllm_cache.aot_cache_loads), not only inductor's kernels
     assert not first["compiled_model_loaded"] and second["compiled_model_loaded"], started
     assert not [x for x in (tmp_path / "inductor").rglob("*") if x.is_file()]  # torch makes the folder, no more
     assert first["compile_choice"] == second["compile_choice"] == "compile: always"
@@ -51,7 +52,8 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     assert auto["compile"] == "eager", auto
     assert (
         auto["compile_choice"]
-        == f"compile: auto, {int(tokens) // 3:,} prompt tokens planned < {COMPILE_ABOVE_TOKENS:,}"
+        == f"compile: auto, {int(tokens) // 3:,} prompt tokens planned < {COMPILE_ABOVE_TOKENS_CACHED:,} (the "
+        "compiled model is in the cache)"
     ), auto
     assert auto["compile_cache_files_added"] == 0 and auto["start_s"] < second["start_s"], started
     assert any("vllm started in" in x and "eager, not compiled" in x for x in lines), lines
@@ -81,7 +83,7 @@ def test_the_compile_cache_is_the_users_even_after_torch_pins_its_own(tmp_path: 
     code = (
         "import offline_eval, torch\n"
         "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
-        "from offline_eval.backends.vllm_backend import compile_cache\n"
+        "from offline_eval.backends.vllm_cache import compile_cache\n"
         "print(cache_dir()); print(compile_cache())\n"
     )
     out = subprocess.run(

@@ -15,7 +15,8 @@ from offline_eval.backends.fake_backend import FakeBackend
 from offline_eval.backends.lazy import LazyBackend
 from offline_eval.backends.registry import spec_fingerprint
 from offline_eval.backends.spec import LoadSpec
-from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS, compile_choice
+from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS, COMPILE_ABOVE_TOKENS_CACHED, compile_choice
+from offline_eval.backends.vllm_cache import CompiledIndex
 from offline_eval.config import parse_config
 from offline_eval.errors import InputError
 
@@ -25,28 +26,63 @@ def spec(planned: int | None = None, path: str = "/nowhere", **kw: Any) -> LoadS
 
 
 @pytest.mark.parametrize(
-    ("kw", "on_cpu", "eager", "why"),
+    ("kw", "on_cpu", "cached", "eager", "why"),
     [
-        ({}, True, False, "compile: auto, no planned work given"),
-        ({"planned": COMPILE_ABOVE_TOKENS - 1}, True, True, "<"),
-        ({"planned": COMPILE_ABOVE_TOKENS}, True, False, ">="),
-        ({"planned": 10}, False, False, "compile: auto, on a GPU"),
-        ({"planned": 10, "engine_options": {"compile": "always"}}, True, False, "compile: always"),
-        ({"planned": 10**9, "engine_options": {"compile": "never"}}, False, True, "compile: never"),
+        ({}, True, False, False, "compile: auto, no planned work given"),
+        ({"planned": COMPILE_ABOVE_TOKENS - 1}, True, False, True, "< 1,300,000 (the compiled model is not in the"),
+        ({"planned": COMPILE_ABOVE_TOKENS}, True, False, False, ">= 1,300,000 (the compiled model is not in the"),
+        ({"planned": COMPILE_ABOVE_TOKENS_CACHED - 1}, True, True, True, "< 250,000 (the compiled model is in the"),
+        ({"planned": COMPILE_ABOVE_TOKENS_CACHED}, True, True, False, ">= 250,000 (the compiled model is in the"),
+        ({"planned": 10}, False, False, False, "compile: auto, on a GPU"),
+        ({"planned": 10, "engine_options": {"compile": "always"}}, True, False, False, "compile: always"),
+        ({"planned": 10**9, "engine_options": {"compile": "never"}}, False, True, True, "compile: never"),
         (
             {"planned": 500, "engine_options": {"compile_above_tokens": 400}},
             True,
             False,
-            "500 prompt tokens planned >=",
+            False,
+            "500 prompt tokens planned >= 400 (compile_above_tokens)",
         ),
-        ({"planned": 10, "engine_args": {"enforce_eager": False}}, True, False, "engine_args.enforce_eager"),
-        ({"planned": 10**9, "engine_args": {"enforce_eager": True}}, True, True, "engine_args.enforce_eager"),
+        (
+            {"planned": 10**6, "engine_options": {"compile_above_tokens": 2 * 10**6}},
+            True,
+            True,
+            True,
+            "< 2,000,000 (compile_above_tokens)",
+        ),
+        ({"planned": 10, "engine_args": {"enforce_eager": False}}, True, False, False, "engine_args.enforce_eager"),
+        ({"planned": 10**9, "engine_args": {"enforce_eager": True}}, True, True, True, "engine_args.enforce_eager"),
     ],
 )
-def test_the_rule(kw: dict[str, Any], on_cpu: bool, eager: bool, why: str) -> None:
+def test_the_rule(kw: dict[str, Any], on_cpu: bool, cached: bool, eager: bool, why: str) -> None:
     planned = kw.pop("planned", None)
-    got = compile_choice(spec(planned, **kw), on_cpu)
+    got = compile_choice(spec(planned, **kw), on_cpu, cached)
     assert got[0] is eager and why in got[1], got
+
+
+def test_the_index_holds_what_a_compile_saved_while_the_file_is_there(tmp_path: Path) -> None:
+    """The files a compiled load added name the model vLLM saved; the index finds it for the same engine arguments
+    (another seed included: it does not change the traced graph), not for others, and not once it is deleted."""
+    pytest.importorskip("vllm")
+    index = CompiledIndex(tmp_path)
+    args = {"model": str(tmp_path / "m"), "max_model_len": 1024, "seed": 0, "enforce_eager": False}
+    key = CompiledIndex.key(args)
+    assert not index.holds(key)
+    saved = tmp_path / "torch_compile_cache" / "torch_aot_compile" / "abc" / "rank_0_0" / "model"
+    saved.parent.mkdir(parents=True)
+    saved.write_bytes(b"x")
+    index.record(key, {str(saved.parent.parent / "inductor_cache" / "k.so"), str(saved)})
+    assert index.holds(key) and index.holds(CompiledIndex.key({**args, "seed": 3, "enforce_eager": True}))
+    assert not index.holds(CompiledIndex.key({**args, "max_model_len": 2048}))
+    index.record(CompiledIndex.key({**args, "max_model_len": 2048}), set())  # a load that saved no model: no entry
+    assert not index.holds(CompiledIndex.key({**args, "max_model_len": 2048}))
+    saved.unlink()
+    assert not index.holds(key)
+    index.path.write_text("not json")
+    assert not index.holds(key)  # a damaged index counts as empty, and the next compile writes it again
+    saved.write_bytes(b"x")
+    index.record(key, {str(saved)})
+    assert index.holds(key)
 
 
 def test_the_choice_is_not_in_the_store_key_but_enforce_eager_is(tmp_path: Path) -> None:

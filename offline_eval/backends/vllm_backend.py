@@ -6,7 +6,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictInt, model_serializer
@@ -27,6 +26,7 @@ from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from .registry import Engine
 from .spec import LoadSpec, PromptCount, Reservation
+from .vllm_cache import CompiledIndex, aot_cache_loads, cache_files, cache_roots, compile_cache
 
 _SHUTDOWN_GRACE_S = 0.5
 
@@ -53,9 +53,10 @@ def _engine_arg_names(llm_cls: Any) -> set[str]:
 
 
 # Prompt tokens submitted from which a compiled load finishes before an eager one, on CPU: Gemma 3 270M, JBE-QA at
-# 0 and 4 shots, the compile cache reused (396,578; 1,301,140 over an empty cache): scripts/bench_compile_crossover.py,
-# docs/benchmarks.md. A load that compiles once leaves the cache warm for the next sweep.
-COMPILE_ABOVE_TOKENS = 400_000
+# 0 and 4 shots, with the compiled model in the cache (it loads in seconds) and without it (the compile takes about
+# a minute on 2 cores): scripts/bench_compile_crossover.py, docs/benchmarks.md.
+COMPILE_ABOVE_TOKENS_CACHED = 250_000
+COMPILE_ABOVE_TOKENS = 1_300_000
 
 
 class VLLMOptions(BaseModel):
@@ -73,8 +74,11 @@ class VLLMOptions(BaseModel):
         description="torch.compile the model (always), run it eager (never), or (auto) on CPU compile only a load "
         "planned for at least compile_above_tokens prompt tokens; on a GPU auto compiles",
     )
-    compile_above_tokens: StrictInt = Field(
-        COMPILE_ABOVE_TOKENS, ge=0, description="auto: the planned prompt tokens from which a CPU load compiles"
+    compile_above_tokens: StrictInt | None = Field(
+        None,
+        ge=0,
+        description=f"auto: the planned prompt tokens from which a CPU load compiles; unset, {COMPILE_ABOVE_TOKENS:,} "
+        f"or, where the cache holds the load's compiled model, {COMPILE_ABOVE_TOKENS_CACHED:,}",
     )
 
 
@@ -89,10 +93,11 @@ ENGINE = Engine(
 )
 
 
-def compile_choice(spec: LoadSpec, on_cpu: bool) -> tuple[bool, str]:
-    """(eager, why): what the load's options and planned work say. `enforce_eager` in engine_args is the user's
-    (and part of the store key); the choice here is not, as batch size is not: it changes the speed, not the
-    model."""
+def compile_choice(spec: LoadSpec, on_cpu: bool, cached: bool = False) -> tuple[bool, str]:
+    """(eager, why): what the load's options and planned work say, and whether the compile cache holds the load's
+    compiled model (`cached`: it then loads in seconds, so a smaller load pays it back). `enforce_eager` in
+    engine_args is the user's (and part of the store key); the choice here is not, as batch size is not: it changes
+    the speed, not the model."""
     if "enforce_eager" in spec.engine_args:
         return bool(spec.engine_args["enforce_eager"]), "engine_args.enforce_eager"
     o = VLLMOptions.model_validate(spec.engine_options)
@@ -103,11 +108,14 @@ def compile_choice(spec: LoadSpec, on_cpu: bool) -> tuple[bool, str]:
     planned = spec.planned_prompt_tokens
     if planned is None:
         return False, "compile: auto, no planned work given"
-    eager = planned < o.compile_above_tokens
-    return (
-        eager,
-        f"compile: auto, {planned:,} prompt tokens planned {'<' if eager else '>='} {o.compile_above_tokens:,}",
-    )
+    if o.compile_above_tokens is not None:
+        above, where = o.compile_above_tokens, "compile_above_tokens"
+    elif cached:
+        above, where = COMPILE_ABOVE_TOKENS_CACHED, "the compiled model is in the cache"
+    else:
+        above, where = COMPILE_ABOVE_TOKENS, "the compiled model is not in the cache"
+    eager = planned < above
+    return eager, f"compile: auto, {planned:,} prompt tokens planned {'<' if eager else '>='} {above:,} ({where})"
 
 
 class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
@@ -129,7 +137,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         # Structured outputs crash on the V2 model runner (vllm issue 51283); set only where vLLM is started, not
         # where this module is imported to validate a config.
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-        _aot_cache_loads()
+        aot_cache_loads()
         # vLLM logs to stdout, in this process and in the engine-core and worker processes it spawns: to stderr,
         # which a sweep sends to OUT/engines.log (the terminal with -v), as every other engine's noise.
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
@@ -169,18 +177,19 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             kwargs["quantization"] = spec.quantization
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
-        eager, why = compile_choice(spec, on_cpu)
+        index, key = CompiledIndex(cache), CompiledIndex.key(kwargs)
+        eager, why = compile_choice(spec, on_cpu, index.holds(key))
         kwargs["enforce_eager"] = eager
         import multiprocessing
 
         from vllm.compilation.counter import compilation_counter
 
-        roots = _cache_roots(cache)
-        before, had = set(multiprocessing.active_children()), _cache_files(roots)
+        roots = cache_roots(cache)
+        before, had = set(multiprocessing.active_children()), cache_files(roots)
         loaded = compilation_counter.num_aot_artifacts_loaded
         t0 = time.perf_counter()
         self.llm = LLM(**kwargs)
-        made = _cache_files(roots) - had
+        made = cache_files(roots) - had
         self._start: dict[str, Any] = {
             "start_s": round(time.perf_counter() - t0, 1),
             "compile": "eager" if eager else ("compiled" if made else "reused"),
@@ -192,6 +201,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             "tcmalloc": tcmalloc_loaded(),  # preloaded by the CLI on the CPU (preload.py)
         }
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
+        if not eager:
+            index.record(key, made)
         self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
@@ -369,34 +380,3 @@ def _log_to_stderr() -> None:
     for h in logging.getLogger("vllm").handlers:
         if isinstance(h, logging.StreamHandler) and h.stream is sys.stdout:
             h.setStream(sys.stderr)
-
-
-def compile_cache() -> Path:
-    """Where vLLM keeps its compiled model across loads and sweeps: VLLM_CACHE_ROOT where the user set it, else
-    offline-eval's folder in the user's cache. vLLM's AOT compile cache is kept there, and when it compiles it points
-    torch inductor's cache (TORCHINDUCTOR_CACHE_DIR) into it too."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.setdefault("VLLM_CACHE_ROOT", str(base / "offline-eval" / "vllm")))
-
-
-def _aot_cache_loads() -> None:
-    """vLLM 0.32 on CPU compiles with torch's inductor backend, whose saved model torch 2.13 hands back as a
-    BundledAOTAutogradSerializableCallable; vLLM then calls finalize_loading on it, which only vLLM's own backend's
-    function has, and compiles everything again ("'function' object has no attribute 'finalize_loading'"). The
-    bundled function needs no finalizing: it is the compiled model. Without this every start compiled again."""
-    try:
-        from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
-    except ImportError:  # another torch: vLLM's own code path, whatever it is
-        return
-    if "finalize_loading" not in vars(Bundled):
-        Bundled.finalize_loading = lambda self, vllm_config: None  # type: ignore[attr-defined]
-
-
-def _cache_roots(root: Path) -> set[Path]:
-    """The compile cache, and inductor's where it is kept apart (VLLM_USE_AOT_COMPILE=0): read before vLLM starts,
-    since an AOT compile points TORCHINDUCTOR_CACHE_DIR into the compile cache for the rest of the process."""
-    return {root, Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or root)}
-
-
-def _cache_files(roots: set[Path]) -> set[str]:
-    return {str(p) for r in roots if r.is_dir() for p in r.rglob("*") if p.is_file()}
