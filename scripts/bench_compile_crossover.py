@@ -6,14 +6,16 @@ run, over one compile cache.
 
 Each load is a fresh process, as a new sweep is, started as offline-eval's vLLM backend starts it, on JBE-QA
 statements in the release's form (scripts/bench_fullsize.py's generator) at 0 and 4 shots, constrained: compiled
-over an empty cache (the first start), compiled again (the cache reused) and eager. Prints each load's start, its
-phases' wall and the prompt tokens submitted and computed, whether eager gave the same answers, then the crossover:
+over an empty cache (the first start), compiled again (its compiled model loaded from the cache) and eager. Prints
+each load's start, its phases' wall and the prompt tokens submitted and computed, whether eager gave the same
+answers, then the crossover:
 the prompt tokens submitted above which a compiled load finishes first,
 
     (start compiled - start eager) / (eager s per submitted token - compiled s per submitted token),
 
-with the compiled model in the cache and over an empty one (the two lines `compile: auto` uses, vllm_backend.py). --quick: 20 items,
-the 0-shot phase, and two loads (compiled over an empty cache, then eager): the suite's check that the script runs.
+with the compiled model in the cache and over an empty one (the two lines `compile: auto` uses, vllm_backend.py).
+--quick: 20 items, the 0-shot phase, and two loads (compiled over an empty cache, then eager): the suite's check
+that the script runs.
 The last line is `crossover, empty cache: N prompt tokens submitted` (or says there is none)."""
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def main() -> int:
         write_set(data, items)
         loads = {"compiled, empty cache": run(a.model, a.max_model_len, data, shots, False, cache)}
         if not a.quick:
-            loads["compiled, cache reused"] = run(a.model, a.max_model_len, data, shots, False, cache)
+            loads["compiled, model in the cache"] = run(a.model, a.max_model_len, data, shots, False, cache)
         loads["eager"] = run(a.model, a.max_model_len, data, shots, True, cache)
     for name, x in loads.items():
         phases = "; ".join(
@@ -126,7 +128,7 @@ def main() -> int:
         )
         print(f"{name}: start {x['start_s']:.1f} s ({x['facts']['compile']}); {phases}")
     eager, cold = loads["eager"], loads["compiled, empty cache"]
-    warm = loads.get("compiled, cache reused", cold)
+    warm = loads.get("compiled, model in the cache", cold)
     same = sum(
         a == b for k in eager["phases"] for a, b in zip(eager["phases"][k]["answers"], warm["phases"][k]["answers"])
     )
@@ -140,7 +142,7 @@ def main() -> int:
     if gap <= 0:
         print("eager was not slower per token here: no crossover (compile never pays)")
         return 0
-    for name, c in (("cache reused", warm), ("empty cache", cold))[1 if a.quick else 0 :]:
+    for name, c in (("compiled model in the cache", warm), ("empty cache", cold))[1 if a.quick else 0 :]:
         tokens = (c["start_s"] - eager["start_s"]) / gap
         print(f"crossover, {name}: {tokens:,.0f} prompt tokens submitted")
     return 0

@@ -4,6 +4,7 @@ first load must compile."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,19 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     # the model compiled, loaded whole from the cache, and eager: the same answers
     assert answers["first"] == answers["second"] == answers["auto"] and answers["first"].count("\n") == 8
     assert verify(tmp_path / "out") == []  # the start's facts are claimed, as timings are: a rebuild keeps them
+    # The index lost (or a cache filled before it existed): a compiled load that finds the model in the cache adds no
+    # file, and still records where the model is.
+    index = cache / "offline-eval-compiled"
+    recorded = {p.name: p.read_text() for p in index.iterdir()}
+    assert len(recorded) == 1, recorded  # three loads, one traced graph
+    shutil.rmtree(index)
+    again = {**config, "output_dir": str(tmp_path / "again"), "models": [{"name": "again", "seed": 3, **model}]}
+    again["models"][0]["compile"] = "always"
+    summary = offline_eval.sweep(again, progress=False, log=lines.append)
+    assert summary.provenance is not None
+    f = summary.provenance.loads[0].engine_start
+    assert f is not None and f["compiled_model_loaded"] and f["compile_cache_files_added"] == 0, f
+    assert {p.name: p.read_text() for p in index.iterdir()} == recorded
 
 
 def test_the_compile_cache_is_the_users_even_after_torch_pins_its_own(tmp_path: Path) -> None:

@@ -60,28 +60,55 @@ def test_the_rule(kw: dict[str, Any], on_cpu: bool, cached: bool, eager: bool, w
     assert got[0] is eager and why in got[1], got
 
 
-def test_the_index_holds_what_a_compile_saved_while_the_file_is_there(tmp_path: Path) -> None:
-    """The files a compiled load added name the model vLLM saved; the index finds it for the same engine arguments
-    (another seed included: it does not change the traced graph), not for others, and not once it is deleted."""
+def test_the_index_holds_what_a_compile_saved_while_the_file_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files a compiled load added, or the file it loaded, name the model vLLM keys it on; the index finds it for
+    the same engine arguments (another seed included: it does not change the traced graph), not for others, not
+    once the model's config.json changes or the file is deleted, and not with vLLM's AOT cache off. Anything it
+    cannot read or key counts as not compiled."""
     pytest.importorskip("vllm")
-    index = CompiledIndex(tmp_path)
-    args = {"model": str(tmp_path / "m"), "max_model_len": 1024, "seed": 0, "enforce_eager": False}
-    key = CompiledIndex.key(args)
+    from vllm import envs
+
+    envs.disable_envs_cache()
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text('{"layers": 2}')
+    root = tmp_path / "cache"
+    index = CompiledIndex(root)
+    args = {"model": str(model), "max_model_len": 1024, "seed": 0, "enforce_eager": False}
+    key, other = CompiledIndex.key(args), CompiledIndex.key({**args, "max_model_len": 2048})
+    assert key is not None and other is not None and key != other
     assert not index.holds(key)
-    saved = tmp_path / "torch_compile_cache" / "torch_aot_compile" / "abc" / "rank_0_0" / "model"
-    saved.parent.mkdir(parents=True)
-    saved.write_bytes(b"x")
-    index.record(key, {str(saved.parent.parent / "inductor_cache" / "k.so"), str(saved)})
+    aot = root / "torch_compile_cache" / "torch_aot_compile"
+    saved, saved2 = aot / "abc" / "rank_0_0" / "model", aot / "def" / "rank_0_0" / "model"
+    for f in (saved, saved2):
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"x")
+    index.record(key, [str(aot / "abc" / "inductor_cache" / "k.so"), str(saved)])
     assert index.holds(key) and index.holds(CompiledIndex.key({**args, "seed": 3, "enforce_eager": True}))
-    assert not index.holds(CompiledIndex.key({**args, "max_model_len": 2048}))
-    index.record(CompiledIndex.key({**args, "max_model_len": 2048}), set())  # a load that saved no model: no entry
-    assert not index.holds(CompiledIndex.key({**args, "max_model_len": 2048}))
+    assert not index.holds(other)
+    index.record(other, [str(tmp_path / "elsewhere" / "model")])  # not a model in the cache: no entry
+    assert not index.holds(other)
+    index.record(other, [str(saved2)])  # a second key keeps the first
+    assert index.holds(key) and index.holds(other)
+    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "0")
+    envs.disable_envs_cache()
+    assert not index.holds(key)  # vLLM would not load it
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE")
+    envs.disable_envs_cache()
+    (model / "config.json").write_text('{"layers": 3}')  # another model at the same path
+    assert CompiledIndex.key(args) != key
+    (model / "config.json").write_text('{"layers": 2}')
     saved.unlink()
     assert not index.holds(key)
-    index.path.write_text("not json")
-    assert not index.holds(key)  # a damaged index counts as empty, and the next compile writes it again
     saved.write_bytes(b"x")
-    index.record(key, {str(saved)})
+    for bad in ("not a path\x00", str(tmp_path / "m" / "config.json"), "../../m/config.json", ""):
+        (index.folder / key).write_text(bad)
+        assert not index.holds(key), bad  # only a compiled model file in the cache's AOT folder counts
+    assert CompiledIndex.key({**args, 1: "mixed key types"}) is None  # type: ignore[dict-item]
+    assert not index.holds(None)
+    index.record(key, [str(saved)])
     assert index.holds(key)
 
 

@@ -202,7 +202,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         }
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
         if not eager:
-            index.record(key, made)
+            index.record(key, [*_loaded_from(self.llm), *sorted(made)])
         self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
@@ -370,6 +370,14 @@ def _one_process(spec: LoadSpec) -> bool:
         and int(args.get("pipeline_parallel_size", 1)) == 1
         and args.get("distributed_executor_backend") in (None, "uni")
     )
+
+
+def _loaded_from(llm: Any) -> list[str]:
+    """The compiled model file vLLM keys this engine on, where its config is in this process (the engine core
+    in-process): a load that found it in the cache adds no file, and still tells the index where it is."""
+    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    at = getattr(getattr(config, "compilation_config", None), "local_cache_dir", None)
+    return [os.path.join(at, "rank_0_0", "model")] if at else []
 
 
 def _log_to_stderr() -> None:

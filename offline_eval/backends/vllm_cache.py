@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..fileio import write_json_atomic
+from ..fileio import write_text_atomic
 
-_INDEX = "offline-eval-compiled.json"
+_INDEX = "offline-eval-compiled"
 # Change the run, not the traced graph (a second load with another seed loads the first one's compiled model).
 _NOT_TRACED = ("seed",)
 
@@ -50,48 +50,74 @@ def cache_files(roots: set[Path]) -> set[str]:
 class CompiledIndex:
     """Which engine arguments' compiled models the cache holds, so `compile: auto` can choose before vLLM starts.
     vLLM's own key needs the engine's whole config, which exists only once it has started; this one is the engine
-    arguments and the versions, and names the compiled model file vLLM saved. A wrong answer costs only speed: a
-    load that compiles where it could have started eager, or the reverse."""
+    arguments, the model's config.json and the versions, and names the compiled model file vLLM saved or loaded.
+    vLLM's key also hashes its VLLM_* environment, which vLLM itself changes during a process's first load, so a key
+    with it would differ between a sweep's first load and its later ones. One small file per key, so two sweeps sharing the cache never merge. A wrong
+    answer costs only speed: a load that compiles where it could have started eager, or the reverse."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.path = root / _INDEX
+        self.folder = root / _INDEX
 
     @staticmethod
-    def key(engine_kwargs: dict[str, Any]) -> str:
+    def key(engine_kwargs: dict[str, Any]) -> str | None:
+        """None where the arguments cannot be keyed: the load then counts as not compiled."""
         import torch
         import vllm
 
         traced = {k: v for k, v in engine_kwargs.items() if k not in _NOT_TRACED and k != "enforce_eager"}
-        if "model" in traced:
-            traced["model"] = str(Path(str(traced["model"])).resolve())
-        blob = json.dumps([traced, vllm.__version__, torch.__version__], sort_keys=True, default=str)
+        model = Path(str(traced.get("model", "")))
+        config = model / "config.json"
+        try:
+            traced["model"] = str(model.resolve())
+            made = config.read_bytes() if config.is_file() else b""
+            blob = json.dumps(
+                [traced, hashlib.sha256(made).hexdigest(), vllm.__version__, torch.__version__],
+                sort_keys=True,
+                default=str,
+            )
+        except (OSError, TypeError, ValueError):
+            return None
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
-    def _read(self) -> dict[str, str]:
-        try:
-            got = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # none yet, or not ours to trust: every model counts as not compiled
-            return {}
-        return (
-            {k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(got, dict) else {}
-        )
+    @staticmethod
+    def _aot_on() -> bool:
+        """vLLM loads a compiled model only with its AOT cache on and the compile cache not disabled."""
+        from vllm import envs
 
-    def holds(self, key: str) -> bool:
-        """The compiled model recorded for these arguments is still in the cache."""
-        at = self._read().get(key)
-        return at is not None and (self.root / at).is_file()
+        return bool(envs.VLLM_USE_AOT_COMPILE) and not envs.VLLM_DISABLE_COMPILE_CACHE
 
-    def record(self, key: str, added: set[str]) -> None:
-        """After a load that compiled: the model file vLLM saved among the files it added."""
-        saved = sorted(p for p in added if Path(p).name == "model" and "torch_aot_compile" in Path(p).parts)
-        if not saved:
-            return
+    def _model_file(self, at: str) -> Path | None:
+        """A compiled model file in the cache's AOT folder, or None for anything else."""
         try:
-            rel = str(Path(saved[0]).relative_to(self.root))
-        except ValueError:  # saved outside the cache root: nothing this index can find again
-            return
+            p = (self.root / at).resolve()
+            p.relative_to((self.root / "torch_compile_cache" / "torch_aot_compile").resolve())
+        except (OSError, ValueError):
+            return None
+        return p if p.name == "model" else None
+
+    def holds(self, key: str | None) -> bool:
+        """The compiled model recorded for these arguments is still in the cache, and vLLM would load it."""
+        if key is None or not self._aot_on():
+            return False
         try:
-            write_json_atomic(self.path, {**self._read(), key: rel})
-        except (OSError, InputError):  # a cache it cannot write to: the next load chooses as if it were empty
+            at = (self.folder / key).read_text(encoding="utf-8").strip()
+        except (OSError, ValueError):  # none yet, or not ours to read: not compiled
+            return False
+        found = self._model_file(at)
+        return found is not None and found.is_file()
+
+    def record(self, key: str | None, candidates: list[str]) -> None:
+        """After a compiled load: the first of the candidate paths (the model file vLLM loaded from, the files it
+        added) that is a compiled model file in the cache."""
+        if key is None:
             return
+        root = self.root.resolve()
+        for c in candidates:
+            found = self._model_file(c)
+            if found is not None and found.is_file():
+                try:
+                    write_text_atomic(self.folder / key, str(found.relative_to(root)) + "\n")
+                except (OSError, InputError):  # a cache it cannot write to: the next load chooses as if empty
+                    pass
+                return
