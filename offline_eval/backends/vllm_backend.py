@@ -377,7 +377,11 @@ def _loaded_from(llm: Any) -> list[str]:
     in-process): a load that found it in the cache adds no file, and still tells the index where it is."""
     config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
     at = getattr(getattr(config, "compilation_config", None), "local_cache_dir", None)
-    return [os.path.join(at, "rank_0_0", "model")] if at else []
+    parallel = getattr(config, "parallel_config", None)
+    if not at or parallel is None:
+        return []
+    # vLLM's own layout (compilation/decorators.py): {local_cache_dir}/rank_{rank}_{dp_rank}/model
+    return [os.path.join(at, f"rank_{parallel.rank}_{parallel.data_parallel_index}", "model")]
 
 
 def _log_to_stderr() -> None:

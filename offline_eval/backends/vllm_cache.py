@@ -52,8 +52,9 @@ class CompiledIndex:
     vLLM's own key needs the engine's whole config, which exists only once it has started; this one is the engine
     arguments, the model's config.json and the versions, and names the compiled model file vLLM saved or loaded.
     vLLM's key also hashes its VLLM_* environment, which vLLM itself changes during a process's first load, so a key
-    with it would differ between a sweep's first load and its later ones. One small file per key, so two sweeps sharing the cache never merge. A wrong
-    answer costs only speed: a load that compiles where it could have started eager, or the reverse."""
+    with it would differ between a sweep's first load and its later ones. One small file per key, so two sweeps
+    sharing the cache never merge. A wrong answer costs only speed: a load that compiles where it could have started
+    eager, or the reverse."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
