@@ -5,9 +5,10 @@
 
 Each start is a fresh process, as a new sweep is: vLLM as it starts by default (its AOT compile cache, which never
 loads on vLLM 0.32's CPU build, so every start compiles again, and its engine-core and worker processes) and as
-offline-eval starts it (the AOT compile cache made to load, in a known folder, the engine core in this process), each
-twice over an empty cache folder: the first start compiles,
-the second may reuse; then offline-eval's eager start (what `compile: auto` does over an empty cache below 1,300,000
+offline-eval starts it (the AOT compile cache made to load, in a known folder, the engine core in this process, the
+model compiled piecewise), each twice over an empty cache folder: the first start compiles, the second may reuse;
+then offline-eval's start compiling the model as one graph (`cpu_compile: whole`, vLLM's CPU default) over an empty
+cache, once; then offline-eval's eager start (what `compile: auto` does over an empty cache below 1,300,000
 planned prompt tokens), once.
 Prints each start's seconds and what the backend recorded, then the ratios: offline-eval's
 second start against vLLM's default one, and the first starts against each other. --quick starts only offline-eval's
@@ -33,7 +34,7 @@ import json, sys
 from offline_eval.backends.registry import load_backend
 from offline_eval.backends.spec import LoadSpec
 b = load_backend(LoadSpec(name="bench", backend="vllm", path=sys.argv[1], max_model_len=int(sys.argv[2]),
-                          engine_options={"compile": sys.argv[3]}))
+                          engine_options={"compile": sys.argv[3], "cpu_compile": sys.argv[4]}))
 print("START " + json.dumps(b.start_facts()))
 b.close()
 """
@@ -57,7 +58,7 @@ llm.llm_engine.engine_core.shutdown()
 """
 
 
-def start(model: str, ctx: int, cache: Path, default: bool, compile: str = "always") -> dict:
+def start(model: str, ctx: int, cache: Path, default: bool, compile: str = "always", graph: str = "piecewise") -> dict:
     """One start in a fresh process. vLLM's default: its AOT compile cache and its engine-core and worker
     processes; offline-eval's: whatever the backend sets (the AOT cache that loads, the engine core in-process), and
     tcmalloc preloaded where it is installed, as the CLI starts it (offline_eval/preload.py)."""
@@ -72,7 +73,7 @@ def start(model: str, ctx: int, cache: Path, default: bool, compile: str = "alwa
         env["LD_PRELOAD"] = lib
     env["VLLM_CACHE_ROOT"] = str(cache / "vllm")  # vLLM's own (AOT) cache: empty too
     out = subprocess.run(
-        [sys.executable, "-c", DEFAULT_CHILD if default else CHILD, model, str(ctx), compile],
+        [sys.executable, "-c", DEFAULT_CHILD if default else CHILD, model, str(ctx), compile, graph],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -101,8 +102,13 @@ def main() -> int:
                 print(
                     f"{name}, start {i}: {f['start_s']:.1f} s ({f['compile_cache_files_added']} cache files added"
                     f"{', compiled model loaded' if f.get('compiled_model_loaded') else ''}"
+                    f"{', ' + f['compile_graph'] if f.get('compile_graph') else ''}"
                     f"{', tcmalloc' if f.get('tcmalloc') else ''})"
                 )
+        if not a.quick:  # vLLM's own CPU compile (the model as one graph), offline-eval's start otherwise
+            got["whole"] = [start(a.model, a.max_model_len, Path(tmp) / "whole", False, "always", "whole")]
+            w = got["whole"][0]
+            print(f"offline-eval compiled whole (cpu_compile: whole), start 1: {w['start_s']:.1f} s ({w['compile']})")
         if not a.quick:  # what `compile: auto` does over an empty cache with a load it will not pay back
             got["eager"] = [start(a.model, a.max_model_len, Path(tmp) / "eager", False, "never")]
             e = got["eager"][0]
@@ -128,7 +134,8 @@ def main() -> int:
     print(
         f"goals: offline-eval second start / vLLM default first = {o[1]['start_s'] / d[0]['start_s']:.2f} (<= 0.25); "
         f"offline-eval first / vLLM default first = {o[0]['start_s'] / d[0]['start_s']:.2f} (<= 0.60); "
-        f"offline-eval eager / vLLM default first = {got['eager'][0]['start_s'] / d[0]['start_s']:.2f}"
+        f"offline-eval eager / vLLM default first = {got['eager'][0]['start_s'] / d[0]['start_s']:.2f}; "
+        f"compiled whole / vLLM default first = {got['whole'][0]['start_s'] / d[0]['start_s']:.2f}"
     )
     return 0
 

@@ -215,7 +215,7 @@ def test_bench_engine_start(tiny: Path):
     out = run_script("bench_engine_start.py", "--quick", "--model", str(tiny / "hf"), "--max-model-len", "2048")
     (s1, added1), (s2, added2) = (
         numbers(
-            rf"offline-eval, start {i}: NUM s \(NUM cache files added(?:, compiled model loaded)?(?:, tcmalloc)?\)",
+            rf"offline-eval, start {i}: NUM s \(NUM cache files added(?:, compiled model loaded)?, piecewise(?:, tcmalloc)?\)",
             out,
             positive=False,
         )

@@ -27,6 +27,7 @@ from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from .registry import Engine
 from .spec import LoadSpec, PromptCount, Reservation
 from .vllm_cache import CompiledIndex, aot_cache_loads, cache_files, cache_roots, compile_cache
+from .vllm_cpu import compiled_piecewise, inspect_here, piecewise
 
 _SHUTDOWN_GRACE_S = 0.5
 
@@ -79,6 +80,13 @@ class VLLMOptions(BaseModel):
         ge=0,
         description=f"auto: the planned prompt tokens from which a CPU load compiles; unset, {COMPILE_ABOVE_TOKENS:,} "
         f"or, where the cache holds the load's compiled model, {COMPILE_ABOVE_TOKENS_CACHED:,}",
+    )
+    cpu_compile: Literal["piecewise", "whole"] = Field(
+        "piecewise",
+        description="on CPU, how a compiled load compiles: piecewise (the pieces between attention calls, compiled "
+        "once and reused by every layer, as vLLM compiles on a GPU; about half the first compile) or whole (vLLM's "
+        "CPU default, the model as one graph). Piecewise needs the engine core in this process (one shard, vLLM's "
+        "own executor); elsewhere the load compiles whole",
     )
 
 
@@ -152,6 +160,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
         on_cpu = current_platform.is_cpu()
         if on_cpu:
+            inspect_here()
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             if _one_process(spec):
                 # The engine core in this process: on CPU the engine-core and worker processes each import torch
@@ -177,9 +186,16 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             kwargs["quantization"] = spec.quantization
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
-        index, key = CompiledIndex(cache), CompiledIndex.key(kwargs)
+        pieces = (
+            on_cpu
+            and VLLMOptions.model_validate(spec.engine_options).cpu_compile == "piecewise"
+            and _one_process(spec)
+            and not envs.VLLM_ENABLE_V1_MULTIPROCESSING
+        )
+        index, key = CompiledIndex(cache), CompiledIndex.key(kwargs, "piecewise" if pieces else "whole")
         eager, why = compile_choice(spec, on_cpu, index.holds(key))
         kwargs["enforce_eager"] = eager
+        piecewise(pieces and not eager)
         import multiprocessing
 
         from vllm.compilation.counter import compilation_counter
@@ -190,14 +206,17 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         t0 = time.perf_counter()
         self.llm = LLM(**kwargs)
         made = cache_files(roots) - had
+        # the compiled model itself came from the cache (vLLM's AOT cache), not only inductor's kernels
+        model_loaded = compilation_counter.num_aot_artifacts_loaded > loaded
         self._start: dict[str, Any] = {
             "start_s": round(time.perf_counter() - t0, 1),
-            "compile": "eager" if eager else ("compiled" if made else "reused"),
+            # a loaded piecewise model may still build a kernel its first start never ran
+            "compile": "eager" if eager else ("compiled" if made and not model_loaded else "reused"),
+            "compile_graph": None if eager else ("piecewise" if compiled_piecewise(self.llm) else "whole"),
             "compile_choice": why,
             "compile_cache": str(cache),
             "compile_cache_files_added": len(made),
-            # the compiled model itself came from the cache (vLLM's AOT cache), not only inductor's kernels
-            "compiled_model_loaded": compilation_counter.num_aot_artifacts_loaded > loaded,
+            "compiled_model_loaded": model_loaded,
             "tcmalloc": tcmalloc_loaded(),  # preloaded by the CLI on the CPU (preload.py)
         }
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
@@ -216,6 +235,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         how = {"eager": "eager, not compiled", "compiled": "compiled", "reused": "compiled graphs reused"}[s["compile"]]
         if s.get("compiled_model_loaded"):
             how = "compiled model loaded from the cache"
+        if s.get("compile_graph"):
+            how += f", {s['compile_graph']}"
         return f"vllm started in {s['start_s']:.1f} s: {how} ({s['compile_choice']})"
 
     def encode(self, requests: Sequence[Request]) -> list[list[int]]:

@@ -61,8 +61,9 @@ class CompiledIndex:
         self.folder = root / _INDEX
 
     @staticmethod
-    def key(engine_kwargs: dict[str, Any]) -> str | None:
-        """None where the arguments cannot be keyed: the load then counts as not compiled."""
+    def key(engine_kwargs: dict[str, Any], graph: str = "whole") -> str | None:
+        """None where the arguments cannot be keyed: the load then counts as not compiled. `graph`: how the model
+        compiles (whole or piecewise), which vLLM's own key has in its config."""
         import torch
         import vllm
 
@@ -73,7 +74,7 @@ class CompiledIndex:
             traced["model"] = str(model.resolve())
             made = config.read_bytes() if config.is_file() else b""
             blob = json.dumps(
-                [traced, hashlib.sha256(made).hexdigest(), vllm.__version__, torch.__version__],
+                [traced, hashlib.sha256(made).hexdigest(), vllm.__version__, torch.__version__, graph],
                 sort_keys=True,
                 default=str,
             )

@@ -1,0 +1,100 @@
+"""vLLM 0.32's start on the CPU, changed where it costs time for nothing: the compile, and the model's inspection.
+
+The piecewise compile, where vLLM compiles the whole model as one graph on the CPU.
+
+On a GPU vLLM splits the model at its attention calls and compiles the pieces between them; the pieces of one layer
+are the pieces of every other, so inductor compiles a few and reuses them. On the CPU, vLLM's platform turns that
+mode into DYNAMO_TRACE_ONCE, one graph of all the layers, which inductor lowers layer by layer: about a minute of a
+first start on 2 cores for Gemma 3 270M, against about half that piecewise (scripts/bench_engine_start.py). Two
+changes make the piecewise mode run on the CPU:
+
+- the platform's config check keeps VLLM_COMPILE where it would have set DYNAMO_TRACE_ONCE with inductor, and gives
+  the compile an empty list of single sizes (the piecewise backend looks a shape up in it, and finds nothing in None);
+- vLLM's FixFunctionalizationPass is skipped on the CPU, as vLLM itself skips it on XPU: it looks up CUDA-only ops
+  (`torch.ops._C.fused_add_rms_norm_static_fp8_quant`) that the CPU build lacks. Inductor then handles the
+  functionalized calls itself (copies where the pass would have written in place): the same values.
+
+Both are patches of vLLM's classes, in this process only: `piecewise(True)` where the engine core runs in this
+process, and False elsewhere, where an engine-core process would build its graph unpatched.
+
+The model's inspection: the first time a model class is seen (per vLLM cache), vLLM inspects it in a fresh Python
+process, so that importing it cannot initialize CUDA in this one. That process imports torch and vLLM again, about
+11 s on 2 cores; on the CPU there is no CUDA to protect, and this process imports the model class to load it anyway.
+`inspect_here()` runs the inspection in this process on the CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_wanted = {"on": False}
+
+
+def piecewise(on: bool) -> None:
+    """Whether the next engine started in this process compiles piecewise (where vLLM would compile on the CPU)."""
+    if on:
+        _patch()
+    _wanted["on"] = on
+
+
+def inspect_here() -> None:
+    """vLLM inspects a new model class in this process, on the CPU (elsewhere in a fresh one, as it does)."""
+    from vllm.model_executor.models import registry
+    from vllm.platforms import current_platform
+
+    run = registry._run_in_subprocess
+    if getattr(run, "_offline_eval", False):
+        return
+
+    def run_here(fn: Any) -> Any:
+        return fn() if current_platform.is_cpu() else run(fn)
+
+    run_here._offline_eval = True  # type: ignore[attr-defined]
+    registry._run_in_subprocess = run_here
+
+
+def compiled_piecewise(llm: Any) -> bool:
+    """The engine's compile config says VLLM_COMPILE, piecewise: read from the engine, not from what was asked."""
+    from vllm.config import CompilationMode
+
+    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    mode = getattr(getattr(config, "compilation_config", None), "mode", None)
+    return mode == CompilationMode.VLLM_COMPILE
+
+
+def _patch() -> None:
+    from vllm.compilation.passes.utility import fix_functionalization
+    from vllm.config import CompilationMode
+    from vllm.platforms import cpu, current_platform
+
+    platform = cpu.CpuPlatform
+    if getattr(platform.check_and_update_config, "_offline_eval", False):
+        return
+    check = platform.check_and_update_config.__func__  # type: ignore[attr-defined]
+
+    def check_and_update_config(cls: Any, vllm_config: Any) -> None:
+        asked = vllm_config.compilation_config.mode
+        check(cls, vllm_config)
+        c = vllm_config.compilation_config
+        if (
+            _wanted["on"]
+            and asked == CompilationMode.VLLM_COMPILE
+            and c.mode == CompilationMode.DYNAMO_TRACE_ONCE
+            and c.backend == "inductor"
+        ):
+            c.mode = CompilationMode.VLLM_COMPILE
+            if c.compile_sizes is None:
+                c.compile_sizes = []
+
+    check_and_update_config._offline_eval = True  # type: ignore[attr-defined]
+    platform.check_and_update_config = classmethod(check_and_update_config)  # type: ignore[assignment,method-assign]
+
+    fix = fix_functionalization.FixFunctionalizationPass
+    call = fix.__call__
+
+    def fix_call(self: Any, graph: Any) -> None:
+        if current_platform.is_cpu():
+            return None
+        return call(self, graph)
+
+    fix.__call__ = fix_call  # type: ignore[method-assign]
