@@ -2,7 +2,8 @@
 """Where vLLM's compile pays for itself: compiled and eager (`enforce_eager`) starts and phases side by side, in one
 run, over one compile cache.
 
-    .venv/bin/python scripts/bench_compile_crossover.py [--model models/gemma-3-270m/hf] [--items 300] [--max-model-len 4096] [--quick]
+    .venv/bin/python scripts/bench_compile_crossover.py [--model models/gemma-3-270m/hf] [--items 300] [--max-model-len 4096]
+        [--cpu-compile piecewise|whole] [--quick]
 
 Each load is a fresh process, as a new sweep is, started as offline-eval's vLLM backend starts it, on JBE-QA
 statements in the release's form (scripts/bench_fullsize.py's generator) at 0 and 4 shots, constrained: compiled
@@ -36,6 +37,8 @@ MARK = "crossover result: "
 
 
 def child(model: str, ctx: int, data: str, shots: list[int], eager: bool) -> dict[str, Any]:
+    import os
+
     from bench_fullsize import _requests
 
     from offline_eval.backends.registry import load_backend
@@ -43,7 +46,8 @@ def child(model: str, ctx: int, data: str, shots: list[int], eager: bool) -> dic
 
     phases = _requests(Path(data), shots)
     spec = LoadSpec(name="bench", backend="vllm", path=model, max_model_len=ctx, dtype="bfloat16",
-                    engine_options={"compile": "never" if eager else "always"})  # fmt: skip
+                    engine_options={"compile": "never" if eager else "always",
+                                    "cpu_compile": os.environ.get("BENCH_CPU_COMPILE", "piecewise")})  # fmt: skip
     t0 = time.perf_counter()
     b = load_backend(spec)
     start = time.perf_counter() - t0
@@ -104,6 +108,9 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=300)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument(
+        "--cpu-compile", choices=("piecewise", "whole"), default="piecewise", help="how the compiled loads compile"
+    )
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -114,6 +121,9 @@ def main() -> int:
     from bench_fullsize import write_set
 
     items, shots = (20, [0]) if a.quick else (a.items, [0, 4])
+    import os
+
+    os.environ["BENCH_CPU_COMPILE"] = a.cpu_compile  # the loads' processes inherit it
     with tempfile.TemporaryDirectory() as tmp:
         data, cache = Path(tmp) / "jbeqa", Path(tmp) / "cache"
         write_set(data, items)
