@@ -198,3 +198,33 @@ def test_a_large_setting_is_estimated_from_a_sample(tmp_path: Path) -> None:
     assert all(len(s.phase.requests) > 20 for t in the.tasks for s in t.settings)
     assert planned_tokens(ld, the.tasks) == exact
     assert abs(planned_tokens(ld, the.tasks, sample=5) - exact) / exact < 0.10  # type: ignore[operator]
+
+
+def test_piecewise_is_tried_only_where_it_was_proven() -> None:
+    """One process, an unquantized model, no fusion pass (several are imported only on CUDA or XPU) and vLLM's own
+    splitting ops; anything else keeps vLLM's whole graph."""
+    from types import SimpleNamespace as NS
+
+    from offline_eval.backends.vllm_cpu import _proven
+
+    def config(**over: Any) -> tuple[Any, Any]:
+        passes = {"fuse_norm_quant": False, "enable_qk_norm_rope_fusion": None, "eliminate_noops": True}
+        passes.update(over.pop("passes", {}))
+        c = NS(
+            parallel_config=NS(
+                world_size=over.pop("world_size", 1), distributed_executor_backend=over.pop("ex", "uni")
+            ),
+            model_config=NS(quantization=over.pop("quantization", None)),
+            quant_config=over.pop("quant_config", None),
+            compilation_config=NS(pass_config=NS(**passes)),
+        )
+        return c, over.pop("splits", None)
+
+    assert _proven(*config())
+    assert not _proven(*config(world_size=2))
+    assert not _proven(*config(ex="mp"))  # the engine core in a process of its own, unpatched
+    assert not _proven(*config(quantization="fp8"))
+    assert not _proven(*config(quant_config=object()))
+    assert not _proven(*config(passes={"fuse_norm_quant": True}))
+    assert not _proven(*config(passes={"enable_qk_norm_rope_fusion": True}))
+    assert not _proven(*config(splits=[]))

@@ -26,8 +26,8 @@ from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from .registry import Engine
 from .spec import LoadSpec, PromptCount, Reservation
-from .vllm_cache import CompiledIndex, aot_cache_loads, cache_files, cache_roots, compile_cache
-from .vllm_cpu import compiled_piecewise, inspect_here, piecewise
+from .vllm_cache import CompiledIndex, aot_cache_loads, aot_loaded, cache_files, cache_roots, compile_cache
+from .vllm_cpu import compiled_graph, inspect_here, piecewise
 
 _SHUTDOWN_GRACE_S = 0.5
 
@@ -54,8 +54,8 @@ def _engine_arg_names(llm_cls: Any) -> set[str]:
 
 
 # Prompt tokens submitted from which a compiled load finishes before an eager one, on CPU: Gemma 3 270M, JBE-QA at
-# 0 and 4 shots, with the compiled model in the cache (it loads in seconds) and without it (the compile takes about
-# a minute on 2 cores): scripts/bench_compile_crossover.py, docs/benchmarks.md.
+# 0 and 4 shots, with the compiled model in the cache (it loads in seconds) and without it (the piecewise compile
+# takes about half a minute on 2 cores): scripts/bench_compile_crossover.py, docs/benchmarks.md.
 COMPILE_ABOVE_TOKENS_CACHED = 250_000
 COMPILE_ABOVE_TOKENS = 1_300_000
 
@@ -195,16 +195,16 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         index, key = CompiledIndex(cache), CompiledIndex.key(kwargs, "piecewise" if pieces else "whole")
         eager, why = compile_choice(spec, on_cpu, index.holds(key))
         kwargs["enforce_eager"] = eager
-        piecewise(pieces and not eager)
         import multiprocessing
 
         from vllm.compilation.counter import compilation_counter
 
         roots = cache_roots(cache)
         before, had = set(multiprocessing.active_children()), cache_files(roots)
-        loaded = compilation_counter.num_aot_artifacts_loaded
+        loaded, paths = compilation_counter.num_aot_artifacts_loaded, len(aot_loaded)
         t0 = time.perf_counter()
-        self.llm = LLM(**kwargs)
+        with piecewise(pieces and not eager):
+            self.llm = LLM(**kwargs)
         made = cache_files(roots) - had
         # the compiled model itself came from the cache (vLLM's AOT cache), not only inductor's kernels
         model_loaded = compilation_counter.num_aot_artifacts_loaded > loaded
@@ -212,7 +212,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             "start_s": round(time.perf_counter() - t0, 1),
             # a loaded piecewise model may still build a kernel its first start never ran
             "compile": "eager" if eager else ("compiled" if made and not model_loaded else "reused"),
-            "compile_graph": None if eager else ("piecewise" if compiled_piecewise(self.llm) else "whole"),
+            "compile_graph": None if eager else compiled_graph(self.llm),
             "compile_choice": why,
             "compile_cache": str(cache),
             "compile_cache_files_added": len(made),
@@ -221,7 +221,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         }
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
         if not eager:
-            index.record(key, [*_loaded_from(self.llm), *sorted(made)])
+            index.record(key, [*aot_loaded[paths:], *_loaded_from(self.llm), *sorted(made)])
         self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain

@@ -29,12 +29,35 @@ def aot_cache_loads() -> None:
     BundledAOTAutogradSerializableCallable; vLLM then calls finalize_loading on it, which only vLLM's own backend's
     function has, and compiles everything again ("'function' object has no attribute 'finalize_loading'"). The
     bundled function needs no finalizing: it is the compiled model. Without this every start compiled again."""
+    _note_loads()
     try:
         from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
     except ImportError:  # another torch: vLLM's own code path, whatever it is
         return
     if "finalize_loading" not in vars(Bundled):
         Bundled.finalize_loading = lambda self, vllm_config: None  # type: ignore[attr-defined]
+
+
+# The compiled model files vLLM loaded in this process, in order: where a piecewise load points its config's
+# local_cache_dir elsewhere, this still names the model file the index records.
+aot_loaded: list[str] = []
+
+
+def _note_loads() -> None:
+    from vllm.compilation import decorators
+
+    load = decorators._try_load_aot_compiled_fn
+    if getattr(load, "_offline_eval", False):
+        return
+
+    def try_load(model: Any, path: str) -> Any:
+        fn = load(model, path)
+        if fn is not None:
+            aot_loaded.append(path)
+        return fn
+
+    try_load._offline_eval = True  # type: ignore[attr-defined]
+    decorators._try_load_aot_compiled_fn = try_load  # type: ignore[assignment]
 
 
 def cache_roots(root: Path) -> set[Path]:

@@ -15,7 +15,10 @@ changes make the piecewise mode run on the CPU:
   functionalized calls itself (copies where the pass would have written in place): the same values.
 
 Both are patches of vLLM's classes, in this process only: `piecewise(True)` where the engine core runs in this
-process, and False elsewhere, where an engine-core process would build its graph unpatched.
+process, and False elsewhere, where an engine-core process would build its graph unpatched. Even then the config
+check keeps vLLM's whole graph unless the engine is one process (world size 1, vLLM's in-process executor), the model
+is not quantized, vLLM's fusion passes are all off (several are imported only on CUDA or XPU) and the splitting ops
+are vLLM's own: piecewise is tried only where it was proven, and `compiled_graph` reads what the engine did.
 
 The model's inspection: the first time a model class is seen (per vLLM cache), vLLM inspects it in a fresh Python
 process, so that importing it cannot initialize CUDA in this one. That process imports torch and vLLM again, about
@@ -25,16 +28,24 @@ process, so that importing it cannot initialize CUDA in this one. That process i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _wanted = {"on": False}
 
 
-def piecewise(on: bool) -> None:
-    """Whether the next engine started in this process compiles piecewise (where vLLM would compile on the CPU)."""
+@contextmanager
+def piecewise(on: bool) -> Iterator[None]:
+    """Whether an engine started inside compiles piecewise (where vLLM would compile on the CPU); no config built
+    after it is touched."""
     if on:
         _patch()
     _wanted["on"] = on
+    try:
+        yield
+    finally:
+        _wanted["on"] = False
 
 
 def inspect_here() -> None:
@@ -53,13 +64,33 @@ def inspect_here() -> None:
     registry._run_in_subprocess = run_here
 
 
-def compiled_piecewise(llm: Any) -> bool:
-    """The engine's compile config says VLLM_COMPILE, piecewise: read from the engine, not from what was asked."""
+def compiled_graph(llm: Any) -> str | None:
+    """How the engine compiled, read from its config, not from what was asked: piecewise (VLLM_COMPILE), whole
+    (one graph), or None (not compiled)."""
     from vllm.config import CompilationMode
 
     config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
     mode = getattr(getattr(config, "compilation_config", None), "mode", None)
-    return mode == CompilationMode.VLLM_COMPILE
+    if mode == CompilationMode.VLLM_COMPILE:
+        return "piecewise"
+    if mode in (CompilationMode.DYNAMO_TRACE_ONCE, CompilationMode.STOCK_TORCH_COMPILE):
+        return "whole"
+    return None
+
+
+def _proven(vllm_config: Any, splitting_ops: Any) -> bool:
+    """The case piecewise was measured on: one process, an unquantized model, no fusion pass, vLLM's own splits."""
+    parallel, model = vllm_config.parallel_config, vllm_config.model_config
+    passes = vllm_config.compilation_config.pass_config
+    fusions = [v for k, v in vars(passes).items() if k.startswith(("fuse_", "enable_"))]
+    return (
+        parallel.world_size == 1
+        and parallel.distributed_executor_backend == "uni"
+        and getattr(model, "quantization", None) is None
+        and vllm_config.quant_config is None
+        and not any(fusions)
+        and splitting_ops is None
+    )
 
 
 def _patch() -> None:
@@ -73,14 +104,15 @@ def _patch() -> None:
     check = platform.check_and_update_config.__func__  # type: ignore[attr-defined]
 
     def check_and_update_config(cls: Any, vllm_config: Any) -> None:
-        asked = vllm_config.compilation_config.mode
-        check(cls, vllm_config)
+        asked, splits = vllm_config.compilation_config.mode, vllm_config.compilation_config.splitting_ops
+        check(cls, vllm_config)  # sets the executor to mp where the engine core runs in a process of its own
         c = vllm_config.compilation_config
         if (
             _wanted["on"]
             and asked == CompilationMode.VLLM_COMPILE
             and c.mode == CompilationMode.DYNAMO_TRACE_ONCE
             and c.backend == "inductor"
+            and _proven(vllm_config, splits)
         ):
             c.mode = CompilationMode.VLLM_COMPILE
             if c.compile_sizes is None:
