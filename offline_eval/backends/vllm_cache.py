@@ -46,8 +46,8 @@ aot_loaded: list[str] = []
 def _note_loads() -> None:
     from vllm.compilation import decorators
 
-    load = decorators._try_load_aot_compiled_fn
-    if getattr(load, "_offline_eval", False):
+    load = getattr(decorators, "_try_load_aot_compiled_fn", None)
+    if load is None or getattr(load, "_offline_eval", False):  # another vLLM release: the index learns less
         return
 
     def try_load(model: Any, path: str) -> Any:

@@ -39,9 +39,7 @@ _wanted = {"on": False}
 def piecewise(on: bool) -> Iterator[None]:
     """Whether an engine started inside compiles piecewise (where vLLM would compile on the CPU); no config built
     after it is touched."""
-    if on:
-        _patch()
-    _wanted["on"] = on
+    _wanted["on"] = on and _patch()
     try:
         yield
     finally:
@@ -53,8 +51,8 @@ def inspect_here() -> None:
     from vllm.model_executor.models import registry
     from vllm.platforms import current_platform
 
-    run = registry._run_in_subprocess
-    if getattr(run, "_offline_eval", False):
+    run = getattr(registry, "_run_in_subprocess", None)
+    if run is None or getattr(run, "_offline_eval", False):  # another vLLM release: its own way
         return
 
     def run_here(fn: Any) -> Any:
@@ -93,14 +91,21 @@ def _proven(vllm_config: Any, splitting_ops: Any) -> bool:
     )
 
 
-def _patch() -> None:
-    from vllm.compilation.passes.utility import fix_functionalization
-    from vllm.config import CompilationMode
-    from vllm.platforms import cpu, current_platform
+def _patch() -> bool:
+    """False where this vLLM lacks what the patches change (another release): its own whole graph then."""
+    try:
+        from vllm.compilation.passes.utility import fix_functionalization
+        from vllm.config import CompilationMode
+        from vllm.platforms import cpu, current_platform
 
-    platform = cpu.CpuPlatform
+        platform = cpu.CpuPlatform
+        fix = fix_functionalization.FixFunctionalizationPass
+    except (ImportError, AttributeError):
+        return False
+    if not all(hasattr(CompilationMode, m) for m in ("VLLM_COMPILE", "DYNAMO_TRACE_ONCE")):
+        return False
     if getattr(platform.check_and_update_config, "_offline_eval", False):
-        return
+        return True
     check = platform.check_and_update_config.__func__  # type: ignore[attr-defined]
 
     def check_and_update_config(cls: Any, vllm_config: Any) -> None:
@@ -121,7 +126,6 @@ def _patch() -> None:
     check_and_update_config._offline_eval = True  # type: ignore[attr-defined]
     platform.check_and_update_config = classmethod(check_and_update_config)  # type: ignore[assignment,method-assign]
 
-    fix = fix_functionalization.FixFunctionalizationPass
     call = fix.__call__
 
     def fix_call(self: Any, graph: Any) -> None:
@@ -130,3 +134,4 @@ def _patch() -> None:
         return call(self, graph)
 
     fix.__call__ = fix_call  # type: ignore[method-assign]
+    return True
