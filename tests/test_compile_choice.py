@@ -202,21 +202,25 @@ def test_a_large_setting_is_estimated_from_a_sample(tmp_path: Path) -> None:
 
 def test_piecewise_is_tried_only_where_it_was_proven() -> None:
     """One process, an unquantized model, no fusion pass (several are imported only on CUDA or XPU) and vLLM's own
-    splitting ops; anything else keeps vLLM's whole graph."""
+    splitting ops; anything else keeps vLLM's whole graph. Every flag of vLLM's own PassConfig but eliminate_noops
+    turns a pass on, so each of them, set, must keep the whole graph: a flag vLLM adds under another name fails here."""
+    import copy
+    import dataclasses
     from types import SimpleNamespace as NS
+
+    pytest.importorskip("vllm")
+    from vllm.config.compilation import PassConfig
 
     from offline_eval.backends.vllm_cpu import _proven
 
-    def config(**over: Any) -> tuple[Any, Any]:
-        passes = {"fuse_norm_quant": False, "enable_qk_norm_rope_fusion": None, "eliminate_noops": True}
-        passes.update(over.pop("passes", {}))
+    def config(passes: Any = None, **over: Any) -> tuple[Any, Any]:
         c = NS(
             parallel_config=NS(
                 world_size=over.pop("world_size", 1), distributed_executor_backend=over.pop("ex", "uni")
             ),
             model_config=NS(quantization=over.pop("quantization", None)),
             quant_config=over.pop("quant_config", None),
-            compilation_config=NS(pass_config=NS(**passes)),
+            compilation_config=NS(pass_config=passes or PassConfig()),
         )
         return c, over.pop("splits", None)
 
@@ -225,6 +229,10 @@ def test_piecewise_is_tried_only_where_it_was_proven() -> None:
     assert not _proven(*config(ex="mp"))  # the engine core in a process of its own, unpatched
     assert not _proven(*config(quantization="fp8"))
     assert not _proven(*config(quant_config=object()))
-    assert not _proven(*config(passes={"fuse_norm_quant": True}))
-    assert not _proven(*config(passes={"enable_qk_norm_rope_fusion": True}))
     assert not _proven(*config(splits=[]))
+    flags = [f.name for f in dataclasses.fields(PassConfig) if f.type in (bool, "bool") and f.name != "eliminate_noops"]
+    assert len(flags) >= 8, flags
+    for flag in flags:
+        passes = copy.copy(PassConfig())
+        object.__setattr__(passes, flag, True)  # as set: the CPU's own validation would turn some off
+        assert not _proven(*config(passes)), flag

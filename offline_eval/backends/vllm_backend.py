@@ -26,7 +26,15 @@ from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from .registry import Engine
 from .spec import LoadSpec, PromptCount, Reservation
-from .vllm_cache import CompiledIndex, aot_cache_loads, aot_loaded, cache_files, cache_roots, compile_cache
+from .vllm_cache import (
+    CompiledIndex,
+    aot_cache_loads,
+    aot_loaded,
+    cache_files,
+    cache_roots,
+    compile_cache,
+    note_aot_loads,
+)
 from .vllm_cpu import compiled_graph, inspect_here, piecewise
 
 _SHUTDOWN_GRACE_S = 0.5
@@ -146,6 +154,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         # where this module is imported to validate a config.
         os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         aot_cache_loads()
+        note_aot_loads()
         # vLLM logs to stdout, in this process and in the engine-core and worker processes it spawns: to stderr,
         # which a sweep sends to OUT/engines.log (the terminal with -v), as every other engine's noise.
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")

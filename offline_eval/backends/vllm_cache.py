@@ -29,7 +29,6 @@ def aot_cache_loads() -> None:
     BundledAOTAutogradSerializableCallable; vLLM then calls finalize_loading on it, which only vLLM's own backend's
     function has, and compiles everything again ("'function' object has no attribute 'finalize_loading'"). The
     bundled function needs no finalizing: it is the compiled model. Without this every start compiled again."""
-    _note_loads()
     try:
         from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
     except ImportError:  # another torch: vLLM's own code path, whatever it is
@@ -43,7 +42,8 @@ def aot_cache_loads() -> None:
 aot_loaded: list[str] = []
 
 
-def _note_loads() -> None:
+def note_aot_loads() -> None:
+    """Keep, in aot_loaded, the path of each compiled model file vLLM loads."""
     from vllm.compilation import decorators
 
     load = getattr(decorators, "_try_load_aot_compiled_fn", None)
