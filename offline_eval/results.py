@@ -229,6 +229,8 @@ class RunEntry(BaseModel):
     task: str
     setting: str
     options: dict[str, Any]
+    # The task's protocol (tasks/protocol.py); a run recorded before protocols existed ran offline-eval's.
+    protocol: str = "offline-eval"
     prompt_format: str | None
     n_items: int
     primary_metric: str

@@ -145,7 +145,7 @@ def test_the_command_writes_flips_and_a_page_and_exits_for_ci(folders) -> None: 
     out = folders["tmp"] / "cmp"
     got = run_cli("compare", str(folders["base"]), str(folders["worse"]), "--out", str(out))
     assert got.returncode == 0, got.stderr
-    assert "jbeqa.0shot.constrained  m.fake.default.ctx4096 -> m.fake.default.ctx4096: regressed" in got.stdout
+    assert "jbeqa.0shot.constrained (offline-eval protocol)  m.fake.default.ctx4096 -> m.fake.default.ctx4096: regressed" in got.stdout
     assert "mcnemar p " in got.stdout and "cluster bootstrap p " in got.stdout
     flips = [json.loads(x) for x in (out / "flips.jsonl").read_text("utf-8").splitlines()]
     assert len(flips) == 45 and {f["direction"] for f in flips} == {"right->wrong"}

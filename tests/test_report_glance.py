@@ -42,6 +42,8 @@ def test_glance_names_best_worst_constant_answers_and_failures():
     }
     lines = glance(typed(summary))
     assert lines[0] == "3 runs of 3 models on llamacpp, 2 task settings."
+    assert lines[1].startswith("Protocol: jbeqa offline-eval (paper: the authors' own prompts")
+    lines = lines[1:]
     assert lines[1].startswith("s0: best a.x (f1 0.600), worst b.x (0.400); 1 of 2 runs gave the same answer")
     assert "(e.g. b.x)" in lines[1]
     assert lines[2] == "s1: all 2 runs score f1 0.500."
@@ -52,7 +54,7 @@ def test_glance_names_best_worst_constant_answers_and_failures():
 
 def test_glance_of_a_setting_nobody_scored():
     summary = {"runs": [_run("a.x", "s", None)], "leaderboards": {"s": [_row("a.x", None)]}}
-    assert glance(typed(summary))[1] == "s: no run scored any item."
+    assert glance(typed(summary))[2] == "s: no run scored any item."
 
 
 def _row(run: str, value: float | None) -> dict:
@@ -81,7 +83,7 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     boards = {k: [row.model_dump(exclude_unset=True) for row in v] for k, v in leaderboards(entries).items()}
     assert [row["run"] for row in boards["s0"]] == ["b.x", "a.x", "c.x"]
     summary = typed({"runs": runs, "leaderboards": boards})
-    assert glance(summary)[1].startswith("s0: best b.x (f1 0.400), worst a.x (0.600)")
+    assert glance(summary)[2].startswith("s0: best b.x (f1 0.400), worst a.x (0.600)")
     assert [row[0] for row in leaderboard_matrix("jbeqa", entries, summary).rows] == ["b.x", "a.x", "c.x"]
     table = leaderboard("jbeqa", JBEQATask.metrics, "", entries, summary)
     assert [(row[0], row[1]) for row in table.rows] == [("1", "b.x"), ("2", "a.x"), ("–", "c.x")]

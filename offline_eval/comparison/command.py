@@ -25,6 +25,11 @@ def add_command(sub: Any) -> None:
     c.add_argument(
         "--allow-changed-data", action="store_true", help="where a data file changed, compare the items that did not"
     )
+    c.add_argument(
+        "--allow-protocol-change",
+        action="store_true",
+        help="pair runs of a task under different protocols (paper, offline-eval): refused by default",
+    )
     c.set_defaults(func=_command)
 
 
@@ -45,7 +50,14 @@ def _command(a: Any) -> int:
             margins[k] = float(v)
         except ValueError:
             raise InputError(f"{k}={v}: the margin must be a number", field="--margin") from None
-    c = compare(a.old, a.new, _pairs(a.map, "--map"), margins, allow_changed_data=a.allow_changed_data)
+    c = compare(
+        a.old,
+        a.new,
+        _pairs(a.map, "--map"),
+        margins,
+        allow_changed_data=a.allow_changed_data,
+        allow_protocol_change=a.allow_protocol_change,
+    )
     page = write(c, a.out or Path(a.new).resolve().parent / f"compare-{Path(a.old).name}-{Path(a.new).name}")
     print(c.model_dump_json(indent=2) if a.json else f"{text_table(c)}\nwrote {page}")
     return 1 if c.fails(a.fail_on) else 0

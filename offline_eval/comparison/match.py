@@ -33,6 +33,7 @@ def compare(
     margins: dict[str, float] | None = None,
     seed: int = 0,
     allow_changed_data: bool = False,
+    allow_protocol_change: bool = False,
 ) -> Comparison:
     """The typed comparison of two sweep folders (`offline_eval.compare`)."""
     a, b = _load(old), _load(new)
@@ -59,7 +60,7 @@ def compare(
         out.changes += _load_changes(a, b, o, n)
         mine, theirs = {r.setting for r in a.runs if r.run == o}, {r.setting for r in b.runs if r.run == n}
         for setting in sorted(mine & theirs):
-            got, flips = _setting(a, b, o, n, setting, margins or {}, seed, allow_changed_data)
+            got, flips = _setting(a, b, o, n, setting, margins or {}, seed, allow_changed_data, allow_protocol_change)
             out.settings.append(got)
             out.flips += flips
         out.settings += [_missing(a, o, n, x, failed.get(n)) for x in sorted(mine - theirs)]
@@ -114,16 +115,31 @@ def _changed_data(a: SettingProvenance | None, b: SettingProvenance | None) -> s
 
 
 def _setting(
-    a: Summary, b: Summary, o: str, n: str, setting: str, margins: dict[str, float], seed: int, allow: bool
+    a: Summary,
+    b: Summary,
+    o: str,
+    n: str,
+    setting: str,
+    margins: dict[str, float],
+    seed: int,
+    allow: bool,
+    allow_protocol: bool = False,
 ) -> tuple[SettingComparison, list[Flip]]:
     entry = next(r for r in b.runs if r.run == n and r.setting == setting)
+    was = next(r for r in a.runs if r.run == o and r.setting == setting)
     task_name = entry.task
     base = SettingComparison(
         old_run=o, new_run=n, setting=setting, task=task_name, metric="", margin=None, n_items=0,
-        old_mean=None, new_mean=None, verdict=REFUSED,
+        old_mean=None, new_mean=None, verdict=REFUSED, old_protocol=was.protocol, new_protocol=entry.protocol,
     )  # fmt: skip
     if task_name not in task_names():
         return base.model_copy(update={"reason": f"task {task_name!r} is not installed here"}), []
+    if was.protocol != entry.protocol and not allow_protocol:
+        why = (
+            f"OLD ran the {was.protocol} protocol and NEW the {entry.protocol} protocol: other prompts, items or "
+            "decoding, so their numbers are not comparable (--allow-protocol-change compares them anyway)"
+        )
+        return base.model_copy(update={"reason": why}), []
     pa, pb = _setting_prov(a, setting), _setting_prov(b, setting)
     changed_items: set[str] = set()
     if changed := _changed_data(pa, pb):

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..fileio import write_text_atomic
 from ..metrics.noninferiority import NonInferiority
 from ..results import ResultsFolder
-from .model import Comparison
+from .model import Comparison, SettingComparison
 
 
 def write(c: Comparison, out: str | Path) -> Path:
@@ -29,7 +29,7 @@ def _html(c: Comparison, d: Path) -> str:
 
     e = html.escape
     rows = "".join(
-        f"<tr><td>{e(s.setting)}</td><td>{e(s.old_run)}</td><td>{e(s.new_run)}</td><td>{e(s.metric)}</td>"
+        f"<tr><td>{e(s.setting)} <small>({e(_protocol(s))})</small></td><td>{e(s.old_run)}</td><td>{e(s.new_run)}</td><td>{e(s.metric)}</td>"
         f"<td>{_num(s.old_mean)}</td><td>{_num(s.new_mean)}</td><td>{_ci(s.statistics)}</td><td>{e(_tests(s.statistics))}</td>"
         f"<td>{e(s.verdict)}</td><td>{s.right_to_wrong}</td><td>{s.wrong_to_right}</td>"
         f"<td>{e(s.reason or ('engine or tool change' if s.engine_or_tool_change else ''))}</td></tr>"
@@ -93,14 +93,19 @@ def _tests(s: NonInferiority | None) -> str:
     return f"{s.paired_test} p {s.paired_p:.3g}{boot}"
 
 
+def _protocol(s: SettingComparison) -> str:
+    return s.new_protocol if s.old_protocol == s.new_protocol else f"{s.old_protocol} → {s.new_protocol}"
+
+
 def text_table(c: Comparison) -> str:
     """What the terminal shows: a line per setting, then what changed."""
     lines = []
     for s in c.settings:
         delta = _ci(s.statistics)
         note = s.reason or ("engine or tool change: same inputs, other answers" if s.engine_or_tool_change else "")
+        protocol = s.new_protocol if s.old_protocol == s.new_protocol else f"{s.old_protocol} -> {s.new_protocol}"
         lines.append(
-            f"{s.setting}  {s.old_run} -> {s.new_run}: {s.verdict}"
+            f"{s.setting} ({protocol} protocol)  {s.old_run} -> {s.new_run}: {s.verdict}"
             + (
                 f", {s.metric} {_num(s.old_mean)} -> {_num(s.new_mean)}"
                 + (f" ({delta}, margin {s.margin:g})" if delta and s.margin is not None else "")

@@ -3,6 +3,7 @@ computed with each model's own tokenizer and chat template, without starting an 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -113,6 +114,33 @@ def planned_tokens(ld: Load, tasks: list[PlannedTask], sample: int = 256) -> int
     return round(total)
 
 
+def _first_id(ids: Sequence[str]) -> str:
+    return terminal_text(ids[0]) if ids else "(none: the setting has no items)"
+
+
+def terminal_text(text: str) -> str:
+    """Data as text on a terminal: control and format characters (escapes, bidirectional overrides) written as
+    \\uXXXX, line breaks kept."""
+    return "".join(c if c == "\n" or not unicodedata.category(c).startswith("C") else f"\\u{ord(c):04x}" for c in text)
+
+
+def example_messages(requests: Sequence[Request]) -> list[str]:
+    """The exact messages of a request (its prompt where it has no messages), each line of each one indented;
+    few-shot turns between the system message and the last one are counted, not shown."""
+    if not requests:
+        return []
+    r = requests[0]
+    messages = list(r.messages) if r.messages is not None else [("prompt", r.prompt or "")]
+    shown = [messages[0], messages[-1]] if len(messages) > 2 else messages
+    out: list[str] = []
+    for i, (role, content) in enumerate(shown):
+        if i == 1 and len(messages) > 2:
+            out.append(f"({len(messages) - 2} exemplar turns between)")
+        lines = terminal_text(content).split("\n")
+        out += [f"[{role}] {lines[0]}", *(f"    {x}" for x in lines[1:])]
+    return out
+
+
 def _served(spec: LoadSpec) -> str:
     """A served model has no path: its server, model and local tokenizer say which counts are its own."""
     o = spec.engine_options
@@ -165,6 +193,11 @@ def print_plan(the: Plan, source: str, log: Callable[[str], None]) -> list[Phase
                 f"    {p.setting}: {p.requests} requests, {counted}, "
                 f"<= {p.max_output_tokens} output tokens, {over}{foc}"
             )
+    for t in tasks:
+        for s in t.settings:
+            log(f"{s.name} ({t.task.protocol} protocol): what the model gets for item {_first_id(s.phase.item_ids)}")
+            for line in example_messages(s.phase.requests[:1]):
+                log(f"    {line}")
     for t in tasks:
         stage = t.task.evaluation()
         for ev in stage.models() if stage else []:

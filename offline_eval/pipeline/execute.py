@@ -156,6 +156,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                         task=t.name,
                         setting=s.name,
                         options=s.options,
+                        protocol=t.task.protocol,
                         prompt_format=engine.prompt_format,
                         n_items=len(s.items),
                         primary_metric=t.task.primary_metric,

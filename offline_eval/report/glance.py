@@ -24,6 +24,7 @@ def glance(summary: Summary) -> list[str]:
             f"{len({r.run for r in runs})} runs of {len(models)} models on {', '.join(engines)}, "
             f"{len({r.setting for r in runs})} task settings."
         )
+        lines.append(protocol_line(summary))
     for setting in sorted({r.setting for r in runs}):
         group = [r for r in runs if r.setting == setting]
         metric = group[0].primary_metric or "mean"
@@ -70,6 +71,18 @@ def glance(summary: Summary) -> list[str]:
     if fails:
         lines.append(f"{len(fails)} run(s) failed: see 'Failed runs' at the end.")
     return lines
+
+
+def protocol_line(summary: Summary) -> str:
+    """Which protocol each task's numbers come from (tasks/protocol.py): the paper's authors' or offline-eval's."""
+    by_task: dict[str, set[str]] = {}
+    for r in summary.runs:
+        by_task.setdefault(r.task, set()).add(r.protocol)
+    named = "; ".join(f"{task} {' and '.join(sorted(p))}" for task, p in sorted(by_task.items()))
+    return (
+        f"Protocol: {named} (paper: the authors' own prompts, items and decoding; offline-eval: ours; "
+        "docs/tasks/<task>.md lists the differences)."
+    )
 
 
 def _base(variant: str) -> str:

@@ -18,6 +18,7 @@ from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
 from ..sections import Metric
 from .evaluation import Evaluation
 from .parts import ReportParts
+from .protocol import OURS
 
 if TYPE_CHECKING:
     from ..annotation import Case, Form
@@ -122,6 +123,12 @@ class Task(ABC, Generic[ItemT, R]):
             design_effect_of=self.primary_metric,
         )
         return metrics
+
+    @property
+    def protocol(self) -> str:
+        """The protocol its runs follow (tasks/protocol.py): the task's `protocol` option; a task without one runs
+        its own, offline-eval's."""
+        return str(getattr(self.options, "protocol", OURS))
 
     def resamples(self) -> tuple[int, int]:
         """(resamples, seed) of the clustered bootstrap: the task's `bootstrap` and `seed` options (0: none)."""

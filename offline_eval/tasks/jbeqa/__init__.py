@@ -2,6 +2,7 @@
 release's form (data.py), and its report sections (report.py)."""
 
 from .data import gregorian_year, load_items
+from .prompts import paper_message
 from .task import SYSTEM_PROMPT, JBEQATask, choose_exemplars, parse_answer, user_message
 
 TASK = JBEQATask
@@ -12,6 +13,7 @@ __all__ = [
     "choose_exemplars",
     "gregorian_year",
     "load_items",
+    "paper_message",
     "parse_answer",
     "user_message",
 ]

@@ -1,8 +1,11 @@
 """JBE-QA: true/false statements from the Japanese bar exam (民法, 刑法, 憲法), zero- and few-shot.
 
-Prompt and scoring follow the paper: the system message asks for a bare 1 (correct) or 0 (incorrect);
-anything else is scored as 0 (false), and faithfulness is the share of bare 1/0 answers. F1 takes
-"true" as the positive class.
+Two protocols (tasks/protocol.py). `paper`: the authors' system prompt and user message (prompts.py, authors.py),
+every split of the release but the four exemplars, their exemplars (rows of the release's train split), and free
+answers of up to 1,000 tokens. `offline-eval`: our own prompt, the test split, exemplars chosen by id. Under both,
+anything but a bare 1 or 0 is scored as 0 (false), as the paper does, faithfulness is the share of bare 1/0
+answers, and F1 takes "true" as the positive class. The `constrained` and `logprob` modes are ours under either
+protocol; `free` is the paper's.
 
 Records are read in the public release's own form (`year` an era year such as 平成27年 or 令和５年, English
 `subject`, `label` Y/N agreeing with the boolean `answer`) or with `year` already a Gregorian integer; per-year
@@ -15,7 +18,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, TypeGuard
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,10 +27,11 @@ from pydantic import (
     Field,
     StrictInt,
     field_validator,
+    model_validator,
 )
 
 from ...constraints import Choice
-from ...datafiles import has_split
+from ...datafiles import has_split, resolve_split
 from ...errors import InputError
 from ...metrics.bootstrap import MAX_BOOTSTRAP
 from ...metrics.classification import precision_recall_f1
@@ -35,13 +40,14 @@ from ...metrics.values import RunMetrics
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
 from ..base import Metric, Setting, Task
+from ..protocol import DEFAULT_PROTOCOL, Protocol
+from . import authors
 from .data import JBEQAItem, load_items, question_of
+from .prompts import OURS_SYSTEM_PROMPT, message, paper_instruction, system_prompt, user_message
 from .report import JBEQAReport
 
-SYSTEM_PROMPT = (
-    "あなたは日本の司法試験の問題に解答する法律の専門家です。"
-    "与えられた記述が正しい場合は1、誤っている場合は0とだけ出力してください。説明は不要です。"
-)
+SYSTEM_PROMPT = OURS_SYSTEM_PROMPT  # offline-eval's; the paper's is authors.SYSTEM_PROMPT
+SPLITS = ("train", "validation", "test")  # `split: all`, in the order the authors' code runs them
 LABELS = ("0", "1")
 Mode = Literal["constrained", "free", "logprob"]
 
@@ -50,14 +56,15 @@ class JBEQAOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data: str = Field(description="JSONL/Parquet file, a folder of {split}.jsonl|.parquet, or a datasets folder")
-    split: str = "test"
+    protocol: Protocol = DEFAULT_PROTOCOL
+    split: str | None = Field(None, description="the split scored; `all`: every split (default: paper all, ours test)")
     train_split: str = "train"
     shots: list[StrictInt] = Field(default_factory=lambda: [0], min_length=1)
     mode: list[Mode] = Field(default_factory=lambda: list[Mode](["constrained"]), min_length=1)
     limit: StrictInt | None = Field(None, ge=1)
     overflow: Literal["skip", "fail"] = "skip"
     exemplar_ids: list[str] | None = None
-    max_tokens: StrictInt | None = Field(None, ge=1, description="default: 4 constrained, 32 free")
+    max_tokens: StrictInt | None = Field(None, ge=1, description="default: 4 constrained; free 1000 (paper), 32 (ours)")
     bootstrap: StrictInt = Field(1000, ge=0, le=MAX_BOOTSTRAP)
     seed: int = 0
 
@@ -73,23 +80,18 @@ class JBEQAOptions(BaseModel):
             raise ValueError("shots must be >= 0")
         return v
 
+    @model_validator(mode="after")
+    def _paper_shots(self) -> JBEQAOptions:
+        if self.protocol == "paper" and not self.exemplar_ids and max(self.shots) > len(authors.EXEMPLAR_ROWS):
+            raise ValueError(
+                f"the paper's protocol has {len(authors.EXEMPLAR_ROWS)} exemplars: shots up to "
+                f"{len(authors.EXEMPLAR_ROWS)}, or give exemplar_ids"
+            )
+        return self
 
-def _present(v: str | None) -> TypeGuard[str]:
-    return v is not None and v.strip() not in ("", "None")
-
-
-def user_message(it: JBEQAItem) -> str:
-    lines = [f"科目：{it.subject_jp}"]
-    if _present(it.theme):
-        lines.append(f"テーマ：{it.theme}")
-    if _present(it.lead_in):
-        lines.append(it.lead_in)
-    lines.append(it.instruction)
-    lines.append(f"記述：{it.question}")
-    if _present(it.remark):
-        r = it.remark.strip()
-        lines.append(r if r.startswith("なお") else f"なお、{r}")
-    return "\n".join(lines)
+    @property
+    def scored_split(self) -> str:
+        return self.split or ("all" if self.protocol == "paper" else "test")
 
 
 @dataclass(kw_only=True)
@@ -161,40 +163,119 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
 
     @cached_property
     def exemplars(self) -> list[JBEQAItem]:
-        """The few-shot exemplars, enough for the most shots asked for: from the train split where the data has
-        one, else from the scored split (none at 0 shots). Read on first use, by load, build or prompt_template
-        in any order."""
+        """The few-shot exemplars, in the order they are shown, and never scored in any setting. Under the paper's
+        protocol: rows 113, 1285, 1628 and 2609 of the release's train split (authors.py), wherever they are
+        needed (shots, or the train split scored); otherwise enough for the most shots asked for, from the train
+        split where the data has one, else from the scored split (none at 0 shots). `exemplar_ids` chooses them by
+        id under either protocol. Read on first use, by load, build or prompt_template in any order."""
         o = self.options
         k = max(o.shots)
+        if o.protocol == "paper" and not o.exemplar_ids:
+            return self._paper_exemplars(k)
         if not k:
             return []
-        separate = o.train_split != o.split and has_split(o.data, o.train_split)
-        pool = load_items(o.data, o.train_split if separate else o.split)
+        separate = o.train_split != o.scored_split and has_split(o.data, o.train_split)
+        pool = self._items(o.train_split) if separate else self._scored()
         return choose_exemplars(pool, k, o.exemplar_ids, o.data)
+
+    def _paper_exemplars(self, k: int) -> list[JBEQAItem]:
+        o = self.options
+        scores_train = o.scored_split in ("all", o.train_split)
+        if not k and not (scores_train and has_split(o.data, o.train_split)):
+            return []
+        rows = authors.EXEMPLAR_ROWS
+        where = f"tasks.jbeqa.data ({o.train_split} split)"
+        if not Path(o.data).is_dir() or not has_split(o.data, o.train_split):
+            raise InputError(
+                f"the paper's exemplars are rows {', '.join(map(str, rows))} of the release's {o.train_split} split, "
+                f"and this data has none: give exemplar_ids, or protocol: offline-eval",
+                file=o.data,
+                field=where,
+            )
+        pool = self._items(o.train_split)
+        if len(pool) <= max(rows):
+            raise InputError(
+                f"the paper's exemplars are rows {', '.join(map(str, rows))} of the {o.train_split} split of "
+                f"{authors.DATASET} at revision {authors.DATASET_REVISION[:8]}, and this {o.train_split} split has "
+                f"{len(pool)} rows: it is not that release; give exemplar_ids, or protocol: offline-eval",
+                file=o.data,
+                field=where,
+            )
+        return [pool[i] for i in rows]
+
+    def _items(self, split: str) -> list[JBEQAItem]:
+        items = load_items(self.options.data, split)
+        if self.options.protocol == "paper":
+            for it in items:
+                if paper_instruction(it.instruction) is None:
+                    raise InputError(
+                        f"instruction {it.instruction!r} is not in the authors' table of "
+                        f"{len(authors.INSTRUCTIONS)} instructions ({authors.INSTRUCTIONS_SOURCE}), so the paper's "
+                        "prompt for it is unknown; with protocol: offline-eval it is sent as it is",
+                        file=str(resolve_split(self.options.data, split)),
+                        record=f"id {it.id}",
+                        field="instruction",
+                    )
+        return items
+
+    def _scored(self) -> list[JBEQAItem]:
+        """The scored split's items; `all`: every split the data holds, in the order train, validation, test (a
+        single file is its one split)."""
+        o = self.options
+        if o.scored_split != "all":
+            return self._items(o.scored_split)
+        if not Path(o.data).is_dir():
+            return self._items("test")  # a single file: its one split, whatever it is named
+        splits = [s for s in SPLITS if has_split(o.data, s)]
+        if not splits:
+            raise InputError(f"split: all found none of {', '.join(SPLITS)} here", file=o.data, field="split")
+        out: list[JBEQAItem] = []
+        seen: dict[str, str] = {}
+        for split in splits:
+            for it in self._items(split):
+                if it.id in seen:
+                    raise InputError(
+                        f"id {it.id!r} is in the {seen[it.id]} and the {split} splits",
+                        file=o.data,
+                        record=f"id {it.id}",
+                        field="id",
+                    )
+                seen[it.id] = split
+                out.append(it)
+        return out
 
     def load(self) -> list[JBEQAItem]:
         o = self.options
         # Exemplars are never scored, in any setting, so 0-shot and k-shot score the same items.
         ex = {e.id for e in self.exemplars}
-        items = [it for it in load_items(o.data, o.split) if it.id not in ex]
+        items = [it for it in self._scored() if it.id not in ex]
         return items[: o.limit] if o.limit else items
 
     def _max_tokens(self, mode: str) -> int:
-        return self.options.max_tokens or (32 if mode == "free" else 4)
+        if self.options.max_tokens:
+            return self.options.max_tokens
+        if mode != "free":
+            return 4
+        return authors.MAX_NEW_TOKENS if self.options.protocol == "paper" else 32
 
     def build(self, items: Sequence[JBEQAItem], setting: Setting) -> Phase:
         mode, k = setting["mode"], setting["shots"]
         shots: list[dict[str, str]] = []
+        protocol = self.options.protocol
         for e in self.exemplars[:k] if k else []:
             shots += [
-                {"role": "user", "content": user_message(e)},
+                {"role": "user", "content": message(e, protocol)},
                 {"role": "assistant", "content": "1" if e.answer else "0"},
             ]
         sampling = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self._max_tokens(mode))
         constraint = Choice(list(LABELS)) if mode == "constrained" else None
         reqs = [
             Request.chat(
-                [{"role": "system", "content": SYSTEM_PROMPT}, *shots, {"role": "user", "content": user_message(it)}],
+                [
+                    {"role": "system", "content": system_prompt(protocol)},
+                    *shots,
+                    {"role": "user", "content": message(it, protocol)},
+                ],
                 sampling,
                 constraint,
                 shared_chars=0,  # the system prompt and the exemplars are the same for every item
@@ -284,6 +365,12 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
             remark="{remark}",
         )
         shots = [e.id for e in self.exemplars[: setting["shots"]]] if setting["shots"] else []
+        if self.options.protocol == "paper":
+            user = "\n".join(
+                ["科目：{subject_jp}", "{theme}について", "{lead_in}", "{instruction}", "{question}", "なお、{remark}"]
+            )
+            table = "\n".join(f"{k} -> {v}" for k, v in authors.INSTRUCTIONS.items())
+            return "\n\n".join([authors.SYSTEM_PROMPT, user, table, f"exemplars: {', '.join(shots)}"])
         return "\n\n".join([SYSTEM_PROMPT, user_message(placeholders), f"exemplars: {', '.join(shots)}"])
 
     def item_answer(self, record: JBEQARecord) -> Any:
@@ -301,10 +388,11 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
 
     def validate_data(self, path: str) -> str:
         """The scored split is required, as in a sweep; the exemplar split is checked when present."""
-        o = self.options
-        found = [f"{o.split}: {len(load_items(path, o.split))} items"]
-        if o.train_split != o.split and has_split(path, o.train_split):
-            found.append(f"{o.train_split}: {len(load_items(path, o.train_split))} items")
+        o = self.options.model_copy(update={"data": path})
+        task = type(self)(o)
+        found = [f"{o.scored_split}: {len(task._scored())} items"]
+        if o.train_split != o.scored_split and has_split(path, o.train_split):
+            found.append(f"{o.train_split}: {len(task._items(o.train_split))} items")
         return "; ".join(found)
 
 
