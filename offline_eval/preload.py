@@ -58,4 +58,5 @@ def rerun_with_tcmalloc(argv: Sequence[str]) -> None:
     env = {**os.environ, "LD_PRELOAD": f"{lib}:{given}" if given else lib, ENV: "1"}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "offline_eval.cli", *argv], env)
+    # -P: `-m` would put the working folder first on sys.path, and a yaml.py or offline_eval/ there would run.
+    os.execve(sys.executable, [sys.executable, "-P", "-m", "offline_eval.cli", *argv], env)

