@@ -254,6 +254,7 @@ def _sweep_config(tmp: Path, mode: str) -> Path:
         ],
         "tasks": {
             "legalevalq": {
+                "protocol": "offline-eval",  # ours: the JSON and tags evaluators (the paper's: test_legalevalq_protocol)
                 "data": str(DATA / "queries.json"),
                 "validation_data": str(DATA / "validation_queries.json"),
                 "max_tokens": 48,

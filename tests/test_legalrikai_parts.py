@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, statute
 from scipy import stats
-from sklearn.metrics import cohen_kappa_score
+from sklearn.metrics import cohen_kappa_score, mean_absolute_error
 
 from offline_eval import judges
 from offline_eval.constraints import JsonSchema
@@ -270,6 +270,10 @@ def test_agreement_matches_scipy_and_sklearn_with_ties_and_a_constant_column(tmp
         assert rho.rho == pytest.approx(ref.statistic, abs=1e-4) and rho.p == pytest.approx(ref.pvalue, abs=1e-4)
         assert res.spearman["statrev"]["Avg"][c] == rho  # one judge: Avg is that judge
         assert res.mae["statrev"]["J"][c].mae == pytest.approx(np.mean(np.abs(np.array(j) - h)), abs=1e-4)
+        raw_h = [np.mean([ann_a[i][c], ann_b[i][c]]) for i in ids]  # the paper's Table 8: on the points
+        assert res.mae["statrev"]["J"][c].mae_points == pytest.approx(
+            mean_absolute_error(raw_h, [judge[i][c] for i in ids]), abs=1e-4
+        )
         assert res.human_scores["statrev"]["m.llamacpp.x.ctx1"][c] == pytest.approx(np.mean(h), abs=1e-4)
 
 

@@ -57,6 +57,8 @@ def _config(tmp: Path) -> Path:
         "tasks": {
             "legalrikai": {
                 "data": str(DATA),
+                # ours: a 48-token cap on every sub-task, and the cut answers judged (paper's: test_legalrikai_protocol)
+                "protocol": "offline-eval",
                 "max_tokens": 48,
                 "judge_max_tokens": 400,
                 "rationale_max_chars": 30,
@@ -153,14 +155,19 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
     else:
         assert got["rho"] == pytest.approx(ref.statistic, abs=1e-4) and got["p"] == pytest.approx(ref.pvalue, abs=1e-4)
     assert h["mae"]["statrev"]["Avg"]["IF"]["mae"] == pytest.approx(np.mean(np.abs(np.array(a) - b)), abs=1e-4)
+    # IF has 3 points (1-3): on them, as the paper's Table 8, the MAE is twice that on [0, 1]
+    assert h["mae"]["statrev"]["Avg"]["IF"]["mae_points"] == pytest.approx(
+        np.mean(np.abs(2 * np.array(a) - 2 * np.array(b))), abs=1e-4
+    )
     report = (out / "report.md").read_text(encoding="utf-8")
     for title in (
         "judge scores (Avg of 2 judge(s), Table 6 layout)",
         "human scores (Table 6)",
         "Cohen's kappa between annotators (Table 5)",
         "Spearman's rho, judges vs humans (Table 7)",
-        "mean absolute error, judges vs humans (Table 8)",
-        "inputs under the overflow policy",
+        "mean absolute error, judges vs humans, in rubric points (Table 8: the paper's scale)",
+        "mean absolute error, judges vs humans, on [0, 1] (offline-eval's scale)",
+        "inputs under the overflow policy, and answers cut off",
     ):
         assert title in report
     # Re-run: candidates and judges come from the store; no engine starts; the results are identical.
@@ -202,6 +209,7 @@ def _overflow_config(tmp: Path, policy: str) -> Path:
             "legalrikai": {
                 "data": str(data),
                 "overflow": policy,
+                "protocol": "offline-eval",  # a 48-token cap: the focused prompt fits 2k (paper's cap would not)
                 "max_tokens": 48,
                 "judge_max_tokens": 400,
                 "rationale_max_chars": 30,

@@ -456,7 +456,8 @@ def test_data_validate_runs_the_sweeps_checks(tmp_path):
     shutil.copy(DATA / "train.jsonl", only_train / "train.jsonl")
     assert_one_line_error(run_cli("data", "validate", "jbeqa", str(only_train)), "test")
     queries = json.loads((ROOT / "data" / "legalevalq" / "queries.json").read_text(encoding="utf-8"))
-    queries[2]["datasets_id"] = queries[0]["datasets_id"]
+    queries[2]["datasets_id"] = queries[0]["datasets_id"]  # the same id twice in one resource
+    queries[2]["resource"] = queries[0]["resource"]
     q = tmp_path / "queries.json"
     q.write_text(json.dumps(queries, ensure_ascii=False), encoding="utf-8")
     assert_one_line_error(

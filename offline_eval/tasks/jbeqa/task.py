@@ -57,7 +57,7 @@ class JBEQAOptions(BaseModel):
 
     data: str = Field(description="JSONL/Parquet file, a folder of {split}.jsonl|.parquet, or a datasets folder")
     protocol: Protocol = DEFAULT_PROTOCOL
-    split: str | None = Field(None, description="the split scored; `all`: every split (default: paper all, ours test)")
+    split: str = Field("test", description="the split scored; `all`: every split (default: paper all, ours test)")
     train_split: str = "train"
     shots: list[StrictInt] = Field(default_factory=lambda: [0], min_length=1)
     mode: list[Mode] = Field(default_factory=lambda: list[Mode](["constrained"]), min_length=1)
@@ -67,6 +67,14 @@ class JBEQAOptions(BaseModel):
     max_tokens: StrictInt | None = Field(None, ge=1, description="default: 4 constrained; free 1000 (paper), 32 (ours)")
     bootstrap: StrictInt = Field(1000, ge=0, le=MAX_BOOTSTRAP)
     seed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_of_protocol(cls, data: Any) -> Any:
+        """The paper scores every split but the exemplars; ours, the test split."""
+        if isinstance(data, dict) and "split" not in data and data.get("protocol") == "paper":
+            return {**data, "split": "all"}
+        return data
 
     @field_validator("shots", "mode", mode="before")
     @classmethod
@@ -88,10 +96,6 @@ class JBEQAOptions(BaseModel):
                 f"{len(authors.EXEMPLAR_ROWS)}, or give exemplar_ids"
             )
         return self
-
-    @property
-    def scored_split(self) -> str:
-        return self.split or ("all" if self.protocol == "paper" else "test")
 
 
 @dataclass(kw_only=True)
@@ -174,13 +178,13 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
             return self._paper_exemplars(k)
         if not k:
             return []
-        separate = o.train_split != o.scored_split and has_split(o.data, o.train_split)
+        separate = o.train_split != o.split and has_split(o.data, o.train_split)
         pool = self._items(o.train_split) if separate else self._scored()
         return choose_exemplars(pool, k, o.exemplar_ids, o.data)
 
     def _paper_exemplars(self, k: int) -> list[JBEQAItem]:
         o = self.options
-        scores_train = o.scored_split in ("all", o.train_split)
+        scores_train = o.split in ("all", o.train_split)
         if not k and not (scores_train and has_split(o.data, o.train_split)):
             return []
         rows = authors.EXEMPLAR_ROWS
@@ -222,8 +226,8 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
         """The scored split's items; `all`: every split the data holds, in the order train, validation, test (a
         single file is its one split)."""
         o = self.options
-        if o.scored_split != "all":
-            return self._items(o.scored_split)
+        if o.split != "all":
+            return self._items(o.split)
         if not Path(o.data).is_dir():
             return self._items("test")  # a single file: its one split, whatever it is named
         splits = [s for s in SPLITS if has_split(o.data, s)]
@@ -390,8 +394,8 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
         """The scored split is required, as in a sweep; the exemplar split is checked when present."""
         o = self.options.model_copy(update={"data": path})
         task = type(self)(o)
-        found = [f"{o.scored_split}: {len(task._scored())} items"]
-        if o.train_split != o.scored_split and has_split(path, o.train_split):
+        found = [f"{o.split}: {len(task._scored())} items"]
+        if o.train_split != o.split and has_split(path, o.train_split):
             found.append(f"{o.train_split}: {len(task._items(o.train_split))} items")
         return "; ".join(found)
 

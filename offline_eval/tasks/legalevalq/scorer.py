@@ -91,6 +91,15 @@ def scorer_files(folder: str | Path) -> list[str]:
     return [str(d), resolve_encoder(d, encoder)] if isinstance(encoder, str) else [str(d)]
 
 
+def inputs(example: Example) -> tuple[str, str, str]:
+    """The three texts the scorer reads, as the authors' predict(reasoning, ans, content) gets them
+    (src/evaluator_request.py line 143): the comment, the conclusion, and the query and answer as
+    `<query>:{query}</query>\n\n<content>:{answer}</content>`, the input_content their evaluator read."""
+    from .model import content_text
+
+    return example["comment"], example["conclusion"], content_text(example["query"], example["answer"])
+
+
 class Scorer:
     """Tokenizer + model, always in eval mode for prediction (dropout never comes back on)."""
 
@@ -107,21 +116,20 @@ class Scorer:
         self.model = model or MultiSourceScorer(AutoConfig.from_pretrained(config.encoder), config.dropout)
 
     def batch(self, examples: Sequence[Example], pad_to_max_length: bool = True) -> dict[str, dict[str, Any]]:
-        """The authors' inputs: each text tokenized on its own, truncated and padded to max_length. Padding
-        to the batch's longest text instead gives the same scores (padding is masked out and comes after
+        """The authors' inputs (`inputs`): each text tokenized on its own, truncated and padded to max_length.
+        Padding to the batch's longest text instead gives the same scores (padding is masked out and comes after
         every real token; tested) for less work: training uses it."""
-        from .model import content_text
-
         kw = dict(
             truncation=True,
             max_length=self.config.max_length,
             return_tensors="pt",
             padding="max_length" if pad_to_max_length else "longest",
         )
+        texts = [inputs(e) for e in examples]
         return {
-            "reasoning": dict(self.tokenizer([e["comment"] for e in examples], **kw)),
-            "ans": dict(self.tokenizer([e["conclusion"] for e in examples], **kw)),
-            "content": dict(self.tokenizer([content_text(e["query"], e["answer"]) for e in examples], **kw)),
+            "reasoning": dict(self.tokenizer([t[0] for t in texts], **kw)),
+            "ans": dict(self.tokenizer([t[1] for t in texts], **kw)),
+            "content": dict(self.tokenizer([t[2] for t in texts], **kw)),
         }
 
     def predict(self, examples: Sequence[Example]) -> list[float]:

@@ -1,5 +1,7 @@
 """LegalEval-Q as a task: candidates answer legal questions; after every candidate has run, one evaluation
-model writes a Comment and a Conclusion for each answer; the regression scorer turns them into 0-100."""
+model writes a Comment and a Conclusion for each answer; the regression scorer turns them into 0-100. Two
+protocols (docs/tasks/legalevalq.md, Protocol): `paper`, the authors' prompts, parsing and decoding (authors.py),
+and `offline-eval`, ours (Japanese prompts, a JSON or tag evaluator, greedy answers)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ...constraints import JsonSchema
 from ...datafiles import note
@@ -32,9 +35,10 @@ from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
 from ..base import Metric, Setting, Task
 from ..evaluation import Evaluation
-from . import annotate
+from ..protocol import DEFAULT_PROTOCOL, Protocol
+from . import annotate, authors
 from . import evaluator as ev
-from .data import LegalEvalQItem, load_annotated, load_queries
+from .data import LegalEvalQItem, load_annotated, load_queries, query_ids
 from .report import LegalEvalQReport
 
 if TYPE_CHECKING:
@@ -46,23 +50,79 @@ ANSWER_SYSTEM = (
 )
 
 
+# What `protocol: paper` changes in the defaults: the authors' evaluator and their lengths (authors.py).
+PAPER_DEFAULTS: dict[str, Any] = {
+    "evaluator_mode": "authors",
+    "max_tokens": authors.ANSWER_MAX_NEW_TOKENS,
+    "evaluator_max_tokens": authors.EVALUATOR_MAX_NEW_TOKENS,
+}
+
+
 class LegalEvalQOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    protocol: Protocol = Field(
+        DEFAULT_PROTOCOL, description="paper: the authors' protocol; offline-eval: ours (docs/tasks/legalevalq.md)"
+    )
     data: str = Field(description="JSON list of {query, resource, datasets_id, datasets_ans?}")
     validation_data: str | None = Field(
         None, description="a second query set: the report shows the train-vs-validation delta (the paper's Table 2)"
     )
     evaluator: Annotated[ModelSpec, AfterValidator(one_load)]
-    evaluator_mode: Literal["json", "tags"] = "json"
+    evaluator_mode: Literal["json", "tags", "authors"] = Field(
+        "json",
+        description="json: {comment, conclusion} constrained; tags: <reasoning>/<ans>; authors: the authors' "
+        "request and parsing (protocol: paper's, and its default)",
+    )
     scorer: str = Field(description="a folder written by `offline-eval legaleval-q train`")
     limit: int | None = Field(None, ge=1)
-    max_tokens: int = Field(512, ge=1, description="answer length")
-    evaluator_max_tokens: int = Field(1024, ge=16)
+    max_tokens: int = Field(512, ge=1, description="answer length (protocol: paper: 1024)")
+    evaluator_max_tokens: int = Field(1024, ge=16, description="critique length (protocol: paper: 512)")
     comment_max_chars: int = Field(1200, ge=1, description="JSON mode: the longest critique the grammar allows")
     overflow: Literal["skip", "fail"] = "skip"
     bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="resamples for the 95% CIs (0 = off)")
     seed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_defaults(cls, data: Any) -> Any:
+        """protocol: paper fills in the authors' evaluator mode and lengths where the config gives
+        none, and has an evaluator with local weights decode as they do (`sampling: model`: its generation_config)
+        unless its own `sampling` says otherwise."""
+        if not isinstance(data, dict) or data.get("protocol", DEFAULT_PROTOCOL) != "paper":
+            return data
+        data = {**PAPER_DEFAULTS, **data}
+        e = data.get("evaluator")
+        if isinstance(e, dict) and "sampling" not in e and e.get("path"):
+            data["evaluator"] = {**e, "sampling": "model"}
+        return data
+
+    @field_validator("evaluator_mode")
+    @classmethod
+    def _mode_of_protocol(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("protocol") == "paper" and v != "authors":
+            raise PydanticCustomError(
+                "protocol",
+                "'{mode}' is offline-eval's evaluator ({what}); protocol: paper runs the authors' (evaluator_mode: "
+                "authors, with no JSON constraint): give protocol: offline-eval to run '{mode}'",
+                {"mode": v, "what": "a JSON-constrained critique" if v == "json" else "our prompt, tags parsed"},
+            )
+        return v
+
+    @field_validator("comment_max_chars")
+    @classmethod
+    def _json_only(cls, v: int, info: ValidationInfo) -> int:
+        """A bound of the JSON constraint, refused with the authors' evaluator (the default, as a dump of the
+        options holds it, changes nothing and is let through)."""
+        if info.data.get("evaluator_mode") == "authors" and v != cls.model_fields["comment_max_chars"].default:
+            raise PydanticCustomError(
+                "protocol",
+                "{v} bounds the JSON constraint of evaluator_mode: json; the authors' evaluator (evaluator_mode: "
+                "authors, protocol: paper's) writes free text under no constraint: remove it, or give protocol: "
+                "offline-eval",
+                {"v": v},
+            )
+        return v
 
 
 @dataclass(kw_only=True)
@@ -148,6 +208,12 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
     def setting_name(self, setting: Setting) -> str:
         return "legalevalq"
 
+    @property
+    def model_sampling(self) -> bool:
+        """The candidates should draw tokens as their weights' generation_config says: the authors call generate()
+        with max_new_tokens only (authors.ANSWER_DECODING_SOURCE). Read by the pipeline where it supports it."""
+        return self.options.protocol == "paper"
+
     def load(self) -> list[LegalEvalQItem]:
         o = self.options
         for name, value in (("scorer", o.scorer), ("evaluator.path", o.evaluator.path)):
@@ -163,18 +229,23 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
         for path in scorer_files(o.scorer):  # the scores are made with these: the setting's provenance names them
             note(path)
-        items = [LegalEvalQItem(**q.model_dump(), id=str(q.datasets_id), split="train") for q in load_queries(o.data)]
+        items = [LegalEvalQItem(**q.model_dump(), id=id_, split="train") for id_, q in query_ids(o.data)]
         if o.validation_data:
             items += [
-                LegalEvalQItem(**q.model_dump(), id=f"val:{q.datasets_id}", split="validation")
-                for q in load_queries(o.validation_data)
+                LegalEvalQItem(**q.model_dump(), id=f"val:{id_}", split="validation")
+                for id_, q in query_ids(o.validation_data)
             ]
         return items[: o.limit] if o.limit else items
 
+    def answer_system(self) -> str:
+        """The candidates' system prompt: the authors' under protocol: paper, ours under offline-eval."""
+        return authors.SYSTEM if self.options.protocol == "paper" else ANSWER_SYSTEM
+
     def build(self, items: Sequence[LegalEvalQItem], setting: Setting) -> Phase:
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
+        system = self.answer_system()
         reqs = [
-            Request.chat([{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": it.query}], s)
+            Request.chat([{"role": "system", "content": system}, {"role": "user", "content": it.query}], s)
             for it in items
         ]
         return Phase(
@@ -237,7 +308,11 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     def prompt_template(self, setting: Setting) -> str:
         """The answer's system prompt, then the evaluator's system prompt and user message with placeholders."""
-        return "\n\n".join([ANSWER_SYSTEM, ev.SYSTEM, ev.user_message("{query}", "{answer}", "{resource}")])
+        if self.options.evaluator_mode == "authors":
+            evaluator = [authors.SYSTEM, authors.user_message("{query}", "{answer}")]
+        else:
+            evaluator = [ev.SYSTEM, ev.user_message("{query}", "{answer}", "{resource}")]
+        return "\n\n".join([self.answer_system(), *evaluator])
 
 
 class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
@@ -252,8 +327,9 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
 
     def phase(self, items: Sequence[LegalEvalQItem], records: Records[LegalEvalQRecord]) -> Phase:
         by_id = {it.id: it for it in items}
-        json_mode = self.options.evaluator_mode == "json"
+        mode = self.options.evaluator_mode
         s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.evaluator_max_tokens)
+        system = authors.SYSTEM if mode == "authors" else ev.SYSTEM
         reqs, ids = [], []
         for run, recs in records.items():
             for r in recs:
@@ -262,13 +338,15 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
                 it = by_id[r.id]
 
                 def message(answer: str, it: LegalEvalQItem = it) -> str:
+                    if mode == "authors":  # the query and answer only: the authors show no resource
+                        return authors.user_message(it.query, answer)
                     return ev.user_message(it.query, answer, it.resource)
 
                 reqs.append(
                     Request.chat(
-                        [{"role": "system", "content": ev.SYSTEM}, {"role": "user", "content": message(r.output)}],
+                        [{"role": "system", "content": system}, {"role": "user", "content": message(r.output)}],
                         s,
-                        JsonSchema(ev.schema(self.options.comment_max_chars)) if json_mode else None,
+                        JsonSchema(ev.schema(self.options.comment_max_chars)) if mode == "json" else None,
                         shared_chars(message),
                     )
                 )
@@ -283,7 +361,8 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
         if not results:
             return records
         by_key = dict(zip(phase.item_ids, next(iter(results.values()))))
-        parse = ev.parse_json if self.options.evaluator_mode == "json" else ev.parse_tags
+        mode = self.options.evaluator_mode
+        parse = {"json": ev.parse_json, "tags": ev.parse_tags, "authors": authors.parse}[mode]
         todo: list[tuple[LegalEvalQRecord, dict[str, Any]]] = []
         for run, recs in records.items():
             for r in recs:
@@ -297,9 +376,11 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
                     "comment": got[0] if got else None,
                     "conclusion": got[1] if got else None,
                 }
+                if mode == "authors":  # the <ans> text goes to the scorer as it is; which grade it names, if any
+                    r.evaluation["grade"] = authors.grade_of(got[1]) if got else None
                 r.parsed = got[1] if got else None
                 if got:
-                    todo.append((r, {"query": r.query, "answer": r.output, "comment": got[0], "conclusion": got[1]}))
+                    todo.append((r, scorer_example(r, *got)))
         if todo:
             scores = Scorer.load(self.options.scorer).predict([x for _, x in todo])
             for (r, _), sc in zip(todo, scores):
@@ -313,6 +394,12 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
     def answers(self, record: LegalEvalQRecord) -> list[str]:
         e = record.evaluation
         return [e["raw"]] if e and record.parsed is not None else []
+
+
+def scorer_example(record: LegalEvalQRecord, comment: str, conclusion: str) -> dict[str, Any]:
+    """What the scorer reads of one evaluated answer (scorer.inputs makes its three texts of it: under the authors'
+    protocol their predict(reasoning, ans, input_content))."""
+    return {"query": record.query, "answer": record.output, "comment": comment, "conclusion": conclusion}
 
 
 def _num(x: float | int | None) -> float:

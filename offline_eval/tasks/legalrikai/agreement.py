@@ -270,10 +270,24 @@ def agreement(
                 res.bias[sub][j][c.code] = _bias([a - b for a, b in pairs], items, n_resamples, seed)
                 rho, p = spearman([a for a, _ in pairs], [b for _, b in pairs]) if pairs else (math.nan, math.nan)
                 res.spearman[sub][j][c.code] = RhoCell(rho=_nan_none(rho), p=_nan_none(p), n=len(pairs))
-                res.mae[sub][j][c.code] = MaeCell(
-                    mae=_nan_none(mae([a for a, _ in pairs], [b for _, b in pairs])), n=len(pairs)
-                )
+                res.mae[sub][j][c.code] = mae_cell(pairs, c)
     return res
+
+
+def mae_cell(pairs: list[tuple[float, float]], c: Criterion) -> MaeCell:
+    """The MAE of (judge, annotators' mean) pairs given on [0, 1], on both scales: `mae` on [0, 1], and
+    `mae_points` on the criterion's own points, as the paper's Table 8 reports it (each value mapped back by
+    lo + v x (hi - lo): a 3-point criterion's MAE in points is twice its MAE on [0, 1], a 2-point one's the same)."""
+
+    def points(v: float) -> float:
+        return c.lo + v * (c.hi - c.lo)
+
+    judge, human = [a for a, _ in pairs], [b for _, b in pairs]
+    return MaeCell(
+        mae=_nan_none(mae(judge, human)),
+        mae_points=_nan_none(mae([points(v) for v in judge], [points(v) for v in human])),
+        n=len(pairs),
+    )
 
 
 def _annotator_alpha(cells: list[dict[str, int]], c: Criterion) -> AlphaCell:

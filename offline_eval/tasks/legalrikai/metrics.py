@@ -14,8 +14,11 @@ from .record import LegalRikaiRecord
 _CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
 
 
-def aggregate(subtask: str, records: Sequence[LegalRikaiRecord]) -> RunMetrics:
+def aggregate(subtask: str, records: Sequence[LegalRikaiRecord], cut_judged: bool = True) -> RunMetrics:
+    """`truncated`: the answers cut off by their cap. `cut_judged` False (protocol paper): those were neither read
+    nor judged, so they count in no criterion's mean and are not format failures (they are counted apart)."""
     done = [r for r in records if not r.skipped]
+    read = [r for r in done if cut_judged or r.finish_reason != "length"]
     m = RunMetrics()
     m.update(
         {
@@ -24,7 +27,7 @@ def aggregate(subtask: str, records: Sequence[LegalRikaiRecord]) -> RunMetrics:
             "n_focused": sum(r.input == "focused" for r in records),
             "n_skipped": len(records) - len(done),
             "truncated": sum(r.finish_reason == "length" for r in done),
-            "format_failures": sum(r.parsed is None for r in done),
+            "format_failures": sum(r.parsed is None for r in read),
         }
     )
     checked = [r.checks for r in done if r.checks]

@@ -9,6 +9,8 @@ from ...metrics.agreement import format_rho
 from ...metrics.values import Number
 from ...sections import BrowserView, Table, fmt
 from ..parts import ReportParts
+from ..protocol import OURS
+from . import rubric
 from .record import LegalRikaiRecord
 from .sweepreport import AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
 
@@ -75,7 +77,8 @@ def score_tables(rep: LegalRikaiReport) -> list[Table]:
                 ["task", "run", *crits, "mean", *det_head, "inputs full/focused/skipped", "judge failures"],
                 rows,
                 "Each judge's score s is mapped to [0, 1] as (s - min)/(max - min); Avg is the mean over "
-                "the judges that answered, then over items. Deterministic columns (Japanese toolkit): "
+                "the judges that answered, then over items (under protocol paper, an answer cut off by its cap is "
+                "not judged and counts in no mean: see 'answers cut off'). Deterministic columns (Japanese toolkit): "
                 "characters changed against the input contract, precision/recall of changed articles "
                 "against the gold, structure defects the output introduced (per item). Judge failures "
                 "(unparseable, cut off or overflowing answers) are per judge, in the order: "
@@ -154,13 +157,29 @@ def agreement_tables(rep: LegalRikaiReport) -> list[Table]:
                 "score identical) or fewer than 3 outputs. " + note,
             )
         )
+        scale = {c.code: (c.lo, c.hi) for c in rubric.criteria(subs[0])}
+        points = ", ".join(f"{k} {scale[k][0]}-{scale[k][1]}" for k in crits)
+        rows = [
+            [_NAMES[s], j, *[_mae_points(h.mae[s][j].get(k), *scale[k]) for k in crits]] for s in subs for j in judges
+        ]
+        tables.append(
+            Table(
+                f"LegalRikai {title}: mean absolute error, judges vs humans, in rubric points (Table 8: the paper's "
+                "scale)",
+                ["task", "judge", *crits],
+                rows,
+                f"As the paper's Table 8: on each criterion's own points ({points}); a judge's score against the "
+                "mean of the annotators' scores. n: outputs both the judge and an annotator scored. " + note,
+            )
+        )
         rows = [[_NAMES[s], j, *[_mae(h.mae[s][j].get(k)) for k in crits]] for s in subs for j in judges]
         tables.append(
             Table(
-                f"LegalRikai {title}: mean absolute error, judges vs humans (Table 8)",
+                f"LegalRikai {title}: mean absolute error, judges vs humans, on [0, 1] (offline-eval's scale)",
                 ["task", "judge", *crits],
                 rows,
-                "On the [0, 1] scale; n: outputs both the judge and an annotator scored.",
+                "The same pairs with every score s mapped to [0, 1] as (s - lo)/(hi - lo), the scale of the scores "
+                "above: a 3-point criterion's value is half the one in points, a 2-point criterion's the same.",
             )
         )
         if any(h.bias.get(s) for s in subs):
@@ -237,6 +256,10 @@ def _mae(x: MaeCell | None) -> str:
     return "–" if x is None or not x.n else _cell(x.mae, x.n)
 
 
+def _mae_points(x: MaeCell | None, lo: int, hi: int) -> str:
+    return "–" if x is None or not x.n else _cell(x.points(lo, hi), x.n)
+
+
 def _bias(x: BiasCell | None) -> str:
     if x is None or x.bias is None:
         return "–"
@@ -270,13 +293,15 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
                 fmt(metrics.get("n_skipped")),
                 _v(max(shares)) if shares else "–",
                 fmt(metrics.get("truncated")),
+                _cut_judged(r.protocol, metrics.get("truncated")),
+                fmt(metrics.get("n_judged")),
                 fmt(metrics.get("format_failures")),
             ]
         )
     if not rows:
         return None
     return Table(
-        "LegalRikai: inputs under the overflow policy",
+        "LegalRikai: inputs under the overflow policy, and answers cut off",
         [
             "run",
             "setting",
@@ -286,6 +311,8 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
             "skipped",
             "focused share of scores",
             "answers cut off",
+            "cut answers judged",
+            "judged",
             "format failures",
         ],
         rows,
@@ -293,9 +320,18 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
         "text and their neighbours, because the full prompt did not fit the context. The share is that "
         "of the judged items behind each score (per criterion in summary.json: the run's "
         "metrics.breakdowns.criterion.<criterion>.focused_share). "
+        "Answers cut off: generation stopped at the answer cap (metrics.truncated). Under protocol paper they go "
+        "to no judge and count in no score (judged: the items behind the scores); under offline-eval they are "
+        "judged as they stand, as before protocols existed. "
         "Format failures: answers not in the asked-for form (AmendExp without its two sections, no "
-        "article in a contract).",
+        "article in a contract); under paper, of the answers not cut off.",
     )
+
+
+def _cut_judged(protocol: str, cut: Number) -> str:
+    if not cut:
+        return "–"
+    return f"yes ({protocol})" if protocol == OURS else f"no ({protocol})"
 
 
 def legalrikai_tables(summary: Summary) -> list[Table]:

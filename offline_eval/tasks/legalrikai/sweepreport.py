@@ -58,8 +58,19 @@ class RhoCell(_Model):
 
 
 class MaeCell(_Model):
+    """Mean absolute error between a judge and the annotators' mean on one criterion, over n outputs: `mae` on
+    [0, 1] (each score s as (s - lo)/(hi - lo)); `mae_points` on the criterion's own points, the scale of the paper's
+    Table 8, which is (hi - lo) times `mae`: twice it on a 3-point criterion, equal on a 2-point one. A folder made
+    before `mae_points` was recorded reads it as None; points() then derives it from `mae`."""
+
     mae: float | None
     n: int
+    mae_points: float | None = None
+
+    def points(self, lo: int, hi: int) -> float | None:
+        if self.mae_points is not None or self.mae is None:
+            return self.mae_points
+        return round(self.mae * (hi - lo), 4)
 
 
 class BiasCell(_Model):

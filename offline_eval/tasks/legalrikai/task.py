@@ -1,9 +1,14 @@
 """LegalRikai as a task: one setting per sub-task (AmendExp, StatRev, ReqRev, RiskRev). Candidates write
 Markdown; the toolkit's deterministic checks run at once; after every candidate, each LLM judge scores every
-output against the paper's rubric in constrained JSON, and the scores are normalised and averaged."""
+output against the paper's rubric in constrained JSON, and the scores are normalised and averaged.
+
+Two protocols (tasks/protocol.py; docs/tasks/legalrikai.md, "Protocol"): `paper` sizes the revision tasks' answer
+cap to the input contract (answer_cap) and sends no answer cut off by its cap to the judges; `offline-eval` keeps
+one cap for every sub-task and judges a cut answer as it stands, as every sweep before protocols did."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -21,6 +26,7 @@ from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
 from ..base import Metric, Setting, Task
 from ..evaluation import Evaluation
+from ..protocol import DEFAULT_PROTOCOL, Protocol
 from . import annotate, prompts, rubric
 from .metrics import aggregate, item_score, scored_item
 from .record import LegalRikaiRecord
@@ -49,7 +55,18 @@ class LegalRikaiOptions(BaseModel):
     judges: list[Annotated[ModelSpec, AfterValidator(one_load)]] = Field(default_factory=list)
     overflow: Literal["skip", "fail", "focus"] = "focus"
     focus_neighbours: int = Field(1, ge=0, description="policy 'focus': unchanged articles kept either side")
-    max_tokens: int = Field(2048, ge=1)
+    protocol: Protocol = Field(
+        DEFAULT_PROTOCOL,
+        description="paper: the revision tasks' answer cap fits the whole contract and a cut answer is not judged; "
+        "offline-eval: max_tokens for every sub-task and cut answers judged, as before protocols",
+    )
+    max_tokens: int = Field(2048, ge=1, description="the answer cap (protocol paper: AmendExp's, and the least)")
+    answer_tokens_per_char: float = Field(
+        1.5,
+        gt=0,
+        description="protocol paper: StatRev/ReqRev/RiskRev's answer cap in tokens per character of the input "
+        "contract (and ReqRev/RiskRev's instructions)",
+    )
     judge_max_tokens: int = Field(1024, ge=16)
     rationale_max_chars: int = Field(200, ge=1)
     human_scores: str | list[str] | None = Field(
@@ -225,10 +242,31 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             shared,
         )
 
+    def answer_cap(self, item: LegalRikaiItem) -> int:
+        """The candidate's max_tokens. offline-eval: `max_tokens` for every sub-task. paper: AmendExp keeps
+        `max_tokens` (two short sections); StatRev, ReqRev and RiskRev answer with contract text (StatRev its revised
+        articles, at most the whole contract; ReqRev and RiskRev the whole contract, 6,530 characters on average in
+        the paper's Table 4), so their cap is ceil(answer_tokens_per_char x the characters of the input contract,
+        plus ReqRev/RiskRev's instructions, which may hold wording to add), and never under `max_tokens`. The task
+        knows no tokenizer, hence characters; where the prompt plus this cap exceeds the context, the runner's fit
+        rule applies the overflow policy (ReqRev/RiskRev have no shorter prompt: skipped and counted)."""
+        o = self.options
+        if o.protocol != "paper" or isinstance(item, AmendExpItem):
+            return o.max_tokens
+        assert isinstance(item, StatRevItem | RevisionItem)
+        chars = len(item.contract) + (sum(len(x) for x in item.instructions) if isinstance(item, RevisionItem) else 0)
+        return max(o.max_tokens, math.ceil(o.answer_tokens_per_char * chars))
+
+    @property
+    def judges_cut_answers(self) -> bool:
+        """Whether an answer cut off by its cap (finish_reason 'length') goes to the judges: not under the paper's
+        protocol (a cut contract judged as if whole is a silent wrong score); under offline-eval's, as before."""
+        return self.options.protocol != "paper"
+
     def build(self, items: Sequence[LegalRikaiItem], setting: Setting) -> Phase:
-        s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.options.max_tokens)
         reqs, fallbacks = [], []
         for it in items:
+            s = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self.answer_cap(it))
             reqs.append(self.chat(prompts.task_prompt(it), s))
             f = self.focused(it) if self.options.overflow == "focus" else None
             fallbacks.append(self.chat(prompts.task_prompt(it, f), s) if f else None)
@@ -254,14 +292,16 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             output_tokens=result.output_tokens,
             gold=gold(item),
         )
-        if not skipped:
+        # A cut answer the judges will not see (protocol paper) is not read either: no merge-back or checks of a
+        # contract's first part; `truncated` counts it, apart from the format failures.
+        if not skipped and (result.finish_reason != "length" or self.judges_cut_answers):
             got = read_output(item, result.text)
             rec.parsed, rec.checks, rec.revised = got.parsed, got.checks, got.revised
         return rec
 
     # ---- metrics
     def aggregate(self, records: Sequence[LegalRikaiRecord], setting: Setting) -> RunMetrics:
-        return aggregate(setting["subtask"], records)
+        return aggregate(setting["subtask"], records, cut_judged=self.judges_cut_answers)
 
     @classmethod
     def cluster(cls, record: LegalRikaiRecord) -> str | None:
@@ -306,7 +346,7 @@ class LegalRikaiJudges(Evaluation[LegalRikaiItem, LegalRikaiRecord]):
         for key, recs in records.items():
             for r in recs:
                 it = by_id.get((r.subtask, r.id))
-                if it is None or r.skipped:
+                if it is None or r.skipped or (r.finish_reason == "length" and not self.task.judges_cut_answers):
                     continue
                 schema = JsonSchema(rubric.judge_schema(it.subtask, o.rationale_max_chars))
                 s = Sampling(temperature=0.0, seed=o.seed, max_tokens=o.judge_max_tokens)
