@@ -188,7 +188,10 @@ def test_report_annotate_verify_and_compare_open_a_v2_folder_saying_so_once(tmp_
     assert cmp.returncode == 0, cmp.stderr
     assert len(migrated_lines(cmp.stderr)) == 2  # each folder says so once
     assert "sweep: provenance: none recorded: its data, weights and prompts are not checked" in cmp.stdout
-    assert "jbeqa.0shot.constrained (offline-eval protocol)  gemma-gguf.llamacpp.default.ctx4096 -> gemma-gguf" in cmp.stdout
+    assert (
+        "jbeqa.0shot.constrained (offline-eval protocol)  gemma-gguf.llamacpp.default.ctx4096 -> gemma-gguf"
+        in cmp.stdout
+    )
 
 
 def test_a_run_entry_with_flat_metrics_gives_the_design_effect_to_its_primary_metric():
