@@ -28,7 +28,7 @@ from .executors import make_executor
 from .fileio import write_json_atomic
 from .lock import OutputLock
 from .pipeline.execute import Stage
-from .pipeline.plan import Plan, guard_connections, plan
+from .pipeline.plan import Plan, configured_keys, guard_connections, plan
 from .pipeline.state import State
 from .results import ResultsFolder
 from .store import Store
@@ -102,7 +102,8 @@ def run_sweep(cfg: SweepConfig, options: SweepOptions | None = None) -> Summary:
                     store, folder.store, executor, log, timings, cfg.runner.chunk_size, fresh, progress, noise
                 )
                 try:
-                    state = execute(stage, the, State.start(folder, {ld.run for ld in the.loads}, log), source)
+                    start = State.start(folder, {ld.run for ld in the.loads}, configured_keys(cfg, source), log)
+                    state = execute(stage, the, start, source)
                 finally:
                     store.close()
             finally:
@@ -122,6 +123,7 @@ def _conclude(
     with timings.stage("records"):
         for key, recs in state.records.items():
             folder.write_records(key, recs)
+        state.forget_dropped(folder)
     with timings.stage("summary"):
         provenance.finish(facts)
         everything = state.everything(folder, {t.name: t.task for t in the.tasks})

@@ -188,9 +188,21 @@ def request_json(request: Request) -> str:
 
 
 def request_key(
+    fingerprint: str, request: Request | str, method: Method, choices: tuple[str, ...] | None = None
+) -> str:
+    """sha256 over what the engine computes: the model fingerprint (weights, engine version, the load options that
+    change outputs), the method, choices and the full request incl. sampling and constraint. No run or variant
+    name: renaming a variant, or giving it a list of budgets, finds every output it stored before."""
+    rj = request if isinstance(request, str) else request_json(request)
+    head = json.dumps([fingerprint, method, list(choices) if choices else None], separators=(",", ":"))
+    return hashlib.sha256(f"{head}\n{rj}".encode()).hexdigest()
+
+
+def legacy_request_key(
     fingerprint: str, variant: str, request: Request | str, method: Method, choices: tuple[str, ...] | None = None
 ) -> str:
-    """sha256 over (model fingerprint, variant, method, choices, the full request incl. sampling and constraint)."""
+    """The key a store written before 2026-12-05 holds an output under: request_key's, with the variant's name in
+    it. Looked up where request_key finds nothing, so older stores still serve every output they hold."""
     rj = request if isinstance(request, str) else request_json(request)
     head = json.dumps([fingerprint, variant, method, list(choices) if choices else None], separators=(",", ":"))
     return hashlib.sha256(f"{head}\n{rj}".encode()).hexdigest()

@@ -20,7 +20,7 @@ from .constraints import violation
 from .enginelog import terminal
 from .errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
 from .fit import fits, place, tokens_needed
-from .requests import Phase, Request, Result, request_json, request_key
+from .requests import Phase, Request, Result, legacy_request_key, request_json, request_key
 from .store import Row, Store
 
 
@@ -156,7 +156,7 @@ class Runner:
         t0 = time.perf_counter()
         fp = self.fingerprint
         rjson = [request_json(r) for r in phase.requests]
-        keys = [request_key(fp, self.variant, rj, phase.method, phase.choices) for rj in rjson]
+        keys = [request_key(fp, rj, phase.method, phase.choices) for rj in rjson]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)
@@ -242,12 +242,24 @@ class Runner:
                 rows.append(Row(pk, fp, self.variant, rjson[first[pk]], done[pk]))
         self.store.put_many(rows)
 
+    def _lookup(self, keys: list[str], rjson: list[str], phase: Phase) -> dict[str, Result]:
+        """Stored results by key; a key not found is looked up as a store from before 2026-12-05 keyed it (with
+        the variant's name), so those outputs are served too, returned under the new key."""
+        found = self.store.get_many(keys)
+        rest = [(k, legacy_request_key(self.fingerprint, self.variant, rj, phase.method, phase.choices))
+                for k, rj in zip(keys, rjson) if k not in found]  # fmt: skip
+        if rest:
+            old = self.store.get_many([lk for _, lk in rest])
+            found.update({k: old[lk] for k, lk in rest if lk in old})
+        return found
+
     def _stored(self, phase: Phase, keys: list[str], first: dict[str, int]) -> dict[str, Result]:
         """Stored results, except those another overflow policy produced: a fallback's answer (or overflow)
         only serves 'focus'; a plain overflow must fail again under 'fail' and is retried with the item's
         fallback under 'focus'."""
         out = {}
-        for k, r in self.store.get_many(keys).items():
+        rjson = [request_json(phase.requests[first[k]]) for k in keys]
+        for k, r in self._lookup(keys, rjson, phase).items():
             if r.focused and phase.overflow != "focus":
                 continue
             if r.finish_reason == "overflow" and not r.focused:
@@ -296,7 +308,7 @@ class Runner:
                 continue
             if placement == "fallback" and fb is not None:
                 fj = request_json(fb)
-                fk = request_key(self.fingerprint, self.variant, fj, phase.method, phase.choices)
+                fk = request_key(self.fingerprint, fj, phase.method, phase.choices)
                 retry.setdefault(fk, (fb, fj, []))[2].append(k)
                 continue
             if placement == "fail":
@@ -309,7 +321,7 @@ class Runner:
                 )
             done[k] = Result(text="", finish_reason="overflow", prompt_tokens=n)
             rows.append(Row(k, self.fingerprint, self.variant, rj, done[k]))
-        hits = self.store.get_many(list(retry)) if retry and not self.fresh else {}
+        hits = self._lookup(list(retry), [retry[k][1] for k in retry], phase) if retry and not self.fresh else {}
         for fk, res in hits.items():
             for pk in retry[fk][2]:
                 done[pk] = Result(**{**res.__dict__, "focused": True})

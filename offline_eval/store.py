@@ -1,4 +1,5 @@
-"""The run store: one SQLite file (WAL) per output folder, keyed by hash(model, variant, request).
+"""The run store: one SQLite file (WAL) per output folder, keyed by hash(model fingerprint, request): what the engine
+computes, not what the run is called (a store written before 2026-12-05 is read under its older keys too).
 
 Rows are written in chunks as the engine returns them, and each chunk is one committed transaction, so a
 killed run loses at most the chunk in flight and a re-run regenerates nothing that is stored. Only answers are

@@ -19,7 +19,7 @@ from offline_eval.backends.openai_reply import Reply
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.constraints import Choice
 from offline_eval.modelspec import ReasoningSpec
-from offline_eval.requests import Phase, Request, Result, Sampling, request_key
+from offline_eval.requests import Phase, Request, Result, Sampling, legacy_request_key, request_key
 from offline_eval.runner import Runner
 from offline_eval.store import Row, Store
 from offline_eval.thinking import ModelSettings, planned, solve, split_block
@@ -182,14 +182,20 @@ def test_the_model_s_sampling_reaches_every_request_and_its_key(tmp_path: Path) 
 
 
 def test_a_request_without_thinking_or_sampling_keeps_its_key() -> None:
-    """Pinned before reasoning models existed: every stored output of an older sweep is still found."""
+    """Pinned before reasoning models existed: every stored output of an older sweep is still found (under the
+    legacy key, with the variant's name, that the runner looks up where the current one finds nothing)."""
     r = Request.chat([{"role": "user", "content": "問題"}], Sampling(max_tokens=4), Choice(("0", "1")), shared_chars=2)
-    assert request_key("fp", "v", r, "generate") == "a9892890287811fe3b535143aa269de1135bd5d97cfc086cb8f2db481048ed65"
+    assert (
+        legacy_request_key("fp", "v", r, "generate")
+        == "a9892890287811fe3b535143aa269de1135bd5d97cfc086cb8f2db481048ed65"
+    )
     r2 = Request(prompt="x", sampling=Sampling(temperature=0.7, seed=3, top_p=0.9))
     assert (
-        request_key("fp", "v", r2, "choice_logprobs", ("0", "1"))
+        legacy_request_key("fp", "v", r2, "choice_logprobs", ("0", "1"))
         == "e0bc9321189c4aac99ffb949e447382858ed6618573b9fc4943e220da9d02485"
     )
+    # the current key, pinned from 2026-12-05: no variant name in it
+    assert request_key("fp", r, "generate") == "52af94e2cf89414e98e7de1fbd10fc503fd2fa84ccf67b2638474b566bd1c8c0"
     phase = _phase(2)
     assert planned(phase, ModelSettings()) is phase
 

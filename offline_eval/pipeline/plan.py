@@ -88,6 +88,15 @@ def plan(
     return Plan(tasks, loads, [x for t in tasks for x in setting_provenance(t)])
 
 
+def configured_keys(cfg: SweepConfig, source: str) -> set[RunKey]:
+    """Every run x setting the whole config plans, whatever --only and --tasks choose (no data is read)."""
+    settings = []
+    for name, opts in cfg.tasks.items():
+        task = make_task(name, dict(opts), source)
+        settings += [task.setting_name(o) for o in task.settings()]
+    return {RunKey(m.run_name(v, c), s) for m in cfg.models for v, c in m.runs() for s in settings}
+
+
 def plan_tasks(
     cfg: SweepConfig, only_tasks: list[str] | None, limit: int | None | dict[str, int | None], source: str
 ) -> list[PlannedTask]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from ..results import ItemRecord, Records, ResultsFolder, RunEntry
+from ..results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
 from ..summary import SCHEMA_VERSION, Failure, LoadProvenance, Provenance, SettingProvenance, Summary, SweepProvenance
 from ..tasks.base import Task
 
@@ -19,12 +19,33 @@ class State:
     failures: list[Failure]
     records: Records[ItemRecord] = field(default_factory=dict)
     loads: list[LoadProvenance] = field(default_factory=list)
+    dropped: list[RunKey] = field(default_factory=list)  # an earlier sweep's runs the config no longer plans
 
     @classmethod
-    def start(cls, folder: ResultsFolder, attempted: set[str], log: Callable[[str], None]) -> State:
+    def start(
+        cls, folder: ResultsFolder, attempted: set[str], configured: set[RunKey], log: Callable[[str], None]
+    ) -> State:
+        """From an earlier sweep into the folder: its runs and failures that the config still plans (`configured`:
+        every run x setting, whatever --only and --tasks chose this time). A run not attempted this time keeps its
+        earlier state; an attempted one gets its state from this sweep. A run the config no longer plans (a model
+        or variant renamed, a budget given as a list) leaves the summary; its outputs stay in the store."""
         earlier = read_earlier(folder, log)
-        # A run not attempted this time keeps its earlier failure; an attempted one gets its state from this sweep.
-        return cls(earlier, list(earlier.runs), [f for f in earlier.failures if f.run not in attempted])
+        runs = [r for r in earlier.runs if r.key in configured]
+        names = {k.run for k in configured}
+        dropped = [r.key for r in earlier.runs if r.key not in configured]
+        if dropped:
+            which = ", ".join(sorted({k.run for k in dropped}))
+            log(f"runs of an earlier sweep here that this config no longer plans leave the summary: {which}")
+        failures = [f for f in earlier.failures if f.run not in attempted and f.run in names]
+        return cls(earlier, runs, failures, dropped=dropped)
+
+    def forget_dropped(self, folder: ResultsFolder) -> None:
+        """The results files of the runs the config no longer plans (their outputs stay in the store)."""
+        for key in self.dropped:
+            f = folder.results_file(key)
+            f.unlink(missing_ok=True)
+            if f.parent.is_dir() and not any(f.parent.iterdir()):
+                f.parent.rmdir()
 
     def failed(self, f: Failure) -> None:
         """One current state per run: a failed run leaves the leaderboard, whatever an earlier sweep stored for it
