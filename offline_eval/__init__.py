@@ -9,12 +9,11 @@ _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # torch inductor's compiled kernels are kept in the user's cache (vLLM's AOT compile cache, where it runs, points it
 # into its own: backends/vllm_cache.compile_cache). Set before torch is imported: torch pins its own default
 # (/tmp/torchinductor_USER) into the environment on first use.
-_os.environ.setdefault(
-    "TORCHINDUCTOR_CACHE_DIR",
-    _os.path.join(
+# An exported empty value counts as unset: torch would otherwise cache into the working folder.
+if not _os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").strip():
+    _os.environ["TORCHINDUCTOR_CACHE_DIR"] = _os.path.join(
         _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache"), "offline-eval", "torchinductor"
-    ),
-)
+    )
 
 __version__ = "0.1.0"
 

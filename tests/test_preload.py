@@ -121,3 +121,23 @@ def test_the_started_again_command_imports_nothing_from_the_working_folder(tmp_p
     )  # fmt: skip
     assert not marker.exists(), marker.read_text()
     assert got.returncode in (1, 2) and "empty-model" in got.stdout + got.stderr, got.stderr[-2000:]
+
+
+def test_an_exported_empty_cache_root_is_the_users_cache_not_the_working_folder(tmp_path):
+    """VLLM_CACHE_ROOT= and TORCHINDUCTOR_CACHE_DIR= exported empty: both caches go to the user's cache folder
+    (XDG_CACHE_HOME here), as if unset; an empty value as a path is the working folder."""
+    import os
+    import subprocess
+
+    code = (
+        "import os, offline_eval\n"
+        "from offline_eval.backends.vllm_cache import compile_cache\n"
+        "print(compile_cache()); print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+    )
+    env = {**os.environ, "VLLM_CACHE_ROOT": "", "TORCHINDUCTOR_CACHE_DIR": " ", "XDG_CACHE_HOME": str(tmp_path)}
+    got = subprocess.run([sys.executable, "-P", "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [
+        str(tmp_path / "offline-eval" / "vllm"),
+        str(tmp_path / "offline-eval" / "torchinductor"),
+    ]

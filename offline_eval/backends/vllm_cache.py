@@ -18,10 +18,13 @@ _NOT_TRACED = ("seed",)
 
 def compile_cache() -> Path:
     """Where vLLM keeps its compiled model across loads and sweeps: VLLM_CACHE_ROOT where the user set it, else
-    offline-eval's folder in the user's cache. vLLM's AOT compile cache is kept there, and when it compiles it points
-    torch inductor's cache (TORCHINDUCTOR_CACHE_DIR) into it too."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.setdefault("VLLM_CACHE_ROOT", str(base / "offline-eval" / "vllm")))
+    offline-eval's folder in the user's cache (an exported empty value counts as unset: as a path it is the working
+    folder). vLLM's AOT compile cache is kept there, and when it compiles it points torch inductor's cache
+    (TORCHINDUCTOR_CACHE_DIR) into it too."""
+    if not os.environ.get("VLLM_CACHE_ROOT", "").strip():
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        os.environ["VLLM_CACHE_ROOT"] = str(base / "offline-eval" / "vllm")
+    return Path(os.environ["VLLM_CACHE_ROOT"])
 
 
 def aot_cache_loads() -> None:
