@@ -4,6 +4,7 @@ them; tasks build them, so nothing here imports a task or the report."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,8 +59,9 @@ class BrowserView:
 
 
 def fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
-    """A number as every table prints it: floats to `digits` places (with a sign where asked), "–" for none."""
-    if v is None:
+    """A number as every table prints it: floats to `digits` places (with a sign where asked), "–" for none or an
+    undefined one (NaN, an infinity: summary.json holds them as null)."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
     if isinstance(v, float):
         return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from pathlib import Path
 
 from ..figures import drawing
-from ..fileio import write_text_atomic
+from ..fileio import dumps, write_text_atomic
 from ..results import ResultsFolder
 from ..sections import Table
 from ..summary import Summary
@@ -99,10 +100,17 @@ def write_report(out_dir: str | Path, summary: Summary | None = None, inputs: It
     """report.md, report.html and plots/ for a sweep's summary (read from OUT/summary.json when not given:
     `offline-eval report DIR`); `inputs`, from the sweep, adds the prompts and diffs to the item browser."""
     folder = ResultsFolder(Path(out_dir))
-    if summary is None:
-        summary = Summary.read(folder.summary)
+    summary = Summary.read(folder.summary) if summary is None else as_written(summary)
     _write(folder, summary, inputs)
     return folder.report_md
+
+
+def as_written(summary: Summary) -> Summary:
+    """The summary as summary.json holds it, and so as `offline-eval report` reads it: an undefined value (NaN,
+    an infinity) is null there, so the sweep, `offline-eval report` and verify render it alike ("–")."""
+    again = Summary.model_validate(json.loads(dumps(summary.to_json())))
+    again._folder, again._generation, again._read_from = summary._folder, summary._generation, summary._read_from
+    return again
 
 
 def _anchor(i: int) -> str:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ..backends.fingerprint import file_sha256, forget_hashes
 from ..constraints import from_dict, violation
@@ -31,8 +32,9 @@ from .rebuild import Rebuilt, rebuild
 
 CLAIMED = (
     "timings (summary.timings) and each run's throughput: wall-clock, rates, token counts and peak memory",
-    "the sweep's clock (started, ended), its command line and what ran it: offline-eval's version, the git "
-    "revision, Python, the OS, the CPU, the GPUs and the engine libraries installed",
+    "the sweep's clock (started, ended), its command line (its --only, --tasks and --limit say which runs it "
+    "planned) and what ran it: offline-eval's version, the git revision, Python, the OS, the CPU, the GPUs and the "
+    "engine libraries installed",
     "each load's engine version and a served model's identity (the store is read under them: no engine runs)",
     "what each load's engine start did (provenance.loads[].engine_start: vLLM compiled or reused its compile cache)",
     "why a failed run failed (that it failed is checked: the store lacks outputs it needed)",
@@ -67,6 +69,7 @@ def verify(out_dir: str | Path) -> list[str]:
     problems += again.problems
     if again.summary is None:
         return problems
+    _claimed_order(summary, again.summary)
     if summary.migrated_from is None:
         problems += _report(folder, again)
     else:  # an older version rendered it: what it draws may differ without any number differing
@@ -76,7 +79,9 @@ def verify(out_dir: str | Path) -> list[str]:
             file=sys.stderr,
         )
     again.summary.timings = summary.timings  # claimed: wall-clock
-    _recorded_since(summary, again.summary)
+    if summary.migrated_from is not None:
+        _recorded_since(summary, again.summary)
+    _options_added_since(summary, again.summary)
     problems += [
         f"summary.json: {line}"
         for line in diff(summary.model_dump(mode="json"), again.summary.model_dump(mode="json"), orderless=_ORDERLESS)
@@ -125,36 +130,60 @@ def _results(folder: ResultsFolder, records: Records[ItemRecord]) -> list[str]:
 
 
 def _results_file(path: Path, key: RunKey, recs: list[ItemRecord]) -> list[str]:
+    """One line per record that differs, naming the file, the line and the record; a line the rebuild has no record
+    for (extra), a record the file has no line for (missing) and a line that is not UTF-8 or not JSON are lines
+    too, never a crash."""
     want = jsonl_text(r.to_json() for r in recs)
     if path.is_dir():
         return [f"{path}: is a folder where the results file of {key} belongs"]
     if not path.is_file():
         return [f"{path}: missing (the rebuild makes {len(recs)} records for {key})"]
-    got = path.read_bytes()
+    try:
+        got = path.read_bytes()
+    except OSError as e:
+        return [f"{path}: unreadable ({e.strerror or e})"]
     if got == want.encode("utf-8"):
         return []
-    try:
-        text = got.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return [f"{path}: not UTF-8 text ({e})"]
-    mine, theirs = text.split("\n"), want.split("\n")
-    out = []
-    if len(mine) != len(theirs):
-        out.append(f"{path}: {len(mine) - 1} lines in the file, {len(theirs) - 1} records in the rebuild")
+    mine, theirs = _lines(got), want.encode("utf-8").split(b"\n")[:-1]
+    out: list[str] = []
     for i, (a, b) in enumerate(zip(mine, theirs), 1):
-        if a == b:
-            continue
-        rid = recs[i - 1].id if i - 1 < len(recs) else "?"
-        try:
-            parsed = json.loads(a)
-        except json.JSONDecodeError as e:
-            out.append(f"{path}: line {i} (record {rid}): not a JSON record ({e.msg})")
-            continue
-        lines = list(diff(parsed, json.loads(b), what="the rebuild from the store"))
-        out += [f"{path}: line {i} (record {rid}): {x}" for x in lines or ["written otherwise (same values)"]]
+        if a != b:
+            out += _record_lines(path, i, recs[i - 1].id, a, b)
         if len(out) > _MAX_LINES_PER_FILE:
             return [*out[:_MAX_LINES_PER_FILE], f"{path}: … and more lines that differ"]
+    n, m = len(mine), len(theirs)
+    if n > m:
+        extra = "a line" if n - m == 1 else f"{n - m} lines from here on"
+        out.append(f"{path}: line {m + 1}: {extra} the rebuild does not make ({n} lines in the file, {m} records)")
+    elif n < m:
+        more = f" and {m - n - 1} more after it" if m - n > 1 else ""
+        out.append(
+            f"{path}: line {n + 1}: missing (the rebuild makes record {recs[n].id} there{more}; {n} lines in the "
+            f"file, {m} records in the rebuild)"
+        )
+    if not out:  # the same records; only how the file ends differs
+        out.append(f"{path}: line {n}: written otherwise (no line break at its end)")
     return out
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """A JSON Lines file's lines, the line break ending the last one not counted as another (empty) line."""
+    lines = data.split(b"\n")
+    return lines[:-1] if lines and lines[-1] == b"" else lines
+
+
+def _record_lines(path: Path, i: int, rid: str, line: bytes, wanted: bytes) -> list[str]:
+    where = f"{path}: line {i} (record {rid})"
+    try:
+        parsed = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return [f"{where}: not UTF-8 text ({e.reason} at byte {e.start})"]
+    except json.JSONDecodeError as e:
+        return [f"{where}: not a JSON record ({e.msg})"]
+    except RecursionError:
+        return [f"{where}: not a JSON record (nested too deep to read)"]
+    lines = list(diff(parsed, json.loads(wanted), what="the rebuild from the store"))
+    return [f"{where}: {x}" for x in lines or ["written otherwise (same values)"]]
 
 
 def _report(folder: ResultsFolder, again: Rebuilt) -> list[str]:
@@ -209,9 +238,45 @@ def _constraints(records: Records[ItemRecord], settings: list[SettingProvenance]
     return out
 
 
+def _claimed_order(claimed: Summary, rebuilt: Summary) -> None:
+    """The lists whose order is that of events (_ORDERLESS: a folder several sweeps wrote lists the last sweep's
+    loads first) put in the order summary.json has them, as the report shows them; the comparison ignores it."""
+
+    def ordered(mine: list[Any], theirs: list[Any], name: Callable[[Any], str]) -> list[Any]:
+        place = {name(x): i for i, x in enumerate(theirs)}
+        return sorted(mine, key=lambda x: place.get(name(x), len(place)))
+
+    rebuilt.failures = ordered(rebuilt.failures, claimed.failures, lambda f: f.run)
+    if claimed.provenance is not None and rebuilt.provenance is not None:
+        a, b = rebuilt.provenance, claimed.provenance
+        a.loads = ordered(a.loads, b.loads, lambda x: f"{x.role} {x.run}")
+        a.settings = ordered(a.settings, b.settings, lambda x: x.setting)
+
+
+def _options_added_since(claimed: Summary, rebuilt: Summary) -> None:
+    """A task option the folder's settings do not name (one added to offline-eval since it was swept, such as
+    `protocol`) is not a mismatch where the rebuild gives it its default: the default is what the sweep ran, as
+    the rebuild of every output from the store under it shows. Set to anything else, it is compared as usual."""
+    from ..tasks import get_task_class
+
+    assert claimed.provenance is not None and rebuilt.provenance is not None
+    had = {(s.task, s.setting): s.task_options for s in claimed.provenance.settings}
+    for s in rebuilt.provenance.settings:
+        old = had.get((s.task, s.setting))
+        if old is None or s.task not in task_names():
+            continue
+        fields = get_task_class(s.task).Options.model_fields
+        for key in [k for k in s.task_options if k not in old and k in fields]:
+            default = fields[key].get_default(call_default_factory=True)
+            if json.loads(json.dumps(default, default=str)) == s.task_options[key]:
+                del s.task_options[key]
+
+
 def _recorded_since(claimed: Summary, rebuilt: Summary) -> None:
-    """What a folder made before a field was recorded lacks is not a mismatch: the rebuild leaves it out too
-    (each setting's item digests, recorded since schema version 4's tool)."""
+    """What a migrated folder (an older schema version, read forward) was made without is not a mismatch: the
+    rebuild leaves it out too (each setting's item digests, recorded since schema version 4). Only there: in a
+    folder of the current schema a null where the schema promises a value is a mismatch like any other, since
+    every schema-4 sweep records them (what `compare --allow-changed-data` relies on)."""
     assert claimed.provenance is not None and rebuilt.provenance is not None
     had = {(s.task, s.setting): s.item_digests for s in claimed.provenance.settings}
     for s in rebuilt.provenance.settings:

@@ -5,11 +5,13 @@ an output the store lacks fails its run here, as a crash would have in the sweep
 
 from __future__ import annotations
 
+import argparse
+import ast
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..backends.fingerprint import Pins, pinned, served_key
 from ..backends.spec import LoadSpec
@@ -23,7 +25,7 @@ from ..pipeline.plan import Plan, plan
 from ..pipeline.state import State
 from ..provenance import config_digest
 from ..quiet import native_stderr_silenced
-from ..results import ItemRecord, Records, ResultsFolder
+from ..results import ItemRecord, Records, ResultsFolder, RunKey
 from ..store import Store
 from ..summary import SCHEMA_VERSION, Provenance, Summary
 from ..timings import Timings
@@ -100,6 +102,83 @@ def _json(path: Path) -> Any:
         raise InputError(f"unreadable ({e})", file=str(path)) from None
 
 
+@dataclass(frozen=True)
+class Selection:
+    """What the sweep that wrote summary.json was asked to run, as its command line records it (`offline-eval
+    sweep`'s --only, --tasks and --limit, or offline_eval.sweep's only, only_tasks and limit). `known` False: the
+    command is not one this reads (`offline-eval run`, whose config is one model and one task, or a program that
+    started the sweep its own way): the whole config was planned, each task at the limit its setting records."""
+
+    known: bool = False
+    only: list[str] | None = None
+    tasks: list[str] | None = None
+    limit: int | None = None
+
+    def describe(self) -> str:
+        given = [f"--{k} {','.join(v)}" for k, v in (("only", self.only), ("tasks", self.tasks)) if v is not None]
+        given += [f"--limit {self.limit}"] if self.limit is not None else []
+        return f"the sweep's {' '.join(given)}" if given else "the sweep (no --only or --tasks)"
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Refused(message)
+
+
+def _sweep_parser() -> argparse.ArgumentParser:
+    """`offline-eval sweep`'s options as cli.py declares them (all of them, so that an abbreviation resolves as
+    it did there); only the selection is read."""
+    s = _Parser(prog="offline-eval sweep", add_help=False)
+    s.add_argument("config")
+    s.add_argument("--out")
+    s.add_argument("--only")
+    s.add_argument("--tasks")
+    s.add_argument("--limit", type=int)
+    s.add_argument("--fresh", action="store_true")
+    s.add_argument("--dry-run", action="store_true")
+    s.add_argument("-v", "--verbose", action="store_true")
+    s.add_argument("--ray")
+    return s
+
+
+def _names(v: str | None) -> list[str] | None:
+    """A comma-separated option as cli.py reads it (an empty list refused the sweep: nothing was selected)."""
+    return None if v is None else [x.strip() for x in v.split(",") if x.strip()]
+
+
+def selection(command: Sequence[str]) -> Selection:
+    """The selection of the sweep whose command line (provenance.sweep.command) this is."""
+    if len(command) == 1 and command[0].startswith("offline_eval.sweep("):  # the Python API's, as api.py writes it
+        try:
+            call = ast.parse(command[0], mode="eval").body
+            assert isinstance(call, ast.Call)
+            given = {
+                k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("only", "only_tasks", "limit")
+            }
+        except (SyntaxError, ValueError, TypeError, AssertionError, RecursionError):
+            return Selection()
+        only, tasks, limit = given.get("only"), given.get("only_tasks"), given.get("limit")
+        if not all(x is None or isinstance(x, list | tuple) for x in (only, tasks)) or not (
+            limit is None or isinstance(limit, int)
+        ):
+            return Selection()
+        return Selection(True, list(only) if only else None, list(tasks) if tasks else None, limit)
+    rest = list(command[1:])
+    while rest and rest[0].startswith("-"):  # the options before the subcommand (--debug)
+        rest.pop(0)
+    if not rest or rest[0] != "sweep":
+        return Selection()
+    try:
+        a, _ = _sweep_parser().parse_known_args(rest[1:])
+    except _Refused:
+        return Selection()
+    return Selection(True, _names(a.only), _names(a.tasks), a.limit)
+
+
 def _replay(
     folder: ResultsFolder, claimed: Summary, prov: Provenance, config: str, out: Rebuilt
 ) -> tuple[Summary, Records[ItemRecord], Plan]:
@@ -107,10 +186,27 @@ def _replay(
         cfg = load_config(config)
     else:
         cfg = parse_config(_json(Path(config)), folder.root, config)
-    tasks = sorted({s.task for s in prov.settings})
+    # What the config plans, as the sweep's own selection chose from it (not what the summary claims ran), plus the
+    # tasks and runs an earlier sweep into the folder left in it.
+    chosen = selection(prov.sweep.command)
+    selected = [t for t in cfg.tasks if chosen.tasks is None or t in chosen.tasks]
+    earlier = {s.task for s in prov.settings}
     limits = {s.task: s.task_options.get("limit") for s in prov.settings}
-    the = plan(cfg, config, None, [t for t in tasks if t in cfg.tasks] or None, limits)
-    wanted = {r.run for r in claimed.runs} | {f.run for f in claimed.failures}
+    if chosen.known:
+        limits |= {t: chosen.limit for t in selected}  # None: the config's own
+    tasks = [t for t in cfg.tasks if t in earlier or t in selected]
+    the = plan(cfg, config, None, tasks or None, limits)
+    mine = {t.name for t in the.tasks if t.name in selected}
+    planned = [
+        RunKey(ld.run, x.setting)
+        for ld in the.loads
+        if chosen.only is None or ld.model.name in chosen.only
+        for x in the.settings
+        if x.task in mine
+    ]
+    out.problems += _unknown(list(cfg.tasks), [m.name for m in cfg.models], chosen)
+    out.problems += _unlisted(claimed, planned, chosen)
+    wanted = {r.run for r in claimed.runs} | {f.run for f in claimed.failures} | {k.run for k in planned}
     wanted |= {x.run for x in prov.loads if x.role == "candidate"}
     the.loads = [ld for ld in the.loads if ld.run in wanted]
     store = Store(folder.store, read_only=True)
@@ -140,3 +236,26 @@ def _replay(
             out.problems.append(f"{f.run}: fails in the rebuild: {f.reason}")
         f.reason = reasons.get(f.run, f.reason)
     return summary, state.records, the
+
+
+def _unlisted(claimed: Summary, planned: list[RunKey], chosen: Selection) -> list[str]:
+    """Each run x setting the sweep planned that summary.json lists neither among its runs nor among its failures."""
+    ran = {r.key for r in claimed.runs}
+    failed = {f.run for f in claimed.failures}
+    why = chosen.describe() if chosen.known else "the sweep (its command line records no --only or --tasks)"
+    return [
+        f"{k.run} / {k.setting}: planned by the config and {why}, but in neither the runs nor the failures of "
+        "summary.json"
+        for k in planned
+        if k not in ran and k.run not in failed
+    ]
+
+
+def _unknown(tasks: Sequence[str], models: Sequence[str], chosen: Selection) -> list[str]:
+    """A selection naming what the config lacks: the sweep refuses it, so no sweep of this config ran it."""
+    out = []
+    for flag, names, known in (("--only", chosen.only, models), ("--tasks", chosen.tasks, tasks)):
+        if missing := sorted(set(names or ()) - set(known)):
+            listed = ", ".join(missing)
+            out.append(f"provenance.sweep.command: {flag} names what the config lacks ({listed}): no sweep of it ran")
+    return out
