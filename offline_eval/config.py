@@ -4,6 +4,7 @@ file, the field and what was expected."""
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,8 +17,9 @@ from pydantic import (
     field_validator,
 )
 
+from .decoding import seed_problem
 from .errors import InputError, format_validation_error, is_url, missing
-from .modelspec import ModelSpec, Strict, VariantSpec, resolve_model_paths, resolve_path
+from .modelspec import ModelSpec, Strict, VariantSpec, greedy, resolve_model_paths, resolve_path
 from .sections import Metric
 
 
@@ -156,22 +158,45 @@ def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:
         raise format_validation_error(e, source) from None
+    check_task_seeds(cfg, source)
     for key, value in cfg.margin.items():
-        if key not in declared:
-            raise InputError(
-                f"no task of this config tests '{key}' for non-inferiority (its tasks test: "
-                f"{', '.join(sorted(declared))})",
-                file=source,
-                field=f"margin.{key}",
-            )
-        bounds = declared[key].bounds
-        if bounds is not None and not value < bounds[1] - bounds[0]:
-            raise InputError(
-                f"a margin of {value:g} is not inside {key}'s range: it must lie in (0, {bounds[1] - bounds[0]:g})",
-                file=source,
-                field=f"margin.{key}",
-            )
+        if why := margin_problem(key, value, declared):
+            raise InputError(why, file=source, field=f"margin.{key}")
     return cfg
+
+
+def margin_problem(metric: str, value: float, declared: dict[str, Metric], whose: str = "this config") -> str | None:
+    """Why `value` cannot be `metric`'s non-inferiority margin, or None: a metric `whose` tasks test, a finite
+    number above 0 and inside the metric's range. The one rule for models.yaml's `margin:` and compare's
+    `--margin`."""
+    if metric not in declared:
+        return (
+            f"no task of {whose} tests '{metric}' for non-inferiority (its tasks test: "
+            f"{', '.join(sorted(declared)) or 'nothing'})"
+        )
+    if not math.isfinite(value) or not value > 0:
+        return f"a margin of {value:g} is not a finite number above 0"
+    bounds = declared[metric].bounds
+    if bounds is not None and not value < bounds[1] - bounds[0]:
+        return f"a margin of {value:g} is not inside {metric}'s range: it must lie in (0, {bounds[1] - bounds[0]:g})"
+    return None
+
+
+def check_task_seeds(cfg: SweepConfig, source: str) -> None:
+    """A task's `seed` goes into every request it makes (the engines' seed where its model keeps the task's
+    decoding), and its `samples` seeds a sampled model's answers seed..seed+k-1: each must be a seed the engines
+    run as given (0..2^32-1, none past it), as a model's own `seed` and `sampling.seed` are."""
+    for name, opts in cfg.tasks.items():
+        seed = opts.get("seed") if isinstance(opts, dict) else None
+        if type(seed) is int and (problem := seed_problem(seed)):
+            raise InputError(problem, file=source, field=f"tasks.{name}.seed")
+        k = opts.get("samples") if isinstance(opts, dict) else None
+        if type(k) is not int or k < 2:
+            continue  # answered once, or not a count (the task names that)
+        for m in cfg.models:
+            for v in m.variants:
+                if not greedy(m.sampling_of(v)) and (problem := seed_problem(m.first_seed(v), k)):
+                    raise InputError(f"model '{m.name}': {problem}", file=source, field=f"tasks.{name}.samples")
 
 
 def check_paths(cfg: SweepConfig, source: str) -> list[str]:
@@ -203,6 +228,7 @@ __all__ = [
     "SweepConfig",
     "VariantSpec",
     "check_paths",
+    "check_task_seeds",
     "data_path_problems",
     "load_config",
     "parse_config",

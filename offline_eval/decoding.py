@@ -6,6 +6,34 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+# llama.cpp and vLLM take a seed mod 2^32 (4294967296 runs as 0) and llama.cpp reads -1 (0xFFFFFFFF) as "draw a random
+# seed": a seed that is stored and reported must be one the engines run as given.
+SEED_MAX = 2**32 - 1
+
+
+def seed_problem(seed: int, samples: int = 1) -> str | None:
+    """Why a seed (the first of `samples` draws, seeded seed..seed+samples-1) would not run as given; None: fine."""
+    if not 0 <= seed <= SEED_MAX:
+        return (
+            f"seed {seed} is not a seed the engines run as given: give a whole number from 0 to {SEED_MAX} "
+            "(they take a seed mod 2^32, and llama.cpp reads -1 as a random seed)"
+        )
+    if seed + samples - 1 > SEED_MAX:
+        return (
+            f"samples: {samples} draws seeds {seed}..{seed + samples - 1}, past the largest seed, {SEED_MAX} "
+            f"(the engines take a seed mod 2^32, so a later sample would repeat seed {seed + samples - 1 - 2**32}'s "
+            f"answers): give a seed of at most {SEED_MAX - samples + 1}, or fewer samples"
+        )
+    return None
+
+
+def checked_seed(seed: int | None) -> int | None:
+    """A pydantic field validator's body: the seed, or a one-line error naming the field."""
+    if seed is not None and (problem := seed_problem(seed)):
+        raise PydanticCustomError("seed", "{problem}", {"problem": problem})
+    return seed
 
 
 class Strict(BaseModel):
@@ -20,7 +48,12 @@ class SamplingSpec(Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: StrictInt = Field(0, ge=0, description="0: off")
     min_p: float = Field(0.0, ge=0, le=1)
-    seed: StrictInt | None = None
+    seed: StrictInt | None = Field(None, description=f"0..{SEED_MAX}")
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int | None) -> int | None:
+        return checked_seed(v)
 
 
 class ReasoningSpec(Strict):
@@ -71,3 +104,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         "stop": "<|end|>",
     }
 }
+
+
+def first_seeds(sampling: Any, seed: int, variants: Any) -> list[tuple[str, int]]:
+    """(where it is set, the first sample's seed) of a model and of each of its variants that sets its own."""
+    own = sampling.seed if isinstance(sampling, SamplingSpec) else None
+    out = [("sampling.seed", own) if own is not None else ("seed", seed)]
+    for name, v in (variants or {}).items():
+        own = (getattr(v, "sampling", None) or {}).get("seed")
+        if type(own) is int:
+            out.append((f"variants.{name}.sampling.seed", own))
+    return out

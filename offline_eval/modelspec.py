@@ -23,14 +23,14 @@ from pydantic_core import PydanticCustomError
 from .backends.chat import checked_setting, normalize_setting, spec_template
 from .backends.registry import engine_names, get_engine
 from .backends.spec import LoadSpec
-from .decoding import ReasoningSpec, SamplingSpec, Strict
+from .decoding import SEED_MAX, ReasoningSpec, SamplingSpec, Strict, checked_seed, first_seeds, seed_problem
 from .errors import InputError, is_url, missing
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 _FULL_PRECISION = {"bf16", "f16", "fp16", "bfloat16", "float16", "half"}
 
 
-def _greedy(s: SamplingSpec | Literal["model"] | None) -> bool:
+def greedy(s: SamplingSpec | Literal["model"] | None) -> bool:
     """Decoding that gives one answer whatever the seed ('model': the weights' files say, when the run starts)."""
     return s is None or (isinstance(s, SamplingSpec) and s.temperature == 0)
 
@@ -85,7 +85,7 @@ class ModelSpec(Strict):
         "if it has none; none: always plain; a file; template text",
     )
     trust_remote_code: StrictBool = False
-    seed: StrictInt = 0
+    seed: StrictInt = Field(0, description=f"0..{SEED_MAX}: the engine's, and the first sample's")
     engine_args: dict[str, Any] = Field(default_factory=dict)
     same_weights_as: str | None = Field(
         None,
@@ -115,20 +115,71 @@ class ModelSpec(Strict):
         "variant, else the first, at the longest context)",
     )
 
+    @field_validator("sampling", mode="before")
+    @classmethod
+    def _sampling(cls, v: Any) -> Any:
+        """A block is validated as a block: its errors name sampling.seed, not sampling.SamplingSpec.seed."""
+        return SamplingSpec.model_validate(v) if isinstance(v, dict) else v
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: int) -> int:
+        return checked_seed(v) or 0
+
+    @field_validator("samples")
+    @classmethod
+    def _samples_seeds(cls, v: int | None, info: ValidationInfo) -> int | None:
+        """Sample i is seeded seed + i: the last seed must still be one the engines run as given."""
+        if v is None or "seed" not in info.data:
+            return v
+        for where, seed in first_seeds(info.data.get("sampling"), info.data["seed"], info.data.get("variants")):
+            if problem := seed_problem(seed, v):
+                raise PydanticCustomError("seed", "{problem}", {"problem": f"{problem} (the first seed: {where})"})
+        return v
+
     @model_validator(mode="after")
     def _reference(self) -> ModelSpec:
         for name in self.variants:  # a variant's changes must make a valid block
             self.reasoning_of(name)
-            if (self.samples or 1) > 1 and _greedy(self.sampling_of(name)):
+            sampling = self.sampling_of(name)  # validated whether or not it samples several times
+            if (self.samples or 1) > 1 and greedy(sampling):
                 raise ValueError(
                     f"samples: {self.samples} draws the same greedy answer {self.samples} times"
                     + (f" (variant {name})" if len(self.variants) > 1 else "")
                     + ": give sampling a temperature above 0"
                 )
         self.variants = _budget_variants(self)
+        for name, ctx in self.runs():
+            if problem := self.budget_problem(name, ctx):
+                raise PydanticCustomError("budget", "{problem}", {"problem": problem})
         if self.reference is not None:
             self.reference_run()  # raises naming what exists
         return self
+
+    def first_seed(self, variant: str) -> int:
+        """The seed of the variant's first sample (its sampling's, else the model's)."""
+        s = self.sampling_of(variant)
+        return s.seed if isinstance(s, SamplingSpec) and s.seed is not None else self.seed
+
+    def budget_problem(self, variant: str, ctx: int) -> str | None:
+        """Why the variant's thinking budget cannot fit any prompt in context length `ctx`, whatever the prompt
+        (the fit rule's least: an empty prompt, one answer token, the closing delimiter); None: it may.
+        A tokenizer counts the prompts themselves in the plan (thinking_checks.check_thinking)."""
+        r = self.reasoning_of(variant)
+        if r is None or not r.think or not ctx:  # 0: the server's length, unknown here
+            return None
+        remote = get_engine(self.backend).remote
+        close = 0 if remote else len(r.close)  # the fit rule's reserve for it (thinking._think)
+        least = r.budgets()[0] + 1 + close
+        if least <= ctx:
+            return None
+        run = f" (variant {variant})" if len(self.variants) > 1 else ""
+        return (
+            f"model '{self.name}'{run}: a thinking budget of {r.budgets()[0]} tokens cannot fit in max_model_len "
+            f"{ctx}: even an empty prompt needs {least} tokens (the budget, one answer token"
+            + (f", {close} for the closing delimiter" if close else "")
+            + "): give a smaller budget or a longer max_model_len"
+        )
 
     def reasoning_of(self, variant: str) -> ReasoningSpec | None:
         """The variant's thinking settings (the model's, with the variant's changes); None: not a reasoning run."""

@@ -175,6 +175,8 @@ def print_plan(the: Plan, source: str, log: Callable[[str], None]) -> list[Phase
     loads, tasks = the.loads, the.tasks
     log(f"plan: {len(loads)} model load(s), {sum(len(t.settings) for t in tasks)} task setting(s) each")
     plans = phase_plans([ld for ld in loads if ld.problem(source) is None], tasks)
+    for note in the.notes:
+        log(f"not checked: {note}")
     for k, ld in enumerate(loads, 1):
         problem = ld.problem(source)
         note = f"will fail: {problem}" if problem else f"prompt format: {prompt_format(ld.spec())}"

@@ -18,6 +18,7 @@ from ..results import RunKey
 from ..summary import SettingProvenance
 from ..tasks import load_items, make_task
 from ..tasks.base import Item, Setting, Task
+from ..thinking_checks import ThinkingRun, check_thinking
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Plan:
     tasks: list[PlannedTask]
     loads: list[Load]
     settings: list[SettingProvenance]
+    notes: list[str] = field(default_factory=list)  # what the plan could not check (the dry run prints them)
 
     def keys(self) -> list[RunKey]:
         """Every results file the sweep will write."""
@@ -85,7 +87,30 @@ def plan(
     tasks = plan_tasks(cfg, only_tasks, limit, source)
     index = {id(m): i for i, m in enumerate(cfg.models)}
     loads = [Load(m, v, c, index[id(m)]) for m in models for v, c in m.runs()]
-    return Plan(tasks, loads, [x for t in tasks for x in setting_provenance(t)])
+    notes = check_thinking(thinking_runs(loads, tasks, source), source)
+    return Plan(tasks, loads, [x for t in tasks for x in setting_provenance(t)], notes)
+
+
+def thinking_runs(loads: list[Load], tasks: list[PlannedTask], source: str) -> list[ThinkingRun]:
+    """What check_thinking refuses before any engine starts: each load whose weights are there, with every setting
+    it answers; each evaluator (its delimiters: its prompts hold the answers, unknown yet)."""
+    settings = tuple((s.name, s.phase) for t in tasks for s in t.settings)
+    runs = [
+        ThinkingRun(ld.model, ld.variant, ld.ctx, f"models.{ld.index}", settings)
+        for ld in loads
+        if ld.problem(source) is None
+    ]
+    for t in tasks:
+        for key in t.task.model_options:  # a task's judges or evaluator, where the config declares it
+            value = getattr(t.task.options, key, None)
+            specs = [(f"{key}.{i}", m) for i, m in enumerate(value)] if isinstance(value, list) else [(key, value)]
+            for where, ev in specs:
+                if not isinstance(ev, ModelSpec):
+                    continue
+                v, c = ev.runs()[0]  # loaded once: one variant, one context length
+                if ev.path_problem(v, source, 0) is None:
+                    runs.append(ThinkingRun(ev, v, c, f"tasks.{t.name}.{where}"))
+    return runs
 
 
 def configured_keys(cfg: SweepConfig, source: str) -> set[RunKey]:
