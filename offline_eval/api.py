@@ -75,7 +75,8 @@ def load(out_dir: str | Path) -> Summary:
 def compare(old: str | Path, new: str | Path, **options: Any) -> Any:
     """`offline-eval compare OLD NEW` from Python: the typed Comparison of two sweep folders. `options`: mapping
     (old run -> new run, for runs of other names), margins (metric -> margin), seed, allow_changed_data,
-    allow_protocol_change (pair runs of different protocols, refused by default)."""
+    allow_protocol_change (pair runs of different protocols, refused by default), verify (both folders verified
+    first, by default)."""
     from .comparison import compare as run
 
     return run(old, new, **options)

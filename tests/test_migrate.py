@@ -177,14 +177,15 @@ def test_report_annotate_verify_and_compare_open_a_v2_folder_saying_so_once(tmp_
     assert "schema version 2 recorded none" in got.stderr and "re-run the sweep" in got.stderr
     # compare matches the runs and says it could check nothing about the inputs; two v2 folders, which recorded
     # no task options, are refused setting by setting in words
-    both = cli("compare", str(folder), str(v2_copy(tmp_path / "again")), "--out", str(tmp_path / "c2"))
+    # (--no-verify: a v2 folder recorded no provenance, so verify can check nothing of it)
+    both = cli("compare", str(folder), str(v2_copy(tmp_path / "again")), "--out", str(tmp_path / "c2"), "--no-verify")
     assert both.returncode == 0, both.stderr
     assert (
         "none recorded in either folder" in both.stdout
         and "neither folder recorded the setting's task options" in both.stdout
     )
     fresh = v3_copy(tmp_path)
-    cmp = cli("compare", str(folder), str(fresh), "--out", str(tmp_path / "cmp"))
+    cmp = cli("compare", str(folder), str(fresh), "--out", str(tmp_path / "cmp"), "--no-verify")
     assert cmp.returncode == 0, cmp.stderr
     assert len(migrated_lines(cmp.stderr)) == 2  # each folder says so once
     assert "sweep: provenance: none recorded: its data, weights and prompts are not checked" in cmp.stdout

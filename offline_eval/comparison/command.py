@@ -30,6 +30,11 @@ def add_command(sub: Any) -> None:
         action="store_true",
         help="pair runs of a task under different protocols (paper, offline-eval): refused by default",
     )
+    c.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="compare the folders as they are, without `offline-eval verify` first (said in every output)",
+    )
     c.set_defaults(func=_command)
 
 
@@ -43,6 +48,24 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _out(a: Any) -> Path:
+    """Where the comparison goes: --out, or compare-OLD-NEW beside NEW, named after the folders themselves (so
+    `compare ../old .` is compare-old-NEWNAME); never inside either compared folder (verify would then find
+    files no sweep wrote there), never a file."""
+    old, new = Path(a.old).resolve(), Path(a.new).resolve()
+    out = Path(a.out) if a.out else new.parent / f"compare-{old.name or 'root'}-{new.name or 'root'}"
+    where = out.resolve()
+    for role, folder in (("OLD", old), ("NEW", new)):
+        if where.is_relative_to(folder):
+            raise InputError(
+                f"{out} is inside {role} ({folder}): give a folder outside both compared folders",
+                field="--out",
+            )
+    if where.exists() and not where.is_dir():
+        raise InputError(f"{out} is a file: give a folder (new or existing)", field="--out")
+    return out
+
+
 def _command(a: Any) -> int:
     margins = {}
     for k, v in _pairs(a.margin, "--margin").items():
@@ -50,6 +73,7 @@ def _command(a: Any) -> int:
             margins[k] = float(v)
         except ValueError:
             raise InputError(f"{k}={v}: the margin must be a number", field="--margin") from None
+    out = _out(a)
     c = compare(
         a.old,
         a.new,
@@ -57,7 +81,11 @@ def _command(a: Any) -> int:
         margins,
         allow_changed_data=a.allow_changed_data,
         allow_protocol_change=a.allow_protocol_change,
+        verify=not a.no_verify,
     )
-    page = write(c, a.out or Path(a.new).resolve().parent / f"compare-{Path(a.old).name}-{Path(a.new).name}")
+    try:
+        page = write(c, out)
+    except OSError as e:
+        raise InputError(f"{out}: cannot write there: {e.strerror or e}", field="--out") from None
     print(c.model_dump_json(indent=2) if a.json else f"{text_table(c)}\nwrote {page}")
     return 1 if c.fails(a.fail_on) else 0

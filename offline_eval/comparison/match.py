@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from ..analyses.verdicts import paired_verdict
-from ..errors import InputError
+from ..config import margin_problem
+from ..errors import InputError, OfflineEvalError, first_line
 from ..metrics.noninferiority import INFERIOR, NON_INFERIOR
 from ..results import ItemRecord, item_means
+from ..sections import Metric
 from ..summary import LoadProvenance, SettingProvenance, Summary
-from ..tasks import make_task, task_names
+from ..tasks import get_task_class, make_task, task_names
+from ..verify import verify as verify_folder
 from .model import (
     IMPROVED,
     INCONCLUSIVE_V,
@@ -34,9 +37,18 @@ def compare(
     seed: int = 0,
     allow_changed_data: bool = False,
     allow_protocol_change: bool = False,
+    verify: bool = True,
 ) -> Comparison:
-    """The typed comparison of two sweep folders (`offline_eval.compare`)."""
+    """The typed comparison of two sweep folders (`offline_eval.compare`). Each folder is verified first
+    (`offline-eval verify`: its summary and results rebuilt from its store, data, config and weights): one that
+    does not match is refused, naming its first mismatches; `verify=False` (--no-verify) compares them as they
+    are, and the comparison says so."""
     a, b = _load(old), _load(new)
+    margins = _margins(margins or {}, a, b)
+    if verify:
+        _verified("OLD", old)
+        if Path(new).resolve() != Path(old).resolve():
+            _verified("NEW", new)
     mapping = dict(mapping or {})
     old_runs, new_runs = {r.run for r in a.runs}, {r.run for r in b.runs}
     for o, n in mapping.items():
@@ -51,6 +63,7 @@ def compare(
     out = Comparison(
         old=str(old),
         new=str(new),
+        verified=verify,
         unmatched_old=sorted(old_runs - set(pairs)),
         unmatched_new=sorted(new_runs - set(pairs.values())),
     )
@@ -60,7 +73,7 @@ def compare(
         out.changes += _load_changes(a, b, o, n)
         mine, theirs = {r.setting for r in a.runs if r.run == o}, {r.setting for r in b.runs if r.run == n}
         for setting in sorted(mine & theirs):
-            got, flips = _setting(a, b, o, n, setting, margins or {}, seed, allow_changed_data, allow_protocol_change)
+            got, flips = _setting(a, b, o, n, setting, margins, seed, allow_changed_data, allow_protocol_change)
             out.settings.append(got)
             out.flips += flips
         out.settings += [_missing(a, o, n, x, failed.get(n)) for x in sorted(mine - theirs)]
@@ -78,6 +91,40 @@ def _missing(a: Summary, o: str, n: str, setting: str, failure: str | None) -> S
         old_run=o, new_run=n, setting=setting, task=entry.task, metric=entry.primary_metric, margin=None, n_items=0,
         old_mean=None, new_mean=None, verdict=MISSING, reason=why,
     )  # fmt: skip
+
+
+def _margins(margins: dict[str, Any], *folders: Summary) -> dict[str, float]:
+    """`--margin`s checked by models.yaml's own rule (config.margin_problem): each names a metric a compared task
+    tests for non-inferiority, and is a finite number above 0 inside its range."""
+    declared: dict[str, Metric] = {}
+    for task in sorted({r.task for s in folders for r in s.runs} & set(task_names())):
+        metric = get_task_class(task).noninferiority_metric()
+        declared[metric.name] = metric
+    out = {}
+    for key, value in margins.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InputError(f"{key}={value!r}: the margin must be a number", field="--margin")
+        if why := margin_problem(key, float(value), declared, "the compared folders"):
+            raise InputError(f"{key}={value:g}: {why}", field="--margin")
+        out[key] = float(value)
+    return out
+
+
+def _verified(role: str, folder: str | Path) -> None:
+    """Refuses a folder that `offline-eval verify` does not pass, in one line naming it and its first mismatches."""
+    instead = "--no-verify compares it as it is, saying so"
+    try:
+        problems = verify_folder(folder)
+    except OfflineEvalError as e:
+        raise InputError(f"{role} cannot be verified: {first_line(e)} ({instead})", file=str(folder)) from None
+    if problems:
+        shown = "; ".join(" ".join(p.split())[:240] for p in problems[:3])
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise InputError(
+            f"{role} does not verify, {len(problems)} mismatch(es): {shown}{more} (`offline-eval verify {folder}` "
+            f"lists them; {instead})",
+            file=str(folder),
+        )
 
 
 def _load(folder: str | Path) -> Summary:
@@ -182,7 +229,7 @@ def _setting(
     verdict = {INFERIOR: REGRESSED, NON_INFERIOR: NON_INFERIOR_V}.get(stats.verdict, INCONCLUSIVE_V)
     if verdict == NON_INFERIOR_V and stats.ci_low is not None and stats.ci_low > 0:
         verdict = IMPROVED
-    flips = _flips(task, old_recs, new_recs, set(shared), setting, o, n)
+    flips = _flips(task, old_recs, new_recs, set(shared), setting, o, n)  # None: graded, nothing flips
     differ = _outputs_differ(old_recs, new_recs, set(shared))
     same = _same_inputs(a, b, o, n, pa, pb)
     got = base.model_copy(
@@ -190,14 +237,14 @@ def _setting(
             "verdict": verdict,
             "reason": stats.reason,
             "statistics": stats,
-            "right_to_wrong": sum(f.direction == "right->wrong" for f in flips),
-            "wrong_to_right": sum(f.direction == "wrong->right" for f in flips),
+            "right_to_wrong": None if flips is None else sum(f.direction == "right->wrong" for f in flips),
+            "wrong_to_right": None if flips is None else sum(f.direction == "wrong->right" for f in flips),
             "answers_differ": differ,
             "same_inputs": same,
             "engine_or_tool_change": same and differ > 0,
         }
     )
-    return got, flips
+    return got, flips or []
 
 
 def _first(recs: list[ItemRecord]) -> dict[str, ItemRecord]:
@@ -209,14 +256,14 @@ def _first(recs: list[ItemRecord]) -> dict[str, ItemRecord]:
 
 def _flips(
     task: Any, old: list[ItemRecord], new: list[ItemRecord], shared: set[str], setting: str, o: str, n: str
-) -> list[Flip]:
-    """Items right in one and wrong in the other (an item's first sample where it has several); none for graded
-    scores, which are not right or wrong."""
+) -> list[Flip] | None:
+    """Items right in one and wrong in the other (an item's first sample where it has several); None where the
+    paired metric is graded (Metric.paired) or a score is not 0 or 1: those items are not right or wrong."""
     a, b = _first(old), _first(new)
     if task.noninferiority_metric().paired != "binary" or not all(
         task.item_score(r[i]) in (0, 1, None) for r in (a, b) for i in shared
     ):
-        return []
+        return None
     out = []
     for i in sorted(shared):
         sa, sb = task.item_score(a[i]), task.item_score(b[i])

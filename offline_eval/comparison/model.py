@@ -57,8 +57,10 @@ class SettingComparison(BaseModel):
     new_protocol: str = "offline-eval"
     reason: str | None = None  # why refused or inconclusive
     statistics: NonInferiority | None = None
-    right_to_wrong: int = 0
-    wrong_to_right: int = 0
+    # items right in OLD and wrong in NEW, and the reverse: counted where the paired metric is right or wrong
+    # (Metric.paired "binary"); None where it is graded (neither) or nothing was compared
+    right_to_wrong: int | None = None
+    wrong_to_right: int | None = None
     answers_differ: int = 0  # items whose raw outputs differ
     same_inputs: bool = False  # weights, chat template, prompt template and data identical
     engine_or_tool_change: bool = False  # same inputs, different answers: the engine or the tool changed them
@@ -67,6 +69,9 @@ class SettingComparison(BaseModel):
 class Comparison(BaseModel):
     old: str
     new: str
+    # Both folders passed `offline-eval verify` first (their summaries and results rebuilt from their stores,
+    # data, configs and weights match); False: compared as they are (--no-verify), said in every output.
+    verified: bool = False
     settings: list[SettingComparison] = Field(default_factory=list)
     changes: list[Change] = Field(default_factory=list)
     unmatched_old: list[str] = Field(default_factory=list)  # runs of OLD that NEW lacks (and --map names none)

@@ -1,5 +1,7 @@
 """A comparison as files (comparison.json, flips.jsonl, compare.html with the report's item browser) and as the
-terminal's lines. Model output is text: escaped in HTML, the browser's data inlined as JSON a script cannot end."""
+terminal's lines. Model output is text: escaped in HTML, the browser's data inlined as JSON a script cannot end;
+every string from the folders is isolated for bidirectional text (a right-to-left override in a run name, a path or
+an answer reorders nothing outside its own cell)."""
 
 from __future__ import annotations
 
@@ -24,36 +26,58 @@ def write(c: Comparison, out: str | Path) -> Path:
     return page
 
 
+def _bdi(text: str) -> str:
+    """A string from the folders (a run name, a path, a reason, an output) in HTML: escaped, and isolated for
+    bidirectional text, so that a right-to-left override inside it ends with it."""
+    return f"<bdi>{html.escape(text)}</bdi>"
+
+
+def _isolated(text: str) -> str:
+    """The same for a string the item browser writes as text (it joins some into one line, e.g. an item's id,
+    setting and gold): wrapped in FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE."""
+    return f"\u2068{text}\u2069"
+
+
+def _verification(c: Comparison) -> str:
+    if c.verified:
+        return "verified: both folders' summaries and results match their rebuild from store, data, config and weights"
+    return (
+        "NOT VERIFIED (--no-verify): both folders were read as they are; a results file edited after its sweep "
+        "would be compared as if the sweep had written it (offline-eval verify DIR checks one)"
+    )
+
+
 def _html(c: Comparison, d: Path) -> str:
     from ..report.browser import browser_html
 
-    e = html.escape
+    b, e = _bdi, html.escape
     rows = "".join(
-        f"<tr><td>{e(s.setting)} <small>({e(_protocol(s))})</small></td><td>{e(s.old_run)}</td><td>{e(s.new_run)}</td><td>{e(s.metric)}</td>"
+        f"<tr><td>{b(s.setting)} <small>({b(_protocol(s))})</small></td><td>{b(s.old_run)}</td><td>{b(s.new_run)}</td><td>{b(s.metric)}</td>"
         f"<td>{_num(s.old_mean)}</td><td>{_num(s.new_mean)}</td><td>{_ci(s.statistics)}</td><td>{e(_tests(s.statistics))}</td>"
-        f"<td>{e(s.verdict)}</td><td>{s.right_to_wrong}</td><td>{s.wrong_to_right}</td>"
-        f"<td>{e(s.reason or ('engine or tool change' if s.engine_or_tool_change else ''))}</td></tr>"
+        f"<td>{b(s.verdict)}</td><td>{_count(s.right_to_wrong)}</td><td>{_count(s.wrong_to_right)}</td>"
+        f"<td>{b(s.reason or ('engine or tool change' if s.engine_or_tool_change else ''))}</td></tr>"
         for s in c.settings
     )
     changes = "".join(
-        f"<tr><td>{e(x.scope)}</td><td>{e(x.what)}</td><td>{e(x.old or '')}</td><td>{e(x.new or '')}</td></tr>"
+        f"<tr><td>{b(x.scope)}</td><td>{b(x.what)}</td><td>{b(x.old or '')}</td><td>{b(x.new or '')}</td></tr>"
         for x in c.changes
     )
     settings = sorted({f.setting for f in c.flips})
+    i = _isolated
     data = {
         "runs": ["old", "new"],
         "weights": ["", ""],
-        "settings": settings,
+        "settings": [i(x) for x in settings],
         "texts": [],
         "rows": [
             [
-                f.id,
+                i(f.id),
                 settings.index(f.setting),
                 f.direction,
-                json.dumps(f.gold, ensure_ascii=False),
+                i(json.dumps(f.gold, ensure_ascii=False)),
                 {
-                    "0": [f.old_output, f.old_output, int(f.direction == "wrong->right") ^ 1, {"run": f.old_run}],
-                    "1": [f.new_output, f.new_output, int(f.direction == "wrong->right"), {"run": f.new_run}],
+                    "0": [f.old_output, f.old_output, int(f.direction == "wrong->right") ^ 1, {"run": i(f.old_run)}],
+                    "1": [f.new_output, f.new_output, int(f.direction == "wrong->right"), {"run": i(f.new_run)}],
                 },
                 None,
             ]
@@ -61,17 +85,25 @@ def _html(c: Comparison, d: Path) -> str:
         ],  # fmt: skip
     }
     browser = browser_html(data, ResultsFolder(d)) if c.flips else "<p>No item flipped.</p>"
+    warn = "" if c.verified else ' style="color:#a00;font-weight:bold"'
     return (
         '<!doctype html><html lang="ja"><head><meta charset="utf-8"><title>offline-eval compare</title>'
         "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid "
-        "#ccc;padding:2px 6px;vertical-align:top}pre{white-space:pre-wrap}</style></head><body>"
-        f"<h1>Comparison</h1><p>old: {e(c.old)}<br>new: {e(c.new)}</p>"
+        "#ccc;padding:2px 6px;vertical-align:top}pre{white-space:pre-wrap}"
+        # the item browser writes outputs as text into cells, pre blocks, summaries and options: each isolated
+        "td,th,pre,h3,summary,option,b{unicode-bidi:isolate}</style></head><body>"
+        f"<h1>Comparison</h1><p>old: {b(c.old)}<br>new: {b(c.new)}</p>"
+        f'<p id="verification"{warn}>{e(_verification(c))}</p>'
         "<h2>Verdicts</h2><table><thead><tr><th>setting</th><th>old run</th><th>new run</th><th>metric</th>"
         "<th>old</th><th>new</th><th>new - old, 95% CI</th><th>tests of no difference</th><th>verdict</th><th>right→wrong</th>"
         f"<th>wrong→right</th><th>note</th></tr></thead><tbody>{rows}</tbody></table>"
         "<h2>What changed</h2><table><thead><tr><th>where</th><th>what</th><th>old</th><th>new</th></tr></thead>"
         f"<tbody>{changes}</tbody></table><h2>Flipped items</h2>{browser}</body></html>"
     )
+
+
+def _count(v: int | None) -> str:
+    return "" if v is None else str(v)
 
 
 def _num(v: float | None) -> str:
@@ -99,7 +131,7 @@ def _protocol(s: SettingComparison) -> str:
 
 def text_table(c: Comparison) -> str:
     """What the terminal shows: a line per setting, then what changed."""
-    lines = []
+    lines = [_verification(c)]
     for s in c.settings:
         delta = _ci(s.statistics)
         note = s.reason or ("engine or tool change: same inputs, other answers" if s.engine_or_tool_change else "")
@@ -112,7 +144,11 @@ def text_table(c: Comparison) -> str:
                 if s.n_items
                 else ""
             )
-            + (f", {s.right_to_wrong} right->wrong, {s.wrong_to_right} wrong->right" if s.n_items else "")
+            + (
+                f", {s.right_to_wrong} right->wrong, {s.wrong_to_right} wrong->right"
+                if s.n_items and s.right_to_wrong is not None
+                else ""
+            )
             + (f", {s.n_left_out} changed items left out" if s.n_left_out else "")
             + (f"; {t}" if (t := _tests(s.statistics)) else "")
             + (f"; {note}" if note else "")
