@@ -66,6 +66,11 @@ class ReasoningSpec(Strict):
     open: str = Field("<think>", min_length=1)
     close: str = Field("</think>", min_length=1)
     stop: str | None = Field(None, min_length=1, description="where the thinking ends (default: close)")
+    run_out: Literal["force", "no-answer"] | None = Field(
+        None,
+        description="a thinking the budget ends: force (default) closes it and asks for the answer (budget forcing, "
+        "ours); no-answer leaves the item unanswered, scored as no answer (a paper's reasoning protocol)",
+    )
     template_kwargs: dict[str, Any] = Field(default_factory=dict)
     preset: Literal["harmony"] | None = Field(None, description="delimiters of a named format (gpt-oss: harmony)")
 

@@ -36,6 +36,7 @@ class Thinking:
     close: str
     served: bool = False
     end: str | None = None  # where the thinking ends, where not at the closing delimiter
+    force: bool = True  # a thinking the budget ends is closed and answered; False: it has no answer
 
     @property
     def stop(self) -> str:
@@ -66,7 +67,7 @@ class ModelSettings:
         r = self.reasoning
         if r is None or not r.think:
             return None
-        return Thinking(r.budgets()[0], r.open, r.close, self.served, r.stop)
+        return Thinking(r.budgets()[0], r.open, r.close, self.served, r.stop, r.run_out != "no-answer")
 
     def describe(self) -> dict[str, Any] | None:
         """What the summary records of how the model decoded (None: greedy, no thinking, as every task asks)."""
@@ -98,10 +99,13 @@ class ModelSettings:
         return r
 
 
-def settings_of(m: ModelSpec, variant: str) -> ModelSettings:
+def settings_of(m: ModelSpec, variant: str, own_sampling: bool = False) -> ModelSettings:
+    """`own_sampling`: a task's protocol decodes as the weights' files say where the model declares no sampling of
+    its own (as `sampling: model`; a served model's server decides)."""
     sampling = m.sampling_of(variant)
-    if sampling == "model":
-        sampling = recommended(m.variants[variant].file or m.path)
+    path = m.variants[variant].file or m.path
+    if sampling == "model" or (own_sampling and sampling is None and path and not get_engine(m.backend).remote):
+        sampling = recommended(path)
     return ModelSettings(sampling, m.reasoning_of(variant), m.seed, get_engine(m.backend).remote, m.samples or 1)
 
 
@@ -233,8 +237,13 @@ def _think_then_answer(runner: Runner, phase: Phase, t: Thinking) -> tuple[list[
                 carried=Carried(len(head), th.text, ids) if ids is not None else None,
             )
         )
-    # An item whose thinking did not fit has no answer phase; one whose answer no longer fits overflows.
-    todo = [i for i, th in enumerate(thoughts) if th.finish_reason != "overflow"]
+    # An item whose thinking did not fit has no answer phase, nor one whose budget ended it where that means no
+    # answer (run_out: no-answer); one whose answer no longer fits overflows.
+    todo = [
+        i
+        for i, th in enumerate(thoughts)
+        if th.finish_reason != "overflow" and (t.force or th.finish_reason != "length")
+    ]
     answer = Phase(
         name=phase.name,
         requests=[answers[i] for i in todo],
@@ -247,6 +256,19 @@ def _think_then_answer(runner: Runner, phase: Phase, t: Thinking) -> tuple[list[
     got = dict(zip(todo, said))
     results = []
     for i, th in enumerate(thoughts):
+        if i not in got and th.finish_reason == "length":  # the budget ended it: no answer, scored as none
+            results.append(
+                replace(
+                    th,
+                    text="",
+                    token_ids=None,
+                    reasoning=th.text,
+                    reasoning_tokens=th.output_tokens,
+                    reasoning_cut=True,
+                    output_tokens=0,
+                )
+            )
+            continue
         if i not in got:
             results.append(replace(th, token_ids=None))
             continue

@@ -421,7 +421,12 @@ def test_paper_sweep_on_the_fake_engine_scores_the_authors_tags(tmp_path):
     (ev_dir / "generation_config.json").write_text(
         json.dumps({"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20}), encoding="utf-8"
     )
-    cand = {"name": "cand", "backend": "fake", "path": str(tmp_path / "w.bin"), "max_model_len": 65536,
+    cand_dir = tmp_path / "candidate"  # the candidate's own generation_config: the authors' generate() uses it
+    cand_dir.mkdir()
+    (cand_dir / "generation_config.json").write_text(
+        json.dumps({"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 30}), encoding="utf-8"
+    )
+    cand = {"name": "cand", "backend": "fake", "path": str(cand_dir), "max_model_len": 65536,
             "engine_args": {"default": CONTENT}}  # fmt: skip
     ev = {"name": "judge", "backend": "fake", "path": str(ev_dir), "max_model_len": 65536,
           "engine_args": {"answers": {"提起行政诉讼": "<reasoning>:没有结论</reasoning>"}, "default": CRITIQUE}}  # fmt: skip
@@ -442,6 +447,7 @@ def test_paper_sweep_on_the_fake_engine_scores_the_authors_tags(tmp_path):
     for a in _stored(out, evaluator=False):
         assert a["messages"][0] == ["system", "你是一个有用的助手"]
         assert a["messages"][1][1] in queries.values() and a["sampling"]["max_tokens"] == 1024
+        assert (a["sampling"]["temperature"], a["sampling"]["top_p"], a["sampling"]["top_k"]) == (0.6, 0.9, 30)
     for r in recs:
         e = r["evaluation"]
         if r["id"] == "human:1":  # the scripted critique with no <ans>: a counted failure, never scored

@@ -47,10 +47,11 @@ def phase_plans(loads: list[Load], tasks: list[PlannedTask]) -> list[PhasePlan]:
         count = _LazyCounter(spec)
         settings = settings_of(ld.model, ld.variant)  # once per load: `sampling: model` reads the weights' files
         for t in tasks:
-            k = settings.on_task(t.task.samples).samples  # each item answered k times: k times the work
+            own = settings_of(ld.model, ld.variant, True) if t.task.model_sampling else settings
+            k = own.on_task(t.task.samples).samples  # each item answered k times: k times the work
             for s in t.settings:
-                name, phase = s.name, planned(s.phase, settings)
-                key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name, repr(settings))
+                name, phase = s.name, planned(s.phase, own)
+                key = (spec.backend, spec.path or _served(spec), str(spec.chat_template), name, repr(own))
                 if key not in lengths:
                     lengths[key] = count(phase.requests)
                 counted = lengths[key]
@@ -101,9 +102,10 @@ def planned_tokens(ld: Load, tasks: list[PlannedTask], sample: int = 256) -> int
     total = 0.0
     try:
         for t in tasks:
-            k = settings.on_task(t.task.samples).samples
+            own = settings_of(ld.model, ld.variant, True) if t.task.model_sampling else settings
+            k = own.on_task(t.task.samples).samples
             for s in t.settings:
-                requests = planned(s.phase, settings).requests
+                requests = planned(s.phase, own).requests
                 some = requests[:: max(1, -(-len(requests) // sample))]
                 counted = count(some) if some else []
                 if counted is None:

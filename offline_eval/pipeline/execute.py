@@ -134,7 +134,8 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
             facts.decoding = decoding
     try:
         for t in tasks:
-            mine = settings.on_task(t.task.samples)
+            own = settings_of(m, ld.variant, True) if t.task.model_sampling else settings
+            mine = own.on_task(t.task.samples)
             for s in t.settings:
                 with PeakMemory() as mem:
                     results, stats = solve(runner, s.phase, mine)

@@ -130,6 +130,13 @@ class Task(ABC, Generic[ItemT, R]):
         its own, offline-eval's."""
         return str(getattr(self.options, "protocol", OURS))
 
+    @property
+    def model_sampling(self) -> bool:
+        """The task's protocol decodes each candidate as its weights' files say (its generation_config, as the
+        authors' code calls generate() without sampling arguments) where models.yaml gives the model no sampling
+        of its own; False: greedy, as every task asks by default."""
+        return False
+
     def resamples(self) -> tuple[int, int]:
         """(resamples, seed) of the clustered bootstrap: the task's `bootstrap` and `seed` options (0: none)."""
         return int(getattr(self.options, "bootstrap", 0)), int(getattr(self.options, "seed", 0))

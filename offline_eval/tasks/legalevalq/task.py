@@ -210,8 +210,8 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     @property
     def model_sampling(self) -> bool:
-        """The candidates should draw tokens as their weights' generation_config says: the authors call generate()
-        with max_new_tokens only (authors.ANSWER_DECODING_SOURCE). Read by the pipeline where it supports it."""
+        """Under paper the candidates decode as their weights' generation_config says: the authors call generate()
+        with max_new_tokens only (authors.ANSWER_DECODING_SOURCE)."""
         return self.options.protocol == "paper"
 
     def load(self) -> list[LegalEvalQItem]:
