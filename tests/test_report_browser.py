@@ -85,7 +85,10 @@ def test_report_in_headless_chromium(tmp_path, offline_browser):  # type: ignore
     detail = page.locator("#item-detail").inner_text()
     assert detail.count("raw output") == 6 and "m.fake.broken.ctx4096" in detail
     # The prompt is collapsed; a click shows it.
-    item = page.locator("#item-detail h3").inner_text().split(" ")[0]
+    # Data in the heading's line is isolated (FSI ... PDI), so an override in an id or a gold answer ends there.
+    heading = page.locator("#item-detail h3").inner_text()
+    assert heading.startswith("\u2068") and heading.count("\u2068") == heading.count("\u2069") == 3
+    item = heading.split(" ")[0].strip("\u2068\u2069")
     prompt = page.locator("#item-detail details.prompt pre")
     assert prompt.count() == 1 and not prompt.is_visible()
     page.locator("#item-detail details.prompt summary").click()

@@ -185,11 +185,13 @@ _JS = """
     $('f-count').textContent = Math.min(shown, rows.length) + ' of ' + rows.length + ' items shown';
     $('more').style.display = rows.length > shown ? '' : 'none';
   };
+  // Data in a line of other text, isolated (FSI ... PDI): a right-to-left override in it ends where it does.
+  var iso = function (s) { return '\u2068' + s + '\u2069'; };
   var detail = function (r) {
     var box = $('item-detail');
     box.innerHTML = '';
     var h = document.createElement('h3');
-    h.textContent = r[0] + ' (' + D.settings[r[1]] + ')  gold: ' + r[3];
+    h.textContent = iso(r[0]) + ' (' + iso(D.settings[r[1]]) + ')  gold: ' + iso(r[3]);
     box.appendChild(h);
     var prompt = function (p, title) {
       var d = document.createElement('details'), s = document.createElement('summary');
@@ -207,7 +209,7 @@ _JS = """
       prompt(r[5][0], 'prompt' + (focused.length ? ' (in full)' : ''));
       if (r[5][1] && focused.length) {
         prompt(r[5][1], 'focused prompt, the statutes cut to their changed articles (overflow policy focus), ' +
-               'given to ' + focused.map(function (i) { return D.runs[i]; }).join(', '));
+               'given to ' + focused.map(function (i) { return iso(D.runs[i]); }).join(', '));
       }
     }
     var t = document.createElement('table'), tr = t.insertRow();
@@ -220,7 +222,7 @@ _JS = """
         td.appendChild(p);
       };
       td.style.verticalAlign = 'top';
-      add(D.runs[i] + ((D.weights || [])[i] ? ' (' + D.weights[i] + ')' : ''),
+      add(iso(D.runs[i]) + ((D.weights || [])[i] ? ' (' + iso(D.weights[i]) + ')' : ''),
           a[2] === 1 ? 'correct' : a[2] === 0 ? 'incorrect' : '');
       if (a[6]) {
         var th = document.createElement('details'), sm = document.createElement('summary');

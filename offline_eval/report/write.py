@@ -70,6 +70,7 @@ _CSS = (
     "details{margin:.5em 0;border-left:3px solid #ddd;padding-left:1em}summary{font-size:1.2em;cursor:pointer}"
     ".first{border-bottom:2px solid #888;margin-bottom:1em}details.prompt summary{font-size:1em}"
     "ins{background:#c8efc8;text-decoration:none}del{background:#f8d0cc}.elided{color:#888}"
+    "td,th,li,pre,summary,figcaption,h3,b,bdi{unicode-bidi:isolate}"
 )
 
 # Click a header to sort its table (numbers by value, text otherwise; again to reverse).
@@ -177,7 +178,7 @@ def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None) -
     if failures:
         body += (
             '<h2 id="failed">Failed runs</h2><ul>'
-            + "".join(f"<li>{html.escape(f.run + ': ' + f.reason)}</li>" for f in failures)
+            + "".join(f"<li><bdi>{html.escape(f.run)}</bdi>: <bdi>{html.escape(f.reason)}</bdi></li>" for f in failures)
             + "</ul>"
         )
     write_text_atomic(
