@@ -41,10 +41,13 @@ class State:
 
     def forget_dropped(self, folder: ResultsFolder) -> None:
         """The results files of the runs the config no longer plans (their outputs stay in the store)."""
+        top = (folder.root / "results").resolve()
         for key in self.dropped:
             f = folder.results_file(key)
-            f.unlink(missing_ok=True)
-            if f.parent.is_dir() and not any(f.parent.iterdir()):
+            if not f.resolve().is_relative_to(top) or not f.is_file():  # names read from the earlier summary
+                continue
+            f.unlink()
+            if not any(f.parent.iterdir()):
                 f.parent.rmdir()
 
     def failed(self, f: Failure) -> None:
