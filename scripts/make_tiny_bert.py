@@ -4,7 +4,7 @@
     python scripts/make_tiny_bert.py OUT
 
 It stands in for a real BERT-like encoder in LegalEval-Q's regression scorer (tests and the demo). The
-WordPiece vocabulary holds the characters of the text under data/. It has 12 layers, as the authors' BERT-base,
+WordPiece vocabulary holds the characters of scripts/tiny_corpus.txt (the frozen sample text). It has 12 layers, as the authors' BERT-base,
 so the scorer's layer groups are theirs (hidden_states[1:5], [5:9], [9:13]).
 """
 
@@ -18,13 +18,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_tiny_model import corpus_lines  # noqa: E402
+from make_tiny_model import CORPUS, corpus_lines  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--data", type=Path, default=ROOT / "data")
+    ap.add_argument("--data", type=Path, default=CORPUS)
     ap.add_argument("--layers", type=int, default=12, help="12 = the authors' three layer groups of four")
     ap.add_argument("--hidden", type=int, default=64)
     a = ap.parse_args(argv)

@@ -12,7 +12,7 @@ OUT/harmony/hf, OUT/harmony/gguf/tiny-harmony-f32.gguf   a tiny model in gpt-oss
                               takes the place of one ordinary token, so some analysis messages end
 
 The tokenizer is a SentencePiece unigram model (byte fallback, so any input encodes) trained on the text
-under data/. Weights are random: the plumbing is what the tests exercise, not the answers.
+in scripts/tiny_corpus.txt (the sample data in data/ as it stood, frozen). Weights are random: the plumbing is what the tests exercise, not the answers.
 """
 
 from __future__ import annotations
@@ -51,7 +51,13 @@ HARMONY_TEMPLATE = (ROOT / "scripts" / "templates" / "gpt-oss.jinja").read_text(
 HARMONY_STOPS = ["<|return|>", "<|call|>"]  # generation_config's end-of-generation tokens beside </s>
 
 
-def corpus_lines(data_dir: Path) -> list[str]:
+# The text the tiny tokenizers are trained on, frozen: the sample data in data/ as it stood when the tiny models'
+# vocabulary was fixed (git 27177c0), one line each, so that editing the samples leaves the tiny models (and every
+# folder the tests keep that was made with them) unchanged. A folder or other file given instead is read as data/ is.
+CORPUS = ROOT / "scripts" / "tiny_corpus.txt"
+
+
+def corpus_lines(source: Path = CORPUS) -> list[str]:
     lines: list[str] = []
 
     def walk(v: object) -> None:
@@ -64,7 +70,7 @@ def corpus_lines(data_dir: Path) -> list[str]:
             for x in v:
                 walk(x)
 
-    for f in sorted(data_dir.rglob("*")):
+    for f in sorted(source.rglob("*")) if source.is_dir() else [source]:
         if f.suffix == ".jsonl":
             for line in f.read_text(encoding="utf-8").splitlines():
                 if line.strip():
@@ -301,7 +307,7 @@ def write_gguf(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="output folder")
-    ap.add_argument("--data", type=Path, default=ROOT / "data", help="text to train the tokenizer on")
+    ap.add_argument("--data", type=Path, default=CORPUS, help="text to train the tokenizer on (a file or folder)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)

