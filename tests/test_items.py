@@ -31,9 +31,15 @@ def _options(name: str, tmp: Path) -> dict[str, object]:
     (scorer / "scorer_config.json").write_text("{}")
     (tmp / "e.gguf").write_bytes(b"")
     return {
-        "jbeqa": {"data": str(DATA / "jbeqa"), "shots": [0, 4]},
-        "legalrikai": {"data": str(DATA / "legalrikai"), "judges": []},
+        # the sample as it stood when the digests were taken (data/jbeqa's instructions are the release's since)
+        "jbeqa": {
+            "protocol": "offline-eval",
+            "data": str(DATA.parent / "tests" / "fixtures" / "demo-data" / "jbeqa"),
+            "shots": [0, 4],
+        },
+        "legalrikai": {"protocol": "offline-eval", "data": str(DATA / "legalrikai"), "judges": []},
         "legalevalq": {
+            "protocol": "offline-eval",
             "data": str(DATA / "legalevalq" / "queries.json"),
             "scorer": str(scorer),
             "evaluator": {"name": "e", "backend": "llamacpp", "path": str(tmp / "e.gguf"), "max_model_len": 512},

@@ -45,7 +45,10 @@ def _sweep(tmp: Path, log: list[str] | None = None, tasks: dict[str, Any] | None
                 **model,
             }
         ],
-        "tasks": tasks or {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}},
+        "tasks": tasks
+        or {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}
+        },
     }
     return offline_eval.sweep(config, progress=False, log=(log.append if log is not None else lambda _: None))
 
@@ -108,7 +111,16 @@ def test_one_sample_leaves_the_records_and_metrics_as_before(tmp_path: Path) -> 
 
 
 def test_a_task_sets_its_own_samples_and_a_greedy_model_answers_once(tmp_path: Path) -> None:
-    task = {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4, "samples": 2}}
+    task = {
+        "jbeqa": {
+            "protocol": "offline-eval",
+            "data": str(DATA),
+            "shots": [0],
+            "mode": ["constrained"],
+            "limit": 4,
+            "samples": 2,
+        }
+    }
     summary = _sweep(tmp_path / "a", tasks=task, sampling=SAMPLED, samples=4)
     assert summary.runs[0].metrics["samples"] == 2
     greedy = _sweep(tmp_path / "b", tasks=task)
@@ -121,8 +133,8 @@ def test_a_task_sets_its_own_samples_and_a_greedy_model_answers_once(tmp_path: P
         ({"samples": 4}, None, "draws the same greedy answer 4 times"),
         ({"samples": 0, "sampling": SAMPLED}, None, "samples"),
         ({"samples": "4", "sampling": SAMPLED}, None, "samples"),
-        ({}, {"jbeqa": {"data": str(DATA), "samples": 0}}, "tasks.jbeqa.samples"),
-        ({}, {"jbeqa": {"data": str(DATA), "samples": True}}, "tasks.jbeqa.samples"),
+        ({}, {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "samples": 0}}, "tasks.jbeqa.samples"),
+        ({}, {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "samples": True}}, "tasks.jbeqa.samples"),
     ],
 )
 def test_bad_samples_are_refused_naming_the_field(tmp_path: Path, model, tasks, says) -> None:
@@ -154,7 +166,7 @@ def _records(correct: np.ndarray, per_question: int = 3) -> list[JBEQARecord]:
 
 
 def test_verdicts_compare_per_item_means_clustered_by_question() -> None:
-    task = make_task("jbeqa", {"data": str(DATA)})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA)})
     rng = np.random.default_rng(5)
     var, ref = rng.random((4, 60)) < 0.7, rng.random((4, 60)) < 0.75
     got = paired_verdict(task, _records(var), _records(ref), 0.02)
@@ -180,7 +192,7 @@ def test_sampled_verdicts_cover_and_rarely_declare_a_false_non_inferiority(k: in
     """Temperature > 0: each of k answers is right with its statement's probability. The truth, the variant's
     mean P(right) minus the reference's over the population of statements, is -margin; the interval on per-item
     means covers it and a non-inferior verdict stays rare, with one sample as with eight."""
-    task = make_task("jbeqa", {"data": str(DATA)})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA)})
     sims, questions, m, margin = 300, 40, 3, 0.02
     rng = np.random.default_rng(31 + k)
     hit = false_ni = 0
@@ -202,7 +214,7 @@ def test_sampled_verdicts_cover_and_rarely_declare_a_false_non_inferiority(k: in
 def test_run_to_run_sd_estimates_the_spread_of_one_run() -> None:
     """The SD across sample index of accuracy, averaged over simulated sweeps, is the SD of one run's accuracy on
     these items: sqrt(sum p(1-p)) / n for independent samples."""
-    task = make_task("jbeqa", {"data": str(DATA)})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA)})
     rng = np.random.default_rng(7)
     p = rng.uniform(0.2, 0.95, 90)
     truth = math.sqrt(float(np.sum(p * (1 - p)))) / len(p)
@@ -240,7 +252,15 @@ def test_llamacpp_draws_k_seeded_samples_that_a_fresh_sweep_draws_again(tmp_path
                         "samples": 3,
                     }
                 ],
-                "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 6}},
+                "tasks": {
+                    "jbeqa": {
+                        "protocol": "offline-eval",
+                        "data": str(DATA),
+                        "shots": [0],
+                        "mode": ["constrained"],
+                        "limit": 6,
+                    }
+                },
             },
             progress=False,
             log=lambda _: None,
@@ -271,11 +291,19 @@ def test_the_dry_run_counts_k_answers_per_item(tmp_path: Path) -> None:
         cfg = {
             "output_dir": str(tmp_path / "out"),
             "models": [{**model, "sampling": SAMPLED, "samples": k}],
-            "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}},
+            "tasks": {
+                "jbeqa": {
+                    "protocol": "offline-eval",
+                    "data": str(DATA),
+                    "shots": [0],
+                    "mode": ["constrained"],
+                    "limit": 4,
+                }
+            },
         }
         (tmp_path / "m.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True))
         dry = run_cli("sweep", str(tmp_path / "m.yaml"), "--dry-run")
         assert dry.returncode == 0, dry.stderr
         plans[k] = next(line for line in dry.stderr.splitlines() if "jbeqa.0shot.constrained" in line)
-    assert plans[1].endswith("4 requests, 1864 prompt tokens, <= 16 output tokens, 0 overflow"), plans
-    assert plans[4].endswith("16 requests, 7456 prompt tokens, <= 64 output tokens, 0 overflow"), plans
+    assert plans[1].endswith("4 requests, 1750 prompt tokens, <= 16 output tokens, 0 overflow"), plans
+    assert plans[4].endswith("16 requests, 7000 prompt tokens, <= 64 output tokens, 0 overflow"), plans
