@@ -113,13 +113,31 @@ def thinking_runs(loads: list[Load], tasks: list[PlannedTask], source: str) -> l
     return runs
 
 
-def configured_keys(cfg: SweepConfig, source: str) -> set[RunKey]:
-    """Every run x setting the whole config plans, whatever --only and --tasks choose (no data is read)."""
-    settings = []
+@dataclass(frozen=True)
+class Configured:
+    """Every run x setting the whole config plans, whatever --only and --tasks choose; `unread`: tasks not chosen
+    this time whose settings depend on data that cannot be read now (a LegalRikai folder's sub-tasks): their
+    earlier runs of configured models are kept as they are."""
+
+    keys: frozenset[RunKey]
+    runs: frozenset[str]
+    unread: frozenset[str]
+
+    def __contains__(self, key: RunKey) -> bool:
+        return key in self.keys
+
+
+def configured_keys(cfg: SweepConfig, source: str) -> Configured:
+    """What the config plans (no items are read; a task whose settings need its data folder lists it)."""
+    settings, unread = [], set()
     for name, opts in cfg.tasks.items():
         task = make_task(name, dict(opts), source)
-        settings += [task.setting_name(o) for o in task.settings()]
-    return {RunKey(m.run_name(v, c), s) for m in cfg.models for v, c in m.runs() for s in settings}
+        try:
+            settings += [task.setting_name(o) for o in task.settings()]
+        except InputError:
+            unread.add(name)  # a chosen task's data was read (and refused) by the plan before this
+    runs = frozenset(m.run_name(v, c) for m in cfg.models for v, c in m.runs())
+    return Configured(frozenset(RunKey(r, s) for r in runs for s in settings), runs, frozenset(unread))
 
 
 def plan_tasks(

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
 from ..summary import SCHEMA_VERSION, Failure, LoadProvenance, Provenance, SettingProvenance, Summary, SweepProvenance
 from ..tasks.base import Task
+
+if TYPE_CHECKING:
+    from .plan import Configured
 
 
 @dataclass
@@ -23,16 +27,20 @@ class State:
 
     @classmethod
     def start(
-        cls, folder: ResultsFolder, attempted: set[str], configured: set[RunKey], log: Callable[[str], None]
+        cls, folder: ResultsFolder, attempted: set[str], configured: Configured, log: Callable[[str], None]
     ) -> State:
         """From an earlier sweep into the folder: its runs and failures that the config still plans (`configured`:
         every run x setting, whatever --only and --tasks chose this time). A run not attempted this time keeps its
         earlier state; an attempted one gets its state from this sweep. A run the config no longer plans (a model
         or variant renamed, a budget given as a list) leaves the summary; its outputs stay in the store."""
         earlier = read_earlier(folder, log)
-        runs = [r for r in earlier.runs if r.key in configured]
-        names = {k.run for k in configured}
-        dropped = [r.key for r in earlier.runs if r.key not in configured]
+
+        def planned(r: RunEntry) -> bool:
+            return r.key in configured or (r.task in configured.unread and r.run in configured.runs)
+
+        runs = [r for r in earlier.runs if planned(r)]
+        names = configured.runs
+        dropped = [r.key for r in earlier.runs if not planned(r)]
         if dropped:
             which = ", ".join(sorted({k.run for k in dropped}))
             log(f"runs of an earlier sweep here that this config no longer plans leave the summary: {which}")
@@ -80,7 +88,8 @@ class State:
         if before is not None:
             loads = loads + [x for x in before.loads if x.run not in here and x.run in kept]
             planned = {x.setting for x in settings}
-            settings = settings + [x for x in before.settings if x.setting not in planned]
+            carried = {r.setting for r in self.runs}  # a setting no run keeps (a dropped one) leaves the provenance
+            settings = settings + [x for x in before.settings if x.setting not in planned and x.setting in carried]
         return Provenance(sweep=facts, loads=loads, settings=settings)
 
 
