@@ -93,10 +93,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         except ValueError as e:
             raise InputError(str(e), field="--chat-template") from None
     opts: dict[str, Any] = {"data": a.data}
-    if a.shots is not None:
-        opts["shots"] = a.shots
-    if a.mode:
-        opts["mode"] = a.mode
+    opts |= {k: v for k, v in (("shots", a.shots), ("mode", a.mode), ("protocol", a.protocol)) if v is not None}
     try:
         cfg = SweepConfig.model_validate({"output_dir": a.out, "models": [model], "tasks": {a.task: opts}})
     except ValidationError as e:
@@ -189,7 +186,7 @@ def cmd_data_validate(a: argparse.Namespace) -> int:
     owner = next((cls for cls in task_classes() if a.task == cls.name or a.task in cls.data_kinds), None)
     if owner is None:
         raise InputError(f"unknown task '{a.task}', expected one of {', '.join(data_kinds())}", field="task")
-    print(f"{a.path}: OK ({owner.validate_path(a.task, a.path, a.split, _field_map(a.field_map))})")
+    print(f"{a.path}: OK ({owner.validate_path(a.task, a.path, a.split, _field_map(a.field_map), a.protocol)})")
     return 0
 
 
@@ -285,6 +282,7 @@ def cmd_quantize(a: argparse.Namespace) -> int:
     return 0
 
 
+PROTOCOLS = ("paper", "offline-eval")
 _VERBOSE = "show the engines' own output (library warnings, native logs) here, not only in OUT/engines.log"
 
 
@@ -323,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shots", type=int)
     r.add_argument("--mode", choices=["constrained", "free", "logprob"])
     r.add_argument("--limit", type=int)
+    r.add_argument("--protocol", choices=PROTOCOLS, help="the task's protocol (default: paper, the authors')")
     r.add_argument("--max-model-len", type=int, default=4096)
     r.add_argument(
         "--chat-template",
@@ -375,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
     dv.add_argument("task", help=f"a task or a part of one: {', '.join(data_kinds())}")
     dv.add_argument("path")
-    dv.add_argument("--split", default="test", help="for a folder of splits: the split to check")
+    dv.add_argument("--split", help="for a folder of splits: the split to check (default: the task's)")
+    dv.add_argument("--protocol", choices=PROTOCOLS, help="the task's protocol, as a sweep runs it (default: paper)")
     dv.add_argument(
         "--field-map",
         help='JSON {"our_field": "their_field", ...}, for tasks that rename fields (per part of a task: '

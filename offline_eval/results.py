@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .fileio import write_jsonl_atomic
 from .metrics.flat import is_flat, metrics_v3
@@ -231,6 +231,8 @@ class RunEntry(BaseModel):
     options: dict[str, Any]
     # The task's protocol (tasks/protocol.py); a run recorded before protocols existed ran offline-eval's.
     protocol: str = "offline-eval"
+    # Where a paper-protocol run is not the paper's (Task.departures): a mode of ours, a limit, a shorter answer.
+    departures: list[str] = Field(default_factory=list)
     prompt_format: str | None
     n_items: int
     primary_metric: str

@@ -113,9 +113,12 @@ _GGUF_SAMPLING = {"temperature": "general.sampling.temp", "top_p": "general.samp
                   "top_k": "general.sampling.top_k", "min_p": "general.sampling.min_p"}  # fmt: skip
 
 
+HF_SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50}
+
+
 def recommended(path: str) -> SamplingSpec:
     """`sampling: model`: the settings the model's makers recommend, from an HF folder's generation_config.json
-    (greedy where do_sample is false) or a GGUF's general.sampling.* keys; greedy where the files say nothing."""
+    (greedy where do_sample is false; transformers' defaults for what it leaves out) or a GGUF's general.sampling.* keys; greedy where the files say nothing."""
     if not path:
         raise InputError("sampling: model reads the model's own files; a served model has none here", field="sampling")
     p = Path(path)
@@ -128,6 +131,9 @@ def recommended(path: str) -> SamplingSpec:
         if not cfg.get("do_sample"):
             return SamplingSpec()
         found = {k: cfg[k] for k in ("temperature", "top_p", "top_k", "min_p") if cfg.get(k) is not None}
+        # What generate() samples with where the file names no value: transformers' GenerationConfig defaults
+        # (an explicit null turns the warper off there, and here).
+        found |= {k: v for k, v in HF_SAMPLING_DEFAULTS.items() if k not in cfg}
     else:
         meta = gguf_metadata(path, set(_GGUF_SAMPLING.values()))
         found = {k: meta[key] for k, key in _GGUF_SAMPLING.items() if key in meta}

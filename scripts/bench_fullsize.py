@@ -160,7 +160,7 @@ def model_entry(engine: str, gguf: str) -> dict[str, Any]:
 
 
 def task_options(data: Path, shots: list[int]) -> dict[str, Any]:
-    return {"data": str(data), "shots": shots, "mode": ["constrained"]}
+    return {"data": str(data), "protocol": "offline-eval", "shots": shots, "mode": ["constrained"]}
 
 
 # ---- children: one measurement each, its JSON on the stdout line that starts with MARK

@@ -43,7 +43,9 @@ def _prompts(settings: list[str], rng: np.random.Generator) -> tuple[ItemInputs,
     pool = list("あいうえおかきくけこさしすせそ甲乙丙契約債権債務者善意悪意取消無効解除損害賠償請求占有所有権、。")
     text = lambda n: "".join(rng.choice(pool, n))  # noqa: E731
     task = make_task(
-        "jbeqa", {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "free", "logprob"]}, "report_size"
+        "jbeqa",
+        {"data": str(DATA), "protocol": "offline-eval", "shots": [0, 4], "mode": ["constrained", "free", "logprob"]},
+        "report_size",
     )
     task.load()  # picks the exemplars
     lead = [text(LEAD_IN_CHARS) if q % 5 == 0 else "" for q in range(N_ITEMS // 5 + 1)]

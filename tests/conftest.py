@@ -102,7 +102,10 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: int = 900) -> subproce
 def run_tiny_jbeqa(*args: str, gguf: str = "tiny-q8_0.gguf") -> subprocess.CompletedProcess[str]:
     """`offline-eval run` of JBE-QA (the sample data) on a tiny GGUF with llama.cpp, plus `args`."""
     model = str(TINY / "gguf" / gguf)
-    return run_cli("run", "--backend", "llamacpp", "--model", model, "--task", "jbeqa", "--data", str(DATA), *args)
+    return run_cli(
+        "run", "--backend", "llamacpp", "--model", model, "--task", "jbeqa", "--data", str(DATA),
+        "--protocol", "offline-eval", *args,
+    )  # fmt: skip
 
 
 def statute(

@@ -28,6 +28,7 @@ def gguf_config(
         ],
         "tasks": {
             "jbeqa": {
+                "protocol": "offline-eval",
                 "data": str(DATA),
                 "shots": list(shots),
                 "mode": list(modes),

@@ -46,7 +46,15 @@ def _config(tmp: Path, tasks: dict[str, object]) -> Path:
 
 def _rikai(tmp: Path, **extra: object) -> dict[str, object]:
     judge = {"name": "j", "backend": "fake", "path": str(tmp / "w.bin"), "max_model_len": 65536}
-    return {"legalrikai": {"data": str(DATA / "legalrikai"), "limit": 2, "judges": [judge], **extra}}
+    return {
+        "legalrikai": {
+            "protocol": "offline-eval",
+            "data": str(DATA / "legalrikai"),
+            "limit": 2,
+            "judges": [judge],
+            **extra,
+        }
+    }
 
 
 def _sweep(cfg: Path, log: list[str] | None = None) -> Path:
@@ -137,7 +145,7 @@ def test_an_empty_folder_and_a_task_with_no_outputs_are_one_line(tmp_path):  # t
     proc = run_cli("annotate", str(empty), "--task", "legalrikai")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "no summary.json: not the output folder of a finished sweep" in proc.stderr
-    jbeqa = _sweep(_config(tmp_path, {"jbeqa": {"data": str(DATA / "jbeqa"), "limit": 2}}))
+    jbeqa = _sweep(_config(tmp_path, {"jbeqa": {"protocol": "offline-eval", "data": str(DATA / "jbeqa"), "limit": 2}}))
     proc = run_cli("annotate", str(jbeqa), "--task", "legalrikai")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "the sweep has no legalrikai runs (it ran: jbeqa)" in proc.stderr
@@ -342,8 +350,8 @@ def test_a_legalevalq_export_trains_the_scorer(tmp_path, offline_browser):  # ty
     tmp = tmp_path / "leq"
     tmp.mkdir()
     ev = {"name": "ev", "backend": "fake", "path": str(tmp / "w.bin"), "max_model_len": 65536}
-    tasks = {"legalevalq": {"data": str(DATA / "legalevalq" / "queries.json"), "limit": 6, "evaluator": ev,
-                            "scorer": str(ROOT / "models" / "tiny-scorer")}}  # fmt: skip
+    tasks = {"legalevalq": {"protocol": "offline-eval", "data": str(DATA / "legalevalq" / "queries.json"), "limit": 6,
+                            "evaluator": ev, "scorer": str(ROOT / "models" / "tiny-scorer")}}  # fmt: skip
     out = _sweep(_config(tmp, tasks))
     page_file = tmp_path / "leq.html"
     proc = run_cli("annotate", str(out), "--task", "legalevalq", "--sample", "6", "--out", str(page_file))

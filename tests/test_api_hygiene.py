@@ -35,7 +35,8 @@ server = HostileServer()
 served = {{
     "output_dir": {tmp!r} + "/served",
     "models": [{{"name": "s", "backend": "openai", "base_url": server.url, "model": "hostile", "max_model_len": 4096}}],
-    "tasks": {{"jbeqa": {{"data": {data!r}, "shots": [0], "mode": ["constrained"], "limit": 4}}}},
+    "tasks": {{"jbeqa": {{"protocol": "offline-eval", "data": {data!r}, "shots": [0], "mode": ["constrained"],
+                        "limit": 4}}}},
 }}
 offline_eval.sweep(served, progress=False, log=lambda _: None)
 server.close()
@@ -44,7 +45,8 @@ fake = {{
     "output_dir": {tmp!r} + "/fake",
     "models": [{{"name": "m", "backend": "fake", "path": {weights!r}, "max_model_len": 4096,
                 "variants": {{"a": {{}}, "b": {{"options": {{"default": "0"}}}}}}}}],
-    "tasks": {{"jbeqa": {{"data": {data!r}, "shots": [0], "mode": ["constrained"], "limit": 4}}}},
+    "tasks": {{"jbeqa": {{"protocol": "offline-eval", "data": {data!r}, "shots": [0], "mode": ["constrained"],
+                        "limit": 4}}}},
 }}
 summary = offline_eval.sweep(fake, log=lambda _: None)
 
@@ -102,7 +104,9 @@ def _fake(tmp: Path, **model: object) -> Path:
     cfg = {
         "output_dir": str(tmp / "out"),
         "models": [{"name": "m", "backend": "fake", "path": str(tmp / "w.bin"), "max_model_len": 4096, **model}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}
+        },
     }
     p = tmp / "m.yaml"
     p.write_text(yaml.safe_dump(cfg), encoding="utf-8")

@@ -35,7 +35,15 @@ def _config(tmp: Path, **jbeqa: object) -> Path:
                         "engine_args": {"default": "0"},
                     },
                 ],
-                "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "logprob"], **jbeqa}},
+                "tasks": {
+                    "jbeqa": {
+                        "protocol": "offline-eval",
+                        "data": str(DATA),
+                        "shots": [0, 4],
+                        "mode": ["constrained", "logprob"],
+                        **jbeqa,
+                    }
+                },
             }
         )
     )
@@ -114,6 +122,7 @@ def test_an_evaluator_is_one_load(tmp_path):
     raw = yaml.safe_load(cfg.read_text())
     raw["tasks"] = {
         "legalevalq": {
+            "protocol": "offline-eval",
             "data": str(DATA.parent / "legalevalq" / "queries.json"),
             "scorer": str(tmp_path),
             "evaluator": {"name": "ev", "backend": "fake", "path": "w.bin", "max_model_len": [1024, 2048]},

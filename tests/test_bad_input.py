@@ -29,7 +29,7 @@ def write_config(
                 "max_model_len": max_model_len,
             }
         ],
-        "tasks": {"jbeqa": {"data": data, "shots": [0], **(task_extra or {})}},
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": data, "shots": [0], **(task_extra or {})}},
     }
     cfg.update(extra or {})
     p = tmp / "models.yaml"
@@ -203,7 +203,7 @@ def test_missing_engine_names_the_extra(tmp_path, tiny):
     )
     proc2 = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, cwd=ROOT)
     assert proc2.returncode == 0, proc2.stderr
-    assert "test: 26 items" in proc2.stdout
+    assert "all: 38 items" in proc2.stdout  # the paper's protocol, the default, scores every split
 
 
 def _count(db: Path) -> int:

@@ -46,7 +46,7 @@ def write_config(tmp_path: Path, models: list[dict], **task: object) -> Path:
             {
                 "output_dir": str(tmp_path / "out"),
                 "models": models,
-                "tasks": {"jbeqa": {"data": str(DATA), "bootstrap": 0, **task}},
+                "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "bootstrap": 0, **task}},
             },
             allow_unicode=True,
         ),
@@ -75,7 +75,7 @@ def test_plain_format_layout():
 
 
 def test_jbeqa_fewshot_in_the_plain_format():
-    task = make_task("jbeqa", {"data": str(DATA), "shots": [4], "bootstrap": 0})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA), "shots": [4], "bootstrap": 0})
     items = task.load()
     req = task.build(items, {"shots": 4, "mode": "constrained"}).requests[0]
     text = render_plain(req.message_dicts())
@@ -180,7 +180,11 @@ def test_template_that_ignores_the_messages_is_refused(tmp_path: Path):
 def test_judge_template_is_checked_too(tmp_path: Path):
     from offline_eval.errors import InputError
 
-    opts = {"data": "x", "judges": [gguf_model("j", TINY / "gguf" / "tiny-q8_0.gguf", chat_template="judge.jinja")]}
+    opts = {
+        "protocol": "offline-eval",
+        "data": "x",
+        "judges": [gguf_model("j", TINY / "gguf" / "tiny-q8_0.gguf", chat_template="judge.jinja")],
+    }
     with pytest.raises(InputError, match=r"judges\.0\.chat_template.*not found: judge\.jinja"):
         make_task("legalrikai", opts, "models.yaml")
 

@@ -38,7 +38,7 @@ def test_run_one_model_one_task_writes_the_sweep_layout(tmp_path, tiny):
 @pytest.mark.slow
 def test_data_validate(tmp_path):
     ok = run_cli("data", "validate", "jbeqa", str(DATA))
-    assert ok.returncode == 0 and "test: 26 items; train: 12 items" in ok.stdout
+    assert ok.returncode == 0 and "all: 38 items; train: 12 items" in ok.stdout
     f = tmp_path / "x.jsonl"
     f.write_text(json.dumps({"id": 1}) + "\n", encoding="utf-8")
     bad = run_cli("data", "validate", "jbeqa", str(f))
@@ -55,7 +55,7 @@ def test_models_check_ok_and_report_regenerates(tmp_path, tiny):
         "models": [
             {"name": "m", "backend": "llamacpp", "path": str(TINY / "gguf" / "tiny-q8_0.gguf"), "max_model_len": 1024}
         ],
-        "tasks": {"jbeqa": {"data": str(DATA), "limit": 3, "mode": "logprob"}},
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "limit": 3, "mode": "logprob"}},
     }
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump(cfg))

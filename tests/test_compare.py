@@ -62,7 +62,9 @@ def _sweep(tmp: Path, name: str, items: list[dict[str, Any]], wrong: set[str], d
                 "engine_args": {"answers": answers},
             }
         ],  # fmt: skip
-        "tasks": {"jbeqa": {"data": str(tmp / data), "shots": [0], "mode": ["constrained"]}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(tmp / data), "shots": [0], "mode": ["constrained"]}
+        },
     }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")

@@ -19,7 +19,9 @@ def _sweep(tmp: Path, name: str, models: list[dict], **jbeqa: object) -> Path:
     cfg = {
         "output_dir": str(tmp / name),
         "models": models,
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], **jbeqa}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], **jbeqa}
+        },
     }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
@@ -46,7 +48,7 @@ def test_q8_0_against_q4_0_on_llamacpp(tmp_path, tiny) -> None:  # type: ignore[
     assert s.n_items == 26 and s.verdict in ("regressed", "non-inferior", "improved", "inconclusive")
     # the verdicts' own statistics on the two folders' records
     a, b = offline_eval.load(old), offline_eval.load(new)
-    task = make_task("jbeqa", {"data": str(DATA)})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA)})
     ref = paired_verdict(task, b.records(*pair.values(), s.setting), a.records(*pair, s.setting), 0.1)
     assert s.statistics == ref
     flips = {(f.id, f.direction) for f in c.flips}

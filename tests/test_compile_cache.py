@@ -33,7 +33,9 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
             # vLLM's own CPU compile, the model as one graph
             {"name": "whole", "seed": 4, "compile": "always", "cpu_compile": "whole", **model},
         ],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 8}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 8}
+        },
     }
     lines: list[str] = []
     from vllm.compilation.counter import compilation_counter

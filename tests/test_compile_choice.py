@@ -144,11 +144,20 @@ def test_only_an_engine_that_plans_its_start_is_counted_for(tmp_path: Path) -> N
 
 def test_the_options_are_checked_and_a_config_without_them_reads_as_before(tmp_path: Path) -> None:
     model = {"name": "m", "backend": "vllm", "path": str(tmp_path)}
-    cfg = parse_config({"models": [model], "tasks": {"jbeqa": {"data": str(DATA)}}}, tmp_path, "models.yaml")
+    cfg = parse_config(
+        {"models": [model], "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA)}}},
+        tmp_path,
+        "models.yaml",
+    )
     dumped = cfg.model_dump(mode="json")["models"][0]
     assert "compile" not in dumped and "compile_above_tokens" not in dumped  # the config's digest is unchanged
     cfg = parse_config(
-        {"models": [{**model, "compile": "never"}], "tasks": {"jbeqa": {"data": str(DATA)}}}, tmp_path, "models.yaml"
+        {
+            "models": [{**model, "compile": "never"}],
+            "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA)}},
+        },
+        tmp_path,
+        "models.yaml",
     )
     assert cfg.model_dump(mode="json")["models"][0]["compile"] == "never"
     for bad, why in (
@@ -156,7 +165,11 @@ def test_the_options_are_checked_and_a_config_without_them_reads_as_before(tmp_p
         ({"compile_above_tokens": -1}, "greater than or equal to 0"),
     ):
         with pytest.raises(InputError) as e:
-            parse_config({"models": [{**model, **bad}], "tasks": {"jbeqa": {}}}, tmp_path, "models.yaml")
+            parse_config(
+                {"models": [{**model, **bad}], "tasks": {"jbeqa": {"protocol": "offline-eval"}}},
+                tmp_path,
+                "models.yaml",
+            )
         assert f"models.yaml, field 'models.0.{next(iter(bad))}'" in str(e.value) and why in str(e.value), e.value
 
 
@@ -170,7 +183,15 @@ def test_the_planned_count_is_the_dry_runs(tmp_path: Path, monkeypatch: pytest.M
     config = {
         "output_dir": str(tmp_path / "out"),
         "models": [{"name": "m", "backend": "fake", "path": str(weights), "max_model_len": 4096}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 2], "mode": ["constrained"], "limit": 6}},
+        "tasks": {
+            "jbeqa": {
+                "protocol": "offline-eval",
+                "data": str(DATA),
+                "shots": [0, 2],
+                "mode": ["constrained"],
+                "limit": 6,
+            }
+        },
     }
     planned: list[str] = []
     offline_eval.sweep(config, progress=False, log=planned.append, dry_run=True)
@@ -190,7 +211,7 @@ def test_a_large_setting_is_estimated_from_a_sample(tmp_path: Path) -> None:
     weights.write_text("x")
     raw = {
         "models": [{"name": "m", "backend": "fake", "path": str(weights), "max_model_len": 8192}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 2], "mode": ["constrained"]}},
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0, 2], "mode": ["constrained"]}},
     }
     the = plan(parse_config(raw, tmp_path, "models.yaml"), "models.yaml", None, None, None)
     ld = the.loads[0]

@@ -13,7 +13,7 @@ from conftest import DATA, TINY, run_cli
 def _jbeqa():  # type: ignore[no-untyped-def]
     from offline_eval.tasks import make_task
 
-    return make_task("jbeqa", {"data": str(DATA)})
+    return make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA)})
 
 
 def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None):  # type: ignore[no-untyped-def]
@@ -115,7 +115,7 @@ def test_same_weights_as_must_name_another_model(tmp_path):
         yaml.safe_dump(
             {
                 "models": [{"name": "g", "backend": "llamacpp", "path": "x.gguf", "same_weights_as": "nope"}],
-                "tasks": {"jbeqa": {"data": "d"}},
+                "tasks": {"jbeqa": {"protocol": "offline-eval", "data": "d"}},
             }
         )
     )
@@ -148,7 +148,14 @@ def test_tiny_f16_gguf_and_hf_folder_agree_across_engines(tmp_path, tiny):
                         "variants": {"bf16": {"dtype": "bfloat16"}},
                     },
                 ],
-                "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained", "logprob"]}},
+                "tasks": {
+                    "jbeqa": {
+                        "protocol": "offline-eval",
+                        "data": str(DATA),
+                        "shots": [0, 4],
+                        "mode": ["constrained", "logprob"],
+                    }
+                },
             }
         )
     )

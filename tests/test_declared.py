@@ -75,7 +75,7 @@ def _release(tmp: Path) -> Path:
 
 @pytest.fixture
 def runs(tmp_path: Path) -> tuple[Any, Any, list[Any], dict[str, Any]]:
-    opts = {"data": str(_release(tmp_path)), "mode": ["free"], "bootstrap": 600, "seed": 4}
+    opts = {"protocol": "offline-eval", "data": str(_release(tmp_path)), "mode": ["free"], "bootstrap": 600, "seed": 4}
     plain, extended = make_task("jbeqa", opts), WithBalanced.from_options(opts)
     setting = {"shots": 0, "mode": "free"}
     rng = np.random.default_rng(9)

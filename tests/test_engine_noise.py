@@ -28,7 +28,16 @@ def _config(tmp: Path, tiny: Path, models: list[dict] | None = None) -> Path:
             {"name": "v", "backend": "vllm", "path": str(tiny / "hf"), "max_model_len": 1024},
             {"name": "g", "backend": "llamacpp", "path": str(tiny / "gguf" / "tiny-q8_0.gguf"), "max_model_len": 1024},
         ],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 2, "bootstrap": 0}},
+        "tasks": {
+            "jbeqa": {
+                "protocol": "offline-eval",
+                "data": str(DATA),
+                "shots": [0],
+                "mode": ["constrained"],
+                "limit": 2,
+                "bootstrap": 0,
+            }
+        },
     }
     p = tmp / "m.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")

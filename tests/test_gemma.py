@@ -54,9 +54,11 @@ def engines(gemma):  # type: ignore[no-untyped-def]
 def prompts() -> list[Request]:
     """Real prompts of the demo's tasks in the plain format: JBE-QA 4-shot, and a LegalRikai StatRev answer prompt
     (a Japanese contract and statute text)."""
-    jbeqa = make_task("jbeqa", {"data": str(DATA), "shots": [4], "bootstrap": 0})
+    jbeqa = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA), "shots": [4], "bootstrap": 0})
     req = jbeqa.build(jbeqa.load(), {"shots": 4, "mode": "constrained"}).requests[0]
-    rikai = make_task("legalrikai", {"data": str(ROOT / "data" / "legalrikai"), "subtasks": ["statrev"]})
+    rikai = make_task(
+        "legalrikai", {"protocol": "offline-eval", "data": str(ROOT / "data" / "legalrikai"), "subtasks": ["statrev"]}
+    )
     setting = rikai.settings()[0]
     long_req = rikai.build(rikai.load(), setting).requests[0]
     return [req, long_req]

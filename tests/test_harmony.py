@@ -168,7 +168,7 @@ def test_greedy_harmony_thinking_ends_and_answers_alike_on_the_engines_in_float3
 def test_a_config_with_the_preset_is_read_and_thinking_false_is_refused(tmp_path: Path) -> None:
     from offline_eval.config import load_config
 
-    base = f"tasks:\n  jbeqa: {{data: {ROOT / 'data' / 'jbeqa'}}}\nmodels:\n  - name: gpt-oss\n    backend: fake\n    path: x\n    reasoning: {{preset: harmony%s}}\n"
+    base = f"tasks:\n  jbeqa: {{protocol: offline-eval, data: {ROOT / 'data' / 'jbeqa'}}}\nmodels:\n  - name: gpt-oss\n    backend: fake\n    path: x\n    reasoning: {{preset: harmony%s}}\n"
     (tmp_path / "ok.yaml").write_text(base % ", budget: [256, 1024]", encoding="utf-8")
     cfg = load_config(tmp_path / "ok.yaml")
     assert sorted(cfg.models[0].variants) == ["default.think1024", "default.think256"]

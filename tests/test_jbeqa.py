@@ -142,7 +142,7 @@ def test_per_year_results_are_gregorian_in_time_order_and_per_subject_uses_subje
         )
     ]
     write_jsonl(tmp_path / "test.jsonl", recs)
-    task = make_task("jbeqa", {"data": str(tmp_path), "mode": ["free"], "bootstrap": 0})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(tmp_path), "mode": ["free"], "bootstrap": 0})
     items = task.load()
     s = {"shots": 0, "mode": "free"}
     records = [task.score(it, Result(text="1"), s) for it in items]
@@ -188,7 +188,7 @@ def test_run_metrics_resample_questions_and_count_items_without_one(tmp_path: Pa
             )
     recs += [release_record(id=f"extra-{i}", question=f"x{i}") for i in range(2)]
     write_jsonl(tmp_path / "test.jsonl", recs)
-    task = make_task("jbeqa", {"data": str(tmp_path), "mode": ["free"], "bootstrap": 500})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(tmp_path), "mode": ["free"], "bootstrap": 500})
     items = task.load()
     s = {"shots": 0, "mode": "free"}
     right = {f"令和５年-民法-{q + 1}-{st}" for q in range(30) if q % 3 for st in range(1, 4)}
@@ -247,7 +247,10 @@ def test_label_and_answer_that_disagree_are_a_data_error_naming_line_and_both_fi
 def test_validate_the_sample_data():
     proc = run_cli("data", "validate", "jbeqa", str(DATA))
     assert proc.returncode == 0, proc.stderr
-    assert "test: 26 items; train: 12 items" in proc.stdout
+    assert "all: 38 items; train: 12 items" in proc.stdout  # paper, the default: every split
+    for args in (["--protocol", "offline-eval"], ["--split", "test"]):
+        proc = run_cli("data", "validate", "jbeqa", str(DATA), *args)
+        assert proc.returncode == 0 and "test: 26 items; train: 12 items" in proc.stdout, proc.stderr
 
 
 @pytest.mark.engine
@@ -301,7 +304,7 @@ def test_prompt_follows_the_paper():
 def test_fewshot_exemplars_are_balanced_and_never_scored(tmp_path: Path):
     # One split only: exemplars must come from it and be excluded from scoring.
     (tmp_path / "test.jsonl").write_text((DATA / "test.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
-    task = make_task("jbeqa", {"data": str(tmp_path), "shots": [0, 4]})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(tmp_path), "shots": [0, 4]})
     items = task.load()
     ex = task.exemplars
     assert [e.answer for e in ex] == [True, False, True, False]
@@ -319,7 +322,7 @@ def test_fewshot_exemplars_are_balanced_and_never_scored(tmp_path: Path):
 def test_a_fresh_task_builds_and_names_its_prompts_without_load_first():
     """No call-order dependency: build and prompt_template on a task whose load() never ran give what they give
     after it (the exemplars are read on first use)."""
-    opts = {"data": str(DATA), "shots": [0, 4]}
+    opts = {"protocol": "offline-eval", "data": str(DATA), "shots": [0, 4]}
     fresh, loaded = make_task("jbeqa", opts), make_task("jbeqa", opts)
     items = loaded.load()
     s = {"shots": 4, "mode": "constrained"}
@@ -331,11 +334,19 @@ def test_a_fresh_task_builds_and_names_its_prompts_without_load_first():
 
 def test_exemplar_ids_option_and_missing_ids():
     task = make_task(
-        "jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": [rows("train")[0]["id"], rows("train")[1]["id"]]}
+        "jbeqa",
+        {
+            "protocol": "offline-eval",
+            "data": str(DATA),
+            "shots": 2,
+            "exemplar_ids": [rows("train")[0]["id"], rows("train")[1]["id"]],
+        },
     )
     task.load()
     assert [e.id for e in task.exemplars] == [rows("train")[0]["id"], rows("train")[1]["id"]]
-    bad = make_task("jbeqa", {"data": str(DATA), "shots": 2, "exemplar_ids": ["nope", "nada"]})
+    bad = make_task(
+        "jbeqa", {"protocol": "offline-eval", "data": str(DATA), "shots": 2, "exemplar_ids": ["nope", "nada"]}
+    )
     with pytest.raises(Exception, match="exemplar ids not found: nope, nada"):
         bad.load()
 
@@ -346,7 +357,7 @@ def test_parse_answer(text, want):
 
 
 def test_scoring_rules():
-    task = make_task("jbeqa", {"data": str(DATA), "mode": ["free"], "bootstrap": 0})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA), "mode": ["free"], "bootstrap": 0})
     items = task.load()
     s = {"shots": 0, "mode": "free"}
     true_item = next(i for i in items if i.answer)

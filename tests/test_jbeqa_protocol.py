@@ -244,7 +244,10 @@ def test_the_dry_run_prints_the_exact_messages_of_one_item_per_setting(swept):
     assert got.returncode == 0, got.stderr[-2000:]
     out = got.stdout + got.stderr
     first = JBEQAItem.model_validate(json.loads((tmp / "data" / "train.jsonl").read_text("utf-8").splitlines()[0]))
-    assert "jbeqa.4shot.free (paper protocol): what the model gets for item 平成２７年-民法-1-1" in out
+    assert (
+        "jbeqa.4shot.free (paper protocol, departing: the first 6 items (limit); the train split only (the paper "
+        "scores every split)): what the model gets for item 平成２７年-民法-1-1" in out
+    )
     assert f"    [system] {authors.SYSTEM_PROMPT}" in out
     shown = paper_message(first).split("\n")
     assert f"    [user] {shown[0]}" in out and all(f"        {x}" in out for x in shown[1:])
@@ -257,7 +260,13 @@ def test_the_summary_and_the_reports_first_screen_name_the_protocol(swept):
     assert runs and {r["protocol"] for r in runs} == {"paper"}
     assert {r["protocol"] for r in json.loads((ours / "summary.json").read_text("utf-8"))["runs"]} == {"offline-eval"}
     head = (paper / "report.md").read_text("utf-8").split("## Leaderboard")[0]
-    assert "Protocol: jbeqa paper (paper: the authors' own prompts" in head
+    assert (
+        "Protocol: jbeqa paper (departing: the first 6 items (limit); the train split only (the paper scores " in head
+    )
+    assert "paper: the papers' protocols as their authors' code and text give them" in head
+    assert [r["departures"] for r in runs] == [
+        ["the first 6 items (limit)", "the train split only (the paper scores every split)"]
+    ] * 2
 
 
 def test_compare_refuses_to_pair_protocols_unless_told(swept):
@@ -271,3 +280,10 @@ def test_compare_refuses_to_pair_protocols_unless_told(swept):
     assert all(s["verdict"] != "refused" and s["old_protocol"] == "offline-eval" for s in c["settings"])
     text = run_cli("compare", str(paper), str(paper), "--out", str(tmp / "cmp3")).stdout
     assert "jbeqa.0shot.free (paper protocol)" in text
+
+
+def test_the_commands_protocol_choices_are_the_tasks() -> None:
+    from offline_eval import cli
+    from offline_eval.tasks.protocol import PROTOCOLS
+
+    assert cli.PROTOCOLS == PROTOCOLS

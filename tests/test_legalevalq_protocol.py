@@ -458,6 +458,11 @@ def test_paper_sweep_on_the_fake_engine_scores_the_authors_tags(tmp_path):
             assert e["grade"] == authors.GRADES[5] and 0 <= r["scores"]["quality"] <= 100
     m = typed(run)
     assert (m["n_evaluated"], m["evaluator_parse_failures"], m["n_scored"]) == (7, 1, 6)
+    # the provenance says how the candidate decoded on this task (its generation_config's sampling)
+    (load,) = [x for x in s["provenance"]["loads"] if x["role"] == "candidate"]
+    sampling = load["decoding"]["tasks"]["legalevalq"]["sampling"]
+    assert (sampling["temperature"], sampling["top_p"], sampling["top_k"]) == (0.6, 0.9, 30)
+    assert run["departures"] == []
 
 
 def test_paper_sweep_on_real_engines_sends_the_authors_requests(tmp_path, tiny):

@@ -327,31 +327,38 @@ def test_field_map_per_subtask_and_data_paths(tmp_path):
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in renamed), encoding="utf-8"
     )
     t = LegalRikaiTask.from_options(
-        {"data": str(tmp_path), "field_map": {"reqrev": {"contract": "input_contract", "gold": "answer"}}}
+        {
+            "protocol": "offline-eval",
+            "data": str(tmp_path),
+            "field_map": {"reqrev": {"contract": "input_contract", "gold": "answer"}},
+        }
     )
     items = t.load()
     assert [s["subtask"] for s in t.settings()] == ["reqrev"] and len(items) == 3
     assert items[0].contract.startswith("# 業務委託契約書")
     flat = LegalRikaiTask.from_options(
         {
+            "protocol": "offline-eval",
             "data": {"reqrev": str(tmp_path / "reqrev.jsonl")},
             "field_map": {"contract": "input_contract", "gold": "answer"},
         }
     )
     assert len(flat.load()) == 3
     with pytest.raises(InputError, match="gold.*missing|missing"):
-        LegalRikaiTask.from_options({"data": str(tmp_path)}).load()
+        LegalRikaiTask.from_options({"protocol": "offline-eval", "data": str(tmp_path)}).load()
     with pytest.raises(InputError, match="no data for statrev"):
-        LegalRikaiTask.from_options({"data": str(tmp_path), "subtasks": ["statrev"]}).paths()
+        LegalRikaiTask.from_options(
+            {"protocol": "offline-eval", "data": str(tmp_path), "subtasks": ["statrev"]}
+        ).paths()
     with pytest.raises(InputError, match="unknown sub-task"):
-        LegalRikaiTask.from_options({"data": {"statrevv": str(src)}}).paths()
+        LegalRikaiTask.from_options({"protocol": "offline-eval", "data": {"statrevv": str(src)}}).paths()
 
 
 def test_prompts_are_japanese_and_carry_the_inputs():
     from offline_eval.tasks.legalrikai.schema import AmendExpItem, RevisionItem, StatRevItem
     from offline_eval.tasks.legalrikai.task import LegalRikaiJudges
 
-    t = LegalRikaiTask.from_options({"data": str(ROOT / "data" / "legalrikai")})
+    t = LegalRikaiTask.from_options({"protocol": "offline-eval", "data": str(ROOT / "data" / "legalrikai")})
     items = t.load()
     assert t.evaluation() is None  # no judges configured: no second stage
     judges = LegalRikaiJudges(t)

@@ -27,11 +27,41 @@ V2 = ROOT / "tests" / "fixtures" / "v2-demo"
 V2_MADE_AT = "/tmp/v2wt/"  # a worktree of git 2674d2a, the last commit that wrote version 2
 
 
-def v3_copy(tmp_path: Path, fixture: Path = FIXTURE, made_at: str = MADE_AT) -> Path:
+def made_at(tmp_path: Path) -> Path:
+    """The checkout the fixtures were made in, as far as they read it: this one's models and data, but data/jbeqa
+    as it was then (tests/fixtures/demo-data: its instructions are the release's since), and the fixtures'
+    configs, byte for byte (the summaries hash them)."""
+    root = tmp_path / "made-at"
+    if not root.is_dir():
+        (root / "tests" / "fixtures").mkdir(parents=True)
+        (root / "models").symlink_to(ROOT / "models")
+        (root / "data").mkdir()
+        for d in (ROOT / "data").iterdir():
+            if d.name != "jbeqa":
+                (root / "data" / d.name).symlink_to(d)
+        shutil.copytree(ROOT / "tests" / "fixtures" / "demo-data" / "jbeqa", root / "data" / "jbeqa")
+        for f in ("v2-demo.yaml", "v3-demo.yaml"):
+            shutil.copy(ROOT / "tests" / "fixtures" / f, root / "tests" / "fixtures" / f)
+    return root
+
+
+def resweep_config(tmp_path: Path, name: str) -> str:
+    """The fixture's config for a sweep with today's code: it names no protocol, and ran offline-eval's (the
+    default is the papers' since), so its copy says so."""
+    root = made_at(tmp_path)
+    text = (root / "tests" / "fixtures" / name).read_text("utf-8")
+    for task in ("jbeqa", "legalevalq", "legalrikai"):
+        text = text.replace(f"\n  {task}:\n", f"\n  {task}:\n    protocol: offline-eval\n", 1)
+    out = root / "tests" / "fixtures" / f"resweep-{name}"
+    out.write_text(text, "utf-8")
+    return str(out)
+
+
+def v3_copy(tmp_path: Path, fixture: Path = FIXTURE, made: str = MADE_AT) -> Path:
     out = tmp_path / fixture.name
     shutil.copytree(fixture, out)
     s = out / "summary.json"
-    s.write_text(s.read_text("utf-8").replace(made_at, f"{ROOT}/"), "utf-8")
+    s.write_text(s.read_text("utf-8").replace(made, f"{made_at(tmp_path)}/"), "utf-8")
     return out
 
 
@@ -168,7 +198,7 @@ def test_report_annotate_verify_and_compare_open_a_v2_folder_saying_so_once(tmp_
     page = tmp_path / "a.html"
     refused = cli("annotate", str(folder), "--task", "legalrikai", "--sample", "2", "--out", str(page))
     assert refused.returncode == 2 and "--config" in refused.stderr and "Traceback" not in refused.stderr
-    config = str(ROOT / "tests" / "fixtures" / "v2-demo.yaml")
+    config = str(made_at(tmp_path) / "tests" / "fixtures" / "v2-demo.yaml")
     ann = cli("annotate", str(folder), "--task", "legalrikai", "--sample", "2", "--out", str(page), "--config", config)
     assert ann.returncode == 0, ann.stderr
     assert len(migrated_lines(ann.stderr)) == 1 and "recorded no digest of the data" in ann.stderr and page.is_file()
@@ -224,7 +254,7 @@ def test_verify_rebuilds_a_v3_folder_and_a_resweep_writes_v4(tmp_path):
     # each checkout's setup builds its own tiny BERT and trains its own scorer: a mismatch must name their files
     scorer_changed = any(("tiny-scorer/" in x or "tiny-bert/" in x) and " changed" in x for x in problems)
     assert scorer_changed or not problems
-    again = cli("sweep", str(ROOT / "tests" / "fixtures" / "v3-demo.yaml"), "--out", str(folder))
+    again = cli("sweep", resweep_config(tmp_path, "v3-demo.yaml"), "--out", str(folder))
     assert again.returncode == 0, again.stderr[-2000:]
     counts = re.findall(r"\((\d+) generated, (\d+) cached", again.stdout + again.stderr)
     assert counts and all(g == "0" for g, _ in counts)  # the store served every output
@@ -237,7 +267,7 @@ def test_a_resweep_of_a_v2_folder_writes_v4_from_its_store_and_verifies(tmp_path
     """The way forward verify names: the sweep again into the v2 folder, every output served by its store, the
     results files as version 2 wrote them, and a version-4 summary that verify rebuilds."""
     folder = v2_copy(tmp_path)
-    again = cli("sweep", str(ROOT / "tests" / "fixtures" / "v2-demo.yaml"), "--out", str(folder))
+    again = cli("sweep", resweep_config(tmp_path, "v2-demo.yaml"), "--out", str(folder))
     assert again.returncode == 0, again.stderr[-2000:]
     counts = re.findall(r"\((\d+) generated, (\d+) cached", again.stdout + again.stderr)
     counts += re.findall(r": (\d+) generated, (\d+) cached", again.stdout + again.stderr)

@@ -11,7 +11,10 @@ from offline_eval.errors import InputError
 
 def _write(tmp_path, model: dict) -> str:  # type: ignore[no-untyped-def]
     p = tmp_path / "models.yaml"
-    p.write_text(yaml.safe_dump({"models": [model], "tasks": {"jbeqa": {"data": "d"}}}), encoding="utf-8")
+    p.write_text(
+        yaml.safe_dump({"models": [model], "tasks": {"jbeqa": {"protocol": "offline-eval", "data": "d"}}}),
+        encoding="utf-8",
+    )
     return str(p)
 
 
@@ -73,8 +76,13 @@ def test_a_judges_and_an_evaluators_relative_tokenizer_resolve_against_the_confi
             {
                 "models": [{"name": "s", **served}],
                 "tasks": {
-                    "legalrikai": {"data": "d", "judges": [{"name": "j", **served}]},
-                    "legalevalq": {"data": "q.json", "scorer": "sc", "evaluator": {"name": "e", **served}},
+                    "legalrikai": {"protocol": "offline-eval", "data": "d", "judges": [{"name": "j", **served}]},
+                    "legalevalq": {
+                        "protocol": "offline-eval",
+                        "data": "q.json",
+                        "scorer": "sc",
+                        "evaluator": {"name": "e", **served},
+                    },
                 },
             }
         ),
@@ -98,7 +106,10 @@ def test_a_task_without_judges_or_an_evaluator_is_read_as_written(tmp_path):  # 
         yaml.safe_dump(
             {
                 "models": [{"name": "m", "backend": "fake", "path": "w.bin"}],
-                "tasks": {"legalrikai": {"data": "d"}, "legalevalq": {"data": "q.json", "scorer": "sc"}},
+                "tasks": {
+                    "legalrikai": {"protocol": "offline-eval", "data": "d"},
+                    "legalevalq": {"protocol": "offline-eval", "data": "q.json", "scorer": "sc"},
+                },
             }
         ),
         encoding="utf-8",

@@ -161,7 +161,15 @@ def _config(tmp_path: Path, models: list[dict], modes: list[str]) -> Path:
     cfg = {
         "output_dir": str(tmp_path / "out"),
         "models": models,
-        "tasks": {"jbeqa": {"data": str(ROOT / "data" / "jbeqa"), "shots": [0], "mode": modes, "bootstrap": 0}},
+        "tasks": {
+            "jbeqa": {
+                "protocol": "offline-eval",
+                "data": str(ROOT / "data" / "jbeqa"),
+                "shots": [0],
+                "mode": modes,
+                "bootstrap": 0,
+            }
+        },
     }
     p = tmp_path / "models.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
@@ -274,7 +282,7 @@ def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_
     off = [r for r in results if r.text not in ("0", "1")]
     assert off and stats.n_violations == sum(1 for r in off if r.finish_reason != "length")
     assert all(r.finish_reason in ("violation", "length") for r in off)
-    task = JBEQATask(JBEQATask.Options(data="x"))
+    task = JBEQATask(JBEQATask.Options(protocol="offline-eval", data="x"))
     item = JBEQAItem(id="i", year=2020, subject="Civil Law", subject_jp="民法", instruction="正誤", question="記述",
                      label="Y", answer=True)  # fmt: skip
     for r in off:

@@ -67,7 +67,7 @@ class GradedJBEQA(JBEQATask):
 
 
 def test_a_task_verdict_and_its_flips_follow_the_declaration():
-    task = make_task("jbeqa", {"data": str(DATA), "bootstrap": 0})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA), "bootstrap": 0})
     graded = GradedJBEQA(task.options)
     items = task.load()
     setting = {"shots": 0, "mode": "constrained"}

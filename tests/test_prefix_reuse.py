@@ -94,7 +94,14 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
                     {"name": "yes", **fake, "engine_args": {"default": "はい"}},
                     {"name": "no", **fake, "engine_args": {"default": "いいえ"}},
                 ],
-                "tasks": {"legalrikai": {"data": str(RIKAI), "limit": 1, "judges": [{"name": "judge", **fake}]}},
+                "tasks": {
+                    "legalrikai": {
+                        "protocol": "offline-eval",
+                        "data": str(RIKAI),
+                        "limit": 1,
+                        "judges": [{"name": "judge", **fake}],
+                    }
+                },
             }
         )
     )

@@ -80,7 +80,10 @@ def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path)
                 {"name": "a", "backend": "llamacpp", "path": str(tmp_path / "a.gguf"), "max_model_len": 512},
                 {"name": "b", "backend": "transformers", "path": str(tmp_path), "max_model_len": 512},
             ],
-            "tasks": {"jbeqa": {"data": str(tmp_path)}, "legalrikai": {"data": str(tmp_path), "judges": [judge]}},
+            "tasks": {
+                "jbeqa": {"protocol": "offline-eval", "data": str(tmp_path)},
+                "legalrikai": {"protocol": "offline-eval", "data": str(tmp_path), "judges": [judge]},
+            },
         },
         tmp_path,
         "m.yaml",
@@ -116,7 +119,7 @@ def test_the_started_again_command_imports_nothing_from_the_working_folder(tmp_p
     env = {k: v for k, v in os.environ.items() if k not in (preload.ENV, "PYTHONPATH", "PYTHONSAFEPATH")}
     got = subprocess.run(
         [str(script), "run", "--backend", "vllm", "--model", str(tmp_path / "empty-model"), "--task", "jbeqa",
-         "--data", str(DATA), "--limit", "1", "--out", str(tmp_path / "out")],
+         "--data", str(DATA), "--protocol", "offline-eval", "--limit", "1", "--out", str(tmp_path / "out")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert not marker.exists(), marker.read_text()

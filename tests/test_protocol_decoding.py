@@ -58,3 +58,19 @@ def test_a_protocol_that_decodes_as_the_weights_say_reads_their_generation_confi
     assert settings_of(m, "default", True).sampling == SamplingSpec(temperature=0.7, top_p=0.8, top_k=20)
     greedy = m.model_copy(update={"sampling": SamplingSpec()})  # the config's own sampling wins
     assert settings_of(greedy, "default", True).sampling == SamplingSpec()
+
+
+def test_sampling_the_weights_ask_for_fills_in_what_transformers_would(tmp_path: Path) -> None:
+    """do_sample with no temperature or top_k: generate() samples at GenerationConfig's 1.0 and 50; an explicit
+    null turns the top-k warper off, as it does there."""
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    m = ModelSpec.model_validate({"name": "q", "backend": "fake", "path": str(folder), "max_model_len": 4096})
+    for cfg, want in (
+        ({"do_sample": True}, SamplingSpec(temperature=1.0, top_k=50)),
+        ({"do_sample": True, "top_p": 0.95}, SamplingSpec(temperature=1.0, top_k=50, top_p=0.95)),
+        ({"do_sample": True, "temperature": 0.6, "top_k": None}, SamplingSpec(temperature=0.6)),
+        ({"do_sample": False, "temperature": 0.6}, SamplingSpec()),
+    ):
+        (folder / "generation_config.json").write_text(json.dumps(cfg), "utf-8")
+        assert settings_of(m, "default", True).sampling == want, cfg

@@ -45,7 +45,14 @@ def _config(
         "runner": {"chunk_size": 4, **(runner or {})},
         "models": [model],
         "tasks": {
-            "jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained", "free"], "limit": LIMIT, "max_tokens": 8}
+            "jbeqa": {
+                "protocol": "offline-eval",
+                "data": str(DATA),
+                "shots": [0],
+                "mode": ["constrained", "free"],
+                "limit": LIMIT,
+                "max_tokens": 8,
+            }
         },
     }
     p = tmp / f"{name}.yaml"

@@ -15,7 +15,7 @@ from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
 
 
 def _jbeqa_records() -> tuple[JBEQARecord, JBEQARecord]:
-    task = make_task("jbeqa", {"data": str(DATA), "mode": ["logprob"], "bootstrap": 0})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(DATA), "mode": ["logprob"], "bootstrap": 0})
     item = task.load()[0]
     s = {"shots": 0, "mode": "logprob"}
     scored = task.score(item, Result(text="1", prompt_tokens=7, output_tokens=1, logprobs={"0": -2.0, "1": -0.1}), s)

@@ -376,7 +376,7 @@ def test_duplicate_keys_in_models_yaml_name_both_lines(tmp_path):
     cfg.write_text(
         "models:\n  - name: a\n    backend: llamacpp\n    path: x.gguf\n    variants:\n"
         "      q8: {file: a.gguf}\n      q4: {file: b.gguf}\n      q8: {file: c.gguf}\n"
-        "tasks:\n  jbeqa: {data: d}\n",
+        "tasks:\n  jbeqa: {protocol: offline-eval, data: d}\n",
         encoding="utf-8",
     )
     assert_one_line_error(run_cli("models", "check", str(cfg)), str(cfg), "duplicate key 'q8'", "lines 6 and 8")
@@ -454,7 +454,7 @@ def test_data_validate_runs_the_sweeps_checks(tmp_path):
     only_train = tmp_path / "jbe"
     only_train.mkdir()
     shutil.copy(DATA / "train.jsonl", only_train / "train.jsonl")
-    assert_one_line_error(run_cli("data", "validate", "jbeqa", str(only_train)), "test")
+    assert_one_line_error(run_cli("data", "validate", "jbeqa", str(only_train), "--protocol", "offline-eval"), "test")
     queries = json.loads((ROOT / "data" / "legalevalq" / "queries.json").read_text(encoding="utf-8"))
     queries[2]["datasets_id"] = queries[0]["datasets_id"]  # the same id twice in one resource
     queries[2]["resource"] = queries[0]["resource"]

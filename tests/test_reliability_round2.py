@@ -35,7 +35,9 @@ def fake_sweep_config(tmp: Path, data: Path, answers: dict[str, str], mode: str 
             {"name": "m", **model, "variants": {"bf16": {"options": opts}, "q4": {"options": opts}}},
             {"name": "twin", **model, "same_weights_as": "m", "variants": {"bf16": {"options": opts}}},
         ],
-        "tasks": {"jbeqa": {"data": str(data), "shots": [0], "mode": [mode], "bootstrap": 200}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(data), "shots": [0], "mode": [mode], "bootstrap": 200}
+        },
     }
     p = tmp / "m.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")

@@ -40,7 +40,9 @@ def test_report_html_isolates_a_right_to_left_override_in_a_failure_reason(tmp_p
             {"name": "ok", "backend": "fake", "path": str(tmp_path / "w.bin"), "max_model_len": 4096},
             {"name": "gone", "backend": "fake", "path": str(tmp_path / f"model{RLO}fdp.exe"), "max_model_len": 4096},
         ],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 3}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 3}
+        },
     }
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")

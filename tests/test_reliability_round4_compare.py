@@ -83,7 +83,7 @@ def test_the_configs_margin_must_be_finite_on_a_metric_with_no_range(tmp_path: P
     cfg = tmp_path / "m.yaml"
     cfg.write_text(
         "models: [{name: m, backend: fake, path: " + str(tmp_path / "w.bin") + "}]\n"
-        "tasks: {legalevalq: {data: " + str(tmp_path) + "}}\nmargin: {adj_score: .inf}\n",
+        "tasks: {legalevalq: {protocol: offline-eval, data: " + str(tmp_path) + "}}\nmargin: {adj_score: .inf}\n",
         encoding="utf-8",
     )
     line = _one_line(run_cli("models", "check", str(cfg)))
@@ -157,7 +157,8 @@ def test_right_to_wrong_counts_only_where_the_paired_metric_is_binary(sweeps) ->
         model["engine_args"]["default"] = "## 第1条（目的）\n本契約は、甲乙間の取引について定める。\n"
         judge = {"name": "j", "backend": "fake", "path": model["path"], "max_model_len": 65536}
         cfg["tasks"]["legalrikai"] = {
-            "data": str(ROOT / "data" / "legalrikai"), "limit": 2, "judges": [judge], "subtasks": ["statrev"]
+            "protocol": "offline-eval", "data": str(ROOT / "data" / "legalrikai"), "limit": 2, "judges": [judge],
+            "subtasks": ["statrev"],
         }  # fmt: skip
         (tmp / f"{name}.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
         got = run_cli("sweep", str(tmp / f"{name}.yaml"))

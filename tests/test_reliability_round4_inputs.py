@@ -20,7 +20,14 @@ CHECK, DRY, SWEEP = ("models", "check"), ("sweep", "--dry-run"), ("sweep",)
 def _config(tmp: Path, tasks: dict[str, Any] | None = None, **model: Any) -> Path:
     (tmp / "w.bin").write_text("fake weights")
     entry = {"name": "m", "backend": "fake", "path": str(tmp / "w.bin"), **model}
-    jbeqa = {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4, **(tasks or {})}
+    jbeqa = {
+        "protocol": "offline-eval",
+        "data": str(DATA),
+        "shots": [0],
+        "mode": ["constrained"],
+        "limit": 4,
+        **(tasks or {}),
+    }
     cfg = {"output_dir": str(tmp / "out"), "models": [entry], "tasks": {"jbeqa": jbeqa}}
     path = tmp / "models.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
@@ -132,7 +139,9 @@ def _tiny_config(tmp: Path, path: Path, backend: str, **model: Any) -> Path:
     cfg = {
         "output_dir": str(tmp / "out"),
         "models": [{"name": "t", "backend": backend, "path": str(path), "max_model_len": 2048, **model}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 2}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 2}
+        },
     }
     p = tmp / "models.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
@@ -181,7 +190,8 @@ def test_a_served_reasoning_model_is_said_unchecked(tmp_path):
         model = {"name": "s", "backend": "openai", "base_url": server.url, "model": MODEL, "max_model_len": 4096,
                  "reasoning": {**THINK, "budget": 64, "open": "<reason>"}}  # fmt: skip
         cfg = {"output_dir": str(tmp_path / "out"), "models": [model],
-               "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["free"], "limit": 2}}}  # fmt: skip
+               "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["free"],
+                                   "limit": 2}}}  # fmt: skip
         p = tmp_path / "models.yaml"
         p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
         out = _accepted(p, DRY)

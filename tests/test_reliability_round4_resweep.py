@@ -20,7 +20,8 @@ def _config(tmp: Path, name: str, reasoning: dict[str, Any] | None = None) -> Pa
     if reasoning:
         model["reasoning"] = reasoning
     cfg = {"output_dir": str(tmp / "out"), "models": [model],
-           "tasks": {"jbeqa": {"data": str(DATA), "shots": [0, 4], "mode": ["constrained"], "limit": 5}}}  # fmt: skip
+           "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0, 4],
+                               "mode": ["constrained"], "limit": 5}}}  # fmt: skip
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
     return path

@@ -32,7 +32,9 @@ def _config(tmp: Path) -> Path:
     cfg = {
         "output_dir": "out",
         "models": [{"name": "m", **model}, {"name": "twin", "same_weights_as": "m", **model}],
-        "tasks": {"jbeqa": {"data": "data", "shots": [0], "mode": ["constrained"], "limit": 4}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": "data", "shots": [0], "mode": ["constrained"], "limit": 4}
+        },
     }
     (tmp / "m.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return tmp / "m.yaml"

@@ -141,7 +141,12 @@ def _revision_sweep(tmp: Path) -> Path:
                     }
                 ],
                 "tasks": {
-                    "legalrikai": {"data": {"reqrev": str(data / "reqrev.jsonl")}, "limit": 1, "max_tokens": 6000}
+                    "legalrikai": {
+                        "protocol": "offline-eval",
+                        "data": {"reqrev": str(data / "reqrev.jsonl")},
+                        "limit": 1,
+                        "max_tokens": 6000,
+                    }
                 },
             },
             allow_unicode=True,

@@ -42,7 +42,7 @@ def test_glance_names_best_worst_constant_answers_and_failures():
     }
     lines = glance(typed(summary))
     assert lines[0] == "3 runs of 3 models on llamacpp, 2 task settings."
-    assert lines[1].startswith("Protocol: jbeqa offline-eval (paper: the authors' own prompts")
+    assert lines[1].startswith("Protocol: jbeqa offline-eval. paper: the papers' protocols as their authors' code")
     lines = lines[1:]
     assert lines[1].startswith("s0: best a.x (f1 0.600), worst b.x (0.400); 1 of 2 runs gave the same answer")
     assert "(e.g. b.x)" in lines[1]

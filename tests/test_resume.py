@@ -41,7 +41,15 @@ def _config(tmp: Path, data: Path, out: Path) -> Path:
                 "max_model_len": 2048,
             }
         ],
-        "tasks": {"jbeqa": {"data": str(data), "shots": [0, 4], "mode": ["free", "constrained"], "max_tokens": 48}},
+        "tasks": {
+            "jbeqa": {
+                "protocol": "offline-eval",
+                "data": str(data),
+                "shots": [0, 4],
+                "mode": ["free", "constrained"],
+                "max_tokens": 48,
+            }
+        },
     }
     p = tmp / f"{out.name}.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")

@@ -115,7 +115,9 @@ def test_bench_fullsize_builds_the_release_form(tmp_path: Path, monkeypatch: pyt
     per_subject = Counter(q.split("-")[1] for q in sizes if q)
     assert per_subject == {"民法": 359, "憲法": 195, "刑法": 154}
     assert len({it.question for it in items}) == 3464  # the same prompt twice would be answered once
-    task = make_task("jbeqa", {"data": str(tmp_path), "shots": [0, 4], "mode": ["constrained"]})
+    task = make_task(
+        "jbeqa", {"data": str(tmp_path), "protocol": "offline-eval", "shots": [0, 4], "mode": ["constrained"]}
+    )
     assert len(task.load()) == 3464  # no id is an exemplar's (those are left out of every setting)
 
 

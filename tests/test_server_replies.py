@@ -48,7 +48,16 @@ def config(tmp: Path, server: HostileServer, mode: str = "constrained", **model:
                 **model,
             }
         ],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": [mode], "limit": 4, "bootstrap": 0}},
+        "tasks": {
+            "jbeqa": {
+                "protocol": "offline-eval",
+                "data": str(DATA),
+                "shots": [0],
+                "mode": [mode],
+                "limit": 4,
+                "bootstrap": 0,
+            }
+        },
     }
     p = tmp / "models.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")

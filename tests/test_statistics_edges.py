@@ -82,7 +82,9 @@ def _one_question_config(tmp: Path) -> Path:
                         "variants": {"bf16": {"options": right}, "broken": {"options": {"default": "0"}}},
                     }
                 ],
-                "tasks": {"jbeqa": {"data": str(data), "shots": [0], "mode": ["constrained"]}},
+                "tasks": {
+                    "jbeqa": {"protocol": "offline-eval", "data": str(data), "shots": [0], "mode": ["constrained"]}
+                },
             },
             allow_unicode=True,
         ),
@@ -241,7 +243,7 @@ def test_run_level_cis_of_a_task_are_independent_of_record_order(tmp_path):
 
     recs = [release(q, st, (q + st) % 3 > 0) for q in range(1, 31) for st in range(1, 5)]
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), "utf-8")
-    task = make_task("jbeqa", {"data": str(tmp_path), "mode": ["free"], "bootstrap": 500})
+    task = make_task("jbeqa", {"protocol": "offline-eval", "data": str(tmp_path), "mode": ["free"], "bootstrap": 500})
     setting = {"shots": 0, "mode": "free"}
     rng = np.random.default_rng(1)
     records = [task.score(it, Result(text=rng.choice(["0", "1"])), setting) for it in task.load()]
@@ -268,7 +270,7 @@ def test_a_margin_must_be_a_number_inside_the_metrics_range(tmp_path, margin, sa
         yaml.safe_dump(
             {
                 "models": [{"name": "m", "backend": "fake", "path": str(tmp_path / "w.bin"), "variants": {"a": {}}}],
-                "tasks": {"jbeqa": {"data": str(tmp_path)}},
+                "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(tmp_path)}},
                 "margin": {"accuracy": margin},
             }
         )
@@ -291,7 +293,7 @@ def test_a_margin_inside_the_range_is_kept(tmp_path):
         yaml.safe_dump(
             {
                 "models": [{"name": "m", "backend": "fake", "path": str(tmp_path / "w.bin"), "variants": {"a": {}}}],
-                "tasks": {"jbeqa": {"data": str(tmp_path)}},
+                "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(tmp_path)}},
                 "margin": {"accuracy": 0.05},
             }
         )

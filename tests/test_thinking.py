@@ -42,7 +42,7 @@ def _sweep(tmp: Path, turn: str, mode: str = "constrained", **model: Any) -> off
                 **model,
             }
         ],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": [mode], "limit": 4}},
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": [mode], "limit": 4}},
     }
     return offline_eval.sweep(config, progress=False, log=lambda _: None)
 
@@ -219,7 +219,14 @@ def test_a_reasoning_judge_thinks_then_answers_under_its_json_schema(tmp_path: P
     config = {
         "output_dir": str(tmp_path / "out"),
         "models": [{"name": "m", "backend": "fake", "path": str(tmp_path / "w.bin"), "max_model_len": 65536}],
-        "tasks": {"legalrikai": {"data": str(DATA.parent / "legalrikai"), "limit": 1, "judges": [judge]}},
+        "tasks": {
+            "legalrikai": {
+                "protocol": "offline-eval",
+                "data": str(DATA.parent / "legalrikai"),
+                "limit": 1,
+                "judges": [judge],
+            }
+        },
     }
     summary = offline_eval.sweep(config, progress=False, log=lambda _: None)
     assert summary.failures == []
@@ -245,7 +252,7 @@ def test_sampling_model_takes_the_makers_settings_and_the_summary_says_which(tmp
     config = {
         "output_dir": str(tmp_path / "out"),
         "models": [{"name": "m", "backend": "fake", "path": str(folder), "sampling": "model", "seed": 5}],
-        "tasks": {"jbeqa": {"data": str(DATA), "limit": 2}},
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "limit": 2}},
     }
     summary = offline_eval.sweep(config, progress=False, log=lambda _: None)
     (load,) = summary.provenance.loads

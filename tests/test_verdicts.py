@@ -39,7 +39,9 @@ def _config(tmp: Path, **extra: object) -> Path:
                         **extra,
                     }
                 ],
-                "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"]}},
+                "tasks": {
+                    "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"]}
+                },
             },
             allow_unicode=True,
         )

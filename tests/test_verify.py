@@ -53,8 +53,14 @@ def _make(tmp: Path) -> Path:
             }
         ],
         "tasks": {
-            "jbeqa": {"data": "data/jbeqa", "shots": [0], "mode": ["constrained"]},
-            "legalrikai": {"data": "data/legalrikai", "limit": 1, "subtasks": ["reqrev"], "judges": [judge]},
+            "jbeqa": {"protocol": "offline-eval", "data": "data/jbeqa", "shots": [0], "mode": ["constrained"]},
+            "legalrikai": {
+                "protocol": "offline-eval",
+                "data": "data/legalrikai",
+                "limit": 1,
+                "subtasks": ["reqrev"],
+                "judges": [judge],
+            },
         },
     }
     (tmp / "m.yaml").write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
@@ -309,7 +315,9 @@ def test_weights_behind_a_symlinked_subfolder_are_hashed_and_key_the_store(tmp_p
     cfg = {
         "output_dir": "out",
         "models": [{"name": "m", "backend": "fake", "path": "model", "max_model_len": 4096}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 3}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 3}
+        },
     }
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
     first = run_cli("sweep", str(tmp_path / "m.yaml"), cwd=tmp_path)
@@ -325,7 +333,9 @@ def test_a_sweep_given_a_relative_config_path_verifies_from_another_folder(tmp_p
     cfg = {
         "output_dir": "out",
         "models": [{"name": "m", "backend": "fake", "path": "w.bin", "max_model_len": 4096}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}
+        },
     }
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
     assert run_cli("sweep", "m.yaml", cwd=tmp_path).returncode == 0
@@ -344,7 +354,9 @@ def test_a_sweep_of_a_config_mapping_verifies_from_its_copy(tmp_path):
     config = {
         "output_dir": str(tmp_path / "out"),
         "models": [{"name": "m", "backend": "fake", "path": str(tmp_path / "w.bin"), "max_model_len": 4096}],
-        "tasks": {"jbeqa": {"data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}},
+        "tasks": {
+            "jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0], "mode": ["constrained"], "limit": 4}
+        },
     }
     offline_eval.sweep(config, progress=False, log=lambda _: None)
     code, lines = _verify(tmp_path / "out")

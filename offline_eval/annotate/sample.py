@@ -21,7 +21,7 @@ from ..datafiles import read_table, read_text, unescape_cell
 from ..errors import InputError
 from ..results import ResultsFolder, sample_of
 from ..summary import Summary
-from ..tasks import get_task_class, make_task, task_classes
+from ..tasks import get_task_class, make_task, recorded_task, task_classes
 from ..tasks.base import Task
 
 
@@ -112,7 +112,7 @@ def offered(summary: Summary, task_name: str, source: str, config: str | None = 
             raise InputError(f"the config has no task '{task_name}'", file=config, field="tasks")
         task = make_task(task_name, options, config)
     else:
-        task = make_task(task_name, next(iter(settings.values())).task_options, source)
+        task = recorded_task(task_name, next(iter(settings.values())).task_options, source)
     loaded = task.load()
     cases: list[Case] = []
     for entry in sorted(entries, key=lambda r: r.key):

@@ -13,7 +13,7 @@ from ..metrics.noninferiority import INFERIOR, NON_INFERIOR
 from ..results import ItemRecord, item_means
 from ..sections import Metric
 from ..summary import LoadProvenance, SettingProvenance, Summary
-from ..tasks import get_task_class, make_task, task_names
+from ..tasks import get_task_class, recorded_task, task_names
 from ..verify import verify as verify_folder
 from .model import (
     IMPROVED,
@@ -206,7 +206,7 @@ def _setting(
     if pa is None and pb is None:  # both made before provenance (schema 2): how the task scores is unknown
         why = "neither folder recorded the setting's task options (schema version 2): re-sweep one of them"
         return base.model_copy(update={"reason": why}), []
-    task = make_task(task_name, (pb or pa).task_options, str(b.folder))  # type: ignore[union-attr]
+    task = recorded_task(task_name, (pb or pa).task_options, str(b.folder))  # type: ignore[union-attr]
     metric = task.noninferiority_metric()
     margin = margins.get(metric.name, metric.margin)
     base = base.model_copy(update={"metric": metric.name, "margin": margin})

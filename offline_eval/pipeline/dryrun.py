@@ -199,7 +199,9 @@ def print_plan(the: Plan, source: str, log: Callable[[str], None]) -> list[Phase
             )
     for t in tasks:
         for s in t.settings:
-            log(f"{s.name} ({t.task.protocol} protocol): what the model gets for item {_first_id(s.phase.item_ids)}")
+            departing = "; ".join(t.task.departures(s.options))
+            protocol = f"{t.task.protocol} protocol" + (f", departing: {departing}" if departing else "")
+            log(f"{s.name} ({protocol}): what the model gets for item {_first_id(s.phase.item_ids)}")
             for line in example_messages(s.phase.requests[:1]):
                 log(f"    {line}")
     for t in tasks:

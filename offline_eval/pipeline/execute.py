@@ -135,6 +135,12 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
     try:
         for t in tasks:
             own = settings_of(m, ld.variant, True) if t.task.model_sampling else settings
+            if own is not settings and (how := own.describe()) != settings.describe():
+                # a task whose protocol decodes as the weights' files say: the provenance names how, per task
+                facts.decoding = {
+                    **(facts.decoding or {}),
+                    "tasks": {**(facts.decoding or {}).get("tasks", {}), t.name: how},
+                }
             mine = own.on_task(t.task.samples)
             for s in t.settings:
                 with PeakMemory() as mem:
@@ -158,6 +164,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                         setting=s.name,
                         options=s.options,
                         protocol=t.task.protocol,
+                        departures=list(t.task.departures(s.options)),
                         prompt_format=engine.prompt_format,
                         n_items=len(s.items),
                         primary_metric=t.task.primary_metric,

@@ -74,14 +74,20 @@ def glance(summary: Summary) -> list[str]:
 
 
 def protocol_line(summary: Summary) -> str:
-    """Which protocol each task's numbers come from (tasks/protocol.py): the paper's authors' or offline-eval's."""
+    """Which protocol each task's numbers come from (tasks/protocol.py), and where runs labelled paper depart from
+    it (Task.departures: a mode of ours, a limit, shorter answers), each departure once per task."""
     by_task: dict[str, set[str]] = {}
+    departs: dict[str, dict[str, None]] = {}
     for r in summary.runs:
         by_task.setdefault(r.task, set()).add(r.protocol)
-    named = "; ".join(f"{task} {' and '.join(sorted(p))}" for task, p in sorted(by_task.items()))
+        departs.setdefault(r.task, {}).update(dict.fromkeys(r.departures))
+    named = "; ".join(
+        f"{task} {' and '.join(sorted(p))}" + (f" (departing: {'; '.join(departs[task])})" if departs[task] else "")
+        for task, p in sorted(by_task.items())
+    )
     return (
-        f"Protocol: {named} (paper: the authors' own prompts, items and decoding; offline-eval: ours; "
-        "docs/tasks/<task>.md lists the differences)."
+        f"Protocol: {named}. paper: the papers' protocols as their authors' code and text give them; offline-eval: "
+        "ours; docs/tasks/<task>.md lists the differences."
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import InputError
 from .base import Task
+from .protocol import declared_before
 
 
 @lru_cache(maxsize=1)
@@ -46,6 +47,13 @@ def get_task_class(name: str) -> type[Task]:
 
 def make_task(name: str, options: dict[str, Any], source: str | None = None) -> Task:
     return get_task_class(name).from_options(options, source=source, prefix=f"tasks.{name}")
+
+
+def recorded_task(name: str, options: dict[str, Any], source: str | None = None) -> Task:
+    """The task a summary's recorded options describe: an option the record lacks (one added since it was made)
+    is what runs had before it existed where the option declares that (`protocol`: offline-eval), else its
+    default."""
+    return make_task(name, {**declared_before(get_task_class(name).Options.model_fields), **options}, source)
 
 
 def load_items(task: Task, source: str | None) -> list[Any]:

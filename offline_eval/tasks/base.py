@@ -130,6 +130,13 @@ class Task(ABC, Generic[ItemT, R]):
         its own, offline-eval's."""
         return str(getattr(self.options, "protocol", OURS))
 
+    def departures(self, setting: Setting) -> tuple[str, ...]:
+        """Where a setting of a `protocol: paper` task is not the paper's protocol (a mode of ours, fewer items, a
+        shorter answer...), one phrase each: its runs are labelled paper with these beside them. Empty under
+        offline-eval. A task that overrides this adds its own to these."""
+        limit = getattr(self.options, "limit", None)
+        return (f"the first {limit} items (limit)",) if self.protocol == "paper" and limit else ()
+
     @property
     def model_sampling(self) -> bool:
         """The task's protocol decodes each candidate as its weights' files say (its generation_config, as the
@@ -209,9 +216,14 @@ class Task(ABC, Generic[ItemT, R]):
         """The task's own `offline-eval` subcommands, added to the CLI's subparsers (none by default)."""
 
     @classmethod
-    def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
-        """`offline-eval data validate KIND PATH`: the sweep's own loading and checks, or an error."""
+    def validate_path(
+        cls, kind: str, path: str, split: str | None, field_map: dict[str, Any] | None, protocol: str | None = None
+    ) -> str:
+        """`offline-eval data validate KIND PATH`: the sweep's own loading and checks, or an error. `split` and
+        `protocol` where given and the task has those options (else the task's defaults)."""
+        fields = cls.Options.model_fields
         opts: dict[str, Any] = {"data": path}
+        opts |= {k: v for k, v in (("split", split), ("protocol", protocol)) if v is not None and k in fields}
         if field_map:
             raise InputError(f"task {kind} has no field map", field="--field-map")
         task = cls.from_options(opts, source="command line", prefix=f"tasks.{cls.name}")

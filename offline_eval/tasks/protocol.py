@@ -6,15 +6,18 @@ protocol it comes from."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
+
+from pydantic import Field
+from pydantic.fields import FieldInfo
 
 Protocol = Literal["paper", "offline-eval"]
 PROTOCOLS: tuple[str, ...] = get_args(Protocol)
-# The default stays ours while the sample data in data/ holds instructions outside the JBE-QA authors' table (the
-# paper's protocol refuses those) and no release-sized train split for their exemplar rows.
-DEFAULT_PROTOCOL: Protocol = "offline-eval"
+# What a task runs unless its config says otherwise: the authors' protocol, so that a number sits beside the paper's.
+DEFAULT_PROTOCOL: Protocol = "paper"
 # What a run recorded before protocols existed ran, and what a task that declares no protocol runs: our own.
 OURS: Protocol = "offline-eval"
+UNRECORDED = "unrecorded"  # an option's json_schema_extra key: the value runs had before the option existed
 
 
 @dataclass(frozen=True)
@@ -28,3 +31,25 @@ class Source:
 
     def __str__(self) -> str:
         return f"{self.repo}@{self.commit[:7]}:{self.path}:{self.lines}"
+
+
+def protocol_field(description: str = "paper: the authors' protocol; offline-eval: ours (docs/tasks/<task>.md)") -> Any:
+    """A task's `protocol` option: the papers' by default; a run recorded before the option existed ran ours."""
+    return Field(DEFAULT_PROTOCOL, description=description, json_schema_extra={UNRECORDED: OURS})
+
+
+def unrecorded(field: FieldInfo) -> Any:
+    """What a run recorded before a task option existed ran with: what the option declares, else its default."""
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and UNRECORDED in extra:
+        return extra[UNRECORDED]
+    return field.get_default(call_default_factory=True)
+
+
+def declared_before(fields: dict[str, FieldInfo]) -> dict[str, Any]:
+    """The options that declare what runs had before they existed, with that value."""
+    return {k: f.json_schema_extra[UNRECORDED] for k, f in fields.items() if _declares(f)}  # type: ignore[index]
+
+
+def _declares(f: FieldInfo) -> bool:
+    return isinstance(f.json_schema_extra, dict) and UNRECORDED in f.json_schema_extra

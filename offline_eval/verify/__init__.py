@@ -25,7 +25,7 @@ from ..errors import InputError
 from ..fileio import jsonl_text
 from ..results import ItemRecord, Records, ResultsFolder, RunKey
 from ..summary import FileDigest, Provenance, SettingProvenance, Summary
-from ..tasks import make_task, task_names
+from ..tasks import recorded_task, task_names
 from ..tasks.base import Task
 from .diff import diff
 from .rebuild import Rebuilt, rebuild
@@ -225,7 +225,7 @@ def _constraints(records: Records[ItemRecord], settings: list[SettingProvenance]
         if s is None or s.task not in task_names():
             continue
         if key.setting not in tasks:
-            tasks[key.setting] = make_task(s.task, s.task_options, source="summary.json provenance")
+            tasks[key.setting] = recorded_task(s.task, s.task_options, source="summary.json provenance")
         stage = tasks[key.setting].evaluation()
         own = from_dict(s.constraint) if s.constraint else None
         judged = from_dict(s.evaluation_constraint) if s.evaluation_constraint else None
@@ -255,9 +255,11 @@ def _claimed_order(claimed: Summary, rebuilt: Summary) -> None:
 
 def _options_added_since(claimed: Summary, rebuilt: Summary) -> None:
     """A task option the folder's settings do not name (one added to offline-eval since it was swept, such as
-    `protocol`) is not a mismatch where the rebuild gives it its default: the default is what the sweep ran, as
-    the rebuild of every output from the store under it shows. Set to anything else, it is compared as usual."""
+    `protocol`) is not a mismatch where the rebuild gives it the value the sweep ran (its default, or what the
+    option declares runs before it existed ran: `protocol`'s is offline-eval), as the rebuild of every output from
+    the store under it shows. Set to anything else, it is compared as usual."""
     from ..tasks import get_task_class
+    from ..tasks.protocol import unrecorded
 
     assert claimed.provenance is not None and rebuilt.provenance is not None
     had = {(s.task, s.setting): s.task_options for s in claimed.provenance.settings}
@@ -267,8 +269,7 @@ def _options_added_since(claimed: Summary, rebuilt: Summary) -> None:
             continue
         fields = get_task_class(s.task).Options.model_fields
         for key in [k for k in s.task_options if k not in old and k in fields]:
-            default = fields[key].get_default(call_default_factory=True)
-            if json.loads(json.dumps(default, default=str)) == s.task_options[key]:
+            if json.loads(json.dumps(unrecorded(fields[key]), default=str)) == s.task_options[key]:
                 del s.task_options[key]
 
 

@@ -28,6 +28,8 @@ from ..quiet import native_stderr_silenced
 from ..results import ItemRecord, Records, ResultsFolder, RunKey
 from ..store import Store
 from ..summary import SCHEMA_VERSION, Provenance, Summary
+from ..tasks import get_task_class, task_names
+from ..tasks.protocol import declared_before
 from ..timings import Timings
 
 
@@ -179,6 +181,13 @@ def selection(command: Sequence[str]) -> Selection:
     return Selection(True, _names(a.only), _names(a.tasks), a.limit)
 
 
+def _before_protocols(prov: Provenance) -> set[str]:
+    """The tasks the sweep ran before protocols existed (their recorded options name none): they ran offline-eval's,
+    so a config of theirs that names no protocol is rebuilt under it (the default is the papers' since), as is
+    every other option that declares what runs had before it existed."""
+    return {s.task for s in prov.settings if "protocol" not in s.task_options}
+
+
 def _replay(
     folder: ResultsFolder, claimed: Summary, prov: Provenance, config: str, out: Rebuilt
 ) -> tuple[Summary, Records[ItemRecord], Plan]:
@@ -186,6 +195,9 @@ def _replay(
         cfg = load_config(config)
     else:
         cfg = parse_config(_json(Path(config)), folder.root, config)
+    for name in _before_protocols(prov):
+        if name in cfg.tasks and name in task_names():
+            cfg.tasks[name] = {**declared_before(get_task_class(name).Options.model_fields), **cfg.tasks[name]}
     # What the config plans, as the sweep's own selection chose from it (not what the summary claims ran), plus the
     # tasks and runs an earlier sweep into the folder left in it.
     chosen = selection(prov.sweep.command)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, StrictBool, computed_field, field_validator
@@ -115,3 +116,27 @@ def load_items(path: str, split: str) -> list[JBEQAItem]:
             )
         items.append(it)
     return items
+
+
+def choose_exemplars(pool: Sequence[JBEQAItem], k: int, ids: list[str] | None, source: str) -> list[JBEQAItem]:
+    """By id if given; otherwise the first ceil(k/2) true and floor(k/2) false items by id, alternating."""
+    by_id = {it.id: it for it in pool}
+    if ids:
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise InputError(f"exemplar ids not found: {', '.join(missing)}", file=source, field="exemplar_ids")
+        chosen = [by_id[i] for i in ids]
+        if len(chosen) < k:
+            raise InputError(f"{k} shots need {k} exemplar_ids, got {len(chosen)}", field="exemplar_ids")
+        return chosen
+    ordered = sorted(pool, key=lambda it: it.id)
+    pos = [it for it in ordered if it.answer][: (k + 1) // 2]
+    neg = [it for it in ordered if not it.answer][: k // 2]
+    if len(pos) + len(neg) < k:
+        raise InputError(
+            f"{k} shots need {(k + 1) // 2} true and {k // 2} false items to draw from", file=source, field="shots"
+        )
+    out = []
+    for i in range(max(len(pos), len(neg))):
+        out += pos[i : i + 1] + neg[i : i + 1]
+    return out

@@ -40,9 +40,9 @@ from ...metrics.values import RunMetrics
 from ...requests import Phase, Request, Result, Sampling
 from ...results import UNSET, JsonRecord, Unset
 from ..base import Metric, Setting, Task
-from ..protocol import DEFAULT_PROTOCOL, Protocol
+from ..protocol import DEFAULT_PROTOCOL, Protocol, protocol_field
 from . import authors
-from .data import JBEQAItem, load_items, question_of
+from .data import JBEQAItem, choose_exemplars, load_items, question_of
 from .prompts import OURS_SYSTEM_PROMPT, message, paper_instruction, system_prompt, user_message
 from .report import JBEQAReport
 
@@ -56,11 +56,15 @@ class JBEQAOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data: str = Field(description="JSONL/Parquet file, a folder of {split}.jsonl|.parquet, or a datasets folder")
-    protocol: Protocol = DEFAULT_PROTOCOL
+    protocol: Protocol = protocol_field("paper: the authors' protocol; offline-eval: ours (docs/tasks/jbeqa.md)")
     split: str = Field("test", description="the split scored; `all`: every split (default: paper all, ours test)")
     train_split: str = "train"
     shots: list[StrictInt] = Field(default_factory=lambda: [0], min_length=1)
-    mode: list[Mode] = Field(default_factory=lambda: list[Mode](["constrained"]), min_length=1)
+    mode: list[Mode] = Field(
+        default_factory=lambda: list[Mode](["constrained"]),
+        min_length=1,
+        description="default: paper free, ours constrained",
+    )
     limit: StrictInt | None = Field(None, ge=1)
     overflow: Literal["skip", "fail"] = "skip"
     exemplar_ids: list[str] | None = None
@@ -70,10 +74,10 @@ class JBEQAOptions(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _split_of_protocol(cls, data: Any) -> Any:
-        """The paper scores every split but the exemplars; ours, the test split."""
-        if isinstance(data, dict) and "split" not in data and data.get("protocol") == "paper":
-            return {**data, "split": "all"}
+    def _defaults_of_protocol(cls, data: Any) -> Any:
+        """The paper scores every split but the exemplars, from free answers; ours, the test split, constrained."""
+        if isinstance(data, dict) and data.get("protocol", DEFAULT_PROTOCOL) == "paper":
+            return {"split": "all", "mode": ["free"], **data}
         return data
 
     @field_validator("shots", "mode", mode="before")
@@ -197,6 +201,8 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
                 field=where,
             )
         pool = self._items(o.train_split)
+        if len(pool) <= max(rows) and not k:
+            return []  # not the release (Task.departures says so): at 0 shots the exemplars are only left unscored
         if len(pool) <= max(rows):
             raise InputError(
                 f"the paper's exemplars are rows {', '.join(map(str, rows))} of the {o.train_split} split of "
@@ -254,6 +260,30 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
         ex = {e.id for e in self.exemplars}
         items = [it for it in self._scored() if it.id not in ex]
         return items[: o.limit] if o.limit else items
+
+    def departures(self, setting: Setting) -> tuple[str, ...]:
+        o, mode = self.options, setting["mode"]
+        if o.protocol != "paper":
+            return ()
+        out = list(super().departures(setting))
+        if mode != "free":
+            out.append(f"{mode} mode (ours; the paper's answers are free)")
+        if o.split != "all":
+            out.append(f"the {o.split} split only (the paper scores every split)")
+        if not o.exemplar_ids and not self.exemplars and o.split in ("all", o.train_split):
+            out.append(
+                f"no exemplar rows left unscored (this {o.train_split} split is not the release's: the paper leaves "
+                "out its rows " + ", ".join(map(str, authors.EXEMPLAR_ROWS)) + ")"
+            )
+        if o.exemplar_ids and (setting["shots"] or o.split in ("all", o.train_split)):
+            out.append(
+                "exemplars chosen by id (the paper's are train rows " + ", ".join(map(str, authors.EXEMPLAR_ROWS)) + ")"
+            )
+        if setting["shots"] not in (0, len(authors.EXEMPLAR_ROWS)):
+            out.append(f"{setting['shots']} shots (the paper's: 0 and {len(authors.EXEMPLAR_ROWS)})")
+        if mode == "free" and self._max_tokens(mode) != authors.MAX_NEW_TOKENS:
+            out.append(f"answers cut at {self._max_tokens(mode)} tokens (the paper's {authors.MAX_NEW_TOKENS})")
+        return tuple(out)
 
     def _max_tokens(self, mode: str) -> int:
         if self.options.max_tokens:
@@ -398,30 +428,6 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
         if o.train_split != o.split and has_split(path, o.train_split):
             found.append(f"{o.train_split}: {len(task._items(o.train_split))} items")
         return "; ".join(found)
-
-
-def choose_exemplars(pool: Sequence[JBEQAItem], k: int, ids: list[str] | None, source: str) -> list[JBEQAItem]:
-    """By id if given; otherwise the first ceil(k/2) true and floor(k/2) false items by id, alternating."""
-    by_id = {it.id: it for it in pool}
-    if ids:
-        missing = [i for i in ids if i not in by_id]
-        if missing:
-            raise InputError(f"exemplar ids not found: {', '.join(missing)}", file=source, field="exemplar_ids")
-        chosen = [by_id[i] for i in ids]
-        if len(chosen) < k:
-            raise InputError(f"{k} shots need {k} exemplar_ids, got {len(chosen)}", field="exemplar_ids")
-        return chosen
-    ordered = sorted(pool, key=lambda it: it.id)
-    pos = [it for it in ordered if it.answer][: (k + 1) // 2]
-    neg = [it for it in ordered if not it.answer][: k // 2]
-    if len(pos) + len(neg) < k:
-        raise InputError(
-            f"{k} shots need {(k + 1) // 2} true and {k // 2} false items to draw from", file=source, field="shots"
-        )
-    out = []
-    for i in range(max(len(pos), len(neg))):
-        out += pos[i : i + 1] + neg[i : i + 1]
-    return out
 
 
 def _r(x: float) -> float:

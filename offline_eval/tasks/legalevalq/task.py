@@ -35,7 +35,7 @@ from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
 from ..base import Metric, Setting, Task
 from ..evaluation import Evaluation
-from ..protocol import DEFAULT_PROTOCOL, Protocol
+from ..protocol import DEFAULT_PROTOCOL, Protocol, protocol_field
 from . import annotate, authors
 from . import evaluator as ev
 from .data import LegalEvalQItem, load_annotated, load_queries, query_ids
@@ -61,9 +61,7 @@ PAPER_DEFAULTS: dict[str, Any] = {
 class LegalEvalQOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    protocol: Protocol = Field(
-        DEFAULT_PROTOCOL, description="paper: the authors' protocol; offline-eval: ours (docs/tasks/legalevalq.md)"
-    )
+    protocol: Protocol = protocol_field("paper: the authors' protocol; offline-eval: ours (docs/tasks/legalevalq.md)")
     data: str = Field(description="JSON list of {query, resource, datasets_id, datasets_ans?}")
     validation_data: str | None = Field(
         None, description="a second query set: the report shows the train-vs-validation delta (the paper's Table 2)"
@@ -195,7 +193,9 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         add_commands(sub)
 
     @classmethod
-    def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
+    def validate_path(
+        cls, kind: str, path: str, split: str | None, field_map: dict[str, Any] | None, protocol: str | None = None
+    ) -> str:
         if field_map:
             raise InputError("LegalEval-Q has no field map; --field-map is for LegalRikai data", field="--field-map")
         if path.endswith(".jsonl"):
@@ -207,6 +207,19 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     def setting_name(self, setting: Setting) -> str:
         return "legalevalq"
+
+    def departures(self, setting: Setting) -> tuple[str, ...]:
+        o = self.options
+        if o.protocol != "paper":
+            return ()
+        out = list(super().departures(setting))
+        for what, got, theirs in (
+            ("answers", o.max_tokens, authors.ANSWER_MAX_NEW_TOKENS),
+            ("critiques", o.evaluator_max_tokens, authors.EVALUATOR_MAX_NEW_TOKENS),
+        ):
+            if got != theirs:
+                out.append(f"{what} cut at {got} tokens (the paper's {theirs})")
+        return tuple(out)
 
     @property
     def model_sampling(self) -> bool:

@@ -26,7 +26,7 @@ from ...requests import Phase, Request, Result, Sampling, shared_chars
 from ...results import Records, RunEntry, TaskReport, Unset, output_key
 from ..base import Metric, Setting, Task
 from ..evaluation import Evaluation
-from ..protocol import DEFAULT_PROTOCOL, Protocol
+from ..protocol import Protocol, protocol_field
 from . import annotate, prompts, rubric
 from .metrics import aggregate, item_score, scored_item
 from .record import LegalRikaiRecord
@@ -55,9 +55,8 @@ class LegalRikaiOptions(BaseModel):
     judges: list[Annotated[ModelSpec, AfterValidator(one_load)]] = Field(default_factory=list)
     overflow: Literal["skip", "fail", "focus"] = "focus"
     focus_neighbours: int = Field(1, ge=0, description="policy 'focus': unchanged articles kept either side")
-    protocol: Protocol = Field(
-        DEFAULT_PROTOCOL,
-        description="paper: the revision tasks' answer cap fits the whole contract and a cut answer is not judged; "
+    protocol: Protocol = protocol_field(
+        "paper: the revision tasks' answer cap fits the whole contract and a cut answer is not judged; "
         "offline-eval: max_tokens for every sub-task and cut answers judged, as before protocols",
     )
     max_tokens: int = Field(2048, ge=1, description="the answer cap (protocol paper: AmendExp's, and the least)")
@@ -115,15 +114,22 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         return annotate.case(entry, item, record, self.browser_diffs(item, record))
 
     @classmethod
-    def validate_path(cls, kind: str, path: str, split: str, field_map: dict[str, Any] | None) -> str:
+    def validate_path(
+        cls, kind: str, path: str, split: str | None, field_map: dict[str, Any] | None, protocol: str | None = None
+    ) -> str:
         """`legalrikai FOLDER` checks every sub-task found; `statrev FILE` (or another sub-task) one file."""
         if kind in SUBTASKS:
             from .schema import load_items
 
             if field_map and any(isinstance(v, dict) for v in field_map.values()):
                 raise InputError(f'give {kind}\'s map flat ({{"our_field": "their_field"}})', field="--field-map")
-            return f"{len(load_items(kind, path, split, field_map))} {kind} items"
-        opts: dict[str, Any] = {"data": path, "split": split, **({"field_map": field_map} if field_map else {})}
+            return f"{len(load_items(kind, path, split or 'test', field_map))} {kind} items"
+        opts: dict[str, Any] = {
+            "data": path,
+            "split": split or "test",
+            **({"field_map": field_map} if field_map else {}),
+        }
+        opts |= {"protocol": protocol} if protocol else {}
         task = cls.from_options(opts, source="command line", prefix="tasks.legalrikai")
         return task.validate_data(path)
 
