@@ -28,7 +28,7 @@ V2_MADE_AT = "/tmp/v2wt/"  # a worktree of git 2674d2a, the last commit that wro
 
 
 def made_at(tmp_path: Path) -> Path:
-    """The checkout the fixtures were made in, as far as they read it: this one's models and data, but data/jbeqa
+    """The checkout the fixtures were made in, as far as they read it: this one's models (a link) and data, but data/jbeqa
     as it was then (tests/fixtures/demo-data: its instructions are the release's since), and the fixtures'
     configs, byte for byte (the summaries hash them)."""
     root = tmp_path / "made-at"
@@ -36,9 +36,9 @@ def made_at(tmp_path: Path) -> Path:
         (root / "tests" / "fixtures").mkdir(parents=True)
         (root / "models").symlink_to(ROOT / "models")
         (root / "data").mkdir()
-        for d in (ROOT / "data").iterdir():
+        for d in (ROOT / "data").iterdir():  # copies: paths are resolved, and must stay under this root
             if d.name != "jbeqa":
-                (root / "data" / d.name).symlink_to(d)
+                shutil.copytree(d, root / "data" / d.name)
         shutil.copytree(ROOT / "tests" / "fixtures" / "demo-data" / "jbeqa", root / "data" / "jbeqa")
         for f in ("v2-demo.yaml", "v3-demo.yaml"):
             shutil.copy(ROOT / "tests" / "fixtures" / f, root / "tests" / "fixtures" / f)
@@ -61,7 +61,9 @@ def v3_copy(tmp_path: Path, fixture: Path = FIXTURE, made: str = MADE_AT) -> Pat
     out = tmp_path / fixture.name
     shutil.copytree(fixture, out)
     s = out / "summary.json"
-    s.write_text(s.read_text("utf-8").replace(made, f"{made_at(tmp_path)}/"), "utf-8")
+    text = s.read_text("utf-8")
+    text = text.replace(f"{made}models/", "\0models/")  # resolved paths: made_at's models/ is a link to this one's
+    s.write_text(text.replace(made, f"{made_at(tmp_path)}/").replace("\0", f"{ROOT}/"), "utf-8")
     return out
 
 
