@@ -137,10 +137,8 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
             own = settings_of(m, ld.variant, True) if t.task.model_sampling else settings
             if own is not settings and (how := own.describe()) != settings.describe():
                 # a task whose protocol decodes as the weights' files say: the provenance names how, per task
-                facts.decoding = {
-                    **(facts.decoding or {}),
-                    "tasks": {**(facts.decoding or {}).get("tasks", {}), t.name: how},
-                }
+                facts.decoding = facts.decoding or {}
+                facts.decoding.setdefault("tasks", {})[t.name] = how
             mine = own.on_task(t.task.samples)
             for s in t.settings:
                 with PeakMemory() as mem:

@@ -40,10 +40,7 @@ def protocol_field(description: str = "paper: the authors' protocol; offline-eva
 
 def unrecorded(field: FieldInfo) -> Any:
     """What a run recorded before a task option existed ran with: what the option declares, else its default."""
-    extra = field.json_schema_extra
-    if isinstance(extra, dict) and UNRECORDED in extra:
-        return extra[UNRECORDED]
-    return field.get_default(call_default_factory=True)
+    return declared_before({"f": field}).get("f", field.get_default(call_default_factory=True))
 
 
 def declared_before(fields: dict[str, FieldInfo]) -> dict[str, Any]:

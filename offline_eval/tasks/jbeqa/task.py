@@ -201,9 +201,9 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
                 field=where,
             )
         pool = self._items(o.train_split)
-        if len(pool) <= max(rows) and not k:
-            return []  # not the release (Task.departures says so): at 0 shots the exemplars are only left unscored
         if len(pool) <= max(rows):
+            if not k:
+                return []  # not the release (Task.departures says so): at 0 shots the exemplars are only left unscored
             raise InputError(
                 f"the paper's exemplars are rows {', '.join(map(str, rows))} of the {o.train_split} split of "
                 f"{authors.DATASET} at revision {authors.DATASET_REVISION[:8]}, and this {o.train_split} split has "
