@@ -43,7 +43,7 @@ def main() -> int:
     from offline_eval.tasks.legalrikai import prompts, rubric
     from offline_eval.tasks.legalrikai.task import judge_gold
 
-    task = make_task("legalrikai", {"data": "data/legalrikai", "limit": a.items})
+    task = make_task("legalrikai", {"protocol": "offline-eval", "data": "data/legalrikai", "limit": a.items})
     items = task.load()
     s = Sampling(temperature=0.0, seed=0, max_tokens=a.max_tokens)
     reqs = []

@@ -109,7 +109,20 @@ def reap_orphans(grace_s: float = 30.0) -> float:
 
 def offline_eval(python: str, pythonpath: Path, a: argparse.Namespace, tmp: Path, tag: str) -> Sample:
     out = tmp / f"out-{tag}"
-    cmd = [python, "-m", "offline_eval.cli", "run", "--backend", "vllm", "--model", a.model, "--task", "jbeqa"]
+    cmd = [
+        python,
+        "-m",
+        "offline_eval.cli",
+        "run",
+        "--backend",
+        "vllm",
+        "--model",
+        a.model,
+        "--task",
+        "jbeqa",
+        "--protocol",
+        "offline-eval",
+    ]
     cmd += ["--data", str(tmp / "data"), "--shots", "0", "--mode", "constrained", "--max-model-len"]
     cmd += [str(a.max_model_len), "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}

@@ -36,7 +36,9 @@ def ours(backend, data: Path, shots: int, mode: str, tmp: Path, tag: str) -> tup
     from offline_eval.store import Store
     from offline_eval.tasks import make_task
 
-    task = make_task("jbeqa", {"data": str(data), "shots": [shots], "mode": [mode], "bootstrap": 0})
+    task = make_task(
+        "jbeqa", {"protocol": "offline-eval", "data": str(data), "shots": [shots], "mode": [mode], "bootstrap": 0}
+    )
     items = task.load()  # reading the dataset is outside the comparison: raw gets its prompts for free too
     setting = {"shots": shots, "mode": mode}
     t0 = time.perf_counter()
@@ -54,7 +56,10 @@ def raw(backend, data: Path, shots: int) -> float:  # type: ignore[no-untyped-de
 
     from offline_eval.tasks import make_task
 
-    task = make_task("jbeqa", {"data": str(data), "shots": [shots], "mode": ["constrained"], "bootstrap": 0})
+    task = make_task(
+        "jbeqa",
+        {"protocol": "offline-eval", "data": str(data), "shots": [shots], "mode": ["constrained"], "bootstrap": 0},
+    )
     phase = task.build(task.load(), {"shots": shots, "mode": "constrained"})
     tok = backend.llm.get_tokenizer()
     prompts = [

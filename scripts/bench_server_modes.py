@@ -27,7 +27,7 @@ def main() -> None:
     from offline_eval.backends.spec import LoadSpec
     from offline_eval.tasks.jbeqa.task import JBEQATask
 
-    task = JBEQATask(JBEQATask.Options(data=str(ROOT / "data" / "jbeqa")))
+    task = JBEQATask(JBEQATask.Options(protocol="offline-eval", data=str(ROOT / "data" / "jbeqa")))
     items = task.load()
     server = Server("vllm", ROOT / "models" / "tiny")
     try:

@@ -115,8 +115,15 @@ def config(
         "output_dir": str(out),
         "models": models,
         "tasks": {
-            "jbeqa": {"data": str(ROOT / "data/jbeqa"), "shots": [0], "mode": ["constrained"], "limit": 4},
+            "jbeqa": {
+                "protocol": "offline-eval",
+                "data": str(ROOT / "data/jbeqa"),
+                "shots": [0],
+                "mode": ["constrained"],
+                "limit": 4,
+            },
             "legalevalq": {
+                "protocol": "offline-eval",
                 "data": str(ROOT / "data/legalevalq/queries.json"),
                 "limit": 1,
                 "max_tokens": 48,
@@ -126,6 +133,7 @@ def config(
                 "comment_max_chars": 80,
             },
             "legalrikai": {
+                "protocol": "offline-eval",
                 "data": str(ROOT / "data/legalrikai"),
                 "limit": items,
                 "max_tokens": 64,

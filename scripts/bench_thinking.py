@@ -32,7 +32,7 @@ def phase_for(n: int, shots: int):  # type: ignore[no-untyped-def]
     cfg = SweepConfig.model_validate(
         {
             "models": [{"name": "t", "backend": "fake", "path": str(ROOT / "models/tiny/think/hf")}],
-            "tasks": {"jbeqa": {"data": str(ROOT / "data/jbeqa"), "shots": [shots]}},
+            "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(ROOT / "data/jbeqa"), "shots": [shots]}},
         }
     )
     (task,) = plan_tasks(cfg, None, n, "bench")

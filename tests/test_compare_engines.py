@@ -70,7 +70,17 @@ def test_a_v3_folder_compared_with_a_new_one(tmp_path, tiny) -> None:  # type: i
     assert json.loads((old / "summary.json").read_text("utf-8"))["schema_version"] == 3
     models = [{"name": "tiny-gguf", "backend": "llamacpp", "path": str(tiny / "gguf" / "tiny-f16.gguf"),
                "max_model_len": 1024, "variants": {"f16": {"file": str(tiny / "gguf" / "tiny-f16.gguf")}}}]  # fmt: skip
-    new = _sweep(tmp_path, "now", models, limit=4, shots=[0, 4], mode=["constrained", "free", "logprob"], max_tokens=8)
+    old_data = ROOT / "tests" / "fixtures" / "demo-data" / "jbeqa"  # data/jbeqa as the v3 folder read it
+    new = _sweep(
+        tmp_path,
+        "now",
+        models,
+        data=str(old_data),
+        limit=4,
+        shots=[0, 4],
+        mode=["constrained", "free", "logprob"],
+        max_tokens=8,
+    )
     c = offline_eval.compare(old, new, verify=False)  # this checkout's scorer is not the one the v3 folder used
     got = {s.setting: s for s in c.settings if s.verdict != "missing"}
     assert set(got) == {f"jbeqa.{k}shot.{m}" for k in (0, 4) for m in ("constrained", "free", "logprob")}
