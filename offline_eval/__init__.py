@@ -23,7 +23,7 @@ __all__ = ["compare", "load", "sweep"]
 def __getattr__(name: str) -> object:
     # The API is imported when first used, so `import offline_eval` stays light.
     if name in ("sweep", "load", "compare"):
-        from . import api
+        from offline_eval import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'offline_eval' has no attribute {name!r}")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .summary import Summary
+from offline_eval.summary import Summary
 
 
 def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: Any) -> Summary:
@@ -20,9 +20,9 @@ def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: A
     connection allow-list, no matplotlib setting and no thread outlive the call."""
     from dataclasses import fields
 
-    from .config import load_config, parse_config
-    from .errors import CallbackError, InputError, SweepFailed
-    from .orchestrate import SweepOptions, run_sweep
+    from offline_eval.config import load_config, parse_config
+    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.runtime.errors import CallbackError, InputError, SweepFailed
 
     if isinstance(config, dict):
         cfg, source = parse_config(config, Path.cwd(), "config dict"), "config dict"
@@ -47,7 +47,7 @@ def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: A
 
 
 def _guarded(log: Callable[[str], None]) -> Callable[[str], None]:
-    from .errors import CallbackError
+    from offline_eval.runtime.errors import CallbackError
 
     def call(msg: str) -> None:
         try:
@@ -62,8 +62,8 @@ def load(out_dir: str | Path) -> Summary:
     """A sweep's output folder: its summary.json, checked whole; `.records(run, setting)` and `.dataframe()`
     read its results files. Refused while a sweep writes into the folder; records read after another sweep
     rewrote it are refused too, so a summary and its records are always of one sweep."""
-    from .errors import InputError
-    from .lock import holder
+    from offline_eval.runtime.errors import InputError
+    from offline_eval.runtime.lock import holder
 
     if who := holder(out_dir):
         raise InputError(
@@ -77,6 +77,6 @@ def compare(old: str | Path, new: str | Path, **options: Any) -> Any:
     (old run -> new run, for runs of other names), margins (metric -> margin), seed, allow_changed_data,
     allow_protocol_change (pair runs of different protocols, refused by default), verify (both folders verified
     first, by default)."""
-    from .comparison import compare as run
+    from offline_eval.comparison import compare as run
 
     return run(old, new, **options)

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from .analyses import analyse
-from .config import SweepConfig
-from .pipeline.evaluate import run_evaluations
-from .pipeline.execute import Stage, attempt
-from .pipeline.plan import Plan
-from .pipeline.state import State
-from .results import ItemRecord, Records
-from .summary import SCHEMA_VERSION, Summary, SweepProvenance
+from offline_eval.analyses import analyse
+from offline_eval.config import SweepConfig
+from offline_eval.pipeline.evaluate import run_evaluations
+from offline_eval.pipeline.execute import Stage, attempt
+from offline_eval.pipeline.plan import Plan
+from offline_eval.pipeline.state import State
+from offline_eval.results import ItemRecord, Records
+from offline_eval.summary import SCHEMA_VERSION, Summary, SweepProvenance
 
 
 def execute(stage: Stage, the: Plan, state: State, source: str) -> State:

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import OfflineEvalError, described
-from .preload import rerun_for
+from offline_eval.runtime.errors import OfflineEvalError, described
+from offline_eval.runtime.preload import rerun_for
 
 if TYPE_CHECKING:
-    from .summary import Summary
+    from offline_eval.summary import Summary
 
 # Engines log every step at INFO; a user wants our progress, not theirs. --debug restores it.
 _QUIET_ENV = {
@@ -29,7 +29,7 @@ def _csv(v: str | None, flag: str = "") -> list[str] | None:
         return None
     items = [x.strip() for x in v.split(",") if x.strip()]
     if not items:
-        from .errors import InputError
+        from offline_eval.runtime.errors import InputError
 
         raise InputError(f"empty list {v!r}; give comma-separated names, or leave the option out", field=flag)
     return items
@@ -38,16 +38,16 @@ def _csv(v: str | None, flag: str = "") -> list[str] | None:
 def _limit(n: int | None) -> int | None:
     """--limit, checked here so that a bad value is blamed on the option, not on the config's `limit`."""
     if n is not None and n < 1:
-        from .errors import InputError
+        from offline_eval.runtime.errors import InputError
 
         raise InputError(f"must be at least 1 item, got {n}", field="--limit")
     return n
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from .config import load_config
-    from .orchestrate import SweepOptions, run_sweep
-    from .timings import Timings
+    from offline_eval.config import load_config
+    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.runtime.timings import Timings
 
     timings = Timings()
     with timings.stage("config"):
@@ -72,9 +72,9 @@ def _report_failures(summary: Summary) -> int:
 def cmd_run(a: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from .config import SweepConfig
-    from .errors import format_validation_error
-    from .orchestrate import SweepOptions, run_sweep
+    from offline_eval.config import SweepConfig
+    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.runtime.errors import format_validation_error
 
     variant = {"default": {"file": None}}
     model: dict[str, Any] = {
@@ -85,8 +85,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         "variants": variant,
     }
     if a.chat_template:
-        from .backends.chat import checked_setting
-        from .errors import InputError
+        from offline_eval.backends.chat import checked_setting
+        from offline_eval.runtime.errors import InputError
 
         try:
             model["chat_template"] = checked_setting(a.chat_template)
@@ -106,14 +106,14 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from .report import write_report
+    from offline_eval.report import write_report
 
     print(f"wrote {write_report(a.dir)}")
     return 0
 
 
 def cmd_annotate(a: argparse.Namespace) -> int:
-    from .annotate import annotate
+    from offline_eval.annotate import annotate
 
     w = annotate(
         a.dir,
@@ -140,7 +140,7 @@ def cmd_annotate(a: argparse.Namespace) -> int:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    from .verify import CLAIMED, OK, verify
+    from offline_eval.verify import CLAIMED, OK, verify
 
     problems = verify(a.dir)
     print("\n".join([*problems, "claimed, not checked (nothing can recompute them):", *(f"  - {x}" for x in CLAIMED)]))
@@ -154,7 +154,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
 def cmd_schema(a: argparse.Namespace) -> int:
     import json
 
-    from .summary import json_schema
+    from offline_eval.summary import json_schema
 
     print(json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=True))
     return 0
@@ -163,7 +163,7 @@ def cmd_schema(a: argparse.Namespace) -> int:
 def _field_map(text: str | None) -> dict[str, Any] | None:
     import json
 
-    from .errors import InputError
+    from offline_eval.runtime.errors import InputError
 
     if not text:
         return None
@@ -180,8 +180,8 @@ def _field_map(text: str | None) -> dict[str, Any] | None:
 
 def cmd_data_validate(a: argparse.Namespace) -> int:
     """The task's own loaders and checks, so a file that validates is a file the sweep accepts."""
-    from .errors import InputError
-    from .tasks import data_kinds, task_classes
+    from offline_eval.runtime.errors import InputError
+    from offline_eval.tasks import data_kinds, task_classes
 
     owner = next((cls for cls in task_classes() if a.task == cls.name or a.task in cls.data_kinds), None)
     if owner is None:
@@ -191,8 +191,8 @@ def cmd_data_validate(a: argparse.Namespace) -> int:
 
 
 def cmd_models_check(a: argparse.Namespace) -> int:
-    from .config import check_paths, load_config
-    from .tasks import load_items, make_task
+    from offline_eval.config import check_paths, load_config
+    from offline_eval.tasks import load_items, make_task
 
     cfg = load_config(a.config)
     problems = check_paths(cfg, a.config)
@@ -210,7 +210,7 @@ def cmd_models_check(a: argparse.Namespace) -> int:
 def cmd_ja_stats(a: argparse.Namespace) -> int:
     import json
 
-    from .ja.show import load_tokenizer, parse, read_text, stats
+    from offline_eval.ja.show import load_tokenizer, parse, read_text, stats
 
     tok = load_tokenizer(a.tokenizer) if a.tokenizer else None
     s = stats(parse(read_text(a.file)), tok)
@@ -225,9 +225,9 @@ def cmd_ja_stats(a: argparse.Namespace) -> int:
 def cmd_ja_diff(a: argparse.Namespace) -> int:
     import json
 
-    from .ja.align import changes
-    from .ja.diff import diff_texts
-    from .ja.show import format_changes, format_diff, parse, read_text, use_color
+    from offline_eval.ja.align import changes
+    from offline_eval.ja.diff import diff_texts
+    from offline_eval.ja.show import format_changes, format_diff, parse, read_text, use_color
 
     ta, tb = read_text(a.a), read_text(a.b)
     d = diff_texts(ta, tb)
@@ -262,8 +262,8 @@ def cmd_ja_diff(a: argparse.Namespace) -> int:
 def cmd_ja_check(a: argparse.Namespace) -> int:
     import json
 
-    from .ja.checks import check, introduced_defects
-    from .ja.show import format_findings, parse, read_text
+    from offline_eval.ja.checks import check, introduced_defects
+    from offline_eval.ja.show import format_findings, parse, read_text
 
     doc = parse(read_text(a.file))
     found = introduced_defects(parse(read_text(a.against)), doc) if a.against else check(doc)
@@ -275,7 +275,7 @@ def cmd_ja_check(a: argparse.Namespace) -> int:
 
 
 def cmd_quantize(a: argparse.Namespace) -> int:
-    from .quantize import quantize
+    from offline_eval.quantize import quantize
 
     for path in quantize(a.src, _csv(a.to, "--to") or [], a.out_dir, a.threads):
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
@@ -287,8 +287,8 @@ _VERBOSE = "show the engines' own output (library warnings, native logs) here, n
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .backends.registry import engine_names
-    from .tasks import data_kinds, task_classes
+    from offline_eval.backends.registry import engine_names
+    from offline_eval.tasks import data_kinds, task_classes
 
     p = argparse.ArgumentParser(
         prog="offline-eval", description="Japanese legal benchmarks on local models, with no network."
@@ -362,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("dir")
     ver.set_defaults(func=cmd_verify)
 
-    from .comparison.command import add_command
+    from offline_eval.comparison.command import add_command
 
     add_command(sub)
     sch = sub.add_parser("schema", help="print the JSON Schema of an output file")

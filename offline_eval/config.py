@@ -17,10 +17,10 @@ from pydantic import (
     field_validator,
 )
 
-from .decoding import seed_problem
-from .errors import InputError, format_validation_error, is_url, missing
-from .modelspec import ModelSpec, Strict, VariantSpec, greedy, resolve_model_paths, resolve_path
-from .sections import Metric
+from offline_eval.decoding import seed_problem
+from offline_eval.modelspec import ModelSpec, Strict, VariantSpec, greedy, resolve_model_paths, resolve_path
+from offline_eval.runtime.errors import InputError, format_validation_error, is_url, missing
+from offline_eval.tasks.kit.sections import Metric
 
 
 class RunnerSpec(Strict):
@@ -64,7 +64,7 @@ class SweepConfig(Strict):
     ) -> set[str]:
         """The engines a sweep of it loads: its models' (those named by --only) and its tasks' evaluators'. A task's
         bad options are an error naming `source`, the config file."""
-        from .tasks import make_task
+        from offline_eval.tasks import make_task
 
         wanted = {m.backend for m in self.models if not only or m.name in only}
         for name, options in self.tasks.items():
@@ -120,7 +120,7 @@ def load_config(path: str | Path) -> SweepConfig:
 def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
     """A config as models.yaml would hold it, validated; relative paths resolve against `base`, by one rule
     (resolve_model_paths) for every model, top-level or a task's judge or evaluator."""
-    from .tasks import get_task_class
+    from offline_eval.tasks import get_task_class
 
     if not isinstance(raw, dict):
         raise InputError("expected a mapping with `models` and `tasks`", file=source)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .requests import Request
+from offline_eval.requests import Request
 
 
 def tokens_needed(prompt_tokens: int, request: Request, method: str) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from .metrics.flat import metrics_v3
+from offline_eval.metrics.flat import metrics_v3
 
 
 def forward(raw: dict[str, Any], version: int, current: int, run_fields: Collection[str]) -> dict[str, Any]:

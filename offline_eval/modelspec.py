@@ -20,11 +20,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from .backends.chat import checked_setting, normalize_setting, spec_template
-from .backends.registry import engine_names, get_engine
-from .backends.spec import LoadSpec
-from .decoding import SEED_MAX, ReasoningSpec, SamplingSpec, Strict, checked_seed, first_seeds, seed_problem
-from .errors import InputError, is_url, missing
+from offline_eval.backends.chat import checked_setting, normalize_setting, spec_template
+from offline_eval.backends.registry import engine_names, get_engine
+from offline_eval.backends.spec import LoadSpec
+from offline_eval.decoding import SEED_MAX, ReasoningSpec, SamplingSpec, Strict, checked_seed, first_seeds, seed_problem
+from offline_eval.runtime.errors import InputError, is_url, missing
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 _FULL_PRECISION = {"bf16", "f16", "fp16", "bfloat16", "float16", "half"}

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
-from .backends.registry import engine_version, spec_fingerprint
-from .backends.spec import LoadSpec
-from .datafiles import TaskItem
-from .summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
+from offline_eval.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
+from offline_eval.backends.registry import engine_version, spec_fingerprint
+from offline_eval.backends.spec import LoadSpec
+from offline_eval.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
+from offline_eval.tasks.kit.datafiles import TaskItem
 
 # The engine libraries whose installed versions a sweep records, by module name: what is installed, whether or not
 # this process imported it (a re-run served from the store, or a Ray driver, imports none, and says the same).
@@ -105,7 +105,7 @@ def config_digest(path: str | None, config: Any) -> str:
 def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_template: str | None) -> LoadProvenance:
     """One load: the fingerprint that keys its outputs in the store and the files behind it. `chat_template` is
     the template's text (None: the plain format)."""
-    from .backends.registry import get_engine
+    from offline_eval.backends.registry import get_engine
 
     unknown: dict[str, str] = {}
     remote = get_engine(spec.backend).remote

@@ -9,8 +9,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .errors import InputError, MissingExtraError, is_url
-from .quiet import native_stderr_silenced
+from offline_eval.runtime.errors import InputError, MissingExtraError, is_url
+from offline_eval.runtime.quiet import native_stderr_silenced
 
 # Names users write -> llama.cpp's LLAMA_FTYPE_MOSTLY_* constant.
 TYPES = ("f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q5_0", "q4_k_m", "q4_k_s", "q4_0", "q3_k_m", "q2_k")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .constraints import Constraint
+from offline_eval.constraints import Constraint
 
 Method = Literal["generate", "choice_logprobs"]
 

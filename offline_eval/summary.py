@@ -12,12 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from .errors import InputError, format_validation_error
-from .fileio import write_json_atomic
-from .metrics.noninferiority import NonInferiority
-from .metrics.stats import PairedResult
-from .migrate import forward
-from .results import ItemRecord, PlainRecord, ResultsFolder, RunEntry
+from offline_eval.metrics.noninferiority import NonInferiority
+from offline_eval.metrics.stats import PairedResult
+from offline_eval.migrate import forward
+from offline_eval.results import ItemRecord, PlainRecord, ResultsFolder, RunEntry
+from offline_eval.runtime.errors import InputError, format_validation_error
+from offline_eval.runtime.fileio import write_json_atomic
 
 SCHEMA_VERSION = (
     4  # 4: metrics as values; 3: typed, with provenance; 2: clustered CIs and score intervals; 1: the first
@@ -222,7 +222,7 @@ class Summary(_Model):
     def records(self, run: str, setting: str) -> list[ItemRecord]:
         """One run's per-item records on one task setting, typed by its task's record class (a task this
         installation lacks gives the generic fields only)."""
-        from .tasks import get_task_class, task_names
+        from offline_eval.tasks import get_task_class, task_names
 
         entry = next((r for r in self.runs if r.run == run and r.setting == setting), None)
         if entry is None:
@@ -242,7 +242,7 @@ class Summary(_Model):
         try:
             import pandas as pd
         except ImportError:
-            from .errors import MissingExtraError
+            from offline_eval.runtime.errors import MissingExtraError
 
             raise MissingExtraError("pandas", "pandas", "library") from None
         chosen = [r for r in self.runs if (run is None or r.run == run) and (setting is None or r.setting == setting)]
@@ -259,7 +259,7 @@ class Summary(_Model):
     def _same_sweep(self) -> None:
         """Records read now belong to the sweep this summary was read from: refused while another sweep writes
         into the folder, or once one has rewritten summary.json since."""
-        from .lock import holder
+        from offline_eval.runtime.lock import holder
 
         assert self._folder is not None
         if who := holder(self._folder):

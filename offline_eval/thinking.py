@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .backends.chat import gguf_metadata
-from .backends.registry import get_engine
-from .errors import InputError
-from .modelspec import ModelSpec, ReasoningSpec, SamplingSpec
-from .requests import Carried, Phase, Request, Result
-from .runner import PhaseStats, Runner
+from offline_eval.backends.chat import gguf_metadata
+from offline_eval.backends.registry import get_engine
+from offline_eval.modelspec import ModelSpec, ReasoningSpec, SamplingSpec
+from offline_eval.requests import Carried, Phase, Request, Result
+from offline_eval.runner import PhaseStats, Runner
+from offline_eval.runtime.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -61,8 +61,8 @@ llm.llm_engine.engine_core.shutdown()
 def start(model: str, ctx: int, cache: Path, default: bool, compile: str = "always", graph: str = "piecewise") -> dict:
     """One start in a fresh process. vLLM's default: its AOT compile cache and its engine-core and worker
     processes; offline-eval's: whatever the backend sets (the AOT cache that loads, the engine core in-process), and
-    tcmalloc preloaded where it is installed, as the CLI starts it (offline_eval/preload.py)."""
-    from offline_eval.preload import tcmalloc_library
+    tcmalloc preloaded where it is installed, as the CLI starts it (offline_eval/runtime/preload.py)."""
+    from offline_eval.runtime.preload import tcmalloc_library
 
     drop = ("VLLM_USE_AOT_COMPILE", "VLLM_ENABLE_V1_MULTIPROCESSING", "LD_PRELOAD")
     env = {k: v for k, v in os.environ.items() if k not in drop}

@@ -150,7 +150,7 @@ def config(
 def sweep(cfg_path: Path) -> dict[str, Any]:
     from offline_eval.config import load_config
     from offline_eval.orchestrate import SweepOptions, run_sweep
-    from offline_eval.timings import Timings
+    from offline_eval.runtime.timings import Timings
 
     timings = Timings()
     with timings.stage("config"):

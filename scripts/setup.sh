@@ -36,7 +36,7 @@ for pkg in torchvision torchaudio torchcodec; do
 done
 
 # tcmalloc: vLLM on the CPU runs about 13% faster with it preloaded, which the CLI does when it is installed
-# (offline_eval/preload.py). Debian's package, where this runs as root; elsewhere: apt-get install libtcmalloc-minimal4.
+# (offline_eval/runtime/preload.py). Debian's package, where this runs as root; elsewhere: apt-get install libtcmalloc-minimal4.
 if ! ldconfig -p 2>/dev/null | grep -q libtcmalloc_minimal; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     step "installing Debian's libtcmalloc-minimal4 (vLLM on the CPU runs faster with it)"

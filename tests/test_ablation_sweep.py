@@ -152,7 +152,7 @@ def test_engines_release_memory_between_loads(tiny):
 
     from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
-    from offline_eval.memory import tree_rss
+    from offline_eval.runtime.memory import tree_rss
 
     gc.collect()
     base = tree_rss()

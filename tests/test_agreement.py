@@ -114,7 +114,7 @@ def test_the_task_report_reads_back_typed_as_written_and_a_bad_cell_is_one_line(
     bootstrap ran; a value of the wrong form names the field."""
     from partial import summary as summary_of
 
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
     from offline_eval.tasks.legalrikai.sweepreport import BiasCell, JudgeAgreement, LegalRikaiReport
 
     ja = JudgeAgreement(alpha={}, bias={"reqrev": {"j": {"IF": BiasCell(bias=0.1, n=3), "SC": BiasCell(

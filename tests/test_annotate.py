@@ -92,7 +92,7 @@ def test_the_sample_is_stratified_seeded_and_named_by_its_outputs(rikai):  # typ
 
 def test_a_small_sample_crosses_sub_tasks_and_runs_alike():  # type: ignore[no-untyped-def]
     from offline_eval.annotate.sample import sample
-    from offline_eval.annotation import Case
+    from offline_eval.tasks.kit.annotation import Case
 
     def case(run: str, sub: str, i: int) -> Case:
         return Case(run, "s", f"{sub}-{i}", sub, f"{run}{sub}{i}", [], [], [], [], {})
@@ -175,7 +175,7 @@ def _export(rikai: Path, cases: list, path: Path, sample: str, score: int = 2, a
             comment: str = "") -> Path:  # type: ignore[type-arg]  # fmt: skip
     """What the page exports for these cases (the browser test checks the page writes exactly this form): UTF-8
     with a byte order mark, each output named by its case id, formula-like cells escaped."""
-    from offline_eval.datafiles import escape_cell
+    from offline_eval.tasks.kit.datafiles import escape_cell
     from offline_eval.tasks.legalrikai.annotate import FORM
 
     with path.open("w", newline="", encoding="utf-8-sig") as f:
@@ -385,8 +385,8 @@ def test_a_legalevalq_export_trains_the_scorer(tmp_path, offline_browser):  # ty
 
 
 def test_tables_split_records_where_csv_and_jsonl_do_not_where_str_splitlines_does(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.datafiles import read_table
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
+    from offline_eval.tasks.kit.datafiles import read_table
 
     comment = "第一\u2028第二\x85第三\n次の行"
     c = tmp_path / "a.csv"
@@ -478,7 +478,7 @@ def test_the_page_source_holds_no_run_name_judge_score_or_rationale_before_save(
 def test_the_same_annotator_name_in_two_files_is_refused_naming_both_files(rikai, tmp_path):  # type: ignore[no-untyped-def]
     """Two people who typed the same name would be merged into one (or one contradicting themselves)."""
     from offline_eval.annotate.sample import offered, read_sweep, sample_id
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
     from offline_eval.tasks.legalrikai.agreement import read_human_scores
 
     _, cases = offered(read_sweep(str(rikai)), "legalrikai", str(rikai))
@@ -540,7 +540,7 @@ def test_a_cp932_resave_is_refused_with_the_command_that_converts_it(rikai, tmp_
 def test_csv_cells_a_spreadsheet_would_evaluate_are_unescaped_on_read(tmp_path):  # type: ignore[no-untyped-def]
     """OWASP's CSV injection rule: a cell starting with =, +, -, @, tab or CR is written with a leading quote (one
     more for a cell already starting with quotes before one), and read back as it was; other quotes stay."""
-    from offline_eval.datafiles import escape_cell, read_table, unescape_cell
+    from offline_eval.tasks.kit.datafiles import escape_cell, read_table, unescape_cell
 
     cells = ["=1+1", "+81 3", "-引用条文", "@SUM(A1)", "\tタブ", "\r改行", "'=引用", "''-x", "'quoted", "正常", ""]
     for c in cells:
@@ -581,7 +581,7 @@ def _browser_export(browser, page_file: Path, annotator: str, comments: list[str
 def test_csv_cells_a_spreadsheet_would_evaluate_are_escaped_on_export(rikai, tmp_path, offline_browser):  # type: ignore[no-untyped-def]
     """Comments and a name starting with =, +, -, @ or tab leave the page with a leading quote (a spreadsheet
     shows them as text, runs nothing), as datafiles.escape_cell writes them, and the sweep reads them as typed."""
-    from offline_eval.datafiles import escape_cell, read_table
+    from offline_eval.tasks.kit.datafiles import escape_cell, read_table
     from offline_eval.tasks.legalrikai.agreement import read_human_scores
 
     page_file = tmp_path / "escape.html"

@@ -115,8 +115,8 @@ def _fake(tmp: Path, **model: object) -> Path:
 
 def test_the_apis_refusals_are_one_clear_error(tmp_path):
     import offline_eval
-    from offline_eval.errors import InputError, SweepFailed
-    from offline_eval.lock import OutputLock
+    from offline_eval.runtime.errors import InputError, SweepFailed
+    from offline_eval.runtime.lock import OutputLock
 
     with pytest.raises(InputError, match="takes a models.yaml path or a mapping, not list"):
         offline_eval.sweep([str(_fake(tmp_path))])
@@ -145,7 +145,7 @@ def test_the_apis_refusals_are_one_clear_error(tmp_path):
 
 def test_an_option_the_sweep_does_not_know_is_refused_naming_it(tmp_path: Path) -> None:
     import offline_eval
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
 
     with pytest.raises(InputError, match="unknown option 'lmit'; the options are dry_run, engine_log"):
         offline_eval.sweep(str(_fake(tmp_path)), lmit=3, log=lambda _: None)

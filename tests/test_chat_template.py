@@ -178,7 +178,7 @@ def test_template_that_ignores_the_messages_is_refused(tmp_path: Path):
 
 
 def test_judge_template_is_checked_too(tmp_path: Path):
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
 
     opts = {
         "protocol": "offline-eval",
@@ -247,7 +247,7 @@ def test_template_less_copies_have_no_template(tiny: Path, bare: Path):
 
 def test_unreadable_model_header_is_an_input_error_naming_the_file(tiny: Path, tmp_path: Path):
     """A damaged GGUF or tokenizer_config.json fails its own run (an InputError naming the file), never the sweep."""
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
 
     cut = tmp_path / "cut.gguf"
     cut.write_bytes((tiny / "gguf" / "tiny-f16.gguf").read_bytes()[:64])

@@ -18,7 +18,7 @@ from offline_eval.backends.spec import LoadSpec
 from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS, COMPILE_ABOVE_TOKENS_CACHED, compile_choice
 from offline_eval.backends.vllm_cache import CompiledIndex
 from offline_eval.config import parse_config
-from offline_eval.errors import InputError
+from offline_eval.runtime.errors import InputError
 
 
 def spec(planned: int | None = None, path: str = "/nowhere", **kw: Any) -> LoadSpec:

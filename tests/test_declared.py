@@ -16,9 +16,9 @@ from sklearn.metrics import balanced_accuracy_score
 from offline_eval.metrics.bootstrap import Clusters, clustered_cis
 from offline_eval.metrics.declared import Bootstrapped, Breakdown
 from offline_eval.requests import Result
-from offline_eval.sections import Metric
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import JBEQATask
+from offline_eval.tasks.kit.sections import Metric
 
 
 # ---- the worked example, as docs/architecture.md gives it
@@ -148,6 +148,18 @@ def skeleton_source() -> str:
     text = DOC.read_text("utf-8")
     block = text.split("<!-- skeleton -->", 1)[1].split("<!-- /skeleton -->", 1)[0]
     return block.strip().removeprefix("```python").removesuffix("```")
+
+
+def test_the_skeleton_imports_the_kit_and_the_base_only():
+    import ast
+
+    tree = ast.parse(skeleton_source())
+    ours = {
+        n.module
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("offline_eval")
+    }
+    assert ours == {"offline_eval.tasks.kit", "offline_eval.tasks.base"}
 
 
 @pytest.fixture

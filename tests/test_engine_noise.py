@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import DATA, run_cli
 
-from offline_eval.preload import tcmalloc_library
+from offline_eval.runtime.preload import tcmalloc_library
 
 pytestmark = pytest.mark.engine
 

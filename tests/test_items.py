@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from offline_eval.datafiles import TaskItem, read_items
-from offline_eval.errors import InputError
 from offline_eval.provenance import item_digests
+from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa.data import JBEQAItem
+from offline_eval.tasks.kit.datafiles import TaskItem, read_items
 from offline_eval.tasks.legalevalq.data import LegalEvalQItem
 from offline_eval.tasks.legalrikai.schema import AmendExpItem, RevisionItem, StatRevItem
 

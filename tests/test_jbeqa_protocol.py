@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import run_cli
 
-from offline_eval.errors import InputError
 from offline_eval.metrics.classification import precision_recall_f1
+from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import authors
 from offline_eval.tasks.jbeqa.data import JBEQAItem
@@ -284,6 +284,6 @@ def test_compare_refuses_to_pair_protocols_unless_told(swept):
 
 def test_the_commands_protocol_choices_are_the_tasks() -> None:
     from offline_eval import cli
-    from offline_eval.tasks.protocol import PROTOCOLS
+    from offline_eval.tasks.kit.protocol import PROTOCOLS
 
     assert cli.PROTOCOLS == PROTOCOLS

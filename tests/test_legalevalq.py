@@ -182,7 +182,7 @@ def test_authors_checkpoint_is_read_with_weights_only(bert, tmp_path):
     import torch
 
     torch.save({"state_dict": theirs, "obj": Evil()}, tmp_path / "evil.pth")
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
 
     with pytest.raises(InputError, match="refused"):
         Scorer.from_author_checkpoint(tmp_path / "evil.pth", str(bert))

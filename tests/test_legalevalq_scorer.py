@@ -18,7 +18,7 @@ pytestmark = pytest.mark.engine
 
 from conftest import ROOT, run_cli
 
-from offline_eval.errors import InputError
+from offline_eval.runtime.errors import InputError
 from offline_eval.tasks.legalevalq.model import HierarchicalExtractor, layer_groups
 from offline_eval.tasks.legalevalq.scorer import Scorer, ScorerConfig
 

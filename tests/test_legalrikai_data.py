@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import ROOT, run_cli
 
-from offline_eval.errors import InputError
 from offline_eval.ja.contract import parse
+from offline_eval.runtime.errors import InputError
 from offline_eval.tasks.legalrikai.schema import load_items
 
 D = ROOT / "data" / "legalrikai"

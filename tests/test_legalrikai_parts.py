@@ -12,12 +12,12 @@ from conftest import ROOT, statute
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, mean_absolute_error
 
-from offline_eval import judges
 from offline_eval.constraints import JsonSchema
-from offline_eval.errors import InputError
 from offline_eval.ja.contract import parse
 from offline_eval.requests import Sampling
 from offline_eval.results import RunKey
+from offline_eval.runtime.errors import InputError
+from offline_eval.tasks.kit import judges
 from offline_eval.tasks.legalrikai import rubric
 from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
 from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes

@@ -16,9 +16,9 @@ import pytest
 from conftest import ROOT
 
 import offline_eval
-from offline_eval.errors import InputError
 from offline_eval.metrics.values import MetricValue, RunMetrics
 from offline_eval.results import RunEntry
+from offline_eval.runtime.errors import InputError
 from offline_eval.summary import SCHEMA_VERSION, Summary
 
 FIXTURE = ROOT / "tests" / "fixtures" / "v3-demo"

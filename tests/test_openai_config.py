@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from offline_eval.config import load_config
-from offline_eval.errors import InputError
+from offline_eval.runtime.errors import InputError
 
 
 def _write(tmp_path, model: dict) -> str:  # type: ignore[no-untyped-def]

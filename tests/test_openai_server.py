@@ -338,7 +338,7 @@ def test_connections_outside_the_config_are_refused(vllm_server):  # type: ignor
     allow-list is in force, and the process connects as before once it is not."""
     code = f"""
 import socket, httpx
-from offline_eval.netguard import allow_only, ConnectionNotAllowed
+from offline_eval.runtime.netguard import allow_only, ConnectionNotAllowed
 with allow_only(["{vllm_server.url}"]):
     assert httpx.get("{vllm_server.url}/models", trust_env=False).status_code == 200
     for host in ("127.0.0.2", "10.255.255.1"):
@@ -388,7 +388,7 @@ def test_dry_run_counts_chat_prompts_with_the_local_tokenizer(llamacpp_server, t
 
 
 def test_api_key_goes_in_the_header_and_nowhere_else(tiny, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    from offline_eval.errors import EngineError
+    from offline_eval.runtime.errors import EngineError
 
     key = "sk-offline-eval-test-7f3a9c"
     server = Server("llamacpp", tiny, args=["--api_key", key])
@@ -412,7 +412,7 @@ def test_api_key_goes_in_the_header_and_nowhere_else(tiny, tmp_path, monkeypatch
 def test_a_4xx_fails_its_request_once_with_the_servers_message_and_stores_nothing(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
     """A prompt longer than the server's context: llama-cpp-python answers 400; one request, no retries, and no
     answer is made of the refusal (a re-run asks again)."""
-    from offline_eval.errors import PartialFailure
+    from offline_eval.runtime.errors import PartialFailure
 
     runner, engine = _runner(llamacpp_server, tmp_path, retries=3)
     backend = engine.get()

@@ -80,7 +80,7 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
     judge computes about half the prompt tokens it is handed."""
     from offline_eval.config import load_config
     from offline_eval.orchestrate import SweepOptions, run_sweep
-    from offline_eval.timings import ENGINE_STAGES
+    from offline_eval.runtime.timings import ENGINE_STAGES
 
     weights = tmp_path / "w.bin"
     weights.write_text("fake weights")

@@ -1,4 +1,4 @@
-"""When the CLI starts its command again with tcmalloc preloaded (offline_eval/preload.py): only for a vLLM load on
+"""When the CLI starts its command again with tcmalloc preloaded (offline_eval/runtime/preload.py): only for a vLLM load on
 the CPU, only where the library is installed, once, never from a call of main() inside another program, and never
 where the user turned it off. The exec itself is replaced here; test_engine_noise runs the real one."""
 
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from offline_eval import preload
-from offline_eval.errors import InputError
+from offline_eval.runtime import preload
+from offline_eval.runtime.errors import InputError
 
 
 class Exec(Exception):

@@ -140,7 +140,7 @@ def test_a_run_with_no_scored_items_has_no_score_and_ranks_last(tmp_path, tiny):
 
 
 def test_summary_never_holds_bare_nan(tmp_path):
-    from offline_eval.fileio import write_json_atomic, write_jsonl_atomic
+    from offline_eval.runtime.fileio import write_json_atomic, write_jsonl_atomic
 
     write_json_atomic(tmp_path / "s.json", {"kappa": float("nan"), "x": [float("inf"), 1.5]})
     write_jsonl_atomic(tmp_path / "r.jsonl", [{"v": float("-inf")}])
@@ -221,8 +221,8 @@ def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
 
     from offline_eval.backends.registry import load_backend
     from offline_eval.constraints import Choice
-    from offline_eval.errors import EngineError
     from offline_eval.requests import Request, Sampling
+    from offline_eval.runtime.errors import EngineError
 
     b = load_backend(spec_for("llamacpp", tiny))
     try:
@@ -275,7 +275,7 @@ def test_a_second_sweep_on_a_busy_folder_is_refused(tmp_path, tiny):
             sys.executable,
             "-c",
             (
-                "import sys, time; from offline_eval.lock import OutputLock\n"
+                "import sys, time; from offline_eval.runtime.lock import OutputLock\n"
                 f"with OutputLock({str(out)!r}):\n    print('held', flush=True); time.sleep(60)"
             ),
         ],

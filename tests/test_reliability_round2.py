@@ -113,7 +113,7 @@ def test_html_breakers_in_outputs_leave_the_report_working(tmp_path, offline_bro
     lines = results.read_text(encoding="utf-8").split("\n")
     first = json.loads(lines[0])
     first["output"] = "lone \ud800 surrogate <!--<script>"
-    from offline_eval.fileio import dumps
+    from offline_eval.runtime.fileio import dumps
 
     lines[0] = dumps(first)
     results.write_text("\n".join(lines), encoding="utf-8")
@@ -183,7 +183,7 @@ def test_a_read_only_store_says_so_and_does_not_suggest_fresh(tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_an_output_path_in_the_way_is_named_before_anything_runs(tmp_path):
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
 
     cfg = fake_sweep_config(tmp_path, DATA, {})
     out = tmp_path / "out"

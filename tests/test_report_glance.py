@@ -69,8 +69,8 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     from offline_eval.analyses.leaderboards import build as leaderboards
     from offline_eval.report.first import leaderboard_matrix
     from offline_eval.results import RunEntry
-    from offline_eval.sections import leaderboard
     from offline_eval.tasks.jbeqa.task import JBEQATask
+    from offline_eval.tasks.kit.sections import leaderboard
 
     metrics = tuple(replace(m, higher_is_better=False) if m.name == "f1" else m for m in JBEQATask.metrics)
     monkeypatch.setattr(JBEQATask, "metrics", metrics)

@@ -8,9 +8,9 @@ from conftest import TINY
 from offline_eval.backends.lazy import LazyBackend
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.constraints import Choice
-from offline_eval.errors import InputError
 from offline_eval.requests import Phase, Request, Result, Sampling
 from offline_eval.runner import Runner
+from offline_eval.runtime.errors import InputError
 from offline_eval.store import Row, Store
 
 

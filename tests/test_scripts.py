@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from offline_eval.preload import tcmalloc_library
+from offline_eval.runtime.preload import tcmalloc_library
 
 NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"  # also nan and inf, so that the check sees them
 

@@ -240,7 +240,7 @@ def test_the_api_key_reaches_no_output_file_and_no_log_line(tmp_path, server, mo
 
 @pytest.mark.parametrize("where", ["body", "headers"])
 def test_a_trickling_server_cannot_hold_a_request(server, where):  # type: ignore[no-untyped-def]
-    from offline_eval.errors import PartialFailure
+    from offline_eval.runtime.errors import PartialFailure
 
     answer = as_json(chat_reply("1"))
 
@@ -262,7 +262,7 @@ def test_a_trickling_server_cannot_hold_a_request(server, where):  # type: ignor
 
 
 def test_a_redirect_with_an_answer_in_it_is_not_followed_nor_taken(server):  # type: ignore[no-untyped-def]
-    from offline_eval.errors import PartialFailure
+    from offline_eval.runtime.errors import PartialFailure
 
     server.behaviour = lambda seen, n: (
         Reply(307, as_json(chat_reply("1")), {"location": "/v1/elsewhere"})
@@ -277,7 +277,7 @@ def test_a_redirect_with_an_answer_in_it_is_not_followed_nor_taken(server):  # t
 
 
 def test_an_oversized_reply_is_refused_without_reading_it_all(server):  # type: ignore[no-untyped-def]
-    from offline_eval.errors import PartialFailure
+    from offline_eval.runtime.errors import PartialFailure
 
     def huge():  # type: ignore[no-untyped-def]
         yield b'{"choices": [{"message": {"content": "'

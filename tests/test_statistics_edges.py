@@ -262,7 +262,7 @@ def test_run_level_cis_of_a_task_are_independent_of_record_order(tmp_path):
 )
 def test_a_margin_must_be_a_number_inside_the_metrics_range(tmp_path, margin, said):
     from offline_eval.config import load_config
-    from offline_eval.errors import InputError
+    from offline_eval.runtime.errors import InputError
 
     cfg = tmp_path / "m.yaml"
     (tmp_path / "w.bin").write_text("w")

@@ -10,8 +10,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "offline_eval"
 FILES = [
     *sorted((PACKAGE / "report").glob("*.py")),
-    PACKAGE / "sections.py",
-    PACKAGE / "figures.py",
+    PACKAGE / "tasks" / "kit" / "sections.py",
+    PACKAGE / "tasks" / "kit" / "figures.py",
     *sorted(PACKAGE.glob("tasks/*/report.py")),
 ]
 # Reads of data that is not the summary's, each with its reason.

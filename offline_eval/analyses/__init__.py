@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..modelspec import ModelSpec
-from ..results import ItemRecord, Records, RunEntry
-from ..tasks.base import Task
-from . import ablations, consistency, leaderboards, verdicts
+from offline_eval.analyses import ablations, consistency, leaderboards, verdicts
+from offline_eval.modelspec import ModelSpec
+from offline_eval.results import ItemRecord, Records, RunEntry
+from offline_eval.tasks.base import Task
 
 
 def analyse(

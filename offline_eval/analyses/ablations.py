@@ -8,10 +8,10 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from ..metrics.bootstrap import Clusters
-from ..metrics.paired import PairedKind
-from ..metrics.stats import adjust_family, paired_test
-from ..results import ItemRecord, Records, RunEntry, item_means
+from offline_eval.metrics.bootstrap import Clusters
+from offline_eval.metrics.paired import PairedKind
+from offline_eval.metrics.stats import adjust_family, paired_test
+from offline_eval.results import ItemRecord, Records, RunEntry, item_means
 
 ItemScore = Callable[[ItemRecord], "float | None"]
 ItemCluster = Callable[[ItemRecord], "str | None"]

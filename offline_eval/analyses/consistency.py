@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..metrics.agreement import cohen_kappa
-from ..metrics.paired import is_binary, mcnemar_exact
-from ..results import ItemRecord, Records, RunEntry, RunKey, output_key
-from ..summary import ConsistencyRow
-from ..tasks.base import Task
+from offline_eval.metrics.agreement import cohen_kappa
+from offline_eval.metrics.paired import is_binary, mcnemar_exact
+from offline_eval.results import ItemRecord, Records, RunEntry, RunKey, output_key
+from offline_eval.summary import ConsistencyRow
+from offline_eval.tasks.base import Task
 
 
 def twin_pairs(runs: Sequence[RunEntry], declared: Callable[[str, str], str | None]) -> list[tuple[str, str]]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..metrics.ranking import has_score, rank_runs
-from ..results import RunEntry
-from ..summary import LeaderboardRow
-from ..tasks import get_task_class, task_names
-from ..tasks.base import Task
+from offline_eval.metrics.ranking import has_score, rank_runs
+from offline_eval.results import RunEntry
+from offline_eval.summary import LeaderboardRow
+from offline_eval.tasks import get_task_class, task_names
+from offline_eval.tasks.base import Task
 
 
 def build(runs: list[RunEntry]) -> dict[str, list[LeaderboardRow]]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..metrics.noninferiority import NonInferiority, adjust, compare
-from ..modelspec import ModelSpec
-from ..results import ItemRecord, Records, RunEntry, item_means
-from ..tasks.base import Task
+from offline_eval.metrics.noninferiority import NonInferiority, adjust, compare
+from offline_eval.modelspec import ModelSpec
+from offline_eval.results import ItemRecord, Records, RunEntry, item_means
+from offline_eval.tasks.base import Task
 
 
 def paired_verdict(

@@ -14,8 +14,8 @@ from dataclasses import asdict
 from importlib import resources
 from typing import Any
 
-from ..annotation import Case, Form
-from ..fileio import script_json
+from offline_eval.runtime.fileio import script_json
+from offline_eval.tasks.kit.annotation import Case, Form
 
 
 def reveal(sid: str, task: str, cases: list[Case]) -> dict[str, Any]:

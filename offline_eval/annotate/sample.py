@@ -14,15 +14,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..annotation import Case, Form
-from ..backends.fingerprint import file_sha256
-from ..config import load_config
-from ..datafiles import read_table, read_text, unescape_cell
-from ..errors import InputError
-from ..results import ResultsFolder, sample_of
-from ..summary import Summary
-from ..tasks import get_task_class, make_task, recorded_task, task_classes
-from ..tasks.base import Task
+from offline_eval.backends.fingerprint import file_sha256
+from offline_eval.config import load_config
+from offline_eval.results import ResultsFolder, sample_of
+from offline_eval.runtime.errors import InputError
+from offline_eval.summary import Summary
+from offline_eval.tasks import get_task_class, make_task, recorded_task, task_classes
+from offline_eval.tasks.base import Task
+from offline_eval.tasks.kit.annotation import Case, Form
+from offline_eval.tasks.kit.datafiles import read_table, read_text, unescape_cell
 
 
 def read_sweep(out_dir: str) -> Summary:

@@ -14,15 +14,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import EngineError
-from ..requests import Request, Result
-from .base import Progress, TokenizingBackend, carried_ids, check_engine_args, faithful_ids, signature_params
-from .chat import adds_special_tokens, choose_template, render_request
-from .grammars import gbnf
-from .llamacpp_greedy import GrammarCheck, greedy
-from .llamacpp_prefill import PromptCache, last_logits
-from .registry import Engine
-from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
+from offline_eval.backends.base import (
+    Progress,
+    TokenizingBackend,
+    carried_ids,
+    check_engine_args,
+    faithful_ids,
+    signature_params,
+)
+from offline_eval.backends.chat import adds_special_tokens, choose_template, render_request
+from offline_eval.backends.grammars import gbnf
+from offline_eval.backends.llamacpp_greedy import GrammarCheck, greedy
+from offline_eval.backends.llamacpp_prefill import PromptCache, last_logits
+from offline_eval.backends.registry import Engine
+from offline_eval.backends.spec import LoadSpec, PromptCount, PromptCounter, Reservation
+from offline_eval.requests import Request, Result
+from offline_eval.runtime.errors import EngineError
 
 _RESERVED = {
     "model_path": "path (or a variant's file)",
@@ -78,7 +85,7 @@ class LlamaCppBackend(TokenizingBackend):
     @classmethod
     def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
         """The GGUF opened vocab-only: its tokenizer and template, no weights."""
-        from ..quiet import native_stderr_silenced
+        from offline_eval.runtime.quiet import native_stderr_silenced
 
         with native_stderr_silenced():
             return cls(replace(spec, engine_args={**spec.engine_args, "vocab_only": True}))
@@ -179,7 +186,7 @@ class LlamaCppBackend(TokenizingBackend):
         that a refused grammar gives into its chain, and the process would die with SIGSEGV."""
         import llama_cpp
 
-        from ..quiet import native_stderr_silenced
+        from offline_eval.runtime.quiet import native_stderr_silenced
 
         with native_stderr_silenced():
             sampler = llama_cpp.llama_sampler_init_grammar(self.llm._model.vocab, text.encode("utf-8"), b"root")

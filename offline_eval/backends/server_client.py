@@ -24,7 +24,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import EngineError, described
+from offline_eval.runtime.errors import EngineError, described
 
 BODY_BASE = 8 * 2**20  # bytes any answer may take (a /props with its chat template, a long /models list)
 BODY_PER_TOKEN = 4096  # and per requested token: far above an answer's JSON, top logprobs included

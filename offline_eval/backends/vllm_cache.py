@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..fileio import write_text_atomic
+from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.fileio import write_text_atomic
 
 _INDEX = "offline-eval-compiled"
 # Change the run, not the traced graph (a second load with another seed loads the first one's compiled model).

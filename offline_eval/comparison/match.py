@@ -6,16 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..analyses.verdicts import paired_verdict
-from ..config import margin_problem
-from ..errors import InputError, OfflineEvalError, first_line
-from ..metrics.noninferiority import INFERIOR, NON_INFERIOR
-from ..results import ItemRecord, item_means
-from ..sections import Metric
-from ..summary import LoadProvenance, SettingProvenance, Summary
-from ..tasks import get_task_class, recorded_task, task_names
-from ..verify import verify as verify_folder
-from .model import (
+from offline_eval.analyses.verdicts import paired_verdict
+from offline_eval.comparison.model import (
     IMPROVED,
     INCONCLUSIVE_V,
     MISSING,
@@ -27,6 +19,14 @@ from .model import (
     Flip,
     SettingComparison,
 )
+from offline_eval.config import margin_problem
+from offline_eval.metrics.noninferiority import INFERIOR, NON_INFERIOR
+from offline_eval.results import ItemRecord, item_means
+from offline_eval.runtime.errors import InputError, OfflineEvalError, first_line
+from offline_eval.summary import LoadProvenance, SettingProvenance, Summary
+from offline_eval.tasks import get_task_class, recorded_task, task_names
+from offline_eval.tasks.kit.sections import Metric
+from offline_eval.verify import verify as verify_folder
 
 
 def compare(
@@ -128,7 +128,7 @@ def _verified(role: str, folder: str | Path) -> None:
 
 
 def _load(folder: str | Path) -> Summary:
-    from ..lock import holder
+    from offline_eval.runtime.lock import holder
 
     p = Path(folder)
     if not p.is_dir():

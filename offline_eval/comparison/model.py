@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..metrics.noninferiority import NonInferiority
+from offline_eval.metrics.noninferiority import NonInferiority
 
 REGRESSED, IMPROVED, NON_INFERIOR_V, INCONCLUSIVE_V, REFUSED, MISSING = (
     "regressed",

@@ -9,10 +9,10 @@ import html
 import json
 from pathlib import Path
 
-from ..fileio import write_text_atomic
-from ..metrics.noninferiority import NonInferiority
-from ..results import ResultsFolder
-from .model import Comparison, SettingComparison
+from offline_eval.comparison.model import Comparison, SettingComparison
+from offline_eval.metrics.noninferiority import NonInferiority
+from offline_eval.results import ResultsFolder
+from offline_eval.runtime.fileio import write_text_atomic
 
 
 def write(c: Comparison, out: str | Path) -> Path:
@@ -48,7 +48,7 @@ def _verification(c: Comparison) -> str:
 
 
 def _html(c: Comparison, d: Path) -> str:
-    from ..report.browser import browser_html
+    from offline_eval.report.browser import browser_html
 
     b, e = _bdi, html.escape
     rows = "".join(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import RunnerSpec
-from .base import Executor
+from offline_eval.config import RunnerSpec
+from offline_eval.executors.base import Executor
 
 __all__ = ["Executor", "make_executor"]
 
@@ -19,9 +19,9 @@ def make_executor(
 ) -> Executor:
     """`--ray ADDRESS` wins over models.yaml's `runner: {executor: ray, address: ...}`."""
     if ray is None and runner.executor == "serial":
-        from .serial import SerialExecutor
+        from offline_eval.executors.serial import SerialExecutor
 
         return SerialExecutor()
-    from .ray_executor import RayExecutor
+    from offline_eval.executors.ray_executor import RayExecutor
 
     return RayExecutor(ray or runner.address or "auto", log, progress)

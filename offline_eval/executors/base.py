@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend
-    from ..backends.spec import LoadSpec
-    from ..modelspec import ModelSpec
+    from offline_eval.backends.base import Backend
+    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.modelspec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

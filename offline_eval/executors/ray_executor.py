@@ -11,15 +11,15 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..backends.registry import get_engine
-from ..errors import MissingExtraError, OfflineEvalError, first_line
-from .base import Log
-from .remote_backend import EngineReplica, RemoteBackend, RemoteTokenizingBackend, get, unwrap
+from offline_eval.backends.registry import get_engine
+from offline_eval.executors.base import Log
+from offline_eval.executors.remote_backend import EngineReplica, RemoteBackend, RemoteTokenizingBackend, get, unwrap
+from offline_eval.runtime.errors import MissingExtraError, OfflineEvalError, first_line
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend
-    from ..backends.spec import LoadSpec
-    from ..modelspec import ModelSpec
+    from offline_eval.backends.base import Backend
+    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.modelspec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

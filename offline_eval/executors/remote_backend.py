@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from ..backends.base import Backend, Progress, TokenizingBackend
-from ..backends.registry import get_engine, load_backend
-from ..backends.spec import LoadSpec
-from ..errors import EngineError, OfflineEvalError, described
-from ..netguard import allow_only
-from ..requests import Request, Result
+from offline_eval.backends.base import Backend, Progress, TokenizingBackend
+from offline_eval.backends.registry import get_engine, load_backend
+from offline_eval.backends.spec import LoadSpec
+from offline_eval.requests import Request, Result
+from offline_eval.runtime.errors import EngineError, OfflineEvalError, described
+from offline_eval.runtime.netguard import allow_only
 
 Reply = tuple[Any, ...]  # ("ok", value) or ("err", pickled exception or None, type name, message, ours)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from ..backends.registry import load_backend
-from .base import Log
+from offline_eval.backends.registry import load_backend
+from offline_eval.executors.base import Log
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend
-    from ..backends.spec import LoadSpec
-    from ..modelspec import ModelSpec
+    from offline_eval.backends.base import Backend
+    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.modelspec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

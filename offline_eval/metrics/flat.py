@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .bootstrap import MIN_CLUSTERS
+from offline_eval.metrics.bootstrap import MIN_CLUSTERS
 
 _CI = ("_ci_low", "_ci_high")
 V4_KEYS = frozenset({"values", "breakdowns", "judges"})

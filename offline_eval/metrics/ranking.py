@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..results import RunEntry
+    from offline_eval.results import RunEntry
 
 
 def has_score(value: Any) -> bool:

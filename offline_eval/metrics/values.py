@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .bootstrap import Interval
-from .flat import is_flat, metrics_v3
+from offline_eval.metrics.bootstrap import Interval
+from offline_eval.metrics.flat import is_flat, metrics_v3
 
 Number = float | int | None
 

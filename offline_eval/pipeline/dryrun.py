@@ -7,12 +7,12 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..backends.registry import get_engine
-from ..backends.spec import LoadSpec, PromptCounter
-from ..fit import fits, place, tokens_needed
-from ..requests import Request
-from ..thinking import planned, settings_of
-from .plan import Load, Plan, PlannedTask
+from offline_eval.backends.registry import get_engine
+from offline_eval.backends.spec import LoadSpec, PromptCounter
+from offline_eval.fit import fits, place, tokens_needed
+from offline_eval.pipeline.plan import Load, Plan, PlannedTask
+from offline_eval.requests import Request
+from offline_eval.thinking import planned, settings_of
 
 
 @dataclass
@@ -33,7 +33,7 @@ def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
 
 def prompt_format(spec: LoadSpec) -> str:
     """chat or plain, as the engine will prompt this model (read from its files, no engine started)."""
-    from ..backends.chat import model_prompt_format
+    from offline_eval.backends.chat import model_prompt_format
 
     return model_prompt_format(spec.chat_template, spec.backend, spec.path)
 

@@ -9,25 +9,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import provenance
-from ..backends.base import Backend
-from ..backends.chat import model_chat_template, model_prompt_format
-from ..backends.lazy import LazyBackend
-from ..backends.spec import LoadSpec
-from ..enginelog import EngineLog
-from ..errors import InputError, OfflineEvalError, described
-from ..executors import Executor
-from ..memory import PeakMemory, weights_bytes
-from ..metrics.ranking import has_score
-from ..modelspec import ModelSpec
-from ..results import ItemRecord, Records, RunEntry, RunKey, with_sample, with_thinking
-from ..runner import PhaseStats, Runner
-from ..store import Store
-from ..summary import Failure, LoadProvenance
-from ..thinking import settings_of, solve
-from ..timings import Timings
-from .dryrun import planned_tokens
-from .plan import Load, PlannedTask
+from offline_eval import provenance
+from offline_eval.backends.base import Backend
+from offline_eval.backends.chat import model_chat_template, model_prompt_format
+from offline_eval.backends.lazy import LazyBackend
+from offline_eval.backends.spec import LoadSpec
+from offline_eval.executors import Executor
+from offline_eval.metrics.ranking import has_score
+from offline_eval.modelspec import ModelSpec
+from offline_eval.pipeline.dryrun import planned_tokens
+from offline_eval.pipeline.plan import Load, PlannedTask
+from offline_eval.results import ItemRecord, Records, RunEntry, RunKey, with_sample, with_thinking
+from offline_eval.runner import PhaseStats, Runner
+from offline_eval.runtime.enginelog import EngineLog
+from offline_eval.runtime.errors import InputError, OfflineEvalError, described
+from offline_eval.runtime.memory import PeakMemory, weights_bytes
+from offline_eval.runtime.timings import Timings
+from offline_eval.store import Store
+from offline_eval.summary import Failure, LoadProvenance
+from offline_eval.thinking import settings_of, solve
 
 Log = Callable[[str], None]
 

@@ -7,18 +7,18 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
-from .. import provenance
-from ..backends.spec import LoadSpec
-from ..config import SweepConfig, data_path_problems
-from ..datafiles import reading
-from ..errors import InputError
-from ..modelspec import ModelSpec
-from ..requests import Phase, request_json
-from ..results import RunKey
-from ..summary import SettingProvenance
-from ..tasks import load_items, make_task
-from ..tasks.base import Item, Setting, Task
-from ..thinking_checks import ThinkingRun, check_thinking
+from offline_eval import provenance
+from offline_eval.backends.spec import LoadSpec
+from offline_eval.config import SweepConfig, data_path_problems
+from offline_eval.modelspec import ModelSpec
+from offline_eval.requests import Phase, request_json
+from offline_eval.results import RunKey
+from offline_eval.runtime.errors import InputError
+from offline_eval.summary import SettingProvenance
+from offline_eval.tasks import load_items, make_task
+from offline_eval.tasks.base import Item, Setting, Task
+from offline_eval.tasks.kit.datafiles import reading
+from offline_eval.thinking_checks import ThinkingRun, check_thinking
 
 
 @dataclass
@@ -191,7 +191,7 @@ def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
 
 def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> AbstractContextManager[None]:
     """A config that names servers: within the block, this process connects to their hosts and nowhere else."""
-    from ..netguard import allow_only
+    from offline_eval.runtime.netguard import allow_only
 
     specs = [*cfg.models, *(ev for t in tasks if (stage := t.task.evaluation()) for ev in stage.models())]
     urls = [url for m in specs for url in m.server_urls()]

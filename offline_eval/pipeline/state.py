@@ -7,13 +7,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
-from ..results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
-from ..summary import SCHEMA_VERSION, Failure, LoadProvenance, Provenance, SettingProvenance, Summary, SweepProvenance
-from ..tasks.base import Task
+from offline_eval.results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
+from offline_eval.runtime.errors import InputError
+from offline_eval.summary import (
+    SCHEMA_VERSION,
+    Failure,
+    LoadProvenance,
+    Provenance,
+    SettingProvenance,
+    Summary,
+    SweepProvenance,
+)
+from offline_eval.tasks.base import Task
 
 if TYPE_CHECKING:
-    from .plan import Configured
+    from offline_eval.pipeline.plan import Configured
 
 
 @dataclass

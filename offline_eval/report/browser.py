@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..fileio import script_json
-from ..results import ResultsFolder, sample_of
-from ..summary import LoadProvenance, Summary
-from .inputs import ItemInputs
-from .tables import task_class
+from offline_eval.report.inputs import ItemInputs
+from offline_eval.report.tables import task_class
+from offline_eval.results import ResultsFolder, sample_of
+from offline_eval.runtime.fileio import script_json
+from offline_eval.summary import LoadProvenance, Summary
 
 INLINE_LIMIT = 20 * 2**20  # bytes of item data inlined in report.html; more goes to the sidecar
 OUTPUT_CHARS = 2000  # of each raw output and extra text shown
@@ -98,7 +98,7 @@ def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
         loader = f'<script id="items-data" type="application/json">{payload}</script>'
         where = ""
     else:
-        from ..fileio import write_text_atomic
+        from offline_eval.runtime.fileio import write_text_atomic
 
         write_text_atomic(sidecar, f"window.OFFLINE_EVAL_ITEMS = {payload};\n")
         loader = f'<script src="{SIDECAR}"></script>'

@@ -3,13 +3,13 @@ leaderboard matrix per task (runs x settings, the primary metric with its CI, he
 
 from __future__ import annotations
 
-from ..metrics.bootstrap import MIN_CLUSTERS
-from ..metrics.ranking import has_score
-from ..metrics.values import RunMetrics
-from ..results import RunEntry
-from ..sections import Metric, Table, ci_text, fmt, ranked
-from ..summary import Summary, Verdict
-from .tables import task_class
+from offline_eval.metrics.bootstrap import MIN_CLUSTERS
+from offline_eval.metrics.ranking import has_score
+from offline_eval.metrics.values import RunMetrics
+from offline_eval.report.tables import task_class
+from offline_eval.results import RunEntry
+from offline_eval.summary import Summary, Verdict
+from offline_eval.tasks.kit.sections import Metric, Table, ci_text, fmt, ranked
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
 

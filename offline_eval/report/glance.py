@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from ..metrics.ranking import has_score
-from ..sections import fmt, ranked
-from ..summary import Summary
-from .tables import task_class
+from offline_eval.metrics.ranking import has_score
+from offline_eval.report.tables import task_class
+from offline_eval.summary import Summary
+from offline_eval.tasks.kit.sections import fmt, ranked
 
 
 def _fmt(v: float) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..requests import Phase, Request
-from ..results import ItemRecord, Records, RunKey, sample_of
+from offline_eval.requests import Phase, Request
+from offline_eval.results import ItemRecord, Records, RunKey, sample_of
 
 if TYPE_CHECKING:
-    from ..pipeline.plan import PlannedTask
+    from offline_eval.pipeline.plan import PlannedTask
 
 # A prompt: [[role, line index, ...], ...]; a raw (non-chat) prompt has the role "prompt".
 Prompt = list[list[Any]]

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..metrics.stats import PairedResult
-from ..results import PlainRecord, RunEntry
-from ..sections import Table, fmt
-from ..summary import Summary
-from ..tasks.base import Task
+from offline_eval.metrics.stats import PairedResult
+from offline_eval.results import PlainRecord, RunEntry
+from offline_eval.summary import Summary
+from offline_eval.tasks.base import Task
+from offline_eval.tasks.kit.sections import Table, fmt
 
 
 def throughput(runs: list[RunEntry]) -> Table:
@@ -345,8 +345,8 @@ def detail_sections(summary: Summary) -> list[tuple[str, list[Table]]]:
 def task_class(name: str) -> type[Task[Any, Any]]:
     """The task's class, or a stand-in that ranks by the runs' recorded primary metric (a task this
     installation no longer has still gets a leaderboard)."""
-    from ..errors import InputError
-    from ..tasks import get_task_class
+    from offline_eval.runtime.errors import InputError
+    from offline_eval.tasks import get_task_class
 
     try:
         return get_task_class(name)

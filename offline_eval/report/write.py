@@ -9,17 +9,17 @@ import html
 import json
 from pathlib import Path
 
-from ..figures import drawing
-from ..fileio import dumps, write_text_atomic
-from ..results import ResultsFolder
-from ..sections import Table
-from ..summary import Summary
-from .browser import browser_data, browser_html
-from .first import leaderboard_matrices, verdict_tables
-from .glance import glance
-from .inputs import ItemInputs
-from .plots import Plot, all_plots, pareto
-from .tables import detail_sections
+from offline_eval.report.browser import browser_data, browser_html
+from offline_eval.report.first import leaderboard_matrices, verdict_tables
+from offline_eval.report.glance import glance
+from offline_eval.report.inputs import ItemInputs
+from offline_eval.report.plots import Plot, all_plots, pareto
+from offline_eval.report.tables import detail_sections
+from offline_eval.results import ResultsFolder
+from offline_eval.runtime.fileio import dumps, write_text_atomic
+from offline_eval.summary import Summary
+from offline_eval.tasks.kit.figures import drawing
+from offline_eval.tasks.kit.sections import Table
 
 
 def _md(t: Table, level: str = "##") -> str:

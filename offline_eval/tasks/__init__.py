@@ -7,9 +7,9 @@ import pkgutil
 from functools import lru_cache
 from typing import Any
 
-from ..errors import InputError
-from .base import Task
-from .protocol import declared_before
+from offline_eval.runtime.errors import InputError
+from offline_eval.tasks.base import Task
+from offline_eval.tasks.kit.protocol import declared_before
 
 
 @lru_cache(maxsize=1)

@@ -8,21 +8,28 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from pydantic import BaseModel, ValidationError
 
-from ..datafiles import ItemT, TaskItem
-from ..errors import InputError
-from ..metrics.bootstrap import Clusters
-from ..metrics.declared import Breakdown, with_intervals
-from ..metrics.values import RunMetrics
-from ..requests import Phase, Result
-from ..results import ItemRecord, R, Records, RunEntry, TaskReport, sample_of
-from ..sections import Metric
-from .evaluation import Evaluation
-from .parts import ReportParts
-from .protocol import OURS
+from offline_eval.metrics.bootstrap import Clusters
+from offline_eval.metrics.declared import with_intervals
+from offline_eval.results import ItemRecord, R, TaskReport, sample_of
+from offline_eval.tasks.kit import (
+    OURS,
+    Breakdown,
+    Evaluation,
+    InputError,
+    ItemT,
+    Metric,
+    Phase,
+    Records,
+    ReportParts,
+    Result,
+    RunEntry,
+    RunMetrics,
+    TaskItem,
+)
 
 if TYPE_CHECKING:
-    from ..annotation import Case, Form
-    from ..metrics.bootstrap import SumStat
+    from offline_eval.metrics.bootstrap import SumStat
+    from offline_eval.tasks.kit import Case, Form
 
 Setting = dict[str, Any]
 Item = TaskItem  # what generic code knows of any task's items: their id, and their content for provenance
@@ -55,7 +62,7 @@ class Task(ABC, Generic[ItemT, R]):
     @classmethod
     def from_options(cls, options: dict[str, Any], source: str | None = None, prefix: str = "") -> Task:
         """The task from its config block; `samples` is the framework's (any task's), not the task's own."""
-        from ..errors import format_validation_error
+        from offline_eval.runtime.errors import format_validation_error
 
         options = dict(options)
         samples = options.pop("samples", None)
@@ -97,7 +104,7 @@ class Task(ABC, Generic[ItemT, R]):
         """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
         values and declared metrics (with their intervals), and the answers that broke their constraint; over k
         samples per item, the aggregate of all of them (each item's mean) and the samples' own statistics."""
-        from .sampled import sample_metrics
+        from offline_eval.tasks.kit.sampled import sample_metrics
 
         metrics = self.declared_metrics(records, setting, *self.resamples())
         metrics.put("constraint_violations", sum(1 for r in records if r.finish_reason == "violation"))

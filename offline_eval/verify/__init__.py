@@ -19,16 +19,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..backends.fingerprint import file_sha256, forget_hashes
-from ..constraints import from_dict, violation
-from ..errors import InputError
-from ..fileio import jsonl_text
-from ..results import ItemRecord, Records, ResultsFolder, RunKey
-from ..summary import FileDigest, Provenance, SettingProvenance, Summary
-from ..tasks import recorded_task, task_names
-from ..tasks.base import Task
-from .diff import diff
-from .rebuild import Rebuilt, rebuild
+from offline_eval.backends.fingerprint import file_sha256, forget_hashes
+from offline_eval.constraints import from_dict, violation
+from offline_eval.results import ItemRecord, Records, ResultsFolder, RunKey
+from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.fileio import jsonl_text
+from offline_eval.summary import FileDigest, Provenance, SettingProvenance, Summary
+from offline_eval.tasks import recorded_task, task_names
+from offline_eval.tasks.base import Task
+from offline_eval.verify.diff import diff
+from offline_eval.verify.rebuild import Rebuilt, rebuild
 
 CLAIMED = (
     "timings (summary.timings) and each run's throughput: wall-clock, rates, token counts and peak memory",
@@ -189,8 +189,8 @@ def _record_lines(path: Path, i: int, rid: str, line: bytes, wanted: bytes) -> l
 def _report(folder: ResultsFolder, again: Rebuilt) -> list[str]:
     """report.md, report.html and plots/ rendered again from the rebuilt summary, as the sweep rendered them (with
     the prompts and diffs of its plan) or as `offline-eval report` does (from the summary alone)."""
-    from ..report import write_report
-    from ..report.inputs import from_plan
+    from offline_eval.report import write_report
+    from offline_eval.report.inputs import from_plan
 
     assert again.summary is not None and again.plan is not None
     made = _rendered(folder)
@@ -258,8 +258,8 @@ def _options_added_since(claimed: Summary, rebuilt: Summary) -> None:
     `protocol`) is not a mismatch where the rebuild gives it the value the sweep ran (its default, or what the
     option declares runs before it existed ran: `protocol`'s is offline-eval), as the rebuild of every output from
     the store under it shows. Set to anything else, it is compared as usual."""
-    from ..tasks import get_task_class
-    from ..tasks.protocol import unrecorded
+    from offline_eval.tasks import get_task_class
+    from offline_eval.tasks.kit.protocol import unrecorded
 
     assert claimed.provenance is not None and rebuilt.provenance is not None
     had = {(s.task, s.setting): s.task_options for s in claimed.provenance.settings}

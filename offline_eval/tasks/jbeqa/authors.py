@@ -4,7 +4,7 @@ dataset revision their code reads. Nothing here is code of theirs: prompts.py fo
 
 from __future__ import annotations
 
-from ..protocol import Source
+from offline_eval.tasks.kit import Source
 
 COMMIT = "783b4dc0f87e4815012c5f95eda3db234d27c989"
 CONFIG = Source("hancules/JBE-QA", COMMIT, "src/config.py", "")

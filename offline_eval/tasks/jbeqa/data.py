@@ -11,8 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, computed_field, field_validator
 
-from ...datafiles import TaskItem, read_items
-from ...errors import InputError
+from offline_eval.tasks.kit import InputError, TaskItem, read_items
 
 # First Gregorian year of each era, and its last year number where the era has ended.
 _ERAS = {"明治": (1868, 45), "大正": (1912, 15), "昭和": (1926, 64), "平成": (1989, 31), "令和": (2019, None)}
@@ -55,7 +54,7 @@ def gregorian_year(value: int | str) -> int:
             elif num.isdigit():
                 n = int(num)
             else:
-                from ...ja.numerals import kanji_to_int
+                from offline_eval.ja.numerals import kanji_to_int
 
                 n = kanji_to_int(num)
             start, last = _ERAS[era]

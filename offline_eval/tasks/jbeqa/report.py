@@ -6,16 +6,15 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from ...figures import Plot, fig_module, japanese_font, primary_score, safe_name, save
-from ...metrics.values import MetricValue
-from ...sections import BrowserView, Table, breakdown
-from ..parts import ReportParts
+from offline_eval.tasks.kit import BrowserView, MetricValue, Plot, ReportParts, Table
+from offline_eval.tasks.kit.figures import fig_module, japanese_font, primary_score, safe_name, save
+from offline_eval.tasks.kit.sections import breakdown
 
 if TYPE_CHECKING:
-    from ...results import RunEntry
-    from ...summary import Summary
-    from ..base import Task
-    from .task import JBEQARecord
+    from offline_eval.summary import Summary
+    from offline_eval.tasks.base import Task
+    from offline_eval.tasks.jbeqa.task import JBEQARecord
+    from offline_eval.tasks.kit import RunEntry
 
 # Without a Japanese font (the `report` extra) plot labels fall back to English: boxes for 民法 help no one.
 SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}

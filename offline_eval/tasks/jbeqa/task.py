@@ -30,21 +30,32 @@ from pydantic import (
     model_validator,
 )
 
-from ...constraints import Choice
-from ...datafiles import has_split, resolve_split
-from ...errors import InputError
-from ...metrics.bootstrap import MAX_BOOTSTRAP
-from ...metrics.classification import precision_recall_f1
-from ...metrics.declared import Bootstrapped, Breakdown
-from ...metrics.values import RunMetrics
-from ...requests import Phase, Request, Result, Sampling
-from ...results import UNSET, JsonRecord, Unset
-from ..base import Metric, Setting, Task
-from ..protocol import DEFAULT_PROTOCOL, Protocol, protocol_field
-from . import authors
-from .data import JBEQAItem, choose_exemplars, load_items, question_of
-from .prompts import OURS_SYSTEM_PROMPT, message, paper_instruction, system_prompt, user_message
-from .report import JBEQAReport
+from offline_eval.metrics.classification import precision_recall_f1
+from offline_eval.tasks.base import Metric, Setting, Task
+from offline_eval.tasks.jbeqa import authors
+from offline_eval.tasks.jbeqa.data import JBEQAItem, choose_exemplars, load_items, question_of
+from offline_eval.tasks.jbeqa.prompts import OURS_SYSTEM_PROMPT, message, paper_instruction, system_prompt, user_message
+from offline_eval.tasks.jbeqa.report import JBEQAReport
+from offline_eval.tasks.kit import (
+    DEFAULT_PROTOCOL,
+    MAX_BOOTSTRAP,
+    UNSET,
+    Bootstrapped,
+    Breakdown,
+    Choice,
+    InputError,
+    JsonRecord,
+    Phase,
+    Protocol,
+    Request,
+    Result,
+    RunMetrics,
+    Sampling,
+    Unset,
+    has_split,
+    protocol_field,
+    resolve_split,
+)
 
 SYSTEM_PROMPT = OURS_SYSTEM_PROMPT  # offline-eval's; the paper's is authors.SYSTEM_PROMPT
 SPLITS = ("train", "validation", "test")  # `split: all`, in the order the authors' code runs them

@@ -1,5 +1,5 @@
 """LegalEval-Q: candidate answers, an evaluation LLM's Comment and Conclusion, and a regression scorer."""
 
-from .task import LegalEvalQTask
+from offline_eval.tasks.legalevalq.task import LegalEvalQTask
 
 TASK = LegalEvalQTask

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...annotation import Case, Doc, Form
-from ...judges import Criterion
-from ...results import RunEntry
-from .data import LegalEvalQItem
+from offline_eval.tasks.kit import Case, Criterion, Doc, Form, RunEntry
+from offline_eval.tasks.legalevalq.data import LegalEvalQItem
 
 if TYPE_CHECKING:
-    from .task import LegalEvalQRecord
+    from offline_eval.tasks.legalevalq.task import LegalEvalQRecord
 
 FORM = Form(file_name="legalevalq_annotated.jsonl", kind="jsonl", comment_field="annotator_comment")
 

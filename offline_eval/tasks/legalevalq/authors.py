@@ -6,7 +6,7 @@ one difference (a missing tag is a parse failure, where their slicing returns ga
 
 from __future__ import annotations
 
-from ..protocol import Source
+from offline_eval.tasks.kit import Source
 
 REPO = "lyxx3rd/LegalEval-Q"
 COMMIT = "4e786699b3ffe09cb8a0b2e0fd2677da2ed3ccac"

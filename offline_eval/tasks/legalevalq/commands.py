@@ -6,7 +6,8 @@ import argparse
 import os
 from typing import Any
 
-from ...errors import InputError, is_url
+from offline_eval.runtime.errors import is_url
+from offline_eval.tasks.kit import InputError
 
 
 def add_commands(sub: Any) -> None:
@@ -35,8 +36,8 @@ def add_commands(sub: Any) -> None:
 
 
 def _train(a: argparse.Namespace) -> int:
-    from .data import load_annotated
-    from .scorer import train
+    from offline_eval.tasks.legalevalq.data import load_annotated
+    from offline_eval.tasks.legalevalq.scorer import train
 
     if is_url(a.encoder) or not os.path.isdir(a.encoder):
         raise InputError("encoder must be a local BERT-like model folder", file=a.encoder)
@@ -61,10 +62,10 @@ def _train(a: argparse.Namespace) -> int:
 
 
 def _predict(a: argparse.Namespace) -> int:
-    from ...fileio import dumps, write_jsonl_atomic
-    from ...metrics.adjscore import summarize
-    from .data import load_annotated
-    from .scorer import Scorer
+    from offline_eval.metrics.adjscore import summarize
+    from offline_eval.runtime.fileio import dumps, write_jsonl_atomic
+    from offline_eval.tasks.legalevalq.data import load_annotated
+    from offline_eval.tasks.legalevalq.scorer import Scorer
 
     if a.from_pth:
         if not a.encoder:

@@ -6,8 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...datafiles import TaskItem, read_items
-from ...errors import InputError
+from offline_eval.tasks.kit import InputError, TaskItem, read_items
 
 
 class Query(BaseModel):

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...metrics.adjscore import tier
-from ...metrics.ranking import has_score
-from ...sections import BrowserView, Table, ci_text, fmt, ranked
-from ..parts import ReportParts
+from offline_eval.metrics.adjscore import tier
+from offline_eval.metrics.ranking import has_score
+from offline_eval.tasks.kit import BrowserView, ReportParts, Table
+from offline_eval.tasks.kit.sections import ci_text, fmt, ranked
 
 if TYPE_CHECKING:
-    from ...results import RunEntry
-    from ...summary import Summary
-    from ..base import Task
-    from .task import LegalEvalQRecord
+    from offline_eval.summary import Summary
+    from offline_eval.tasks.base import Task
+    from offline_eval.tasks.kit import RunEntry
+    from offline_eval.tasks.legalevalq.task import LegalEvalQRecord
 
 
 def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Table:

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ...errors import InputError, first_line
+from offline_eval.runtime.errors import first_line
+from offline_eval.tasks.kit import InputError
 
 Example = dict[str, Any]  # query, answer, comment, conclusion, score (0-100)
 
@@ -95,7 +96,7 @@ def inputs(example: Example) -> tuple[str, str, str]:
     """The three texts the scorer reads, as the authors' predict(reasoning, ans, content) gets them
     (src/evaluator_request.py line 143): the comment, the conclusion, and the query and answer as
     `<query>:{query}</query>\n\n<content>:{answer}</content>`, the input_content their evaluator read."""
-    from .model import content_text
+    from offline_eval.tasks.legalevalq.model import content_text
 
     return example["comment"], example["conclusion"], content_text(example["query"], example["answer"])
 
@@ -107,7 +108,7 @@ class Scorer:
         import torch
         from transformers import AutoConfig, AutoTokenizer
 
-        from .model import MultiSourceScorer
+        from offline_eval.tasks.legalevalq.model import MultiSourceScorer
 
         if not Path(config.encoder).is_dir():
             raise InputError("the encoder folder does not exist (a local BERT-like model folder)", file=config.encoder)

@@ -15,34 +15,41 @@ from numpy.typing import ArrayLike
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ...constraints import JsonSchema
-from ...datafiles import note
-from ...errors import InputError, is_url, missing
-from ...metrics.adjscore import summarize
-from ...metrics.bootstrap import (
-    ADJ_SCORE,
+from offline_eval.metrics.adjscore import summarize
+from offline_eval.metrics.bootstrap import ADJ_SCORE, SumStat, adj_score_of, mean_columns, mean_of, moments_columns
+from offline_eval.modelspec import ModelSpec, one_load
+from offline_eval.runtime.errors import is_url, missing
+from offline_eval.tasks.base import Metric, Setting, Task
+from offline_eval.tasks.kit import (
+    DEFAULT_PROTOCOL,
     MAX_BOOTSTRAP,
-    SumStat,
-    adj_score_of,
-    mean_columns,
-    mean_of,
-    moments_columns,
+    UNSET,
+    Bootstrapped,
+    Evaluation,
+    InputError,
+    JsonRecord,
+    JsonSchema,
+    Phase,
+    Protocol,
+    Records,
+    Request,
+    Result,
+    RunEntry,
+    RunMetrics,
+    Sampling,
+    Unset,
+    note,
+    output_key,
+    protocol_field,
+    shared_chars,
 )
-from ...metrics.declared import Bootstrapped
-from ...metrics.values import RunMetrics
-from ...modelspec import ModelSpec, one_load
-from ...requests import Phase, Request, Result, Sampling, shared_chars
-from ...results import UNSET, JsonRecord, Records, RunEntry, Unset, output_key
-from ..base import Metric, Setting, Task
-from ..evaluation import Evaluation
-from ..protocol import DEFAULT_PROTOCOL, Protocol, protocol_field
-from . import annotate, authors
-from . import evaluator as ev
-from .data import LegalEvalQItem, load_annotated, load_queries, query_ids
-from .report import LegalEvalQReport
+from offline_eval.tasks.legalevalq import annotate, authors
+from offline_eval.tasks.legalevalq import evaluator as ev
+from offline_eval.tasks.legalevalq.data import LegalEvalQItem, load_annotated, load_queries, query_ids
+from offline_eval.tasks.legalevalq.report import LegalEvalQReport
 
 if TYPE_CHECKING:
-    from ...annotation import Case
+    from offline_eval.tasks.kit import Case
 
 ANSWER_SYSTEM = (
     "あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
@@ -188,7 +195,7 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     @classmethod
     def add_commands(cls, sub: Any) -> None:
-        from .commands import add_commands
+        from offline_eval.tasks.legalevalq.commands import add_commands
 
         add_commands(sub)
 
@@ -238,7 +245,7 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
             raise InputError(
                 "not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer"
             )
-        from .scorer import scorer_files
+        from offline_eval.tasks.legalevalq.scorer import scorer_files
 
         for path in scorer_files(o.scorer):  # the scores are made with these: the setting's provenance names them
             note(path)
@@ -369,7 +376,7 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
     def finish(
         self, records: Records[LegalEvalQRecord], phase: Phase, results: dict[str, Sequence[Result]]
     ) -> Records[LegalEvalQRecord]:
-        from .scorer import Scorer
+        from offline_eval.tasks.legalevalq.scorer import Scorer
 
         if not results:
             return records

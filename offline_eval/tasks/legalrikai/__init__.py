@@ -2,6 +2,6 @@
 against the paper's rubrics (task.py), the data schemas, prompts, deterministic checks and judge-human
 agreement."""
 
-from .task import LegalRikaiTask
+from offline_eval.tasks.legalrikai.task import LegalRikaiTask
 
 TASK = LegalRikaiTask

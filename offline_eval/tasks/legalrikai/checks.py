@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...ja.align import change_precision, changes
-from ...ja.checks import introduced_defects
-from ...ja.contract import parse
-from ...ja.diff import diff_texts
-from ...results import UNSET, Unset
-from .outputs import amendexp_sections, merge_back, strip_fences
-from .schema import LegalRikaiItem, RevisionItem, StatRevItem
+from offline_eval.ja.align import change_precision, changes
+from offline_eval.ja.checks import introduced_defects
+from offline_eval.ja.contract import parse
+from offline_eval.ja.diff import diff_texts
+from offline_eval.tasks.kit import UNSET, Unset
+from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back, strip_fences
+from offline_eval.tasks.legalrikai.schema import LegalRikaiItem, RevisionItem, StatRevItem
 
 MAX_DEFECTS_LISTED = 20
 

@@ -3,8 +3,8 @@ text, plus their neighbours (aligned by the Japanese toolkit, so renumbered arti
 
 from __future__ import annotations
 
-from ...ja.align import _key, align
-from ...ja.contract import Document, parse
+from offline_eval.ja.align import _key, align
+from offline_eval.ja.contract import Document, parse
 
 GAP = "（中略）\n\n"
 

@@ -11,11 +11,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ...datafiles import note, read_table
-from ...errors import InputError, is_url
-from ...judges import Criterion
-from . import rubric
-from .rubric import SUBTASKS
+from offline_eval.runtime.errors import is_url
+from offline_eval.tasks.kit import Criterion, InputError, note, read_table
+from offline_eval.tasks.legalrikai import rubric
+from offline_eval.tasks.legalrikai.rubric import SUBTASKS
 
 FIELDS = ("item_id", "model", "criterion", "score", "annotator")  # `model`, or `case` and `sample`
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import mean
 
-from ...metrics.values import JudgeMetrics, RunMetrics
-from . import rubric
-from .record import LegalRikaiRecord
+from offline_eval.metrics.values import JudgeMetrics
+from offline_eval.tasks.kit import RunMetrics
+from offline_eval.tasks.legalrikai import rubric
+from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
 
 _CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
 

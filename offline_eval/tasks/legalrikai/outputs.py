@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...ja.contract import Article, parse
+from offline_eval.ja.contract import Article, parse
 
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _MD_PREFIX = re.compile(r"^#{1,6}[ \t\u3000]*")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...results import UNSET, JsonRecord, Unset
+from offline_eval.tasks.kit import UNSET, JsonRecord, Unset
 
 
 @dataclass(kw_only=True)

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...metrics.agreement import format_rho
-from ...metrics.values import Number
-from ...sections import BrowserView, Table, fmt
-from ..parts import ReportParts
-from ..protocol import OURS
-from . import rubric
-from .record import LegalRikaiRecord
-from .sweepreport import AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
+from offline_eval.metrics.agreement import format_rho
+from offline_eval.tasks.kit import OURS, BrowserView, Number, ReportParts, Table
+from offline_eval.tasks.kit.sections import fmt
+from offline_eval.tasks.legalrikai import rubric
+from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
+from offline_eval.tasks.legalrikai.sweepreport import (
+    AlphaCell,
+    BiasCell,
+    KappaCell,
+    LegalRikaiReport,
+    MaeCell,
+    RhoCell,
+    Setting,
+)
 
 if TYPE_CHECKING:
-    from ...results import RunEntry
-    from ...summary import Summary
-    from ..base import Task
+    from offline_eval.summary import Summary
+    from offline_eval.tasks.base import Task
+    from offline_eval.tasks.kit import RunEntry
 
 _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
 _REVISION = ("statrev", "reqrev", "riskrev")

@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from ...judges import Criterion, example_answer, rubric_schema
+from offline_eval.tasks.kit import Criterion
+from offline_eval.tasks.kit.judges import example_answer, rubric_schema
 
 SUBTASKS = ("amendexp", "statrev", "reqrev", "riskrev")
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from ...datafiles import TaskItem, read_items
-from ...errors import InputError
+from offline_eval.tasks.kit import InputError, TaskItem, read_items
 
 
 class LegalRikaiItem(TaskItem):
@@ -63,7 +62,7 @@ _CONTRACT_FIELDS = ("contract", "gold")
 def load_items(
     task: str, path: str, split: str = "test", field_map: dict[str, str] | None = None
 ) -> list[LegalRikaiItem]:
-    from ...ja.contract import parse
+    from offline_eval.ja.contract import parse
 
     schema = SCHEMAS[task]
     fmap = field_map or {}

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ...errors import format_validation_error
-from ...metrics.values import Number
+from offline_eval.runtime.errors import format_validation_error
+from offline_eval.tasks.kit import Number
 
 if TYPE_CHECKING:
-    from ...results import RunEntry
-    from ...summary import Summary
+    from offline_eval.summary import Summary
+    from offline_eval.tasks.kit import RunEntry
 
 TASK = "legalrikai"
 

@@ -15,27 +15,39 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ... import judges
-from ...constraints import JsonSchema
-from ...errors import InputError, is_url, missing
-from ...metrics.bootstrap import MAX_BOOTSTRAP
-from ...metrics.declared import Bootstrapped
-from ...metrics.values import RunMetrics
-from ...modelspec import ModelSpec, one_load
-from ...requests import Phase, Request, Result, Sampling, shared_chars
-from ...results import Records, RunEntry, TaskReport, Unset, output_key
-from ..base import Metric, Setting, Task
-from ..evaluation import Evaluation
-from ..protocol import Protocol, protocol_field
-from . import annotate, prompts, rubric
-from .metrics import aggregate, item_score, scored_item
-from .record import LegalRikaiRecord
-from .report import LegalRikaiReportParts
-from .rubric import SUBTASKS
-from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
+from offline_eval.modelspec import ModelSpec, one_load
+from offline_eval.results import TaskReport
+from offline_eval.runtime.errors import is_url, missing
+from offline_eval.tasks.base import Metric, Setting, Task
+from offline_eval.tasks.kit import (
+    MAX_BOOTSTRAP,
+    Bootstrapped,
+    Evaluation,
+    InputError,
+    JsonSchema,
+    Phase,
+    Protocol,
+    Records,
+    Request,
+    Result,
+    RunEntry,
+    RunMetrics,
+    Sampling,
+    Unset,
+    judges,
+    output_key,
+    protocol_field,
+    shared_chars,
+)
+from offline_eval.tasks.legalrikai import annotate, prompts, rubric
+from offline_eval.tasks.legalrikai.metrics import aggregate, item_score, scored_item
+from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
+from offline_eval.tasks.legalrikai.report import LegalRikaiReportParts
+from offline_eval.tasks.legalrikai.rubric import SUBTASKS
+from offline_eval.tasks.legalrikai.schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 
 if TYPE_CHECKING:
-    from ...annotation import Case
+    from offline_eval.tasks.kit import Case
 
 _FORMATS = (".jsonl", ".json", ".parquet")
 
@@ -102,8 +114,8 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
         if record.checks is None or not isinstance(item, StatRevItem | RevisionItem):
             return {}
-        from ...ja.diff import diff_segments, diff_texts
-        from .outputs import strip_fences
+        from offline_eval.ja.diff import diff_segments, diff_texts
+        from offline_eval.tasks.legalrikai.outputs import strip_fences
 
         revised = record.revised if not isinstance(record.revised, Unset) else strip_fences(record.output or "")
         return {
@@ -119,7 +131,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     ) -> str:
         """`legalrikai FOLDER` checks every sub-task found; `statrev FILE` (or another sub-task) one file."""
         if kind in SUBTASKS:
-            from .schema import load_items
+            from offline_eval.tasks.legalrikai.schema import load_items
 
             if field_map and any(isinstance(v, dict) for v in field_map.values()):
                 raise InputError(f'give {kind}\'s map flat ({{"our_field": "their_field"}})', field="--field-map")
@@ -177,7 +189,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
 
     def field_map(self, subtask: str) -> dict[str, str]:
         """The sub-task's own map if given, else the flat entries; keys that no schema has are errors."""
-        from .schema import SCHEMAS
+        from offline_eval.tasks.legalrikai.schema import SCHEMAS
 
         fm = self.options.field_map
         known = {f for schema in SCHEMAS.values() for f in schema.model_fields if f != "subtask"}
@@ -193,7 +205,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         return {k: v for k, v in fm.items() if isinstance(v, str)}
 
     def load(self) -> list[LegalRikaiItem]:
-        from .schema import load_items
+        from offline_eval.tasks.legalrikai.schema import load_items
 
         o = self.options
         for i, j in enumerate(o.judges):
@@ -205,7 +217,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         for sub, path in self.paths().items():
             items += load_items(sub, path, o.split, self.field_map(sub))[: o.limit]
         if o.human_scores:
-            from .agreement import read_human_scores
+            from offline_eval.tasks.legalrikai.agreement import read_human_scores
 
             read_human_scores(o.human_scores)  # fail now, not after the models have run
         return items
@@ -234,7 +246,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             return None
         key = (item.subtask, item.id)
         if key not in self._focus:
-            from .focus import focus_statutes
+            from offline_eval.tasks.legalrikai.focus import focus_statutes
 
             self._focus[key] = focus_statutes(item.statute_pre, item.statute_post, self.options.focus_neighbours)
         f = self._focus[key]
@@ -285,7 +297,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         )
 
     def score(self, item: LegalRikaiItem, result: Result, setting: Setting) -> LegalRikaiRecord:
-        from .checks import read_output
+        from offline_eval.tasks.legalrikai.checks import read_output
 
         skipped = result.finish_reason == "overflow"
         rec = LegalRikaiRecord(
@@ -329,7 +341,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         return item_score(record)
 
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> TaskReport | None:
-        from .agreement import sweep_report
+        from offline_eval.tasks.legalrikai.agreement import sweep_report
 
         o = self.options
         return sweep_report(runs, records, o.human_scores, n_resamples=o.bootstrap, seed=o.seed)
@@ -415,7 +427,7 @@ def judge_gold(item: LegalRikaiItem) -> str:
     if isinstance(item, AmendExpItem):
         return f"## 改正の概要\n{item.gold_summary}\n\n## 契約への影響\n{item.gold_impact}"
     if isinstance(item, StatRevItem):
-        from .checks import revised_articles
+        from offline_eval.tasks.legalrikai.checks import revised_articles
 
         return revised_articles(item.contract, item.gold) or "（修正不要）"
     assert isinstance(item, RevisionItem)

@@ -18,10 +18,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..results import ItemRecord, sample_of
+from offline_eval.results import ItemRecord, sample_of
 
 if TYPE_CHECKING:
-    from .base import Setting, Task
+    from offline_eval.tasks.base import Setting, Task
 
 
 def sample_metrics(task: Task, records: Sequence[ItemRecord], setting: Setting) -> dict[str, float | int | None]:

@@ -8,14 +8,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .metrics.bootstrap import MIN_CLUSTERS
-from .metrics.declared import Bootstrapped
-from .metrics.ranking import has_score
-from .metrics.values import MetricValue
+from offline_eval.metrics.bootstrap import MIN_CLUSTERS
+from offline_eval.metrics.declared import Bootstrapped
+from offline_eval.metrics.ranking import has_score
+from offline_eval.metrics.values import MetricValue
 
 if TYPE_CHECKING:  # the report hands its typed summary down; nothing here builds one
-    from .results import RunEntry
-    from .summary import Summary
+    from offline_eval.results import RunEntry
+    from offline_eval.summary import Summary
 
 
 @dataclass(frozen=True)

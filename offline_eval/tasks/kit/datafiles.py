@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from .errors import InputError, is_url, missing, record_error
+from offline_eval.runtime.errors import InputError, is_url, missing, record_error
 
 Record = tuple[str, dict[str, Any]]
 

@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..sections import BrowserView, Metric
+from offline_eval.tasks.kit.sections import BrowserView, Metric
 
 if TYPE_CHECKING:
-    from ..figures import Plot
-    from ..results import RunEntry
-    from ..sections import Table
-    from ..summary import Summary
-    from .base import Task
+    from offline_eval.results import RunEntry
+    from offline_eval.summary import Summary
+    from offline_eval.tasks.base import Task
+    from offline_eval.tasks.kit.figures import Plot
+    from offline_eval.tasks.kit.sections import Table
 
 
 class ReportParts:
     @classmethod
     def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
         """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
-        from ..sections import leaderboard
+        from offline_eval.tasks.kit.sections import leaderboard
 
         metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
         return [leaderboard(task.name, metrics, task.leaderboard_note, runs, summary)]

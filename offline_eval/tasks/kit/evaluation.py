@@ -8,11 +8,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Generic
 
-from ..constraints import Constraint
-from ..datafiles import ItemT
-from ..modelspec import ModelSpec
-from ..requests import Phase, Result
-from ..results import R, Records
+from offline_eval.constraints import Constraint
+from offline_eval.modelspec import ModelSpec
+from offline_eval.requests import Phase, Result
+from offline_eval.results import R, Records
+from offline_eval.tasks.kit.datafiles import ItemT
 
 
 class Evaluation(ABC, Generic[ItemT, R]):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .errors import OfflineEvalError
+from offline_eval.runtime.errors import OfflineEvalError
 
 LOCK_NAME = ".offline-eval.lock"
 

@@ -1,0 +1,66 @@
+"""What a task is built from, in one place: items and their files, requests and results, records, the declared-metric
+vocabulary, report parts and figures, evaluators and annotation. A task imports from here and from `tasks.base`."""
+
+from offline_eval.constraints import Choice, Constraint, JsonSchema
+from offline_eval.metrics.bootstrap import MAX_BOOTSTRAP
+from offline_eval.metrics.declared import Bootstrapped, Breakdown
+from offline_eval.metrics.values import MetricValue, Number, RunMetrics
+from offline_eval.requests import Phase, Request, Result, Sampling, shared_chars
+from offline_eval.results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset, output_key
+from offline_eval.runtime.errors import InputError
+from offline_eval.tasks.kit.annotation import Case, Doc, Form, case_id
+from offline_eval.tasks.kit.datafiles import ItemT, TaskItem, has_split, note, read_items, read_table, resolve_split
+from offline_eval.tasks.kit.evaluation import Evaluation
+from offline_eval.tasks.kit.figures import Plot
+from offline_eval.tasks.kit.judges import Criterion
+from offline_eval.tasks.kit.parts import ReportParts
+from offline_eval.tasks.kit.protocol import DEFAULT_PROTOCOL, OURS, Protocol, Source, protocol_field
+from offline_eval.tasks.kit.sections import BrowserView, Metric, Table
+
+__all__ = [
+    "DEFAULT_PROTOCOL",
+    "MAX_BOOTSTRAP",
+    "OURS",
+    "UNSET",
+    "Bootstrapped",
+    "Breakdown",
+    "BrowserView",
+    "Case",
+    "Choice",
+    "Constraint",
+    "Criterion",
+    "Doc",
+    "Evaluation",
+    "Form",
+    "InputError",
+    "ItemT",
+    "JsonRecord",
+    "JsonSchema",
+    "Metric",
+    "MetricValue",
+    "Number",
+    "Phase",
+    "Plot",
+    "Protocol",
+    "Records",
+    "ReportParts",
+    "Request",
+    "Result",
+    "RunEntry",
+    "RunMetrics",
+    "Sampling",
+    "Source",
+    "Table",
+    "TaskItem",
+    "TaskReport",
+    "Unset",
+    "case_id",
+    "has_split",
+    "note",
+    "output_key",
+    "protocol_field",
+    "read_items",
+    "read_table",
+    "resolve_split",
+    "shared_chars",
+]
