@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from offline_eval.summary import Summary
+from offline_eval.results.summary import Summary
+from offline_eval.tasks import read_summary
 
 
 def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: Any) -> Summary:
@@ -69,7 +70,7 @@ def load(out_dir: str | Path) -> Summary:
         raise InputError(
             f"a sweep is writing into this folder ({who}): load it once it has finished", file=str(out_dir)
         )
-    return Summary.read(Path(out_dir) / "summary.json")
+    return read_summary(Path(out_dir) / "summary.json")
 
 
 def compare(old: str | Path, new: str | Path, **options: Any) -> Any:

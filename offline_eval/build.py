@@ -9,8 +9,8 @@ from offline_eval.pipeline.evaluate import run_evaluations
 from offline_eval.pipeline.execute import Stage, attempt
 from offline_eval.pipeline.plan import Plan
 from offline_eval.pipeline.state import State
-from offline_eval.results import ItemRecord, Records
-from offline_eval.summary import SCHEMA_VERSION, Summary, SweepProvenance
+from offline_eval.results.records import ItemRecord, Records
+from offline_eval.results.summary import SCHEMA_VERSION, Summary, SweepProvenance
 
 
 def execute(stage: Stage, the: Plan, state: State, source: str) -> State:

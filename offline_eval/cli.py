@@ -12,7 +12,7 @@ from offline_eval.runtime.errors import OfflineEvalError, described
 from offline_eval.runtime.preload import rerun_for
 
 if TYPE_CHECKING:
-    from offline_eval.summary import Summary
+    from offline_eval.results.summary import Summary
 
 # Engines log every step at INFO; a user wants our progress, not theirs. --debug restores it.
 _QUIET_ENV = {
@@ -154,7 +154,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
 def cmd_schema(a: argparse.Namespace) -> int:
     import json
 
-    from offline_eval.summary import json_schema
+    from offline_eval.results.summary import json_schema
 
     print(json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=True))
     return 0
@@ -275,7 +275,7 @@ def cmd_ja_check(a: argparse.Namespace) -> int:
 
 
 def cmd_quantize(a: argparse.Namespace) -> int:
-    from offline_eval.quantize import quantize
+    from offline_eval.models.quantize import quantize
 
     for path in quantize(a.src, _csv(a.to, "--to") or [], a.out_dir, a.threads):
         print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")

@@ -26,14 +26,15 @@ from offline_eval.executors import make_executor
 from offline_eval.pipeline.execute import Stage
 from offline_eval.pipeline.plan import Plan, configured_keys, guard_connections, plan
 from offline_eval.pipeline.state import State
-from offline_eval.results import ResultsFolder
+from offline_eval.results.records import ResultsFolder
+from offline_eval.results.summary import SCHEMA_VERSION, Summary, SweepProvenance
 from offline_eval.runtime.enginelog import EngineLog, terminal
 from offline_eval.runtime.errors import InputError
 from offline_eval.runtime.fileio import write_json_atomic
 from offline_eval.runtime.lock import OutputLock
 from offline_eval.runtime.timings import Timings
 from offline_eval.store import Store
-from offline_eval.summary import SCHEMA_VERSION, Summary, SweepProvenance
+from offline_eval.tasks import record_class
 
 Log = Callable[[str], None]
 
@@ -137,7 +138,7 @@ def _conclude(
             write_report(folder.root, summary, from_plan(the.tasks, everything))
     finally:  # summary.json last, so its timings include the report's; written even if the report fails
         summary.timings = timings.to_dict()  # wall-clock: not reproducible, like each run's "throughput"
-        summary.write(folder.summary)
+        summary.write(folder.summary, record_class)
     log(f"timings: {_timings_line(summary.timings)}")
     return summary
 

@@ -18,7 +18,7 @@ from typing import Any
 from offline_eval.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
 from offline_eval.backends.registry import engine_version, spec_fingerprint
 from offline_eval.backends.spec import LoadSpec
-from offline_eval.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
+from offline_eval.results.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 from offline_eval.tasks.kit.datafiles import TaskItem
 
 # The engine libraries whose installed versions a sweep records, by module name: what is installed, whether or not

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from offline_eval.backends.registry import get_engine
-from offline_eval.decoding import PRESETS
 from offline_eval.fit import fits, place, tokens_needed
-from offline_eval.modelspec import ModelSpec, ReasoningSpec
+from offline_eval.models.decoding import PRESETS
+from offline_eval.models.spec import ModelSpec, ReasoningSpec
+from offline_eval.models.thinking import planned, settings_of
 from offline_eval.requests import Phase, Request
 from offline_eval.runtime.errors import InputError, described
-from offline_eval.thinking import planned, settings_of
 
 # The markup in a delimiter that is meant as one control token: <think>, </think>, <|end|>, [THINK]
 _MARKUP = re.compile(r"<[^<>\s]+>|\[/?[A-Z_]+\]")

@@ -42,10 +42,10 @@ def phase_for(n: int, shots: int):  # type: ignore[no-untyped-def]
 def measure(engine: str, phase, budget: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
     from offline_eval.backends.registry import load_backend
     from offline_eval.backends.spec import LoadSpec
-    from offline_eval.modelspec import ReasoningSpec
+    from offline_eval.models.spec import ReasoningSpec
+    from offline_eval.models.thinking import ModelSettings, solve
     from offline_eval.runner import Runner
     from offline_eval.store import Store
-    from offline_eval.thinking import ModelSettings, solve
 
     think = ROOT / "models/tiny/think"
     path = think / "gguf/tiny-think-f16.gguf" if engine == "llamacpp" else think / "hf"

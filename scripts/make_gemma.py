@@ -115,7 +115,7 @@ def main() -> None:
     check(out / "hf")
     print(f"BF16 folder {out / 'hf'} in {time.perf_counter() - t1:.0f} s", flush=True)
     if a.types:
-        from offline_eval.quantize import quantize
+        from offline_eval.models.quantize import quantize
 
         for p in quantize(str(gguf), [t for t in a.types.split(",") if t], str(out / "gguf")):
             print(f"wrote {p} ({p.stat().st_size / 2**20:.0f} MiB)", flush=True)

@@ -22,9 +22,9 @@ import numpy as np
 from offline_eval.report import write_report
 from offline_eval.report.browser import INLINE_LIMIT, SIDECAR
 from offline_eval.report.inputs import ItemInputs
-from offline_eval.results import ItemRecord, ResultsFolder, RunKey
+from offline_eval.results.records import ItemRecord, ResultsFolder, RunKey
+from offline_eval.results.summary import SCHEMA_VERSION, Summary
 from offline_eval.runtime.fileio import write_json_atomic
-from offline_eval.summary import SCHEMA_VERSION, Summary
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa.data import JBEQAItem
 from offline_eval.tasks.jbeqa.task import JBEQARecord

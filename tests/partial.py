@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from offline_eval.summary import SCHEMA_VERSION, Summary
+from offline_eval.results.summary import SCHEMA_VERSION, Summary
 
 RUN: dict[str, Any] = {
     "model": "m",

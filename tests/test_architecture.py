@@ -97,7 +97,7 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
 def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_path, monkeypatch):
     from offline_eval.config import load_config
     from offline_eval.orchestrate import SweepOptions, run_sweep
-    from offline_eval.results import ResultsFolder
+    from offline_eval.results.records import ResultsFolder
 
     writes: list[str] = []
     real = ResultsFolder.write_records

@@ -23,7 +23,7 @@ from offline_eval.backends.chat import (
 )
 from offline_eval.backends.registry import spec_fingerprint
 from offline_eval.backends.spec import LoadSpec
-from offline_eval.modelspec import ModelSpec
+from offline_eval.models.spec import ModelSpec
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import SYSTEM_PROMPT
 

@@ -36,7 +36,7 @@ def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None):  # ty
 
 
 def _entry(run: str, model: str = "m", variant: str = "default", setting: str = "s", metrics: dict | None = None):  # type: ignore[no-untyped-def]
-    from offline_eval.results import RunEntry
+    from offline_eval.results.records import RunEntry
 
     return RunEntry(
         model=model,

@@ -39,7 +39,7 @@ import yaml
 
 from offline_eval.backends.registry import engine_names, get_engine
 from offline_eval.config import RunnerSpec, SweepConfig, _UniqueKeyLoader, parse_config
-from offline_eval.modelspec import ModelSpec
+from offline_eval.models.spec import ModelSpec
 from offline_eval.tasks import get_task_class, task_classes
 
 ROOT = Path(__file__).resolve().parent.parent

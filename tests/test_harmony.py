@@ -16,12 +16,12 @@ from offline_eval.backends.chat import render_chat, template_strftime
 from offline_eval.backends.registry import load_backend
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.constraints import Choice
-from offline_eval.modelspec import ModelSpec, ReasoningSpec
+from offline_eval.models.spec import ModelSpec, ReasoningSpec
+from offline_eval.models.thinking import ModelSettings, planned, solve, split_block
 from offline_eval.requests import Phase, Request, Result, Sampling
 from offline_eval.runner import Runner
 from offline_eval.runtime.errors import InputError
 from offline_eval.store import Store
-from offline_eval.thinking import ModelSettings, planned, solve, split_block
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "scripts" / "templates" / "gpt-oss.jinja"

@@ -15,7 +15,7 @@ from sklearn.metrics import cohen_kappa_score, mean_absolute_error
 from offline_eval.constraints import JsonSchema
 from offline_eval.ja.contract import parse
 from offline_eval.requests import Sampling
-from offline_eval.results import RunKey
+from offline_eval.results.records import RunKey
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks.kit import judges
 from offline_eval.tasks.legalrikai import rubric
@@ -38,7 +38,7 @@ CONTRACT = (
 
 
 def _entry(run: str, subtask: str = "statrev"):  # type: ignore[no-untyped-def]
-    from offline_eval.results import RunEntry
+    from offline_eval.results.records import RunEntry
 
     return RunEntry(
         model="m",

@@ -15,7 +15,7 @@ from conftest import ROOT, TINY, run_cli
 from sklearn.metrics import mean_absolute_error
 
 from offline_eval.requests import request_json
-from offline_eval.results import RunEntry, RunKey
+from offline_eval.results.records import RunEntry, RunKey
 from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
 from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
 from offline_eval.tasks.legalrikai.report import agreement_tables

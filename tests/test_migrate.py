@@ -17,9 +17,9 @@ from conftest import ROOT
 
 import offline_eval
 from offline_eval.metrics.values import MetricValue, RunMetrics
-from offline_eval.results import RunEntry
+from offline_eval.results.records import RunEntry
+from offline_eval.results.summary import SCHEMA_VERSION, Summary
 from offline_eval.runtime.errors import InputError
-from offline_eval.summary import SCHEMA_VERSION, Summary
 
 FIXTURE = ROOT / "tests" / "fixtures" / "v3-demo"
 MADE_AT = "/work/main/"  # the checkout the fixture was made in: its paths are rewritten to this one's

@@ -457,7 +457,7 @@ def test_a_ray_worker_serving_a_model_connects_only_to_its_server(llamacpp_serve
     model = served("s", llamacpp_server)
     code = f"""
 import socket
-from offline_eval.modelspec import ModelSpec
+from offline_eval.models.spec import ModelSpec
 from offline_eval.executors.remote_backend import EngineReplica, unwrap
 replica = EngineReplica(ModelSpec.model_validate({model!r}).load_spec("default"))
 print(unwrap(replica.load())["max_model_len"])

@@ -13,9 +13,9 @@ from typing import Any
 from conftest import DATA
 
 import offline_eval
-from offline_eval.decoding import SamplingSpec
-from offline_eval.modelspec import ModelSpec
-from offline_eval.thinking import settings_of
+from offline_eval.models.decoding import SamplingSpec
+from offline_eval.models.spec import ModelSpec
+from offline_eval.models.thinking import settings_of
 
 LONG = "<think>" + "考" * 200 + "</think>1"
 

@@ -80,8 +80,8 @@ def test_line_separators_in_outputs_ids_and_data_survive_an_only_rerun(tmp_path)
     assert analyses(again) == analyses(first) and again["consistency"] and again["ablations"]
     assert again["consistency"][0]["n_items"] == 26 and again["noninferiority"][0]["comparisons"][0]["n"] == 26
     from offline_eval.report.browser import browser_data
-    from offline_eval.results import ResultsFolder
-    from offline_eval.summary import Summary
+    from offline_eval.results.records import ResultsFolder
+    from offline_eval.results.summary import Summary
 
     data_rows = browser_data(ResultsFolder(out), Summary.read(out / "summary.json"))
     assert data_rows is not None and len(data_rows["rows"]) == 26
@@ -89,7 +89,7 @@ def test_line_separators_in_outputs_ids_and_data_survive_an_only_rerun(tmp_path)
 
 
 def test_results_files_split_on_newlines_only(tmp_path):
-    from offline_eval.results import PlainRecord, ResultsFolder, RunKey
+    from offline_eval.results.records import PlainRecord, ResultsFolder, RunKey
 
     folder = ResultsFolder(tmp_path)
     key = RunKey("r", "s")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from partial import summary as typed
 
 from offline_eval.report.glance import glance
-from offline_eval.summary import Summary
+from offline_eval.results.summary import Summary
 
 
 def _run(run: str, setting: str, f1: float | None, true_share: float | None = None, skipped: int = 0) -> dict:
@@ -68,7 +68,7 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
 
     from offline_eval.analyses.leaderboards import build as leaderboards
     from offline_eval.report.first import leaderboard_matrix
-    from offline_eval.results import RunEntry
+    from offline_eval.results.records import RunEntry
     from offline_eval.tasks.jbeqa.task import JBEQATask
     from offline_eval.tasks.kit.sections import leaderboard
 

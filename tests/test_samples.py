@@ -15,11 +15,11 @@ from conftest import DATA
 
 import offline_eval
 from offline_eval.analyses.verdicts import paired_verdict
-from offline_eval.results import UNSET, item_means
+from offline_eval.results.records import UNSET, item_means
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa.task import JBEQARecord
-from offline_eval.tasks.kit.sampled import sample_metrics
+from offline_eval.tasks.sampled import sample_metrics
 
 # Four statements of the sample data (gold: true, true, false, true); the fake answers by seed mod length.
 SCRIPT = {

@@ -15,7 +15,7 @@ from conftest import metric, run_cli
 from offline_eval.metrics.bootstrap import MIN_CLUSTERS, ClusteredCIs, Clusters, clustered_cis, mean_columns, mean_of
 from offline_eval.metrics.noninferiority import BOOTSTRAP, INCONCLUSIVE, NON_INFERIOR, SCORE, compare
 from offline_eval.metrics.stats import paired_test
-from offline_eval.summary import Summary
+from offline_eval.results.summary import Summary
 
 
 def release(q: int, st: int, answer: bool) -> dict[str, object]:

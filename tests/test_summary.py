@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, run_cli
 from test_verdicts import _config
 
-from offline_eval.summary import SCHEMA_FILE, SCHEMA_VERSION, Summary, json_schema
+from offline_eval.results.summary import SCHEMA_FILE, SCHEMA_VERSION, Summary, json_schema
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ from offline_eval.backends.fake_backend import FakeBackend
 from offline_eval.backends.openai_reply import Reply
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.constraints import Choice
-from offline_eval.modelspec import ReasoningSpec
+from offline_eval.models.spec import ReasoningSpec
+from offline_eval.models.thinking import ModelSettings, planned, solve, split_block
 from offline_eval.requests import Phase, Request, Result, Sampling, legacy_request_key, request_key
 from offline_eval.runner import Runner
 from offline_eval.store import Row, Store
-from offline_eval.thinking import ModelSettings, planned, solve, split_block
 
 CLOSE = len(b"</think>")
 
@@ -266,14 +266,14 @@ def test_sampling_model_takes_the_makers_settings_and_the_summary_says_which(tmp
         }
     assert json.loads(s) == {"max_tokens": 4, "seed": 5, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
     (folder / "generation_config.json").write_text(json.dumps({"do_sample": False, "temperature": 0.6}))
-    from offline_eval.thinking import recommended
+    from offline_eval.models.thinking import recommended
 
     assert recommended(str(folder)).temperature == 0.0  # greedy where the makers say not to sample
 
 
 def test_sampling_model_reads_a_gguf_s_general_sampling_keys(tmp_path: Path) -> None:
     gguf = pytest.importorskip("gguf")
-    from offline_eval.thinking import recommended
+    from offline_eval.models.thinking import recommended
 
     path = tmp_path / "m.gguf"
     w = gguf.GGUFWriter(str(path), "llama")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from offline_eval.analyses import ablations, consistency, leaderboards, verdicts
-from offline_eval.modelspec import ModelSpec
-from offline_eval.results import ItemRecord, Records, RunEntry
+from offline_eval.models.spec import ModelSpec
+from offline_eval.results.records import ItemRecord, Records, RunEntry
 from offline_eval.tasks.base import Task
+
+from . import ablations, consistency, leaderboards, verdicts
 
 
 def analyse(

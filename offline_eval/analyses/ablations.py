@@ -11,7 +11,7 @@ from typing import Any
 from offline_eval.metrics.bootstrap import Clusters
 from offline_eval.metrics.paired import PairedKind
 from offline_eval.metrics.stats import adjust_family, paired_test
-from offline_eval.results import ItemRecord, Records, RunEntry, item_means
+from offline_eval.results.records import ItemRecord, Records, RunEntry, item_means
 
 ItemScore = Callable[[ItemRecord], "float | None"]
 ItemCluster = Callable[[ItemRecord], "str | None"]

@@ -14,8 +14,8 @@ from typing import Any
 
 from offline_eval.metrics.agreement import cohen_kappa
 from offline_eval.metrics.paired import is_binary, mcnemar_exact
-from offline_eval.results import ItemRecord, Records, RunEntry, RunKey, output_key
-from offline_eval.summary import ConsistencyRow
+from offline_eval.results.records import ItemRecord, Records, RunEntry, RunKey, output_key
+from offline_eval.results.summary import ConsistencyRow
 from offline_eval.tasks.base import Task
 
 

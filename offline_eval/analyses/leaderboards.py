@@ -3,11 +3,12 @@ first; no score last). The report's every ranking reads these."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.metrics.ranking import has_score, rank_runs
-from offline_eval.results import RunEntry
-from offline_eval.summary import LeaderboardRow
+from offline_eval.metrics.ranking import has_score
+from offline_eval.results.records import RunEntry
+from offline_eval.results.summary import LeaderboardRow
 from offline_eval.tasks import get_task_class, task_names
 from offline_eval.tasks.base import Task
 
@@ -30,3 +31,14 @@ def build(runs: list[RunEntry]) -> dict[str, list[LeaderboardRow]]:
             rows.append(LeaderboardRow.model_validate(row))
         out[setting] = rows
     return out
+
+
+def rank_runs(runs: Sequence[RunEntry], metric: str, higher_is_better: bool = True) -> list[RunEntry]:
+    """Run entries best first by `metric`; runs without a score last; ties by run and setting."""
+    sign = 1 if higher_is_better else -1
+
+    def key(r: RunEntry) -> tuple[Any, ...]:
+        v: Any = r.metrics.get(metric)
+        return (0, -sign * v, r.run, r.setting) if has_score(v) else (1, 0, r.run, r.setting)
+
+    return sorted(runs, key=key)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from offline_eval.metrics.noninferiority import NonInferiority, adjust, compare
-from offline_eval.modelspec import ModelSpec
-from offline_eval.results import ItemRecord, Records, RunEntry, item_means
+from offline_eval.models.spec import ModelSpec
+from offline_eval.results.records import ItemRecord, Records, RunEntry, item_means
 from offline_eval.tasks.base import Task
 
 

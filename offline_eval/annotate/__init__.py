@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from offline_eval.annotate.page import page, reveal
-from offline_eval.annotate.sample import changed_data, offered, read_sweep, resumed, sample, sample_id
 from offline_eval.runtime.fileio import write_json_atomic, write_text_atomic
+
+from .page import page, reveal
+from .sample import changed_data, offered, read_sweep, resumed, sample, sample_id
 
 
 @dataclass(frozen=True)

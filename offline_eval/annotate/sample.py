@@ -16,10 +16,10 @@ from typing import Any
 
 from offline_eval.backends.fingerprint import file_sha256
 from offline_eval.config import load_config
-from offline_eval.results import ResultsFolder, sample_of
+from offline_eval.results.records import ResultsFolder, sample_of
+from offline_eval.results.summary import Summary
 from offline_eval.runtime.errors import InputError
-from offline_eval.summary import Summary
-from offline_eval.tasks import get_task_class, make_task, recorded_task, task_classes
+from offline_eval.tasks import get_task_class, make_task, read_summary, recorded_task, task_classes
 from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.annotation import Case, Form
 from offline_eval.tasks.kit.datafiles import read_table, read_text, unescape_cell
@@ -31,7 +31,7 @@ def read_sweep(out_dir: str) -> Summary:
         raise InputError("no such folder", file=out_dir)
     if not (folder / "summary.json").is_file():
         raise InputError("no summary.json: not the output folder of a finished sweep (run a sweep first)", file=out_dir)
-    return Summary.read(folder / "summary.json")
+    return read_summary(folder / "summary.json")
 
 
 def changed_data(summary: Summary, task_name: str, source: str, allow: bool) -> list[str]:

@@ -7,10 +7,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from offline_eval.backends.fingerprint import HashCache, files_fingerprint
-from offline_eval.backends.spec import LoadSpec, PromptCount, PromptCounter, Reservation
 from offline_eval.requests import Request, Result
 from offline_eval.runtime.errors import InputError
+
+from .fingerprint import HashCache, files_fingerprint
+from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 Progress = Callable[[int], None] | None
 

@@ -254,7 +254,7 @@ def hf_encode(tokenizer: Any, chat_template: str | None, requests: Sequence[Requ
 
 def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFormat:
     """What an engine will prompt this model with, read from its files without loading it."""
-    from offline_eval.backends.registry import get_engine
+    from .registry import get_engine
 
     setting = normalize_setting(value)
     if setting == NONE:
@@ -271,7 +271,7 @@ def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFor
 def model_chat_template(value: str | None, backend: str, path: str) -> str | None:
     """The template text an engine prompts this model with (None: the plain format, or a served model, which
     applies the server's own), read from its files without loading it."""
-    from offline_eval.backends.registry import get_engine
+    from .registry import get_engine
 
     if get_engine(backend).remote:
         return None
@@ -284,7 +284,7 @@ def model_chat_template(value: str | None, backend: str, path: str) -> str | Non
 
 def own_chat_template(backend: str, path: str) -> str | None:
     """The chat template the model's own files carry, by the kind of weights the engine reads."""
-    from offline_eval.backends.registry import get_engine
+    from .registry import get_engine
 
     weights = get_engine(backend).weights
     if weights == "gguf":

@@ -24,12 +24,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.backends.base import Progress, TokenizingBackend, carried_ids, check_engine_args
-from offline_eval.backends.chat import choose_template, render_request
-from offline_eval.backends.registry import Engine
-from offline_eval.backends.spec import LoadSpec, PromptCount, PromptCounter
 from offline_eval.constraints import Choice, JsonSchema, Regex
 from offline_eval.requests import Request, Result
+
+from .base import Progress, TokenizingBackend, carried_ids, check_engine_args
+from .chat import choose_template, render_request
+from .registry import Engine
+from .spec import LoadSpec, PromptCount, PromptCounter
 
 ENGINE = Engine(name="fake", backend_class="FakeBackend", requires="json", extra="test", weights="any")
 

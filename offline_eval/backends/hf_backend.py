@@ -7,14 +7,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.backends.base import Progress, TokenizingBackend, check_engine_args, faithful_ids
-from offline_eval.backends.chat import choose_template, hf_encode, hf_own_template
-from offline_eval.backends.grammars import xgrammar_ebnf
-from offline_eval.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from offline_eval.backends.registry import Engine
-from offline_eval.backends.spec import LoadSpec, PromptCount
 from offline_eval.requests import Request, Result
 from offline_eval.runtime.errors import InputError
+
+from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids
+from .chat import choose_template, hf_encode, hf_own_template
+from .grammars import xgrammar_ebnf
+from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
+from .registry import Engine
+from .spec import LoadSpec, PromptCount
 
 _DTYPES = {
     "bfloat16": "bfloat16",

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.backends.base import carried_ids, hf_vocab_bytes
-from offline_eval.backends.chat import adds_special_tokens, choose_template, hf_encode, hf_own_template, hf_render
-from offline_eval.backends.spec import LoadSpec, PromptCounter
 from offline_eval.requests import Request
+
+from .base import carried_ids, hf_vocab_bytes
+from .chat import adds_special_tokens, choose_template, hf_encode, hf_own_template, hf_render
+from .spec import LoadSpec, PromptCounter
 
 
 class HFPromptCounter:

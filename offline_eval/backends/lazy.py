@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from offline_eval.backends.base import Backend
-from offline_eval.backends.fingerprint import HashCache
-from offline_eval.backends.registry import get_engine, load_backend, spec_fingerprint
-from offline_eval.backends.spec import LoadSpec
+from .base import Backend
+from .fingerprint import HashCache
+from .registry import get_engine, load_backend, spec_fingerprint
+from .spec import LoadSpec
 
 
 class LazyBackend:

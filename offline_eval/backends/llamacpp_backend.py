@@ -14,22 +14,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from offline_eval.backends.base import (
-    Progress,
-    TokenizingBackend,
-    carried_ids,
-    check_engine_args,
-    faithful_ids,
-    signature_params,
-)
-from offline_eval.backends.chat import adds_special_tokens, choose_template, render_request
-from offline_eval.backends.grammars import gbnf
-from offline_eval.backends.llamacpp_greedy import GrammarCheck, greedy
-from offline_eval.backends.llamacpp_prefill import PromptCache, last_logits
-from offline_eval.backends.registry import Engine
-from offline_eval.backends.spec import LoadSpec, PromptCount, PromptCounter, Reservation
 from offline_eval.requests import Request, Result
 from offline_eval.runtime.errors import EngineError
+
+from .base import Progress, TokenizingBackend, carried_ids, check_engine_args, faithful_ids, signature_params
+from .chat import adds_special_tokens, choose_template, render_request
+from .grammars import gbnf
+from .llamacpp_greedy import GrammarCheck, greedy
+from .llamacpp_prefill import PromptCache, last_logits
+from .registry import Engine
+from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 _RESERVED = {
     "model_path": "path (or a variant's file)",

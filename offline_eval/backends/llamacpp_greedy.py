@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_eval.backends.llamacpp_prefill import last_logits
+from .llamacpp_prefill import last_logits
 
 TOP = 64  # a refused step asks about this many best tokens before it filters the whole vocabulary
 

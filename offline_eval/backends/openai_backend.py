@@ -17,15 +17,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from offline_eval.backends.base import Backend, Progress
-from offline_eval.backends.fingerprint import HashCache
-from offline_eval.backends.openai_reply import Reply, top_alternatives
-from offline_eval.backends.registry import Engine
-from offline_eval.backends.server_client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
-from offline_eval.backends.spec import LoadSpec, PromptCounter
 from offline_eval.constraints import Choice, Constraint, JsonSchema
 from offline_eval.requests import Request, Result
 from offline_eval.runtime.errors import EngineError, InputError, PartialFailure, is_url, missing
+
+from .base import Backend, Progress
+from .fingerprint import HashCache
+from .openai_reply import Reply, top_alternatives
+from .registry import Engine
+from .server_client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
+from .spec import LoadSpec, PromptCounter
 
 
 class OpenAIOptions(BaseModel):
@@ -190,7 +191,7 @@ class OpenAIBackend(Backend):
             return None
         from dataclasses import replace
 
-        from offline_eval.backends.registry import get_engine
+        from .registry import get_engine
 
         path = self.o.tokenizer
         if why := missing(path):
@@ -268,7 +269,7 @@ class OpenAIBackend(Backend):
                 # server in our test; what `json` lets through that strict JSON refuses, the re-check catches.
                 return {"structured_outputs": {"json": c.schema}}
             return {"structured_outputs": {"regex": c.pattern}}
-        from offline_eval.backends.grammars import choice_grammar, gbnf
+        from .grammars import choice_grammar, gbnf
 
         if isinstance(c, Choice):
             return {"grammar": choice_grammar(c)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from offline_eval.backends.server_client import BadReply
+from .server_client import BadReply
 
 
 class Reply:

@@ -14,14 +14,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from offline_eval.backends.fingerprint import PINS, HashCache, served_key
 from offline_eval.runtime.errors import InputError, MissingExtraError, OfflineEvalError
+
+from .fingerprint import PINS, HashCache, served_key
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from offline_eval.backends.base import Backend
-    from offline_eval.backends.spec import LoadSpec
+    from .base import Backend
+    from .spec import LoadSpec
 
 # remote: no local weights (a server); the engine's own `options` keys say where the model is served.
 Weights = Literal["gguf", "hf", "any", "remote"]

@@ -10,20 +10,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictInt, model_serializer
 
-from offline_eval.backends.base import (
-    Progress,
-    TokenizingBackend,
-    check_engine_args,
-    faithful_ids,
-    logsumexp,
-    signature_params,
-)
-from offline_eval.backends.chat import adds_special_tokens, choose_template, hf_own_template
-from offline_eval.backends.grammars import xgrammar_ebnf
-from offline_eval.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from offline_eval.backends.registry import Engine
-from offline_eval.backends.spec import LoadSpec, PromptCount, Reservation
-from offline_eval.backends.vllm_cache import (
+from offline_eval.constraints import Choice, Constraint, JsonSchema, Regex
+from offline_eval.requests import Request, Result
+from offline_eval.runtime.preload import tcmalloc_loaded
+
+from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids, logsumexp, signature_params
+from .chat import adds_special_tokens, choose_template, hf_own_template
+from .grammars import xgrammar_ebnf
+from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
+from .registry import Engine
+from .spec import LoadSpec, PromptCount, Reservation
+from .vllm_cache import (
     CompiledIndex,
     aot_cache_loads,
     aot_loaded,
@@ -32,10 +29,7 @@ from offline_eval.backends.vllm_cache import (
     compile_cache,
     note_aot_loads,
 )
-from offline_eval.backends.vllm_cpu import compiled_graph, inspect_here, piecewise
-from offline_eval.constraints import Choice, Constraint, JsonSchema, Regex
-from offline_eval.requests import Request, Result
-from offline_eval.runtime.preload import tcmalloc_loaded
+from .vllm_cpu import compiled_graph, inspect_here, piecewise
 
 _SHUTDOWN_GRACE_S = 0.5
 

@@ -10,7 +10,7 @@ answers differ point at an engine or tool change. The flipped items go to flips.
 reuses the report's item browser.
 """
 
-from offline_eval.comparison.match import compare
-from offline_eval.comparison.model import Change, Comparison, Flip, SettingComparison
+from .match import compare
+from .model import Change, Comparison, Flip, SettingComparison
 
 __all__ = ["Change", "Comparison", "Flip", "SettingComparison", "compare"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from offline_eval.comparison.match import compare
-from offline_eval.comparison.output import text_table, write
 from offline_eval.runtime.errors import InputError
+
+from .match import compare
+from .output import text_table, write
 
 
 def add_command(sub: Any) -> None:

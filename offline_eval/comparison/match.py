@@ -7,7 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.analyses.verdicts import paired_verdict
-from offline_eval.comparison.model import (
+from offline_eval.config import margin_problem
+from offline_eval.metrics.noninferiority import INFERIOR, NON_INFERIOR
+from offline_eval.results.records import ItemRecord, item_means
+from offline_eval.results.summary import LoadProvenance, SettingProvenance, Summary
+from offline_eval.runtime.errors import InputError, OfflineEvalError, first_line
+from offline_eval.tasks import get_task_class, read_summary, recorded_task, task_names
+from offline_eval.tasks.kit.sections import Metric
+from offline_eval.verify import verify as verify_folder
+
+from .model import (
     IMPROVED,
     INCONCLUSIVE_V,
     MISSING,
@@ -19,14 +28,6 @@ from offline_eval.comparison.model import (
     Flip,
     SettingComparison,
 )
-from offline_eval.config import margin_problem
-from offline_eval.metrics.noninferiority import INFERIOR, NON_INFERIOR
-from offline_eval.results import ItemRecord, item_means
-from offline_eval.runtime.errors import InputError, OfflineEvalError, first_line
-from offline_eval.summary import LoadProvenance, SettingProvenance, Summary
-from offline_eval.tasks import get_task_class, recorded_task, task_names
-from offline_eval.tasks.kit.sections import Metric
-from offline_eval.verify import verify as verify_folder
 
 
 def compare(
@@ -135,7 +136,7 @@ def _load(folder: str | Path) -> Summary:
         raise InputError("not a sweep folder", file=str(p))
     if who := holder(p):
         raise InputError(f"a sweep is writing into this folder ({who}): compare it once it has finished", file=str(p))
-    return Summary.read(p / "summary.json")
+    return read_summary(p / "summary.json")
 
 
 def _setting_prov(s: Summary, setting: str) -> SettingProvenance | None:

@@ -9,10 +9,11 @@ import html
 import json
 from pathlib import Path
 
-from offline_eval.comparison.model import Comparison, SettingComparison
 from offline_eval.metrics.noninferiority import NonInferiority
-from offline_eval.results import ResultsFolder
+from offline_eval.results.records import ResultsFolder
 from offline_eval.runtime.fileio import write_text_atomic
+
+from .model import Comparison, SettingComparison
 
 
 def write(c: Comparison, out: str | Path) -> Path:

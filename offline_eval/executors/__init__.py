@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from offline_eval.config import RunnerSpec
-from offline_eval.executors.base import Executor
+
+from .base import Executor
 
 __all__ = ["Executor", "make_executor"]
 
@@ -19,9 +20,9 @@ def make_executor(
 ) -> Executor:
     """`--ray ADDRESS` wins over models.yaml's `runner: {executor: ray, address: ...}`."""
     if ray is None and runner.executor == "serial":
-        from offline_eval.executors.serial import SerialExecutor
+        from .serial import SerialExecutor
 
         return SerialExecutor()
-    from offline_eval.executors.ray_executor import RayExecutor
+    from .ray_executor import RayExecutor
 
     return RayExecutor(ray or runner.address or "auto", log, progress)

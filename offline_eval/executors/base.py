@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 if TYPE_CHECKING:
     from offline_eval.backends.base import Backend
     from offline_eval.backends.spec import LoadSpec
-    from offline_eval.modelspec import ModelSpec
+    from offline_eval.models.spec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

@@ -6,12 +6,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from offline_eval.backends.registry import load_backend
-from offline_eval.executors.base import Log
+
+from .base import Log
 
 if TYPE_CHECKING:
     from offline_eval.backends.base import Backend
     from offline_eval.backends.spec import LoadSpec
-    from offline_eval.modelspec import ModelSpec
+    from offline_eval.models.spec import ModelSpec
 
 U = TypeVar("U")
 T = TypeVar("T")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
-from offline_eval.ja.contract import Article, Document
-from offline_eval.ja.diff import DiffStats, affordable, diff_texts
+from .contract import Article, Document
+from .diff import DiffStats, affordable, diff_texts
 
 MIN_SIMILARITY = 0.5
 

@@ -12,11 +12,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from offline_eval.ja.align import align
-from offline_eval.ja.contract import DELETED, GOJUON, IROHA, Document, Item
-from offline_eval.ja.definitions import Definition, Sentences, definitions, first_uses
-from offline_eval.ja.numerals import to_int
-from offline_eval.ja.references import Reference, extract, scan
+from .align import align
+from .contract import DELETED, GOJUON, IROHA, Document, Item
+from .definitions import Definition, Sentences, definitions, first_uses
+from .numerals import to_int
+from .references import Reference, extract, scan
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def terms(doc: Document) -> list[Finding]:
 def _word_at(text: str, a: int, b: int) -> bool:
     """Whether text[a:b] is a word of its own (not 本契約 inside 基本契約): morpheme boundaries, found by
     tokenizing only the stretch around it, up to the nearest 。 or line break."""
-    from offline_eval.ja.tokenize import morpheme_spans
+    from .tokenize import morpheme_spans
 
     lo = max(text.rfind("。", max(0, a - 200), a), text.rfind("\n", max(0, a - 200), a), a - 200) + 1
     ends = [x for x in (text.find("。", b, b + 200), text.find("\n", b, b + 200)) if x >= 0]

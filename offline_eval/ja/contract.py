@@ -18,7 +18,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from offline_eval.ja.numerals import NUM, article_label, to_int
+from .numerals import NUM, article_label, to_int
 
 _SP = r"[ \t\u3000]"
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from offline_eval.ja.contract import Document
-from offline_eval.ja.numerals import NUM, NUM_CHARS
+from .contract import Document
+from .numerals import NUM, NUM_CHARS
 
 _ABBREV = re.compile(
     r"以下(?P<scope>[^「『」』。\n]{0,30}?)[「『](?P<t>[^」』\n]{1,30})[」』]と(?:いう|総称する|略称する|略す)"

@@ -19,7 +19,7 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from offline_eval.ja.tokenize import morphemes
+from .tokenize import morphemes
 
 Op = tuple[str, int, int, int, int]  # (tag, a_start, a_end, b_start, b_end), tag: equal|insert|delete|replace
 

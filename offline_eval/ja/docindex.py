@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 
-from offline_eval.ja.contract import Article, Document, Item, Paragraph
+from .contract import Article, Document, Item, Paragraph
 
 
 class DocIndex:

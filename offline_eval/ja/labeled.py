@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from offline_eval.ja.checks import check
-from offline_eval.ja.contract import parse
+from .checks import check
+from .contract import parse
 
 
 def evaluate(labels_file: str | Path, root: str | Path) -> dict[str, Any]:

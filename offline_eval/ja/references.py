@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from offline_eval.ja.brackets import OPEN, Brackets, merged, quotes
-from offline_eval.ja.contract import DELETED, Article, Document, Item, Paragraph
-from offline_eval.ja.docindex import DocIndex
-from offline_eval.ja.refscan import Path, chains
+from .brackets import OPEN, Brackets, merged, quotes
+from .contract import DELETED, Article, Document, Item, Paragraph
+from .docindex import DocIndex
+from .refscan import Path, chains
 
 _EN = re.compile(
     r"Article\s+(?P<a>\d+)(?:\s+(?:through|to)\s+Article\s+(?P<a2>\d+))?"

@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from offline_eval.ja.contract import IROHA
-from offline_eval.ja.numerals import NUM, NUM_CHARS, article_label, to_int
+from .contract import IROHA
+from .numerals import NUM, NUM_CHARS, article_label, to_int
 
 _NOT_SUFFIX = f"(?![{NUM_CHARS}日月年人回倍分時件個箇か])"
 _ANCHOR = (

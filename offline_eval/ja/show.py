@@ -7,14 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offline_eval.ja.align import changes
-from offline_eval.ja.checks import Finding
-from offline_eval.ja.contract import Document, parse
-from offline_eval.ja.diff import TextDiff, merged_ops
-from offline_eval.ja.normalize import char_count
-from offline_eval.ja.references import counts, scan
-from offline_eval.ja.tokenize import model_token_count, morpheme_count
 from offline_eval.runtime.errors import InputError, is_url
+
+from .align import changes
+from .checks import Finding
+from .contract import Document, parse
+from .diff import TextDiff, merged_ops
+from .normalize import char_count
+from .references import counts, scan
+from .tokenize import model_token_count, morpheme_count
 
 _RED, _GREEN, _DIM, _RESET = "\x1b[31m", "\x1b[32m", "\x1b[2m", "\x1b[0m"
 

@@ -11,16 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from offline_eval.metrics.bootstrap import (
-    Clusters,
-    SumStatistic,
-    clustered_cis,
-    f1_columns,
-    f1_of,
-    mean_columns,
-    mean_of,
-)
-from offline_eval.metrics.values import MetricValue, RunMetrics
+from .bootstrap import Clusters, SumStatistic, clustered_cis, f1_columns, f1_of, mean_columns, mean_of
+from .values import MetricValue, RunMetrics
 
 
 @dataclass(frozen=True)

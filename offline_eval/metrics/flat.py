@@ -1,13 +1,13 @@
 """A version-3 run's metrics: one flat map whose keys encoded their structure (`f1_ci_low`, `subject.民法.f1`,
 `year.2015.n_clusters`, `mean.train`, `CA.focused_share`, `CA@judge-run`, `judge_failures@judge-run`), read
 into RunMetrics' JSON. The one place those key forms are still read: RunMetrics and RunEntry accept the old form
-through it (a migrating validator), and offline_eval.migrate reads old summaries forward with it."""
+through it (a migrating validator), and offline_eval.results.migrate reads old summaries forward with it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from offline_eval.metrics.bootstrap import MIN_CLUSTERS
+from .bootstrap import MIN_CLUSTERS
 
 _CI = ("_ci_low", "_ci_high")
 V4_KEYS = frozenset({"values", "breakdowns", "judges"})

@@ -27,19 +27,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from offline_eval.metrics.bootstrap import (
-    MEAN,
-    MIN_CLUSTERS,
-    Clusters,
-    SumStat,
-    bootstrap_p,
-    canonical,
-    percentile,
-    trusted,
-    weights,
-)
-from offline_eval.metrics.paired import PairedKind, clustered_difference, mcnemar_exact, paired_binary
-from offline_eval.metrics.stats import cluster_hodges_lehmann, holm, paired_pvalues
+from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, SumStat, bootstrap_p, canonical, percentile, trusted, weights
+from .paired import PairedKind, clustered_difference, mcnemar_exact, paired_binary
+from .stats import cluster_hodges_lehmann, holm, paired_pvalues
 
 NON_INFERIOR, INFERIOR, INCONCLUSIVE = "non-inferior", "inferior", "inconclusive"
 SCORE, BOOTSTRAP = "tango score, clustered", "cluster bootstrap"

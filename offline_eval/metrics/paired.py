@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from offline_eval.metrics.bootstrap import Clusters
+from .bootstrap import Clusters
 
 _BISECTIONS = 60  # each halves the bracket: 2^-60 of [-1, 1]
 

@@ -13,17 +13,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from offline_eval.metrics.bootstrap import (
-    MEAN,
-    MIN_CLUSTERS,
-    Clusters,
-    bootstrap_p,
-    canonical,
-    percentile,
-    resample,
-    weights,
-)
-from offline_eval.metrics.paired import PairedKind, mcnemar_exact, paired_binary, paired_design_effect
+from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, bootstrap_p, canonical, percentile, resample, weights
+from .paired import PairedKind, mcnemar_exact, paired_binary, paired_design_effect
 
 
 def bonferroni(p: Sequence[float]) -> list[float]:

@@ -1,6 +1,6 @@
 """A run's metrics as values, not key strings: each number with its interval, breakdowns as typed maps (per
 subject, per year, per split...), and each judge's scores as a row. summary.json's `runs[].metrics` is one
-RunMetrics (schema version 4); a version-3 summary's flat keys are read into it by offline_eval.migrate."""
+RunMetrics (schema version 4); a version-3 summary's flat keys are read into it by offline_eval.results.migrate."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from offline_eval.metrics.bootstrap import Interval
-from offline_eval.metrics.flat import is_flat, metrics_v3
+from .bootstrap import Interval
+from .flat import is_flat, metrics_v3
 
 Number = float | int | None
 

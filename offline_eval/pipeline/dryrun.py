@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from offline_eval.backends.registry import get_engine
 from offline_eval.backends.spec import LoadSpec, PromptCounter
 from offline_eval.fit import fits, place, tokens_needed
-from offline_eval.pipeline.plan import Load, Plan, PlannedTask
+from offline_eval.models.thinking import planned, settings_of
 from offline_eval.requests import Request
-from offline_eval.thinking import planned, settings_of
+
+from .plan import Load, Plan, PlannedTask
 
 
 @dataclass

@@ -8,16 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from offline_eval.modelspec import ModelSpec
-from offline_eval.pipeline.execute import Stage, failure, load_facts, phase_timings, rate
-from offline_eval.pipeline.plan import PlannedTask
+from offline_eval.models.spec import ModelSpec
+from offline_eval.models.thinking import settings_of, solve
 from offline_eval.requests import Phase, Result
-from offline_eval.results import EvaluatorRef, ItemRecord, Records, RunEntry, Throughput
+from offline_eval.results.records import EvaluatorRef, ItemRecord, Records, RunEntry, Throughput
+from offline_eval.results.summary import Failure, LoadProvenance
 from offline_eval.runtime.errors import OfflineEvalError
 from offline_eval.runtime.memory import PeakMemory
-from offline_eval.summary import Failure, LoadProvenance
 from offline_eval.tasks.kit.evaluation import Evaluation
-from offline_eval.thinking import settings_of, solve
+
+from .execute import Stage, failure, load_facts, phase_timings, rate
+from .plan import PlannedTask
 
 
 @dataclass

@@ -16,18 +16,19 @@ from offline_eval.backends.lazy import LazyBackend
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.executors import Executor
 from offline_eval.metrics.ranking import has_score
-from offline_eval.modelspec import ModelSpec
-from offline_eval.pipeline.dryrun import planned_tokens
-from offline_eval.pipeline.plan import Load, PlannedTask
-from offline_eval.results import ItemRecord, Records, RunEntry, RunKey, with_sample, with_thinking
+from offline_eval.models.spec import ModelSpec
+from offline_eval.models.thinking import settings_of, solve
+from offline_eval.results.records import ItemRecord, Records, RunEntry, RunKey, with_sample, with_thinking
+from offline_eval.results.summary import Failure, LoadProvenance
 from offline_eval.runner import PhaseStats, Runner
 from offline_eval.runtime.enginelog import EngineLog
 from offline_eval.runtime.errors import InputError, OfflineEvalError, described
 from offline_eval.runtime.memory import PeakMemory, weights_bytes
 from offline_eval.runtime.timings import Timings
 from offline_eval.store import Store
-from offline_eval.summary import Failure, LoadProvenance
-from offline_eval.thinking import settings_of, solve
+
+from .dryrun import planned_tokens
+from .plan import Load, PlannedTask
 
 Log = Callable[[str], None]
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from offline_eval import provenance
 from offline_eval.backends.spec import LoadSpec
 from offline_eval.config import SweepConfig, data_path_problems
-from offline_eval.modelspec import ModelSpec
+from offline_eval.models.spec import ModelSpec
 from offline_eval.requests import Phase, request_json
-from offline_eval.results import RunKey
+from offline_eval.results.records import RunKey
+from offline_eval.results.summary import SettingProvenance
 from offline_eval.runtime.errors import InputError
-from offline_eval.summary import SettingProvenance
 from offline_eval.tasks import load_items, make_task
 from offline_eval.tasks.base import Item, Setting, Task
 from offline_eval.tasks.kit.datafiles import reading

@@ -7,9 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from offline_eval.results import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
-from offline_eval.runtime.errors import InputError
-from offline_eval.summary import (
+from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunEntry, RunKey
+from offline_eval.results.summary import (
     SCHEMA_VERSION,
     Failure,
     LoadProvenance,
@@ -18,10 +17,12 @@ from offline_eval.summary import (
     Summary,
     SweepProvenance,
 )
+from offline_eval.runtime.errors import InputError
+from offline_eval.tasks import read_summary
 from offline_eval.tasks.base import Task
 
 if TYPE_CHECKING:
-    from offline_eval.pipeline.plan import Configured
+    from .plan import Configured
 
 
 @dataclass
@@ -107,7 +108,7 @@ def read_earlier(folder: ResultsFolder, log: Callable[[str], None]) -> Summary:
     if not folder.summary.exists():
         return Summary(schema_version=SCHEMA_VERSION)
     try:
-        return Summary.read(folder.summary)
+        return read_summary(folder.summary)
     except InputError as e:
         log(f"{e}; its runs are not carried over (this sweep's are written, and the store keeps every output)")
         return Summary(schema_version=SCHEMA_VERSION)

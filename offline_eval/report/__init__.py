@@ -1,5 +1,5 @@
 """Reports from an output folder's summary.json: report.md and report.html."""
 
-from offline_eval.report.write import write_report
+from .write import write_report
 
 __all__ = ["write_report"]

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from offline_eval.report.inputs import ItemInputs
-from offline_eval.report.tables import task_class
-from offline_eval.results import ResultsFolder, sample_of
+from offline_eval.results.records import ResultsFolder, sample_of
+from offline_eval.results.summary import LoadProvenance, Summary
 from offline_eval.runtime.fileio import script_json
-from offline_eval.summary import LoadProvenance, Summary
+
+from .inputs import ItemInputs
+from .tables import task_class
 
 INLINE_LIMIT = 20 * 2**20  # bytes of item data inlined in report.html; more goes to the sidecar
 OUTPUT_CHARS = 2000  # of each raw output and extra text shown

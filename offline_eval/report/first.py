@@ -6,10 +6,11 @@ from __future__ import annotations
 from offline_eval.metrics.bootstrap import MIN_CLUSTERS
 from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import RunMetrics
-from offline_eval.report.tables import task_class
-from offline_eval.results import RunEntry
-from offline_eval.summary import Summary, Verdict
+from offline_eval.results.records import RunEntry
+from offline_eval.results.summary import Summary, Verdict
 from offline_eval.tasks.kit.sections import Metric, Table, ci_text, fmt, ranked
+
+from .tables import task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 from offline_eval.metrics.ranking import has_score
-from offline_eval.report.tables import task_class
-from offline_eval.summary import Summary
+from offline_eval.results.summary import Summary
 from offline_eval.tasks.kit.sections import fmt, ranked
+
+from .tables import task_class
 
 
 def _fmt(v: float) -> str:

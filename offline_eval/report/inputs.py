@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from offline_eval.requests import Phase, Request
-from offline_eval.results import ItemRecord, Records, RunKey, sample_of
+from offline_eval.results.records import ItemRecord, Records, RunKey, sample_of
 
 if TYPE_CHECKING:
     from offline_eval.pipeline.plan import PlannedTask

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.metrics.stats import PairedResult
-from offline_eval.results import PlainRecord, RunEntry
-from offline_eval.summary import Summary
+from offline_eval.results.records import PlainRecord, RunEntry
+from offline_eval.results.summary import Summary
 from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.sections import Table, fmt
 

@@ -9,17 +9,19 @@ import html
 import json
 from pathlib import Path
 
-from offline_eval.report.browser import browser_data, browser_html
-from offline_eval.report.first import leaderboard_matrices, verdict_tables
-from offline_eval.report.glance import glance
-from offline_eval.report.inputs import ItemInputs
-from offline_eval.report.plots import Plot, all_plots, pareto
-from offline_eval.report.tables import detail_sections
-from offline_eval.results import ResultsFolder
+from offline_eval.results.records import ResultsFolder
+from offline_eval.results.summary import Summary
 from offline_eval.runtime.fileio import dumps, write_text_atomic
-from offline_eval.summary import Summary
+from offline_eval.tasks import read_summary
 from offline_eval.tasks.kit.figures import drawing
 from offline_eval.tasks.kit.sections import Table
+
+from .browser import browser_data, browser_html
+from .first import leaderboard_matrices, verdict_tables
+from .glance import glance
+from .inputs import ItemInputs
+from .plots import Plot, all_plots, pareto
+from .tables import detail_sections
 
 
 def _md(t: Table, level: str = "##") -> str:
@@ -101,7 +103,7 @@ def write_report(out_dir: str | Path, summary: Summary | None = None, inputs: It
     """report.md, report.html and plots/ for a sweep's summary (read from OUT/summary.json when not given:
     `offline-eval report DIR`); `inputs`, from the sweep, adds the prompts and diffs to the item browser."""
     folder = ResultsFolder(Path(out_dir))
-    summary = Summary.read(folder.summary) if summary is None else as_written(summary)
+    summary = read_summary(folder.summary) if summary is None else as_written(summary)
     _write(folder, summary, inputs)
     return folder.report_md
 

@@ -20,7 +20,7 @@ def _umask() -> int:
 
 def _writable_at(p: Path) -> None:
     """A folder where the file goes, or a file where a folder must be, is one line naming it."""
-    from offline_eval.runtime.errors import InputError
+    from .errors import InputError
 
     if p.is_dir():
         raise InputError("is a folder, where a file is written: move it away and re-run", file=str(p))

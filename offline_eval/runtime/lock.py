@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from offline_eval.runtime.errors import OfflineEvalError
+from .errors import OfflineEvalError
 
 LOCK_NAME = ".offline-eval.lock"
 

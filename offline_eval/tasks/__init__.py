@@ -5,11 +5,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from offline_eval.results.records import ItemRecord, PlainRecord
+from offline_eval.results.summary import Summary
 from offline_eval.runtime.errors import InputError
-from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.protocol import declared_before
+
+from .base import Task
 
 
 @lru_cache(maxsize=1)
@@ -64,3 +68,13 @@ def load_items(task: Task, source: str | None) -> list[Any]:
         if e.file is None and source:
             raise InputError(e.detail, file=source, record=e.record, field=e.field) from None
         raise
+
+
+def record_class(name: str) -> type[ItemRecord]:
+    """The record type of a task's results files (a task this installation lacks: the generic fields only)."""
+    return get_task_class(name).Record if name in task_names() else PlainRecord
+
+
+def read_summary(path: str | Path) -> Summary:
+    """summary.json, its runs' records typed by their tasks."""
+    return Summary.read(path, record_class)

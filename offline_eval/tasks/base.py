@@ -10,8 +10,9 @@ from pydantic import BaseModel, ValidationError
 
 from offline_eval.metrics.bootstrap import Clusters
 from offline_eval.metrics.declared import with_intervals
-from offline_eval.results import ItemRecord, R, TaskReport, sample_of
-from offline_eval.tasks.kit import (
+from offline_eval.results.records import ItemRecord, R, TaskReport, sample_of
+
+from .kit import (
     OURS,
     Breakdown,
     Evaluation,
@@ -29,7 +30,8 @@ from offline_eval.tasks.kit import (
 
 if TYPE_CHECKING:
     from offline_eval.metrics.bootstrap import SumStat
-    from offline_eval.tasks.kit import Case, Form
+
+    from .kit import Case, Form
 
 Setting = dict[str, Any]
 Item = TaskItem  # what generic code knows of any task's items: their id, and their content for provenance
@@ -104,7 +106,7 @@ class Task(ABC, Generic[ItemT, R]):
         """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
         values and declared metrics (with their intervals), and the answers that broke their constraint; over k
         samples per item, the aggregate of all of them (each item's mean) and the samples' own statistics."""
-        from offline_eval.tasks.kit.sampled import sample_metrics
+        from .sampled import sample_metrics
 
         metrics = self.declared_metrics(records, setting, *self.resamples())
         metrics.put("constraint_violations", sum(1 for r in records if r.finish_reason == "violation"))

@@ -21,14 +21,15 @@ from typing import Any
 
 from offline_eval.backends.fingerprint import file_sha256, forget_hashes
 from offline_eval.constraints import from_dict, violation
-from offline_eval.results import ItemRecord, Records, ResultsFolder, RunKey
+from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunKey
+from offline_eval.results.summary import FileDigest, Provenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError
 from offline_eval.runtime.fileio import jsonl_text
-from offline_eval.summary import FileDigest, Provenance, SettingProvenance, Summary
-from offline_eval.tasks import recorded_task, task_names
+from offline_eval.tasks import read_summary, recorded_task, task_names
 from offline_eval.tasks.base import Task
-from offline_eval.verify.diff import diff
-from offline_eval.verify.rebuild import Rebuilt, rebuild
+
+from .diff import diff
+from .rebuild import Rebuilt, rebuild
 
 CLAIMED = (
     "timings (summary.timings) and each run's throughput: wall-clock, rates, token counts and peak memory",
@@ -53,7 +54,7 @@ def verify(out_dir: str | Path) -> list[str]:
     folder = ResultsFolder(Path(out_dir))
     if not folder.root.is_dir():
         raise InputError("not a folder", file=str(folder.root))
-    summary = Summary.read(folder.summary)
+    summary = read_summary(folder.summary)
     if summary.provenance is None:
         why = (
             f" (schema version {summary.migrated_from} recorded none: which config, data and weights made it is "

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
-from offline_eval.tasks.jbeqa import authors
-from offline_eval.tasks.jbeqa.data import JBEQAItem
+from . import authors
+from .data import JBEQAItem
 
 OURS_SYSTEM_PROMPT = (
     "あなたは日本の司法試験の問題に解答する法律の専門家です。"

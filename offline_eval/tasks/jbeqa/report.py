@@ -4,17 +4,18 @@ item browser's view and the opening lines' note on runs that gave one answer to 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from offline_eval.tasks.kit import BrowserView, MetricValue, Plot, ReportParts, Table
 from offline_eval.tasks.kit.figures import fig_module, japanese_font, primary_score, safe_name, save
+from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import breakdown
 
 if TYPE_CHECKING:
-    from offline_eval.summary import Summary
-    from offline_eval.tasks.base import Task
-    from offline_eval.tasks.jbeqa.task import JBEQARecord
+    from offline_eval.results.summary import Summary
     from offline_eval.tasks.kit import RunEntry
+
+    from .records import JBEQARecord
 
 # Without a Japanese font (the `report` extra) plot labels fall back to English: boxes for 民法 help no one.
 SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Constitution"}
@@ -72,7 +73,7 @@ def _height(mv: MetricValue | None) -> float:
 
 class JBEQAReport(ReportParts):
     @classmethod
-    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: TaskClass, runs: list[RunEntry], summary: Summary) -> list[Table]:
         return [*super().tables(task, runs, summary), *breakdown_tables(runs)]
 
     @classmethod

@@ -16,35 +16,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictInt,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from offline_eval.metrics.classification import precision_recall_f1
 from offline_eval.tasks.base import Metric, Setting, Task
-from offline_eval.tasks.jbeqa import authors
-from offline_eval.tasks.jbeqa.data import JBEQAItem, choose_exemplars, load_items, question_of
-from offline_eval.tasks.jbeqa.prompts import OURS_SYSTEM_PROMPT, message, paper_instruction, system_prompt, user_message
-from offline_eval.tasks.jbeqa.report import JBEQAReport
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
     MAX_BOOTSTRAP,
-    UNSET,
     Bootstrapped,
     Breakdown,
     Choice,
     InputError,
-    JsonRecord,
     Phase,
     Protocol,
     Request,
@@ -56,6 +42,12 @@ from offline_eval.tasks.kit import (
     protocol_field,
     resolve_split,
 )
+
+from . import authors
+from .data import JBEQAItem, choose_exemplars, load_items, question_of
+from .prompts import OURS_SYSTEM_PROMPT, message, paper_instruction, system_prompt, user_message
+from .records import JBEQARecord
+from .report import JBEQAReport
 
 SYSTEM_PROMPT = OURS_SYSTEM_PROMPT  # offline-eval's; the paper's is authors.SYSTEM_PROMPT
 SPLITS = ("train", "validation", "test")  # `split: all`, in the order the authors' code runs them
@@ -111,29 +103,6 @@ class JBEQAOptions(BaseModel):
                 f"{len(authors.EXEMPLAR_ROWS)}, or give exemplar_ids"
             )
         return self
-
-
-@dataclass(kw_only=True)
-class JBEQARecord(JsonRecord):
-    """One statement's record; a skipped one (did not fit the context) has no pred, token counts or logprobs."""
-
-    id: str
-    subject: str  # the Japanese subject name (民法, 刑法, 憲法)
-    year: int  # Gregorian
-    output: str
-    finish_reason: str
-    gold: int  # 1: the statement is correct
-    parsed: int | None  # a bare 1 or 0; None: anything else
-    pred: int | Unset = UNSET  # the answer as scored: anything but a bare 1 counts as 0
-    skipped: bool = False
-    scores: dict[str, int] = field(default_factory=dict)  # correct, and faithful outside logprob mode
-    prompt_tokens: int | Unset = UNSET
-    output_tokens: int | Unset = UNSET
-    logprobs: dict[str, float] | Unset = UNSET  # logprob mode: label -> log-probability
-    reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
-    reasoning_tokens: int | Unset = UNSET
-    reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
-    sample: int | Unset = UNSET  # which of its item's k answers (samples: k > 1), from 0
 
 
 # Correctness as the paper scores it: the answer given (anything but a bare 1 is 0) against the label.

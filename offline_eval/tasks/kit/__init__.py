@@ -6,16 +6,17 @@ from offline_eval.metrics.bootstrap import MAX_BOOTSTRAP
 from offline_eval.metrics.declared import Bootstrapped, Breakdown
 from offline_eval.metrics.values import MetricValue, Number, RunMetrics
 from offline_eval.requests import Phase, Request, Result, Sampling, shared_chars
-from offline_eval.results import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset, output_key
+from offline_eval.results.records import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset, output_key
 from offline_eval.runtime.errors import InputError
-from offline_eval.tasks.kit.annotation import Case, Doc, Form, case_id
-from offline_eval.tasks.kit.datafiles import ItemT, TaskItem, has_split, note, read_items, read_table, resolve_split
-from offline_eval.tasks.kit.evaluation import Evaluation
-from offline_eval.tasks.kit.figures import Plot
-from offline_eval.tasks.kit.judges import Criterion
-from offline_eval.tasks.kit.parts import ReportParts
-from offline_eval.tasks.kit.protocol import DEFAULT_PROTOCOL, OURS, Protocol, Source, protocol_field
-from offline_eval.tasks.kit.sections import BrowserView, Metric, Table
+
+from .annotation import Case, Doc, Form, case_id
+from .datafiles import ItemT, TaskItem, has_split, note, read_items, read_table, resolve_split
+from .evaluation import Evaluation
+from .figures import Plot
+from .judges import Criterion
+from .parts import ReportParts, TaskClass
+from .protocol import DEFAULT_PROTOCOL, OURS, Protocol, Source, protocol_field
+from .sections import BrowserView, Metric, Table
 
 __all__ = [
     "DEFAULT_PROTOCOL",
@@ -51,6 +52,7 @@ __all__ = [
     "Sampling",
     "Source",
     "Table",
+    "TaskClass",
     "TaskItem",
     "TaskReport",
     "Unset",

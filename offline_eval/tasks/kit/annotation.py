@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from offline_eval.tasks.kit.judges import Criterion
+from .judges import Criterion
 
 # A diff as the item browser draws it: [[op, text], ...], op "=" kept, "+" inserted, "-" deleted, "…" elided.
 Segments = list[list[str]]

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from typing import Any, Generic
 
 from offline_eval.constraints import Constraint
-from offline_eval.modelspec import ModelSpec
+from offline_eval.models.spec import ModelSpec
 from offline_eval.requests import Phase, Result
-from offline_eval.results import R, Records
-from offline_eval.tasks.kit.datafiles import ItemT
+from offline_eval.results.records import R, Records
+
+from .datafiles import ItemT
 
 
 class Evaluation(ABC, Generic[ItemT, R]):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from offline_eval.results import RunEntry
+    from offline_eval.results.records import RunEntry
 
 
 @dataclass

@@ -4,23 +4,39 @@ from summary.json and the results files alone, so every part is class-level. A t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from offline_eval.tasks.kit.sections import BrowserView, Metric
+from .sections import BrowserView, Metric
 
 if TYPE_CHECKING:
-    from offline_eval.results import RunEntry
-    from offline_eval.summary import Summary
-    from offline_eval.tasks.base import Task
-    from offline_eval.tasks.kit.figures import Plot
-    from offline_eval.tasks.kit.sections import Table
+    from offline_eval.results.records import RunEntry
+    from offline_eval.results.summary import Summary
+
+    from .figures import Plot
+    from .sections import Table
+
+
+class TaskClass(Protocol):
+    """What a task's report parts read of its task class (a tasks.base.Task subclass)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def primary_metric(self) -> str: ...
+
+    @property
+    def metrics(self) -> tuple[Metric, ...]: ...
+
+    @property
+    def leaderboard_note(self) -> str: ...
 
 
 class ReportParts:
     @classmethod
-    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: TaskClass, runs: list[RunEntry], summary: Summary) -> list[Table]:
         """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
-        from offline_eval.tasks.kit.sections import leaderboard
+        from .sections import leaderboard
 
         metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
         return [leaderboard(task.name, metrics, task.leaderboard_note, runs, summary)]

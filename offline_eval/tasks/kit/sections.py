@@ -14,8 +14,8 @@ from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import MetricValue
 
 if TYPE_CHECKING:  # the report hands its typed summary down; nothing here builds one
-    from offline_eval.results import RunEntry
-    from offline_eval.summary import Summary
+    from offline_eval.results.records import RunEntry
+    from offline_eval.results.summary import Summary
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from offline_eval.tasks.kit import Case, Criterion, Doc, Form, RunEntry
-from offline_eval.tasks.legalevalq.data import LegalEvalQItem
+
+from .data import LegalEvalQItem
 
 if TYPE_CHECKING:
-    from offline_eval.tasks.legalevalq.task import LegalEvalQRecord
+    from .records import LegalEvalQRecord
 
 FORM = Form(file_name="legalevalq_annotated.jsonl", kind="jsonl", comment_field="annotator_comment")
 

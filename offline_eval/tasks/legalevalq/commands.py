@@ -36,8 +36,8 @@ def add_commands(sub: Any) -> None:
 
 
 def _train(a: argparse.Namespace) -> int:
-    from offline_eval.tasks.legalevalq.data import load_annotated
-    from offline_eval.tasks.legalevalq.scorer import train
+    from .data import load_annotated
+    from .scorer import train
 
     if is_url(a.encoder) or not os.path.isdir(a.encoder):
         raise InputError("encoder must be a local BERT-like model folder", file=a.encoder)
@@ -64,8 +64,9 @@ def _train(a: argparse.Namespace) -> int:
 def _predict(a: argparse.Namespace) -> int:
     from offline_eval.metrics.adjscore import summarize
     from offline_eval.runtime.fileio import dumps, write_jsonl_atomic
-    from offline_eval.tasks.legalevalq.data import load_annotated
-    from offline_eval.tasks.legalevalq.scorer import Scorer
+
+    from .data import load_annotated
+    from .scorer import Scorer
 
     if a.from_pth:
         if not a.encoder:

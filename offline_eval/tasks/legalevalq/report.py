@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 from offline_eval.metrics.adjscore import tier
 from offline_eval.metrics.ranking import has_score
 from offline_eval.tasks.kit import BrowserView, ReportParts, Table
+from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import ci_text, fmt, ranked
 
 if TYPE_CHECKING:
-    from offline_eval.summary import Summary
-    from offline_eval.tasks.base import Task
+    from offline_eval.results.summary import Summary
     from offline_eval.tasks.kit import RunEntry
-    from offline_eval.tasks.legalevalq.task import LegalEvalQRecord
+
+    from .records import LegalEvalQRecord
 
 
 def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Table:
@@ -71,7 +72,7 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
 
 class LegalEvalQReport(ReportParts):
     @classmethod
-    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: TaskClass, runs: list[RunEntry], summary: Summary) -> list[Table]:
         return [quality_leaderboard(runs, task.name, summary)]
 
     @classmethod

@@ -96,7 +96,7 @@ def inputs(example: Example) -> tuple[str, str, str]:
     """The three texts the scorer reads, as the authors' predict(reasoning, ans, content) gets them
     (src/evaluator_request.py line 143): the comment, the conclusion, and the query and answer as
     `<query>:{query}</query>\n\n<content>:{answer}</content>`, the input_content their evaluator read."""
-    from offline_eval.tasks.legalevalq.model import content_text
+    from .model import content_text
 
     return example["comment"], example["conclusion"], content_text(example["query"], example["answer"])
 
@@ -108,7 +108,7 @@ class Scorer:
         import torch
         from transformers import AutoConfig, AutoTokenizer
 
-        from offline_eval.tasks.legalevalq.model import MultiSourceScorer
+        from .model import MultiSourceScorer
 
         if not Path(config.encoder).is_dir():
             raise InputError("the encoder folder does not exist (a local BERT-like model folder)", file=config.encoder)

@@ -6,7 +6,6 @@ and `offline-eval`, ours (Japanese prompts, a JSON or tag evaluator, greedy answ
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -17,17 +16,15 @@ from pydantic_core import PydanticCustomError
 
 from offline_eval.metrics.adjscore import summarize
 from offline_eval.metrics.bootstrap import ADJ_SCORE, SumStat, adj_score_of, mean_columns, mean_of, moments_columns
-from offline_eval.modelspec import ModelSpec, one_load
+from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.runtime.errors import is_url, missing
 from offline_eval.tasks.base import Metric, Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
     MAX_BOOTSTRAP,
-    UNSET,
     Bootstrapped,
     Evaluation,
     InputError,
-    JsonRecord,
     JsonSchema,
     Phase,
     Protocol,
@@ -37,16 +34,17 @@ from offline_eval.tasks.kit import (
     RunEntry,
     RunMetrics,
     Sampling,
-    Unset,
     note,
     output_key,
     protocol_field,
     shared_chars,
 )
-from offline_eval.tasks.legalevalq import annotate, authors
-from offline_eval.tasks.legalevalq import evaluator as ev
-from offline_eval.tasks.legalevalq.data import LegalEvalQItem, load_annotated, load_queries, query_ids
-from offline_eval.tasks.legalevalq.report import LegalEvalQReport
+
+from . import annotate, authors
+from . import evaluator as ev
+from .data import LegalEvalQItem, load_annotated, load_queries, query_ids
+from .records import LegalEvalQRecord
+from .report import LegalEvalQReport
 
 if TYPE_CHECKING:
     from offline_eval.tasks.kit import Case
@@ -130,28 +128,6 @@ class LegalEvalQOptions(BaseModel):
         return v
 
 
-@dataclass(kw_only=True)
-class LegalEvalQRecord(JsonRecord):
-    """One candidate answer; the evaluation stage fills in evaluation, parsed (the conclusion) and scores."""
-
-    id: str
-    split: str = "train"  # or validation
-    query: str
-    output: str
-    finish_reason: str
-    gold: str | None  # the dataset's reference answer, where it has one
-    parsed: str | None = None  # the evaluator's conclusion; None: not evaluated, or its answer did not parse
-    scores: dict[str, float] = field(default_factory=dict)  # quality: the scorer's 0-100
-    evaluation: dict[str, Any] | None = None  # raw, finish_reason, comment, conclusion
-    skipped: bool = False
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    reasoning: str | Unset = UNSET  # a reasoning model's thinking, before the answer in `output`
-    reasoning_tokens: int | Unset = UNSET
-    reasoning_cut: bool | Unset = UNSET  # the budget ended the thinking
-    sample: int | Unset = UNSET  # which of its item's k answers (samples: k > 1), from 0
-
-
 def _quality(columns: Callable[[ArrayLike], np.ndarray]) -> Callable[[Sequence[LegalEvalQRecord]], np.ndarray]:
     """The scorer's 0-100 quality of each scored answer, as the columns a statistic of it is summed from."""
     return lambda records: columns([r.scores["quality"] for r in records])
@@ -195,7 +171,7 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     @classmethod
     def add_commands(cls, sub: Any) -> None:
-        from offline_eval.tasks.legalevalq.commands import add_commands
+        from .commands import add_commands
 
         add_commands(sub)
 
@@ -245,7 +221,7 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
             raise InputError(
                 "not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer"
             )
-        from offline_eval.tasks.legalevalq.scorer import scorer_files
+        from .scorer import scorer_files
 
         for path in scorer_files(o.scorer):  # the scores are made with these: the setting's provenance names them
             note(path)
@@ -376,7 +352,7 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
     def finish(
         self, records: Records[LegalEvalQRecord], phase: Phase, results: dict[str, Sequence[Result]]
     ) -> Records[LegalEvalQRecord]:
-        from offline_eval.tasks.legalevalq.scorer import Scorer
+        from .scorer import Scorer
 
         if not results:
             return records

@@ -2,6 +2,6 @@
 against the paper's rubrics (task.py), the data schemas, prompts, deterministic checks and judge-human
 agreement."""
 
-from offline_eval.tasks.legalrikai.task import LegalRikaiTask
+from .task import LegalRikaiTask
 
 TASK = LegalRikaiTask

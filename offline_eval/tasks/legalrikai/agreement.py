@@ -20,13 +20,14 @@ import numpy as np
 
 from offline_eval.metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
 from offline_eval.metrics.bootstrap import Clusters, mean_columns, mean_of, resample, trusted
-from offline_eval.results import sample_of
+from offline_eval.results.records import sample_of
 from offline_eval.tasks.kit import Criterion, InputError, Records, RunEntry, case_id
-from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.human import criteria_scales, output_sha256, read_human_scores
-from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
-from offline_eval.tasks.legalrikai.rubric import SUBTASKS
-from offline_eval.tasks.legalrikai.sweepreport import (
+
+from . import rubric
+from .human import criteria_scales, output_sha256, read_human_scores
+from .record import LegalRikaiRecord
+from .rubric import SUBTASKS
+from .sweepreport import (
     Agreement,
     AlphaCell,
     BiasCell,

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from offline_eval.tasks.kit import Case, Doc, Form, RunEntry
-from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
-from offline_eval.tasks.legalrikai.schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
+
+from . import rubric
+from .record import LegalRikaiRecord
+from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 
 FORM = Form(
     file_name="human_scores.csv",

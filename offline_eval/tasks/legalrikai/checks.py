@@ -11,8 +11,9 @@ from offline_eval.ja.checks import introduced_defects
 from offline_eval.ja.contract import parse
 from offline_eval.ja.diff import diff_texts
 from offline_eval.tasks.kit import UNSET, Unset
-from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back, strip_fences
-from offline_eval.tasks.legalrikai.schema import LegalRikaiItem, RevisionItem, StatRevItem
+
+from .outputs import amendexp_sections, merge_back, strip_fences
+from .schema import LegalRikaiItem, RevisionItem, StatRevItem
 
 MAX_DEFECTS_LISTED = 20
 

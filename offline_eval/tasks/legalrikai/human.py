@@ -13,8 +13,9 @@ from typing import Any
 
 from offline_eval.runtime.errors import is_url
 from offline_eval.tasks.kit import Criterion, InputError, note, read_table
-from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.rubric import SUBTASKS
+
+from . import rubric
+from .rubric import SUBTASKS
 
 FIELDS = ("item_id", "model", "criterion", "score", "annotator")  # `model`, or `case` and `sample`
 

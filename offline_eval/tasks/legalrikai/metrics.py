@@ -9,8 +9,9 @@ from statistics import mean
 
 from offline_eval.metrics.values import JudgeMetrics
 from offline_eval.tasks.kit import RunMetrics
-from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
+
+from . import rubric
+from .record import LegalRikaiRecord
 
 _CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
 

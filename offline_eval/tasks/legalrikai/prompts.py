@@ -7,8 +7,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 
-from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.schema import LegalRikaiItem, RevisionItem
+from . import rubric
+from .schema import LegalRikaiItem, RevisionItem
 
 
 @lru_cache(maxsize=1)

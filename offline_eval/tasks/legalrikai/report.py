@@ -7,22 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from offline_eval.metrics.agreement import format_rho
 from offline_eval.tasks.kit import OURS, BrowserView, Number, ReportParts, Table
+from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import fmt
-from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
-from offline_eval.tasks.legalrikai.sweepreport import (
-    AlphaCell,
-    BiasCell,
-    KappaCell,
-    LegalRikaiReport,
-    MaeCell,
-    RhoCell,
-    Setting,
-)
+
+from . import rubric
+from .record import LegalRikaiRecord
+from .sweepreport import AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
 
 if TYPE_CHECKING:
-    from offline_eval.summary import Summary
-    from offline_eval.tasks.base import Task
+    from offline_eval.results.summary import Summary
     from offline_eval.tasks.kit import RunEntry
 
 _NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
@@ -355,7 +348,7 @@ class LegalRikaiReportParts(ReportParts):
     """The paper's tables, and the item browser's view of an output with each judge's scores and rationales."""
 
     @classmethod
-    def tables(cls, task: type[Task[Any, Any]], runs: list[RunEntry], summary: Summary) -> list[Table]:
+    def tables(cls, task: TaskClass, runs: list[RunEntry], summary: Summary) -> list[Table]:
         return legalrikai_tables(summary)
 
     @classmethod

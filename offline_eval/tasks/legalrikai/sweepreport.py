@@ -12,7 +12,7 @@ from offline_eval.runtime.errors import format_validation_error
 from offline_eval.tasks.kit import Number
 
 if TYPE_CHECKING:
-    from offline_eval.summary import Summary
+    from offline_eval.results.summary import Summary
     from offline_eval.tasks.kit import RunEntry
 
 TASK = "legalrikai"

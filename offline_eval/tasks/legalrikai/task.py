@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from offline_eval.modelspec import ModelSpec, one_load
-from offline_eval.results import TaskReport
+from offline_eval.models.spec import ModelSpec, one_load
+from offline_eval.results.records import TaskReport
 from offline_eval.runtime.errors import is_url, missing
 from offline_eval.tasks.base import Metric, Setting, Task
 from offline_eval.tasks.kit import (
@@ -39,12 +39,13 @@ from offline_eval.tasks.kit import (
     protocol_field,
     shared_chars,
 )
-from offline_eval.tasks.legalrikai import annotate, prompts, rubric
-from offline_eval.tasks.legalrikai.metrics import aggregate, item_score, scored_item
-from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
-from offline_eval.tasks.legalrikai.report import LegalRikaiReportParts
-from offline_eval.tasks.legalrikai.rubric import SUBTASKS
-from offline_eval.tasks.legalrikai.schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
+
+from . import annotate, prompts, rubric
+from .metrics import aggregate, item_score, scored_item
+from .record import LegalRikaiRecord
+from .report import LegalRikaiReportParts
+from .rubric import SUBTASKS
+from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 
 if TYPE_CHECKING:
     from offline_eval.tasks.kit import Case
@@ -115,7 +116,8 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         if record.checks is None or not isinstance(item, StatRevItem | RevisionItem):
             return {}
         from offline_eval.ja.diff import diff_segments, diff_texts
-        from offline_eval.tasks.legalrikai.outputs import strip_fences
+
+        from .outputs import strip_fences
 
         revised = record.revised if not isinstance(record.revised, Unset) else strip_fences(record.output or "")
         return {
@@ -131,7 +133,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     ) -> str:
         """`legalrikai FOLDER` checks every sub-task found; `statrev FILE` (or another sub-task) one file."""
         if kind in SUBTASKS:
-            from offline_eval.tasks.legalrikai.schema import load_items
+            from .schema import load_items
 
             if field_map and any(isinstance(v, dict) for v in field_map.values()):
                 raise InputError(f'give {kind}\'s map flat ({{"our_field": "their_field"}})', field="--field-map")
@@ -189,7 +191,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
 
     def field_map(self, subtask: str) -> dict[str, str]:
         """The sub-task's own map if given, else the flat entries; keys that no schema has are errors."""
-        from offline_eval.tasks.legalrikai.schema import SCHEMAS
+        from .schema import SCHEMAS
 
         fm = self.options.field_map
         known = {f for schema in SCHEMAS.values() for f in schema.model_fields if f != "subtask"}
@@ -205,7 +207,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         return {k: v for k, v in fm.items() if isinstance(v, str)}
 
     def load(self) -> list[LegalRikaiItem]:
-        from offline_eval.tasks.legalrikai.schema import load_items
+        from .schema import load_items
 
         o = self.options
         for i, j in enumerate(o.judges):
@@ -217,7 +219,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         for sub, path in self.paths().items():
             items += load_items(sub, path, o.split, self.field_map(sub))[: o.limit]
         if o.human_scores:
-            from offline_eval.tasks.legalrikai.agreement import read_human_scores
+            from .agreement import read_human_scores
 
             read_human_scores(o.human_scores)  # fail now, not after the models have run
         return items
@@ -246,7 +248,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             return None
         key = (item.subtask, item.id)
         if key not in self._focus:
-            from offline_eval.tasks.legalrikai.focus import focus_statutes
+            from .focus import focus_statutes
 
             self._focus[key] = focus_statutes(item.statute_pre, item.statute_post, self.options.focus_neighbours)
         f = self._focus[key]
@@ -297,7 +299,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         )
 
     def score(self, item: LegalRikaiItem, result: Result, setting: Setting) -> LegalRikaiRecord:
-        from offline_eval.tasks.legalrikai.checks import read_output
+        from .checks import read_output
 
         skipped = result.finish_reason == "overflow"
         rec = LegalRikaiRecord(
@@ -341,7 +343,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         return item_score(record)
 
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> TaskReport | None:
-        from offline_eval.tasks.legalrikai.agreement import sweep_report
+        from .agreement import sweep_report
 
         o = self.options
         return sweep_report(runs, records, o.human_scores, n_resamples=o.bootstrap, seed=o.seed)
@@ -427,7 +429,7 @@ def judge_gold(item: LegalRikaiItem) -> str:
     if isinstance(item, AmendExpItem):
         return f"## 改正の概要\n{item.gold_summary}\n\n## 契約への影響\n{item.gold_impact}"
     if isinstance(item, StatRevItem):
-        from offline_eval.tasks.legalrikai.checks import revised_articles
+        from .checks import revised_articles
 
         return revised_articles(item.contract, item.gold) or "（修正不要）"
     assert isinstance(item, RevisionItem)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from offline_eval.metrics.noninferiority import NonInferiority
 from offline_eval.metrics.stats import PairedResult
-from offline_eval.migrate import forward
-from offline_eval.results import ItemRecord, PlainRecord, ResultsFolder, RunEntry
 from offline_eval.runtime.errors import InputError, format_validation_error
 from offline_eval.runtime.fileio import write_json_atomic
+
+from .migrate import forward
+from .records import ItemRecord, PlainRecord, ResultsFolder, RunEntry
 
 SCHEMA_VERSION = (
     4  # 4: metrics as values; 3: typed, with provenance; 2: clustered CIs and score intervals; 1: the first
 )
 OLDEST_READ = 2  # older versions, and newer ones, are refused in one line
+
+
+RecordClass = Callable[[str], type[ItemRecord]]
 
 
 class _Model(BaseModel):
@@ -199,6 +204,7 @@ class Summary(_Model):
     _folder: Path | None = PrivateAttr(default=None)  # the output folder it was written to or read from
     _generation: tuple[int, int, int] | None = PrivateAttr(default=None)  # summary.json's (inode, size, mtime)
     _read_from: int | None = PrivateAttr(default=None)  # the schema version of the file it was migrated from
+    _record_class: RecordClass | None = PrivateAttr(default=None)  # a task's record type, by task name
 
     @property
     def migrated_from(self) -> int | None:
@@ -222,15 +228,13 @@ class Summary(_Model):
     def records(self, run: str, setting: str) -> list[ItemRecord]:
         """One run's per-item records on one task setting, typed by its task's record class (a task this
         installation lacks gives the generic fields only)."""
-        from offline_eval.tasks import get_task_class, task_names
-
         entry = next((r for r in self.runs if r.run == run and r.setting == setting), None)
         if entry is None:
             raise InputError(f"no run {run!r} on setting {setting!r} in this summary", field="run")
         if self._folder is None:
             raise InputError("this summary has no output folder to read records from", field="run")
         self._same_sweep()
-        reader = get_task_class(entry.task).Record.from_json if entry.task in task_names() else PlainRecord.from_json
+        reader = (self._record_class(entry.task) if self._record_class else PlainRecord).from_json
         recs = ResultsFolder(self._folder).read_records(entry.key, reader)
         if recs is None:
             raise InputError("missing or unreadable", file=str(ResultsFolder(self._folder).results_file(entry.key)))
@@ -276,13 +280,16 @@ class Summary(_Model):
         """What summary.json holds (keys a part left unset are left out, as they were written)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
-    def write(self, path: str | Path) -> None:
+    def write(self, path: str | Path, record_class: RecordClass | None = None) -> None:
         write_json_atomic(path, self.to_json())
         self._folder = Path(path).parent
+        self._record_class = record_class
 
     @classmethod
-    def read(cls, path: str | Path) -> Summary:
-        """summary.json, checked whole; any problem is one line naming the file and the field."""
+    def read(cls, path: str | Path, record_class: RecordClass | None = None) -> Summary:
+        """summary.json, checked whole; any problem is one line naming the file and the field. `record_class` types
+        the records its runs read back (`records`, `dataframe`): the task registry's, handed in (without it, the
+        generic fields only)."""
         p = Path(path)
         if not p.is_file():
             raise InputError("no summary.json here; run a sweep into this folder first", file=str(p.parent))
@@ -294,6 +301,7 @@ class Summary(_Model):
         summary = cls.parse(raw, str(p))
         summary._folder = p.parent
         summary._generation = generation
+        summary._record_class = record_class
         if note := summary.migration_note():
             print(f"offline-eval: {note}", file=sys.stderr)  # every reader (load, report, verify...) says it once
         return summary
@@ -342,4 +350,4 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-SCHEMA_FILE = Path(__file__).parent / "schemas" / "summary.schema.json"
+SCHEMA_FILE = Path(__file__).parent.parent / "schemas" / "summary.schema.json"

@@ -21,10 +21,11 @@ from typing import Any
 
 from offline_eval.backends.chat import gguf_metadata
 from offline_eval.backends.registry import get_engine
-from offline_eval.modelspec import ModelSpec, ReasoningSpec, SamplingSpec
 from offline_eval.requests import Carried, Phase, Request, Result
 from offline_eval.runner import PhaseStats, Runner
 from offline_eval.runtime.errors import InputError
+
+from .spec import ModelSpec, ReasoningSpec, SamplingSpec
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,30 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from offline_eval.results import ItemRecord, sample_of
+from offline_eval.results.records import ItemRecord, sample_of
 
 if TYPE_CHECKING:
-    from offline_eval.tasks.base import Setting, Task
+    from offline_eval.metrics.values import RunMetrics
 
 
-def sample_metrics(task: Task, records: Sequence[ItemRecord], setting: Setting) -> dict[str, float | int | None]:
+class Sampled(Protocol):
+    """What the samples' statistics read of a task (tasks.base.Task), named here so that neither imports the other."""
+
+    @property
+    def primary_metric(self) -> str: ...
+
+    def declared_metrics(self, records: Sequence[Any], setting: dict[str, Any]) -> RunMetrics: ...
+
+    def item_score(self, record: Any) -> float | None: ...
+
+    def item_answer(self, record: Any) -> Any: ...
+
+
+def sample_metrics(
+    task: Sampled, records: Sequence[ItemRecord], setting: dict[str, Any]
+) -> dict[str, float | int | None]:
     """The samples' statistics of a run's records ({} where each item was answered once)."""
     by_sample: dict[int, list[ItemRecord]] = {}
     for r in records:
@@ -44,7 +59,7 @@ def sample_metrics(task: Task, records: Sequence[ItemRecord], setting: Setting) 
     return out
 
 
-def majority(task: Task, records: Sequence[ItemRecord]) -> tuple[float | None, float | None] | None:
+def majority(task: Sampled, records: Sequence[ItemRecord]) -> tuple[float | None, float | None] | None:
     """(majority-vote score, share of items whose samples disagree), where item scores are 0/1 (None: graded)."""
     answers: dict[str, list[tuple[Any, float]]] = {}
     for r in records:

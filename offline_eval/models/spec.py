@@ -23,8 +23,9 @@ from pydantic_core import PydanticCustomError
 from offline_eval.backends.chat import checked_setting, normalize_setting, spec_template
 from offline_eval.backends.registry import engine_names, get_engine
 from offline_eval.backends.spec import LoadSpec
-from offline_eval.decoding import SEED_MAX, ReasoningSpec, SamplingSpec, Strict, checked_seed, first_seeds, seed_problem
 from offline_eval.runtime.errors import InputError, is_url, missing
+
+from .decoding import SEED_MAX, ReasoningSpec, SamplingSpec, Strict, checked_seed, first_seeds, seed_problem
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
 _FULL_PRECISION = {"bf16", "f16", "fp16", "bfloat16", "float16", "half"}
@@ -413,8 +414,7 @@ def one_load(spec: ModelSpec) -> ModelSpec:
 
 
 def resolve_path(base: Path, value: str) -> str:
-    """A relative path against the config file's folder; an absolute path or a URL (refused later, in one line)
-    as given."""
+    """A relative path against the config file's folder; an absolute path or a URL (refused later) as given."""
     if is_url(value):
         return value
     p = Path(value).expanduser()
