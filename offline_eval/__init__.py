@@ -7,7 +7,7 @@ _os.environ.setdefault("HF_HUB_OFFLINE", "1")
 _os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 _os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # torch inductor's compiled kernels are kept in the user's cache (vLLM's AOT compile cache, where it runs, points it
-# into its own: backends/vllm_cache.compile_cache). Set before torch is imported: torch pins its own default
+# into its own: inference/backends/vllm/cache.compile_cache). Set before torch is imported: torch pins its own default
 # (/tmp/torchinductor_USER) into the environment on first use.
 # An exported empty value counts as unset: torch would otherwise cache into the working folder.
 if not _os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").strip():

@@ -21,8 +21,8 @@ def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: A
     connection allow-list, no matplotlib setting and no thread outlive the call."""
     from dataclasses import fields
 
-    from offline_eval.config import load_config, parse_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config, parse_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
     from offline_eval.runtime.errors import CallbackError, InputError, SweepFailed
 
     if isinstance(config, dict):

@@ -45,8 +45,8 @@ def _limit(n: int | None) -> int | None:
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
     from offline_eval.runtime.timings import Timings
 
     timings = Timings()
@@ -72,8 +72,8 @@ def _report_failures(summary: Summary) -> int:
 def cmd_run(a: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from offline_eval.config import SweepConfig
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import SweepConfig
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
     from offline_eval.runtime.errors import format_validation_error
 
     variant = {"default": {"file": None}}
@@ -85,7 +85,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         "variants": variant,
     }
     if a.chat_template:
-        from offline_eval.backends.chat import checked_setting
+        from offline_eval.inference.backends.chat import checked_setting
         from offline_eval.runtime.errors import InputError
 
         try:
@@ -191,7 +191,7 @@ def cmd_data_validate(a: argparse.Namespace) -> int:
 
 
 def cmd_models_check(a: argparse.Namespace) -> int:
-    from offline_eval.config import check_paths, load_config
+    from offline_eval.pipeline.config import check_paths, load_config
     from offline_eval.tasks import load_items, make_task
 
     cfg = load_config(a.config)
@@ -287,7 +287,7 @@ _VERBOSE = "show the engines' own output (library warnings, native logs) here, n
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from offline_eval.backends.registry import engine_names
+    from offline_eval.inference.backends.registry import engine_names
     from offline_eval.tasks import data_kinds, task_classes
 
     p = argparse.ArgumentParser(

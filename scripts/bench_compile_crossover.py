@@ -14,7 +14,7 @@ the prompt tokens submitted above which a compiled load finishes first,
 
     (start compiled - start eager) / (eager s per submitted token - compiled s per submitted token),
 
-with the compiled model in the cache and over an empty one (the two lines `compile: auto` uses, vllm_backend.py).
+with the compiled model in the cache and over an empty one (the two lines `compile: auto` uses, inference/backends/vllm/backend.py).
 --quick: 20 items, the 0-shot phase, and two loads (compiled over an empty cache, then eager): the suite's check
 that the script runs.
 The last line is `crossover, empty cache: N prompt tokens submitted` (or says there is none)."""
@@ -41,8 +41,8 @@ def child(model: str, ctx: int, data: str, shots: list[int], eager: bool) -> dic
 
     from bench_fullsize import _requests
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
 
     phases = _requests(Path(data), shots)
     spec = LoadSpec(name="bench", backend="vllm", path=model, max_model_len=ctx, dtype="bfloat16",

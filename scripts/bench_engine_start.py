@@ -27,12 +27,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS  # noqa: E402
+from offline_eval.inference.backends.vllm.backend import COMPILE_ABOVE_TOKENS  # noqa: E402
 
 CHILD = """
 import json, sys
-from offline_eval.backends.registry import load_backend
-from offline_eval.backends.spec import LoadSpec
+from offline_eval.inference.backends.registry import load_backend
+from offline_eval.inference.backends.spec import LoadSpec
 b = load_backend(LoadSpec(name="bench", backend="vllm", path=sys.argv[1], max_model_len=int(sys.argv[2]),
                           engine_options={"compile": sys.argv[3], "cpu_compile": sys.argv[4]}))
 print("START " + json.dumps(b.start_facts()))

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from offline_eval.backends import fingerprint as fp
-from offline_eval.store import Store
+from offline_eval.inference.backends import fingerprint as fp
+from offline_eval.inference.store import Store
 
 
 def main() -> None:

@@ -201,7 +201,7 @@ def _requests(data: Path, shots: list[int]) -> dict[str, tuple[list[Any], list[s
 
 
 def child_raw(engine: str, data: Path, shots: list[int], gguf: str) -> dict[str, Any]:
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.spec import LoadSpec
 
     phases = _requests(data, shots)
     entry = model_entry(engine, gguf)
@@ -217,7 +217,7 @@ def child_raw(engine: str, data: Path, shots: list[int], gguf: str) -> dict[str,
     if engine == "llamacpp":
         from llama_cpp import Llama, LlamaGrammar
 
-        from offline_eval.backends.grammars import gbnf
+        from offline_eval.inference.backends.grammars import gbnf
 
         llm = Llama(model_path=gguf, n_ctx=4096, verbose=False)
         for k, (reqs, ids) in phases.items():
@@ -253,7 +253,7 @@ def child_raw(engine: str, data: Path, shots: list[int], gguf: str) -> dict[str,
     from transformers import AutoModelForCausalLM, LogitsProcessorList
     from xgrammar.contrib.hf import LogitsProcessor
 
-    from offline_eval.backends.grammars import xgrammar_ebnf
+    from offline_eval.inference.backends.grammars import xgrammar_ebnf
 
     model = AutoModelForCausalLM.from_pretrained(HF, dtype=torch.bfloat16)
     tok = counter.tok  # type: ignore[attr-defined]

@@ -35,10 +35,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: the engine's default)")
     a = ap.parse_args()
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
-    from offline_eval.constraints import JsonSchema
-    from offline_eval.requests import Sampling
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
+    from offline_eval.inference.constraints import JsonSchema
+    from offline_eval.inference.requests import Sampling
     from offline_eval.tasks import make_task
     from offline_eval.tasks.legalrikai import prompts, rubric
     from offline_eval.tasks.legalrikai.task import judge_gold

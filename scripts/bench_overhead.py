@@ -32,8 +32,8 @@ from bench_data import jbeqa_items  # noqa: E402
 
 
 def ours(backend, data: Path, shots: int, mode: str, tmp: Path, tag: str) -> tuple[float, int]:  # type: ignore[no-untyped-def]
-    from offline_eval.runner import Runner
-    from offline_eval.store import Store
+    from offline_eval.inference.runner import Runner
+    from offline_eval.inference.store import Store
     from offline_eval.tasks import make_task
 
     task = make_task(
@@ -79,8 +79,8 @@ def main() -> int:
     ap.add_argument("--model", default=str(ROOT / "models/tiny/hf"))
     ap.add_argument("--repeats", type=int, default=5, help="alternating raw/ours passes; best of each is kept")
     a = ap.parse_args()
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
 
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)

@@ -23,8 +23,8 @@ def main() -> None:
     a = ap.parse_args()
     from test_openai_server import Server
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
     from offline_eval.tasks.jbeqa.task import JBEQATask
 
     task = JBEQATask(JBEQATask.Options(protocol="offline-eval", data=str(ROOT / "data" / "jbeqa")))

@@ -148,8 +148,8 @@ def config(
 
 
 def sweep(cfg_path: Path) -> dict[str, Any]:
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
     from offline_eval.runtime.timings import Timings
 
     timings = Timings()
@@ -232,7 +232,7 @@ def main() -> int:
         print_stages(new)
         new_j, new_v = judge_stage(new), verdicts(out / "sweep")
         if not a.no_compare:
-            from offline_eval.backends import llamacpp_backend
+            from offline_eval.inference.backends import llamacpp_backend
             from offline_eval.tasks.legalrikai import prompts
 
             real, cores = prompts._template, llamacpp_backend.physical_cores

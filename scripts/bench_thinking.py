@@ -26,7 +26,7 @@ os.chdir(ROOT)
 
 
 def phase_for(n: int, shots: int):  # type: ignore[no-untyped-def]
-    from offline_eval.config import SweepConfig
+    from offline_eval.pipeline.config import SweepConfig
     from offline_eval.pipeline.plan import plan_tasks
 
     cfg = SweepConfig.model_validate(
@@ -40,12 +40,12 @@ def phase_for(n: int, shots: int):  # type: ignore[no-untyped-def]
 
 
 def measure(engine: str, phase, budget: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
+    from offline_eval.inference.runner import Runner
+    from offline_eval.inference.store import Store
     from offline_eval.models.spec import ReasoningSpec
     from offline_eval.models.thinking import ModelSettings, solve
-    from offline_eval.runner import Runner
-    from offline_eval.store import Store
 
     think = ROOT / "models/tiny/think"
     path = think / "gguf/tiny-think-f16.gguf" if engine == "llamacpp" else think / "hf"

@@ -26,7 +26,7 @@ def tiny() -> Path:
 
 
 def spec_for(backend: str, tiny: Path, **kw):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.spec import LoadSpec
 
     path = tiny / "gguf" / "tiny-q8_0.gguf" if backend == "llamacpp" else tiny / "hf"
     return LoadSpec(name=f"tiny-{backend}", backend=backend, path=str(path), max_model_len=kw.pop("ctx", 2048), **kw)
@@ -38,7 +38,7 @@ _ENGINES: dict[str, object] = {}
 @pytest.fixture(scope="session", params=["vllm", "llamacpp", "transformers"])
 def engine(request, tiny):  # type: ignore[no-untyped-def]
     """Each real engine once per session (vLLM takes ~20 s to start)."""
-    from offline_eval.backends.registry import load_backend
+    from offline_eval.inference.backends.registry import load_backend
 
     name = request.param
     if name not in _ENGINES:

@@ -150,8 +150,8 @@ def test_engines_release_memory_between_loads(tiny):
 
     import psutil
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
     from offline_eval.runtime.memory import tree_rss
 
     gc.collect()

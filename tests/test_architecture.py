@@ -51,8 +51,8 @@ def _config(tmp: Path, **jbeqa: object) -> Path:
 
 
 def test_the_registry_is_the_only_list_of_engines():
-    from offline_eval.backends.registry import engine_names, get_engine
     from offline_eval.cli import build_parser
+    from offline_eval.inference.backends.registry import engine_names, get_engine
 
     names = engine_names()
     assert {"vllm", "llamacpp", "transformers", "fake"} <= set(names)
@@ -95,8 +95,8 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
 
 @pytest.mark.slow
 def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_path, monkeypatch):
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
     from offline_eval.results.records import ResultsFolder
 
     writes: list[str] = []
@@ -136,10 +136,10 @@ def test_an_evaluator_is_one_load(tmp_path):
 
 @pytest.mark.parametrize("answers, expected", [({"default": "1"}, "1"), ({"answers": {"記述": "0"}}, "0")])
 def test_the_fake_engine_is_scripted_and_honours_constraints(tmp_path, answers, expected):
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
-    from offline_eval.constraints import Choice, JsonSchema
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
+    from offline_eval.inference.constraints import Choice, JsonSchema
+    from offline_eval.inference.requests import Request, Sampling
 
     w = tmp_path / "w"
     w.write_text("x")
@@ -157,9 +157,9 @@ def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
     """A phase that starts the engine reports the start as load_s; its wall_s and items/s are the phase's own."""
     import time
 
-    from offline_eval.backends.fake_backend import FakeBackend
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.inference.backends.fake_backend import FakeBackend
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
 
     real_init = FakeBackend.__init__
 
@@ -235,7 +235,7 @@ def test_validating_a_config_leaves_the_environment_alone():
     code = (
         "import os, json, offline_eval\n"  # the package itself turns the HF libraries offline, on purpose
         "before = dict(os.environ)\n"
-        "from offline_eval.backends.registry import engine_names, get_engine\n"
+        "from offline_eval.inference.backends.registry import engine_names, get_engine\n"
         "for n in engine_names(): get_engine(n).declared_class()\n"
         "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))\n"
     )
@@ -252,4 +252,4 @@ def test_modules_stay_small_and_the_sweep_an_orchestrator():
     }
     assert len(sizes) > 100
     assert {m: n for m, n in sizes.items() if n > 450} == {}
-    assert sizes["orchestrate.py"] < 200
+    assert sizes["pipeline/orchestrate.py"] < 200

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import DATA, TINY, metric, run_cli, run_tiny_jbeqa
 
-from offline_eval.backends.chat import (
+from offline_eval.inference.backends.chat import (
     PLAIN_ANSWER,
     PLAIN_QUESTION,
     checked_setting,
@@ -21,8 +21,8 @@ from offline_eval.backends.chat import (
     model_prompt_format,
     render_plain,
 )
-from offline_eval.backends.registry import spec_fingerprint
-from offline_eval.backends.spec import LoadSpec
+from offline_eval.inference.backends.registry import spec_fingerprint
+from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.models.spec import ModelSpec
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import SYSTEM_PROMPT
@@ -102,7 +102,7 @@ def test_relative_template_file_resolves_against_models_yaml(tmp_path: Path, mon
     (tmp_path / "tpl" / "chat.jinja").write_text(GOOD, encoding="utf-8")
     cfg = write_config(tmp_path, [gguf_model("m", TINY / "gguf" / "tiny-q8_0.gguf", chat_template="tpl/chat.jinja")])
     monkeypatch.chdir("/")
-    from offline_eval.config import load_config
+    from offline_eval.pipeline.config import load_config
 
     m = load_config(cfg).models[0]
     assert m.chat_template == str(tmp_path / "tpl" / "chat.jinja")
@@ -262,8 +262,8 @@ def test_unreadable_model_header_is_an_input_error_naming_the_file(tiny: Path, t
 
 
 def test_plain_prompt_gets_bos_where_the_gguf_asks_for_it(tiny: Path, bare: Path, tmp_path: Path):
-    from offline_eval.backends.llamacpp_backend import LlamaCppBackend
-    from offline_eval.requests import Request
+    from offline_eval.inference.backends.llamacpp_backend import LlamaCppBackend
+    from offline_eval.inference.requests import Request
 
     req = Request.chat([{"role": "system", "content": "指示"}, {"role": "user", "content": "民法"}])
     with_bos = rewrite_gguf(
@@ -282,8 +282,8 @@ def test_plain_prompt_gets_bos_where_the_gguf_asks_for_it(tiny: Path, bare: Path
 def test_plain_prompt_on_hf_tokenizers_gets_their_special_tokens(bare: Path):
     from transformers import AutoTokenizer
 
-    from offline_eval.backends.chat import hf_encode, hf_render
-    from offline_eval.requests import Request
+    from offline_eval.inference.backends.chat import hf_encode, hf_render
+    from offline_eval.inference.requests import Request
 
     tok = AutoTokenizer.from_pretrained(str(bare / "hf"))
     req = Request.chat([{"role": "user", "content": "民法"}])

@@ -32,7 +32,7 @@ def _sweep(tmp: Path, name: str, models: list[dict], **jbeqa: object) -> Path:
 
 def test_q8_0_against_q4_0_on_llamacpp(tmp_path, tiny) -> None:  # type: ignore[no-untyped-def]
     import offline_eval
-    from offline_eval.analyses.verdicts import paired_verdict
+    from offline_eval.pipeline.analyses.verdicts import paired_verdict
     from offline_eval.tasks import make_task
 
     def model(q: str) -> list[dict]:

@@ -11,7 +11,7 @@ import pytest
 from conftest import DATA, TINY
 
 import offline_eval
-from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS_CACHED
+from offline_eval.inference.backends.vllm.backend import COMPILE_ABOVE_TOKENS_CACHED
 
 
 def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path, monkeypatch) -> None:
@@ -51,7 +51,7 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     assert whole["compile_graph"] == "whole" and whole["compile"] == "compiled", whole
     assert first["compile"] == "compiled" and first["compile_cache_files_added"] > 0, first
     assert second["compile"] == "reused" and second["compile_cache_files_added"] == 0, second
-    # the compiled model itself loaded (vLLM's AOT cache, vllm_cache.aot_cache_loads), not only inductor's kernels
+    # the compiled model itself loaded (vLLM's AOT cache, vllm/cache.aot_cache_loads), not only inductor's kernels
     assert not first["compiled_model_loaded"] and second["compiled_model_loaded"], started
     assert not [x for x in (tmp_path / "inductor").rglob("*") if x.is_file()]  # torch makes the folder, no more
     assert first["compile_choice"] == second["compile_choice"] == "compile: always"
@@ -108,7 +108,7 @@ def test_the_compile_cache_is_the_users_even_after_torch_pins_its_own(tmp_path: 
     code = (
         "import offline_eval, torch\n"
         "from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
-        "from offline_eval.backends.vllm_cache import compile_cache\n"
+        "from offline_eval.inference.backends.vllm.cache import compile_cache\n"
         "print(cache_dir()); print(compile_cache())\n"
     )
     out = subprocess.run(
@@ -127,7 +127,7 @@ def test_vllm_inspects_a_new_model_class_in_this_process_on_the_cpu(monkeypatch)
     from vllm.model_executor.models import registry
     from vllm.platforms import current_platform
 
-    from offline_eval.backends.vllm_cpu import inspect_here
+    from offline_eval.inference.backends.vllm.patches import inspect_here
 
     if not current_platform.is_cpu():
         pytest.skip("vLLM's own subprocess on a GPU")

@@ -11,13 +11,17 @@ import pytest
 from conftest import DATA
 
 import offline_eval
-from offline_eval.backends.fake_backend import FakeBackend
-from offline_eval.backends.lazy import LazyBackend
-from offline_eval.backends.registry import spec_fingerprint
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.backends.vllm_backend import COMPILE_ABOVE_TOKENS, COMPILE_ABOVE_TOKENS_CACHED, compile_choice
-from offline_eval.backends.vllm_cache import CompiledIndex
-from offline_eval.config import parse_config
+from offline_eval.inference.backends.fake_backend import FakeBackend
+from offline_eval.inference.backends.lazy import LazyBackend
+from offline_eval.inference.backends.registry import spec_fingerprint
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.backends.vllm.backend import (
+    COMPILE_ABOVE_TOKENS,
+    COMPILE_ABOVE_TOKENS_CACHED,
+    compile_choice,
+)
+from offline_eval.inference.backends.vllm.cache import CompiledIndex
+from offline_eval.pipeline.config import parse_config
 from offline_eval.runtime.errors import InputError
 
 
@@ -232,7 +236,7 @@ def test_piecewise_is_tried_only_where_it_was_proven() -> None:
     pytest.importorskip("vllm")
     from vllm.config.compilation import PassConfig
 
-    from offline_eval.backends.vllm_cpu import _proven
+    from offline_eval.inference.backends.vllm.patches import _proven
 
     def config(passes: Any = None, **over: Any) -> tuple[Any, Any]:
         c = NS(

@@ -57,7 +57,7 @@ def _entry(run: str, model: str = "m", variant: str = "default", setting: str = 
 
 
 def test_pairs_follow_the_declaration_either_way():
-    from offline_eval.analyses.consistency import twin_pairs
+    from offline_eval.pipeline.analyses.consistency import twin_pairs
 
     runs = [
         _entry("g.llamacpp.f16.ctx1", "g", "f16"),
@@ -83,7 +83,7 @@ def test_mcnemar_exact_by_hand():
 
 
 def test_a_row_by_hand():
-    from offline_eval.analyses.consistency import compare
+    from offline_eval.pipeline.analyses.consistency import compare
 
     task = _jbeqa()
     a = [

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score
 
+from offline_eval.inference.requests import Result
 from offline_eval.metrics.bootstrap import Clusters, clustered_cis
 from offline_eval.metrics.declared import Bootstrapped, Breakdown
-from offline_eval.requests import Result
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import JBEQATask
 from offline_eval.tasks.kit.sections import Metric

@@ -1,7 +1,7 @@
 """The README and docs/ hold configs the tool accepts, name every key it accepts, and link only to what exists.
 
 Every ```yaml (or ```yml) block of README.md and docs/**/*.md is loaded as `offline-eval` loads models.yaml
-(refusing repeated keys), then validated by `offline_eval.config.parse_config` with the repository root as the
+(refusing repeated keys), then validated by `offline_eval.pipeline.config.parse_config` with the repository root as the
 base, so `data/jbeqa` is the sample data, and each task's options by the task's own `Options` (parse_config leaves
 those to the sweep's plan). Paths need not exist: `offline-eval models check` is what checks them.
 
@@ -37,9 +37,9 @@ from typing import Any
 import pytest
 import yaml
 
-from offline_eval.backends.registry import engine_names, get_engine
-from offline_eval.config import RunnerSpec, SweepConfig, _UniqueKeyLoader, parse_config
+from offline_eval.inference.backends.registry import engine_names, get_engine
 from offline_eval.models.spec import ModelSpec
+from offline_eval.pipeline.config import RunnerSpec, SweepConfig, _UniqueKeyLoader, parse_config
 from offline_eval.tasks import get_task_class, task_classes
 
 ROOT = Path(__file__).resolve().parent.parent

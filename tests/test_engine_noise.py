@@ -89,7 +89,7 @@ def test_vllm_engine_process_is_reaped_on_close(tiny):  # type: ignore[no-untype
     import psutil
     from conftest import spec_for
 
-    from offline_eval.backends.registry import load_backend
+    from offline_eval.inference.backends.registry import load_backend
 
     backend = load_backend(spec_for("vllm", tiny, ctx=1024))
     mine = {c.pid for c in psutil.Process().children(recursive=True)}

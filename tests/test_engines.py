@@ -9,8 +9,8 @@ import re
 import jsonschema
 import pytest
 
-from offline_eval.constraints import Choice, JsonSchema, Regex, parse_json_strict
-from offline_eval.requests import Request, Sampling
+from offline_eval.inference.constraints import Choice, JsonSchema, Regex, parse_json_strict
+from offline_eval.inference.requests import Request, Sampling
 
 SCHEMA = {
     "type": "object",
@@ -111,8 +111,8 @@ def test_encode_matches_prompt_tokens(engine):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("backend", ["llamacpp"])
 def test_gguf_quantizations_load_and_constrain(tiny, backend):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
 
     for q in ("f16", "q4_0"):
         b = load_backend(
@@ -127,8 +127,8 @@ def test_gguf_quantizations_load_and_constrain(tiny, backend):  # type: ignore[n
 
 @pytest.mark.parametrize("quant", ["int8", "int4"])
 def test_transformers_weight_only_quantization(tiny, quant):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
 
     b = load_backend(
         LoadSpec(name="t", backend="transformers", path=str(tiny / "hf"), quantization=quant, dtype="float32")

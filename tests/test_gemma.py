@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import DATA, ROOT
 
-from offline_eval.backends.chat import PLAIN_ANSWER, PLAIN_QUESTION
-from offline_eval.backends.registry import load_backend
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.requests import Request, Sampling
+from offline_eval.inference.backends.chat import PLAIN_ANSWER, PLAIN_QUESTION
+from offline_eval.inference.backends.registry import load_backend
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.requests import Request, Sampling
 from offline_eval.tasks import make_task
 
 pytestmark = pytest.mark.engine

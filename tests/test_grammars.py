@@ -10,8 +10,8 @@ xgrammar_testing = pytest.importorskip("xgrammar.testing")  # grammar engines: t
 accepts = xgrammar_testing._is_grammar_accept_string
 pytestmark = pytest.mark.engine
 
-from offline_eval.backends.grammars import choice_grammar, gbnf, xgrammar_ebnf
-from offline_eval.constraints import Choice, JsonSchema, Regex
+from offline_eval.inference.backends.grammars import choice_grammar, gbnf, xgrammar_ebnf
+from offline_eval.inference.constraints import Choice, JsonSchema, Regex
 
 BOUNDED = JsonSchema(
     {

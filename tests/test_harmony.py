@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from offline_eval.backends.chat import render_chat, template_strftime
-from offline_eval.backends.registry import load_backend
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.constraints import Choice
+from offline_eval.inference.backends.chat import render_chat, template_strftime
+from offline_eval.inference.backends.registry import load_backend
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.constraints import Choice
+from offline_eval.inference.requests import Phase, Request, Result, Sampling
+from offline_eval.inference.runner import Runner
+from offline_eval.inference.store import Store
 from offline_eval.models.spec import ModelSpec, ReasoningSpec
 from offline_eval.models.thinking import ModelSettings, planned, solve, split_block
-from offline_eval.requests import Phase, Request, Result, Sampling
-from offline_eval.runner import Runner
 from offline_eval.runtime.errors import InputError
-from offline_eval.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "scripts" / "templates" / "gpt-oss.jinja"
@@ -166,7 +166,7 @@ def test_greedy_harmony_thinking_ends_and_answers_alike_on_the_engines_in_float3
 
 
 def test_a_config_with_the_preset_is_read_and_thinking_false_is_refused(tmp_path: Path) -> None:
-    from offline_eval.config import load_config
+    from offline_eval.pipeline.config import load_config
 
     base = f"tasks:\n  jbeqa: {{protocol: offline-eval, data: {ROOT / 'data' / 'jbeqa'}}}\nmodels:\n  - name: gpt-oss\n    backend: fake\n    path: x\n    reasoning: {{preset: harmony%s}}\n"
     (tmp_path / "ok.yaml").write_text(base % ", budget: [256, 1024]", encoding="utf-8")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from offline_eval.provenance import item_digests
+from offline_eval.pipeline.provenance import item_digests
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa.data import JBEQAItem

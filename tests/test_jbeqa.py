@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, run_cli, run_tiny_jbeqa, typed
 
-from offline_eval.constraints import Choice
-from offline_eval.requests import Result
+from offline_eval.inference.constraints import Choice
+from offline_eval.inference.requests import Result
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import SYSTEM_PROMPT, gregorian_year, load_items, parse_answer, user_message
 

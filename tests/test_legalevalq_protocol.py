@@ -14,8 +14,8 @@ import pytest
 import yaml
 from conftest import ROOT, TINY, run_cli, typed
 
+from offline_eval.inference.requests import request_json
 from offline_eval.metrics import adj_score
-from offline_eval.requests import request_json
 from offline_eval.results.records import RunKey
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import make_task

@@ -12,9 +12,9 @@ from conftest import ROOT, statute
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score, mean_absolute_error
 
-from offline_eval.constraints import JsonSchema
+from offline_eval.inference.constraints import JsonSchema
+from offline_eval.inference.requests import Sampling
 from offline_eval.ja.contract import parse
-from offline_eval.requests import Sampling
 from offline_eval.results.records import RunKey
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks.kit import judges

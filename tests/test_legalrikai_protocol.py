@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT, TINY, run_cli
 from sklearn.metrics import mean_absolute_error
 
-from offline_eval.requests import request_json
+from offline_eval.inference.requests import request_json
 from offline_eval.results.records import RunEntry, RunKey
 from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
 from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
@@ -195,8 +195,8 @@ def test_offline_eval_requests_are_byte_for_byte_those_a_v3_sweep_stored():
 
 
 def _sweep(tmp: Path, protocol: str) -> Path:
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
 
     (tmp / "w.bin").write_text("fake weights")
     reqrev = [json.loads(x) for x in (DATA / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()]

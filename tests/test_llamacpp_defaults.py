@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from conftest import spec_for
 
-from offline_eval.backends.llamacpp_backend import physical_cores
+from offline_eval.inference.backends.llamacpp_backend import physical_cores
 
 
 def test_physical_cores_agree_with_lscpu() -> None:
@@ -28,7 +28,7 @@ def test_physical_cores_agree_with_lscpu() -> None:
 
 
 def test_the_engine_uses_them_unless_threads_is_set(tiny):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.registry import load_backend
+    from offline_eval.inference.backends.registry import load_backend
 
     for threads, expected in ((None, physical_cores()), (1, 1)):
         b = load_backend(spec_for("llamacpp", tiny, threads=threads))
@@ -41,7 +41,7 @@ def test_the_engine_uses_them_unless_threads_is_set(tiny):  # type: ignore[no-un
 def test_flash_attention_is_on_by_default_and_keyed(tiny):  # type: ignore[no-untyped-def]
     import llama_cpp
 
-    from offline_eval.backends.registry import load_backend, spec_fingerprint
+    from offline_eval.inference.backends.registry import load_backend, spec_fingerprint
 
     keys = {}
     for args in ({}, {"flash_attn": True}, {"flash_attn": False}):

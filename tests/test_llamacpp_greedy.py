@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, spec_for
 
-from offline_eval.backends.llamacpp_greedy import _ends_inside_utf8
-from offline_eval.backends.registry import load_backend
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.constraints import Choice, JsonSchema, Regex
-from offline_eval.requests import Request, Sampling
+from offline_eval.inference.backends.llamacpp_greedy import _ends_inside_utf8
+from offline_eval.inference.backends.registry import load_backend
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.constraints import Choice, JsonSchema, Regex
+from offline_eval.inference.requests import Request, Sampling
 
 GEMMA_GGUF = ROOT / "models" / "gemma-3-270m" / "gguf" / "gemma-3-270m-q4_k_m.gguf"
 JUDGE = JsonSchema(

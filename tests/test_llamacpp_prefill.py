@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from offline_eval.backends.llamacpp_prefill import PromptCache, batch_starts, last_logits
+from offline_eval.inference.backends.llamacpp_prefill import PromptCache, batch_starts, last_logits
 
 GEMMA_GGUF = ROOT / "models" / "gemma-3-270m" / "gguf" / "gemma-3-270m-q4_k_m.gguf"
 
@@ -94,8 +94,8 @@ def test_answers_do_not_depend_on_the_request_before(tiny: Path) -> None:
     pytest.importorskip("llama_cpp")
     from conftest import spec_for
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.requests import Request, Sampling
 
     rng = np.random.default_rng(1)
     shared = " ".join(f"{w}" for w in rng.integers(0, 10_000, 400).tolist())
@@ -127,9 +127,9 @@ def test_a_request_split_where_it_differs_reuses_its_neighbours_whole_head(tiny:
     pytest.importorskip("llama_cpp")
     from conftest import spec_for
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.constraints import Choice
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.constraints import Choice
+    from offline_eval.inference.requests import Request, Sampling
 
     rng = np.random.default_rng(2)
     shots = []
@@ -173,8 +173,8 @@ def test_a_template_that_refuses_the_cut_message_only_loses_the_hint(tiny: Path)
     pytest.importorskip("llama_cpp")
     from conftest import spec_for
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.requests import Request, Sampling
 
     template = (
         "{% for m in messages %}{% if not m['content'].endswith('。') %}{{ raise_exception('unfinished') }}{% endif %}"
@@ -199,8 +199,8 @@ def test_a_prompt_that_continues_a_generation_gets_a_fresh_starts_logits(
     (the answer after the thinking) is evaluated in the same batches (carried_starts), so continuing the generation's
     own cache, which computes only what follows, and evaluating it from an empty cache (a resumed sweep) give
     exactly the same logits."""
-    from offline_eval.backends.llamacpp_greedy import greedy
-    from offline_eval.backends.llamacpp_prefill import carried_starts
+    from offline_eval.inference.backends.llamacpp_greedy import greedy
+    from offline_eval.inference.backends.llamacpp_prefill import carried_starts
 
     llama_cpp = pytest.importorskip("llama_cpp")
     model = path or tiny / "think" / "gguf" / "tiny-think-f16.gguf"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from offline_eval.config import load_config
+from offline_eval.pipeline.config import load_config
 from offline_eval.runtime.errors import InputError
 
 

@@ -21,10 +21,10 @@ import pytest
 import yaml
 from conftest import metric
 
-from offline_eval.config import load_config
-from offline_eval.constraints import Choice, JsonSchema
-from offline_eval.orchestrate import SweepOptions, run_sweep
-from offline_eval.requests import Request, Sampling
+from offline_eval.inference.constraints import Choice, JsonSchema
+from offline_eval.inference.requests import Request, Sampling
+from offline_eval.pipeline.config import load_config
+from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
 from offline_eval.tasks.jbeqa.data import JBEQAItem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +186,7 @@ def _answers(out: Path, run_prefix: str, setting: str) -> dict[str, object]:
 def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_path, request, monkeypatch):  # type: ignore[no-untyped-def]
     server = request.getfixturevalue(f"{kind}_server")
     if kind == "llamacpp":
-        from offline_eval.backends.llamacpp_backend import LlamaCppBackend
+        from offline_eval.inference.backends.llamacpp_backend import LlamaCppBackend
 
         # llama-cpp-python's server reuses its cache its own way (batches start where the previous prompt stopped
         # sharing); in process, the same path (create_completion) on the same sorted order computes the same logits
@@ -222,9 +222,9 @@ JUDGE = {
 
 
 def _runner(server: Server, tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.lazy import LazyBackend
-    from offline_eval.runner import Runner
-    from offline_eval.store import Store
+    from offline_eval.inference.backends.lazy import LazyBackend
+    from offline_eval.inference.runner import Runner
+    from offline_eval.inference.store import Store
 
     spec = load_config(_config(tmp_path, [served("m", server, **kw)], ["constrained"])).models[0].load_spec("default")
     engine = LazyBackend(spec)
@@ -233,8 +233,8 @@ def _runner(server: Server, tmp_path: Path, **kw: object):  # type: ignore[no-un
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_fifty_json_judge_answers_parse_and_validate(kind, tmp_path, request):  # type: ignore[no-untyped-def]
-    from offline_eval.constraints import parse_json_strict
-    from offline_eval.requests import Phase
+    from offline_eval.inference.constraints import parse_json_strict
+    from offline_eval.inference.requests import Phase
 
     server = request.getfixturevalue(f"{kind}_server")  # the same server the sweep test used
     runner, engine = _runner(server, tmp_path)
@@ -265,7 +265,7 @@ def test_fifty_json_judge_answers_parse_and_validate(kind, tmp_path, request):  
 def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_path):  # type: ignore[no-untyped-def]
     """The constraint is left out of the request body (as a server that ignores it would behave): every
     answer is checked against the Choice on our side, and those outside it are violations, never accepted."""
-    from offline_eval.requests import Phase
+    from offline_eval.inference.requests import Phase
     from offline_eval.tasks.jbeqa.task import JBEQATask
 
     runner, engine = _runner(llamacpp_server, tmp_path)
@@ -290,7 +290,7 @@ def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_
 
 
 def test_server_killed_mid_run_keeps_answers_and_rerun_sends_only_the_rest(tiny, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    from offline_eval.backends import openai_backend
+    from offline_eval.inference.backends import openai_backend
 
     server = Server("llamacpp", tiny)
     cfg_path = _config(tmp_path, [served("s", server, retries=1)], ["constrained"])
@@ -458,7 +458,7 @@ def test_a_ray_worker_serving_a_model_connects_only_to_its_server(llamacpp_serve
     code = f"""
 import socket
 from offline_eval.models.spec import ModelSpec
-from offline_eval.executors.remote_backend import EngineReplica, unwrap
+from offline_eval.pipeline.executors.remote_backend import EngineReplica, unwrap
 replica = EngineReplica(ModelSpec.model_validate({model!r}).load_spec("default"))
 print(unwrap(replica.load())["max_model_len"])
 try:

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from offline_eval.analyses.verdicts import paired_verdict
 from offline_eval.comparison.match import _flips
+from offline_eval.inference.requests import Result
 from offline_eval.metrics.noninferiority import BOOTSTRAP, SCORE, compare
 from offline_eval.metrics.paired import mcnemar_exact
 from offline_eval.metrics.stats import paired_test
-from offline_eval.requests import Result
+from offline_eval.pipeline.analyses.verdicts import paired_verdict
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import JBEQATask
 from offline_eval.tasks.legalevalq import LegalEvalQTask

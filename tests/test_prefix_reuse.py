@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from offline_eval.requests import Request, Sampling
+from offline_eval.inference.requests import Request, Sampling
 
 RIKAI = ROOT / "data" / "legalrikai"
 
@@ -78,8 +78,8 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
     """Two fake candidates answer one item per LegalRikai sub-task; one fake judge (which, like llama.cpp, keeps
     the previous prompt) judges both. Each item's two judge prompts differ only in the last characters, so the
     judge computes about half the prompt tokens it is handed."""
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
     from offline_eval.runtime.timings import ENGINE_STAGES
 
     weights = tmp_path / "w.bin"

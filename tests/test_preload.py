@@ -71,7 +71,7 @@ def test_the_cli_asks_only_for_vllm_on_the_cpu_and_only_as_a_command_of_its_own(
 
 
 def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path):
-    from offline_eval.config import parse_config
+    from offline_eval.pipeline.config import parse_config
 
     judge = {"name": "j", "backend": "vllm", "path": str(tmp_path), "max_model_len": 512}
     cfg = parse_config(
@@ -134,7 +134,7 @@ def test_an_exported_empty_cache_root_is_the_users_cache_not_the_working_folder(
 
     code = (
         "import os, offline_eval\n"
-        "from offline_eval.backends.vllm_cache import compile_cache\n"
+        "from offline_eval.inference.backends.vllm.cache import compile_cache\n"
         "print(compile_cache()); print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
     )
     env = {**os.environ, "VLLM_CACHE_ROOT": "", "TORCHINDUCTOR_CACHE_DIR": " ", "XDG_CACHE_HOME": str(tmp_path)}

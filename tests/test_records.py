@@ -7,7 +7,7 @@ import json
 
 from conftest import DATA
 
-from offline_eval.requests import Result
+from offline_eval.inference.requests import Result
 from offline_eval.results.records import UNSET, ResultsFolder, RunKey
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa.task import JBEQARecord

@@ -38,8 +38,8 @@ def _edit(cfg: Path, fn) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_fingerprint_reads_the_whole_file_and_caches_the_digest(tmp_path):
-    from offline_eval.backends import fingerprint as fp
-    from offline_eval.store import Store
+    from offline_eval.inference.backends import fingerprint as fp
+    from offline_eval.inference.store import Store
 
     f = tmp_path / "w.gguf"
     data = bytearray(os.urandom(20 << 20))  # over the old 8 MB head+tail limit
@@ -184,8 +184,8 @@ LONG_SCHEMA = {
 @pytest.mark.engine
 @pytest.mark.parametrize("max_chars", [1200, 10_000])
 def test_bounded_strings_compile_and_constrain_on_every_engine(engine, max_chars):
-    from offline_eval.constraints import JsonSchema, parse_json_strict
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.constraints import JsonSchema, parse_json_strict
+    from offline_eval.inference.requests import Request, Sampling
     from offline_eval.tasks.legalevalq.evaluator import schema as json_schema
 
     schema = json_schema(max_chars)
@@ -206,8 +206,8 @@ def test_bounded_strings_compile_and_constrain_on_every_engine(engine, max_chars
 
 def test_gbnf_for_a_long_bound_stays_small_and_exact():
     pytest.importorskip("llama_cpp")
-    from offline_eval.backends.grammars import gbnf
-    from offline_eval.constraints import JsonSchema
+    from offline_eval.inference.backends.grammars import gbnf
+    from offline_eval.inference.constraints import JsonSchema
 
     text = gbnf(JsonSchema(LONG_SCHEMA))
     assert len(text) < 2000, len(text)
@@ -219,9 +219,9 @@ def test_gbnf_for_a_long_bound_stays_small_and_exact():
 def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
     from conftest import spec_for
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.constraints import Choice
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.constraints import Choice
+    from offline_eval.inference.requests import Request, Sampling
     from offline_eval.runtime.errors import EngineError
 
     b = load_backend(spec_for("llamacpp", tiny))
@@ -239,9 +239,9 @@ def test_a_grammar_llama_cpp_refuses_fails_the_run_in_one_line(tiny):
 def test_default_legalevalq_evaluator_on_llamacpp_does_not_crash(tmp_path, tiny):
     from conftest import spec_for
 
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.constraints import JsonSchema
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.constraints import JsonSchema
+    from offline_eval.inference.requests import Request, Sampling
     from offline_eval.tasks.legalevalq.evaluator import schema as json_schema
     from offline_eval.tasks.legalevalq.task import LegalEvalQOptions
 
@@ -328,7 +328,7 @@ def test_concurrent_sweeps_never_lose_a_run(tmp_path, tiny):
 
 
 def _open_store(path: str, barrier) -> str:  # type: ignore[no-untyped-def]
-    from offline_eval.store import Store
+    from offline_eval.inference.store import Store
 
     barrier.wait()
     try:

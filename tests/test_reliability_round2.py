@@ -45,8 +45,8 @@ def fake_sweep_config(tmp: Path, data: Path, answers: dict[str, str], mode: str 
 
 
 def sweep(cfg: Path, **kw: object) -> dict:
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
 
     lines: list[str] = []
     s = run_sweep(load_config(cfg), SweepOptions(source=str(cfg), log=lines.append, progress=False, **kw)).to_json()
@@ -166,9 +166,9 @@ def test_a_phase_that_did_no_engine_work_prints_no_rate(tmp_path):
 
 
 def test_a_read_only_store_says_so_and_does_not_suggest_fresh(tmp_path, monkeypatch):
-    from offline_eval import store as store_module
-    from offline_eval.requests import Result
-    from offline_eval.store import Row, Store, StoreError
+    from offline_eval.inference import store as store_module
+    from offline_eval.inference.requests import Result
+    from offline_eval.inference.store import Row, Store, StoreError
 
     Store(tmp_path / "store.sqlite").close()
     real = sqlite3.connect

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow  # headless Chromium: `make test` runs them, the f
 
 
 def _sweep(tmp: Path) -> Path:
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
 
     cfg = _config(tmp, max_model_len=[2048, 4096])
     raw = yaml.safe_load(cfg.read_text())
@@ -119,8 +119,8 @@ def _revision_sweep(tmp: Path) -> Path:
     """LegalRikai ReqRev on the fake engine, answering the first contract with one article added."""
     from conftest import ROOT
 
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
 
     tmp.mkdir()
     data = ROOT / "data" / "legalrikai"
@@ -157,8 +157,8 @@ def _revision_sweep(tmp: Path) -> Path:
 
 
 def test_prompts_are_kept_once_per_line():
+    from offline_eval.inference.requests import Phase, Request
     from offline_eval.report.inputs import ItemInputs
-    from offline_eval.requests import Phase, Request
 
     system, shot, answer = "あなたは法律の専門家です。", "例題：民法第1条は…\n\n正誤を答えよ。", "1"
 

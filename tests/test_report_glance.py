@@ -66,7 +66,7 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     per-task table all read that ranking (here F1 declared lower-is-better, so the lowest is best)."""
     from dataclasses import replace
 
-    from offline_eval.analyses.leaderboards import build as leaderboards
+    from offline_eval.pipeline.analyses.leaderboards import build as leaderboards
     from offline_eval.report.first import leaderboard_matrix
     from offline_eval.results.records import RunEntry
     from offline_eval.tasks.jbeqa.task import JBEQATask

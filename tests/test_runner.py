@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import TINY
 
-from offline_eval.backends.lazy import LazyBackend
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.constraints import Choice
-from offline_eval.requests import Phase, Request, Result, Sampling
-from offline_eval.runner import Runner
+from offline_eval.inference.backends.lazy import LazyBackend
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.constraints import Choice
+from offline_eval.inference.requests import Phase, Request, Result, Sampling
+from offline_eval.inference.runner import Runner
+from offline_eval.inference.store import Row, Store
 from offline_eval.runtime.errors import InputError
-from offline_eval.store import Row, Store
 
 
 def _phase(n: int, dup: int = 0, overflow: str = "skip", long_every: int = 0) -> Phase:
@@ -159,8 +159,8 @@ def _varied(n: int) -> Phase:
 
 
 def test_a_padding_engine_gets_its_prompts_shortest_first_and_a_caching_one_by_prefix(tmp_path, lazy, monkeypatch):
-    from offline_eval.backends.hf_backend import HFBackend
-    from offline_eval.backends.llamacpp_backend import LlamaCppBackend
+    from offline_eval.inference.backends.hf_backend import HFBackend
+    from offline_eval.inference.backends.llamacpp_backend import LlamaCppBackend
 
     phase = _varied(12)
     hf = LazyBackend(LoadSpec(name="t", backend="transformers", path=str(TINY / "hf"), max_model_len=512, batch_size=4))

@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA
 
 import offline_eval
-from offline_eval.analyses.verdicts import paired_verdict
+from offline_eval.pipeline.analyses.verdicts import paired_verdict
 from offline_eval.results.records import UNSET, item_means
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import make_task

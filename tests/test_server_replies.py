@@ -65,8 +65,8 @@ def config(tmp: Path, server: HostileServer, mode: str = "constrained", **model:
 
 
 def sweep(cfg: Path, **kw: object) -> dict:
-    from offline_eval.config import load_config
-    from offline_eval.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
 
     lines: list[str] = []
     summary = run_sweep(
@@ -86,8 +86,8 @@ def rate_line(summary: dict) -> str:
 
 
 def backend(server: HostileServer, **opts: object):  # type: ignore[no-untyped-def]
-    from offline_eval.backends.openai_backend import OpenAIBackend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.openai_backend import OpenAIBackend
+    from offline_eval.inference.backends.spec import LoadSpec
 
     spec = LoadSpec(
         name="s",
@@ -100,7 +100,7 @@ def backend(server: HostileServer, **opts: object):  # type: ignore[no-untyped-d
 
 
 def chat(text: str = "記述", max_tokens: int = 4):  # type: ignore[no-untyped-def]
-    from offline_eval.requests import Request, Sampling
+    from offline_eval.inference.requests import Request, Sampling
 
     return Request.chat([{"role": "user", "content": text}], Sampling(max_tokens=max_tokens))
 
@@ -182,8 +182,8 @@ def test_a_refused_request_is_not_stored_and_only_it_is_asked_again(tmp_path, se
 
 
 def test_an_older_stores_refusals_are_never_served(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.requests import Result
-    from offline_eval.store import Row, Store
+    from offline_eval.inference.requests import Result
+    from offline_eval.inference.store import Row, Store
 
     store = Store(tmp_path / "store.sqlite")
     store.put_many([Row("k-ok", "m", "v", "{}", Result(text="1"))])

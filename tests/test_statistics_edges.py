@@ -238,7 +238,7 @@ def test_every_interval_is_independent_of_record_order():
 def test_run_level_cis_of_a_task_are_independent_of_record_order(tmp_path):
     """The issue's case: a results file's records reordered give other run-level CIs. JBE-QA's run metrics on the
     same records, shuffled."""
-    from offline_eval.requests import Result
+    from offline_eval.inference.requests import Result
     from offline_eval.tasks import make_task
 
     recs = [release(q, st, (q + st) % 3 > 0) for q in range(1, 31) for st in range(1, 5)]
@@ -261,7 +261,7 @@ def test_run_level_cis_of_a_task_are_independent_of_record_order(tmp_path):
     [(True, "margin.accuracy"), (1.0, "margin.accuracy"), (1.5, "margin.accuracy"), (0, "margin.accuracy")],
 )
 def test_a_margin_must_be_a_number_inside_the_metrics_range(tmp_path, margin, said):
-    from offline_eval.config import load_config
+    from offline_eval.pipeline.config import load_config
     from offline_eval.runtime.errors import InputError
 
     cfg = tmp_path / "m.yaml"
@@ -285,7 +285,7 @@ def test_a_margin_must_be_a_number_inside_the_metrics_range(tmp_path, margin, sa
 
 
 def test_a_margin_inside_the_range_is_kept(tmp_path):
-    from offline_eval.config import load_config
+    from offline_eval.pipeline.config import load_config
 
     cfg = tmp_path / "m.yaml"
     (tmp_path / "w.bin").write_text("w")

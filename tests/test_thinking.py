@@ -14,15 +14,15 @@ import pytest
 from conftest import DATA
 
 import offline_eval
-from offline_eval.backends.fake_backend import FakeBackend
-from offline_eval.backends.openai_reply import Reply
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.constraints import Choice
+from offline_eval.inference.backends.fake_backend import FakeBackend
+from offline_eval.inference.backends.openai_reply import Reply
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.constraints import Choice
+from offline_eval.inference.requests import Phase, Request, Result, Sampling, legacy_request_key, request_key
+from offline_eval.inference.runner import Runner
+from offline_eval.inference.store import Row, Store
 from offline_eval.models.spec import ReasoningSpec
 from offline_eval.models.thinking import ModelSettings, planned, solve, split_block
-from offline_eval.requests import Phase, Request, Result, Sampling, legacy_request_key, request_key
-from offline_eval.runner import Runner
-from offline_eval.store import Row, Store
 
 CLOSE = len(b"</think>")
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from offline_eval.backends.registry import load_backend
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.constraints import Choice
+from offline_eval.inference.backends.registry import load_backend
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.constraints import Choice
+from offline_eval.inference.requests import Phase, Request, Result, Sampling
+from offline_eval.inference.runner import Runner
+from offline_eval.inference.store import Store
 from offline_eval.models.spec import ReasoningSpec
 from offline_eval.models.thinking import ModelSettings, planned, solve
-from offline_eval.requests import Phase, Request, Result, Sampling
-from offline_eval.runner import Runner
-from offline_eval.store import Store
 
 BUDGET = 24
 QUESTIONS = [

@@ -72,9 +72,9 @@ def test_gguf_carries_the_same_tokenizer(tiny):
 
 def test_gguf_f16_computes_what_the_hf_model_computes(tiny):
     """Same weights, two engines: catches a wrong tensor layout (e.g. the q/k rotary permutation) in the GGUF."""
-    from offline_eval.backends.registry import load_backend
-    from offline_eval.backends.spec import LoadSpec
-    from offline_eval.requests import Request
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
+    from offline_eval.inference.requests import Request
 
     reqs = [Request.chat([{"role": "user", "content": f"第{i}条の記述は正しいか。"}]) for i in range(20)]
     out = {}

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from offline_eval.analyses.verdicts import paired_verdict
-from offline_eval.config import margin_problem
 from offline_eval.metrics.noninferiority import INFERIOR, NON_INFERIOR
+from offline_eval.pipeline.analyses.verdicts import paired_verdict
+from offline_eval.pipeline.config import margin_problem
 from offline_eval.results.records import ItemRecord, item_means
 from offline_eval.results.summary import LoadProvenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError, OfflineEvalError, first_line

@@ -20,9 +20,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from offline_eval.backends.chat import checked_setting, normalize_setting, spec_template
-from offline_eval.backends.registry import engine_names, get_engine
-from offline_eval.backends.spec import LoadSpec
+from offline_eval.inference.backends.chat import checked_setting, normalize_setting, spec_template
+from offline_eval.inference.backends.registry import engine_names, get_engine
+from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.runtime.errors import InputError, is_url, missing
 
 from .decoding import SEED_MAX, ReasoningSpec, SamplingSpec, Strict, checked_seed, first_seeds, seed_problem

@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from offline_eval.backends.chat import gguf_metadata
-from offline_eval.backends.registry import get_engine
-from offline_eval.requests import Carried, Phase, Request, Result
-from offline_eval.runner import PhaseStats, Runner
+from offline_eval.inference.backends.chat import gguf_metadata
+from offline_eval.inference.backends.registry import get_engine
+from offline_eval.inference.requests import Carried, Phase, Request, Result
+from offline_eval.inference.runner import PhaseStats, Runner
 from offline_eval.runtime.errors import InputError
 
 from .spec import ModelSpec, ReasoningSpec, SamplingSpec

@@ -7,11 +7,11 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from offline_eval.backends.registry import get_engine
-from offline_eval.backends.spec import LoadSpec, PromptCounter
-from offline_eval.fit import fits, place, tokens_needed
+from offline_eval.inference.backends.registry import get_engine
+from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
+from offline_eval.inference.fit import fits, place, tokens_needed
+from offline_eval.inference.requests import Request
 from offline_eval.models.thinking import planned, settings_of
-from offline_eval.requests import Request
 
 from .plan import Load, Plan, PlannedTask
 
@@ -34,7 +34,7 @@ def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
 
 def prompt_format(spec: LoadSpec) -> str:
     """chat or plain, as the engine will prompt this model (read from its files, no engine started)."""
-    from offline_eval.backends.chat import model_prompt_format
+    from offline_eval.inference.backends.chat import model_prompt_format
 
     return model_prompt_format(spec.chat_template, spec.backend, spec.path)
 

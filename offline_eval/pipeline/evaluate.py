@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from offline_eval.inference.requests import Phase, Result
 from offline_eval.models.spec import ModelSpec
 from offline_eval.models.thinking import settings_of, solve
-from offline_eval.requests import Phase, Result
 from offline_eval.results.records import EvaluatorRef, ItemRecord, Records, RunEntry, Throughput
 from offline_eval.results.summary import Failure, LoadProvenance
 from offline_eval.runtime.errors import OfflineEvalError

@@ -9,25 +9,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_eval import provenance
-from offline_eval.backends.base import Backend
-from offline_eval.backends.chat import model_chat_template, model_prompt_format
-from offline_eval.backends.lazy import LazyBackend
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.executors import Executor
+from offline_eval.inference.backends.base import Backend
+from offline_eval.inference.backends.chat import model_chat_template, model_prompt_format
+from offline_eval.inference.backends.lazy import LazyBackend
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.runner import PhaseStats, Runner
+from offline_eval.inference.store import Store
 from offline_eval.metrics.ranking import has_score
 from offline_eval.models.spec import ModelSpec
 from offline_eval.models.thinking import settings_of, solve
 from offline_eval.results.records import ItemRecord, Records, RunEntry, RunKey, with_sample, with_thinking
 from offline_eval.results.summary import Failure, LoadProvenance
-from offline_eval.runner import PhaseStats, Runner
 from offline_eval.runtime.enginelog import EngineLog
 from offline_eval.runtime.errors import InputError, OfflineEvalError, described
 from offline_eval.runtime.memory import PeakMemory, weights_bytes
 from offline_eval.runtime.timings import Timings
-from offline_eval.store import Store
 
+from . import provenance
 from .dryrun import planned_tokens
+from .executors import Executor
 from .plan import Load, PlannedTask
 
 Log = Callable[[str], None]

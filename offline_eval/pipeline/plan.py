@@ -7,18 +7,19 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
-from offline_eval import provenance
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.config import SweepConfig, data_path_problems
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.requests import Phase, request_json
 from offline_eval.models.spec import ModelSpec
-from offline_eval.requests import Phase, request_json
 from offline_eval.results.records import RunKey
 from offline_eval.results.summary import SettingProvenance
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import load_items, make_task
 from offline_eval.tasks.base import Item, Setting, Task
 from offline_eval.tasks.kit.datafiles import reading
-from offline_eval.thinking_checks import ThinkingRun, check_thinking
+
+from . import provenance
+from .config import SweepConfig, data_path_problems
+from .thinking_checks import ThinkingRun, check_thinking
 
 
 @dataclass

@@ -7,13 +7,10 @@ statute articles cost their length once."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from offline_eval.requests import Phase, Request
-from offline_eval.results.records import ItemRecord, Records, RunKey, sample_of
-
-if TYPE_CHECKING:
-    from offline_eval.pipeline.plan import PlannedTask
+from offline_eval.inference.requests import Phase, Request
+from offline_eval.results.records import RunKey
 
 # A prompt: [[role, line index, ...], ...]; a raw (non-chat) prompt has the role "prompt".
 Prompt = list[list[Any]]
@@ -54,23 +51,3 @@ class ItemInputs:
     def add_diffs(self, key: RunKey, item_id: str, diffs: dict[str, Segments]) -> None:
         if diffs:
             self.diffs.setdefault(key, {})[item_id] = diffs
-
-
-def from_plan(tasks: list[PlannedTask], records: Records[ItemRecord]) -> ItemInputs:
-    """Each planned setting's prompts and its task's diffs, for the runs whose records the sweep holds; never
-    written to the results files."""
-    inputs = ItemInputs()
-    for t in tasks:
-        for s in t.settings:
-            keys = [k for k in records if k.setting == s.name]
-            if not keys:
-                continue
-            ids = [it.id for it in s.items]
-            inputs.add_phase(s.name, ids, s.phase)
-            by_id = dict(zip(ids, s.items))
-            for key in keys:
-                for rec in records[key]:
-                    item = by_id.get(str(rec.id))
-                    if item is not None and not sample_of(rec):  # the browser shows an item's first sample
-                        inputs.add_diffs(key, str(rec.id), t.task.browser_diffs(item, rec))
-    return inputs

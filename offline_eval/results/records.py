@@ -18,9 +18,9 @@ from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from offline_eval.inference.requests import Result
 from offline_eval.metrics.flat import is_flat, metrics_v3
 from offline_eval.metrics.values import RunMetrics
-from offline_eval.requests import Result
 from offline_eval.runtime.fileio import write_jsonl_atomic
 
 

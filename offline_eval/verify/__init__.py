@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from offline_eval.backends.fingerprint import file_sha256, forget_hashes
-from offline_eval.constraints import from_dict, violation
+from offline_eval.inference.backends.fingerprint import file_sha256, forget_hashes
+from offline_eval.inference.constraints import from_dict, violation
 from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunKey
 from offline_eval.results.summary import FileDigest, Provenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError
@@ -190,8 +190,8 @@ def _record_lines(path: Path, i: int, rid: str, line: bytes, wanted: bytes) -> l
 def _report(folder: ResultsFolder, again: Rebuilt) -> list[str]:
     """report.md, report.html and plots/ rendered again from the rebuilt summary, as the sweep rendered them (with
     the prompts and diffs of its plan) or as `offline-eval report` does (from the summary alone)."""
+    from offline_eval.pipeline.build import from_plan
     from offline_eval.report import write_report
-    from offline_eval.report.inputs import from_plan
 
     assert again.summary is not None and again.plan is not None
     made = _rendered(folder)

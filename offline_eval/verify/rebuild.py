@@ -13,22 +13,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from offline_eval.backends.fingerprint import Pins, pinned, served_key
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.build import execute, summarize
-from offline_eval.config import load_config, parse_config
-from offline_eval.executors.serial import SerialExecutor
+from offline_eval.inference.backends.fingerprint import Pins, pinned, served_key
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.store import Store
 from offline_eval.models.spec import ModelSpec
+from offline_eval.pipeline.build import execute, summarize
+from offline_eval.pipeline.config import load_config, parse_config
 from offline_eval.pipeline.execute import LoggingEngine, Stage
+from offline_eval.pipeline.executors.serial import SerialExecutor
 from offline_eval.pipeline.plan import Plan, plan
+from offline_eval.pipeline.provenance import config_digest
 from offline_eval.pipeline.state import State
-from offline_eval.provenance import config_digest
 from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunKey
 from offline_eval.results.summary import SCHEMA_VERSION, Provenance, Summary
 from offline_eval.runtime.errors import InputError, OfflineEvalError
 from offline_eval.runtime.quiet import native_stderr_silenced
 from offline_eval.runtime.timings import Timings
-from offline_eval.store import Store
 from offline_eval.tasks import get_task_class, task_names
 from offline_eval.tasks.kit.protocol import declared_before
 

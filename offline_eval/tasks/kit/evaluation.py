@@ -8,9 +8,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Generic
 
-from offline_eval.constraints import Constraint
+from offline_eval.inference.constraints import Constraint
+from offline_eval.inference.requests import Phase, Result
 from offline_eval.models.spec import ModelSpec
-from offline_eval.requests import Phase, Result
 from offline_eval.results.records import R, Records
 
 from .datafiles import ItemT

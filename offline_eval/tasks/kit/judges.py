@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from statistics import mean
 from typing import Any
 
+from offline_eval.inference.requests import Result
 from offline_eval.metrics.agreement import normalise
-from offline_eval.requests import Result
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from offline_eval import provenance
-from offline_eval.build import execute, summarize
-from offline_eval.config import SweepConfig
-from offline_eval.executors import make_executor
-from offline_eval.pipeline.execute import Stage
-from offline_eval.pipeline.plan import Plan, configured_keys, guard_connections, plan
-from offline_eval.pipeline.state import State
+from offline_eval.inference.store import Store
 from offline_eval.results.records import ResultsFolder
 from offline_eval.results.summary import SCHEMA_VERSION, Summary, SweepProvenance
 from offline_eval.runtime.enginelog import EngineLog, terminal
@@ -33,8 +27,15 @@ from offline_eval.runtime.errors import InputError
 from offline_eval.runtime.fileio import write_json_atomic
 from offline_eval.runtime.lock import OutputLock
 from offline_eval.runtime.timings import Timings
-from offline_eval.store import Store
 from offline_eval.tasks import record_class
+
+from . import provenance
+from .build import execute, summarize
+from .config import SweepConfig
+from .execute import Stage
+from .executors import make_executor
+from .plan import Plan, configured_keys, guard_connections, plan
+from .state import State
 
 Log = Callable[[str], None]
 
@@ -86,7 +87,7 @@ def run_sweep(cfg: SweepConfig, options: SweepOptions | None = None) -> Summary:
     folder = ResultsFolder(out)
     with guard_connections(cfg, the.tasks):
         if o.dry_run:
-            from offline_eval.pipeline.dryrun import print_plan
+            from .dryrun import print_plan
 
             print_plan(the, source, log)
             return Summary(schema_version=SCHEMA_VERSION)
@@ -132,7 +133,8 @@ def _conclude(
     try:
         with timings.stage("report"):
             from offline_eval.report import write_report
-            from offline_eval.report.inputs import from_plan
+
+            from .build import from_plan
 
             # What summary.json holds, without reading it back, and the prompts and diffs only the items hold.
             write_report(folder.root, summary, from_plan(the.tasks, everything))

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from offline_eval.constraints import Choice, Constraint, JsonSchema
-from offline_eval.requests import Request, Result
+from offline_eval.inference.constraints import Choice, Constraint, JsonSchema
+from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import EngineError, InputError, PartialFailure, is_url, missing
 
 from .base import Backend, Progress

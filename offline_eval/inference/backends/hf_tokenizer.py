@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.requests import Request
+from offline_eval.inference.requests import Request
 
 from .base import carried_ids, hf_vocab_bytes
 from .chat import adds_special_tokens, choose_template, hf_encode, hf_own_template, hf_render

@@ -1,6 +1,7 @@
-"""The one list of engines. Every `offline_eval/backends/*_backend.py` module declares `ENGINE = Engine(...)`;
-the config schema, the CLI's choices, the path rules, the store key and the dry-run planner read it from here.
-Engine libraries are imported only when a model is loaded, so a missing one never breaks the CLI."""
+"""The one list of engines. Every `inference/backends/*_backend.py` module (or `<name>/backend.py`, for an engine with
+modules of its own) declares `ENGINE = Engine(...)`; the config schema, the CLI's choices, the path rules, the store
+key and the dry-run planner read it from here. Engine libraries are imported only when a model is loaded, so a
+missing one never breaks the CLI."""
 
 from __future__ import annotations
 
@@ -115,9 +116,12 @@ class Engine:
 def _engines() -> dict[str, Engine]:
     found: dict[str, Engine] = {}
     for mod in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name):
-        if not mod.name.endswith("_backend"):
+        if mod.name.endswith("_backend"):
+            full = f"{__package__}.{mod.name}"
+        elif mod.ispkg and (Path(__file__).parent / mod.name / "backend.py").is_file():
+            full = f"{__package__}.{mod.name}.backend"  # an engine with modules of its own: <name>/backend.py
+        else:
             continue
-        full = f"{__package__}.{mod.name}"
         declared = getattr(importlib.import_module(full), "ENGINE", None)
         if isinstance(declared, Engine):
             found[declared.name] = Engine(**{**declared.__dict__, "module": full})

@@ -13,7 +13,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from offline_eval.constraints import Choice, Constraint, JsonSchema, Regex
+from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
 
 
 def _literal(s: str) -> str:

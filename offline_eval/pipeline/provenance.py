@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from offline_eval.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
-from offline_eval.backends.registry import engine_version, spec_fingerprint
-from offline_eval.backends.spec import LoadSpec
+from offline_eval.inference.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
+from offline_eval.inference.backends.registry import engine_version, spec_fingerprint
+from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.results.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 from offline_eval.tasks.kit.datafiles import TaskItem
 
@@ -105,7 +105,7 @@ def config_digest(path: str | None, config: Any) -> str:
 def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_template: str | None) -> LoadProvenance:
     """One load: the fingerprint that keys its outputs in the store and the files behind it. `chat_template` is
     the template's text (None: the plain format)."""
-    from offline_eval.backends.registry import get_engine
+    from offline_eval.inference.backends.registry import get_engine
 
     unknown: dict[str, str] = {}
     remote = get_engine(spec.backend).remote
@@ -189,7 +189,7 @@ def _dist_version(dist: str) -> str | None:
 
 def _git(unknown: dict[str, str]) -> tuple[str | None, bool | None]:
     """The checkout's revision and whether its tracked files differ from it, where offline-eval runs from one."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # offline_eval/pipeline/provenance.py
     if not (root / ".git").exists():
         unknown["git_revision"] = unknown["git_dirty"] = "offline-eval is not running from a git checkout"
         return None, None

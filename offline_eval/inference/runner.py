@@ -13,15 +13,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from offline_eval.backends.base import Backend, TokenizingBackend
-from offline_eval.backends.lazy import LazyBackend
-from offline_eval.backends.registry import get_engine, spec_fingerprint
-from offline_eval.constraints import violation
-from offline_eval.fit import fits, place, tokens_needed
-from offline_eval.requests import Phase, Request, Result, legacy_request_key, request_json, request_key
+from offline_eval.inference.backends.base import Backend, TokenizingBackend
+from offline_eval.inference.backends.lazy import LazyBackend
+from offline_eval.inference.backends.registry import get_engine, spec_fingerprint
 from offline_eval.runtime.enginelog import terminal
 from offline_eval.runtime.errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
-from offline_eval.store import Row, Store
+
+from .constraints import violation
+from .fit import fits, place, tokens_needed
+from .requests import Phase, Request, Result, legacy_request_key, request_json, request_key
+from .store import Row, Store
 
 
 @contextmanager

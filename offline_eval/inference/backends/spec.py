@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from offline_eval.requests import Request
+    from offline_eval.inference.requests import Request
 
 
 @dataclass

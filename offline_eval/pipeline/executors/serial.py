@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from offline_eval.backends.registry import load_backend
+from offline_eval.inference.backends.registry import load_backend
 
 from .base import Log
 
 if TYPE_CHECKING:
-    from offline_eval.backends.base import Backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.base import Backend
+    from offline_eval.inference.backends.spec import LoadSpec
     from offline_eval.models.spec import ModelSpec
 
 U = TypeVar("U")

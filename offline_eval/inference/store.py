@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from offline_eval.requests import Result
 from offline_eval.runtime.errors import OfflineEvalError
+
+from .requests import Result
 
 T = TypeVar("T")
 NOT_ANSWERS = ("error",)  # finish reasons of what a server did not answer: never stored, never served

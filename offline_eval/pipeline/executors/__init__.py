@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from offline_eval.config import RunnerSpec
+from offline_eval.pipeline.config import RunnerSpec
 
 from .base import Executor
 

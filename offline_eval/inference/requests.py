@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from offline_eval.constraints import Constraint
+from .constraints import Constraint
 
 Method = Literal["generate", "choice_logprobs"]
 

@@ -10,26 +10,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictInt, model_serializer
 
-from offline_eval.constraints import Choice, Constraint, JsonSchema, Regex
-from offline_eval.requests import Request, Result
+from offline_eval.inference.backends.base import (
+    Progress,
+    TokenizingBackend,
+    check_engine_args,
+    faithful_ids,
+    logsumexp,
+    signature_params,
+)
+from offline_eval.inference.backends.chat import adds_special_tokens, choose_template, hf_own_template
+from offline_eval.inference.backends.grammars import xgrammar_ebnf
+from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
+from offline_eval.inference.backends.registry import Engine
+from offline_eval.inference.backends.spec import LoadSpec, PromptCount, Reservation
+from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
+from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.preload import tcmalloc_loaded
 
-from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids, logsumexp, signature_params
-from .chat import adds_special_tokens, choose_template, hf_own_template
-from .grammars import xgrammar_ebnf
-from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from .registry import Engine
-from .spec import LoadSpec, PromptCount, Reservation
-from .vllm_cache import (
-    CompiledIndex,
-    aot_cache_loads,
-    aot_loaded,
-    cache_files,
-    cache_roots,
-    compile_cache,
-    note_aot_loads,
-)
-from .vllm_cpu import compiled_graph, inspect_here, piecewise
+from .cache import CompiledIndex, aot_cache_loads, aot_loaded, cache_files, cache_roots, compile_cache, note_aot_loads
+from .patches import compiled_graph, inspect_here, piecewise
 
 _SHUTDOWN_GRACE_S = 0.5
 

@@ -11,15 +11,15 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from offline_eval.backends.registry import get_engine
+from offline_eval.inference.backends.registry import get_engine
 from offline_eval.runtime.errors import MissingExtraError, OfflineEvalError, first_line
 
 from .base import Log
 from .remote_backend import EngineReplica, RemoteBackend, RemoteTokenizingBackend, get, unwrap
 
 if TYPE_CHECKING:
-    from offline_eval.backends.base import Backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.base import Backend
+    from offline_eval.inference.backends.spec import LoadSpec
     from offline_eval.models.spec import ModelSpec
 
 U = TypeVar("U")

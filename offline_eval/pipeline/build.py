@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from offline_eval.analyses import analyse
-from offline_eval.config import SweepConfig
-from offline_eval.pipeline.evaluate import run_evaluations
-from offline_eval.pipeline.execute import Stage, attempt
-from offline_eval.pipeline.plan import Plan
-from offline_eval.pipeline.state import State
-from offline_eval.results.records import ItemRecord, Records
+from offline_eval.report.inputs import ItemInputs
+from offline_eval.results.records import ItemRecord, Records, sample_of
 from offline_eval.results.summary import SCHEMA_VERSION, Summary, SweepProvenance
+
+from .analyses import analyse
+from .config import SweepConfig
+from .evaluate import run_evaluations
+from .execute import Stage, attempt
+from .plan import Plan, PlannedTask
+from .state import State
 
 
 def execute(stage: Stage, the: Plan, state: State, source: str) -> State:
@@ -47,3 +49,23 @@ def summarize(
         failures=state.failures,
         **analyse(cfg.models, cfg.margin, state.runs, everything, known),
     )
+
+
+def from_plan(tasks: list[PlannedTask], records: Records[ItemRecord]) -> ItemInputs:
+    """Each planned setting's prompts and its task's diffs, for the runs whose records the sweep holds; never
+    written to the results files."""
+    inputs = ItemInputs()
+    for t in tasks:
+        for s in t.settings:
+            keys = [k for k in records if k.setting == s.name]
+            if not keys:
+                continue
+            ids = [it.id for it in s.items]
+            inputs.add_phase(s.name, ids, s.phase)
+            by_id = dict(zip(ids, s.items))
+            for key in keys:
+                for rec in records[key]:
+                    item = by_id.get(str(rec.id))
+                    if item is not None and not sample_of(rec):  # the browser shows an item's first sample
+                        inputs.add_diffs(key, str(rec.id), t.task.browser_diffs(item, rec))
+    return inputs

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from offline_eval.backends.base import Backend
-    from offline_eval.backends.spec import LoadSpec
+    from offline_eval.inference.backends.base import Backend
+    from offline_eval.inference.backends.spec import LoadSpec
     from offline_eval.models.spec import ModelSpec
 
 U = TypeVar("U")

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from offline_eval.requests import Request, Result
+from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import InputError
 
 from .fingerprint import HashCache, files_fingerprint

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.requests import Request, Result
+from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import InputError
 
 from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from offline_eval.backends.registry import get_engine
-from offline_eval.fit import fits, place, tokens_needed
+from offline_eval.inference.backends.registry import get_engine
+from offline_eval.inference.fit import fits, place, tokens_needed
+from offline_eval.inference.requests import Phase, Request
 from offline_eval.models.decoding import PRESETS
 from offline_eval.models.spec import ModelSpec, ReasoningSpec
 from offline_eval.models.thinking import planned, settings_of
-from offline_eval.requests import Phase, Request
 from offline_eval.runtime.errors import InputError, described
 
 # The markup in a delimiter that is meant as one control token: <think>, </think>, <|end|>, [THINK]

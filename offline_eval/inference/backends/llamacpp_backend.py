@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from offline_eval.requests import Request, Result
+from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import EngineError
 
 from .base import Progress, TokenizingBackend, carried_ids, check_engine_args, faithful_ids, signature_params

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from offline_eval.backends.base import Backend, Progress, TokenizingBackend
-from offline_eval.backends.registry import get_engine, load_backend
-from offline_eval.backends.spec import LoadSpec
-from offline_eval.requests import Request, Result
+from offline_eval.inference.backends.base import Backend, Progress, TokenizingBackend
+from offline_eval.inference.backends.registry import get_engine, load_backend
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import EngineError, OfflineEvalError, described
 from offline_eval.runtime.netguard import allow_only
 

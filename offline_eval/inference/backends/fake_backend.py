@@ -24,8 +24,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.constraints import Choice, JsonSchema, Regex
-from offline_eval.requests import Request, Result
+from offline_eval.inference.constraints import Choice, JsonSchema, Regex
+from offline_eval.inference.requests import Request, Result
 
 from .base import Progress, TokenizingBackend, carried_ids, check_engine_args
 from .chat import choose_template, render_request

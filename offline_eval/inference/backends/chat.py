@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from offline_eval.requests import Request
+from offline_eval.inference.requests import Request
 from offline_eval.runtime.errors import InputError
 
 AUTO, NONE = "auto", "none"

@@ -25,7 +25,7 @@ class LazyBackend:
     ) -> None:
         self.spec = spec
         self.fingerprint = spec_fingerprint(spec, hashes)
-        self._load = load  # in this process, or an engine on a Ray worker (offline_eval.executors)
+        self._load = load  # in this process, or an engine on a Ray worker (offline_eval.pipeline.executors)
         self._plan = plan
         self._backend: Backend | None = None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from offline_eval.requests import Request
+from .requests import Request
 
 
 def tokens_needed(prompt_tokens: int, request: Request, method: str) -> int:
