@@ -18,11 +18,11 @@ from offline_eval.inference.backends.chat import (
     checked_setting,
     gguf_chat_template,
     hf_folder_chat_template,
-    model_prompt_format,
     render_plain,
 )
 from offline_eval.inference.backends.registry import spec_fingerprint
 from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.backends.templates import model_prompt_format
 from offline_eval.models.spec import ModelSpec
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import SYSTEM_PROMPT

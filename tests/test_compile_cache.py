@@ -4,6 +4,7 @@ first load must compile."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -40,8 +41,20 @@ def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path,
     lines: list[str] = []
     from vllm.compilation.counter import compilation_counter
 
+    from offline_eval.inference.backends.vllm.patches import PATCHES
+
+    def vllm_env() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k.startswith("VLLM_")}
+
+    def patched() -> list[str]:
+        return [p.name for p in PATCHES if getattr(p.original(), "_offline_eval", False)]
+
+    env = vllm_env()
     pieces = compilation_counter.num_piecewise_graphs_seen
     summary = offline_eval.sweep(config, progress=False, log=lines.append)
+    # every load closed: vLLM and torch as they were, and the environment too (a later whole-graph compile of
+    # another engine in this process runs vLLM's functionalization pass again)
+    assert patched() == [] and vllm_env() == env, (patched(), vllm_env(), env)
     assert compilation_counter.num_piecewise_graphs_seen - pieces > 1  # the first load's graph was split
     assert summary.provenance is not None
     started = {x.run.split(".")[0]: x.engine_start for x in summary.provenance.loads}
@@ -120,20 +133,25 @@ def test_the_compile_cache_is_the_users_even_after_torch_pins_its_own(tmp_path: 
 
 def test_vllm_inspects_a_new_model_class_in_this_process_on_the_cpu(monkeypatch) -> None:
     """vLLM inspects a model class it has not seen in a fresh Python process (about 11 s of a first start on 2 cores),
-    lest importing it initialize CUDA here; on the CPU it runs here."""
+    lest importing it initialize CUDA here; on the CPU it runs here, while an engine is open."""
     import os
 
     pytest.importorskip("vllm")
     from vllm.model_executor.models import registry
     from vllm.platforms import current_platform
 
-    from offline_eval.inference.backends.vllm.patches import inspect_here
+    from offline_eval.inference.backends.vllm.patches import Installed
 
     if not current_platform.is_cpu():
         pytest.skip("vLLM's own subprocess on a GPU")
-    monkeypatch.setattr(registry, "_run_in_subprocess", registry._run_in_subprocess)  # vLLM's own, after the test
-    inspect_here()
+    own = registry._run_in_subprocess
+    one, two = Installed(), Installed()
+    one.patch(cpu=True, piecewise=False)
     patched = registry._run_in_subprocess
-    inspect_here()
-    assert registry._run_in_subprocess is patched  # once, not wrapped again per load
+    two.patch(cpu=True, piecewise=False)
+    assert registry._run_in_subprocess is patched is not own  # once, not wrapped again per load
     assert registry._run_in_subprocess(os.getpid) == os.getpid()
+    two.end("engine")
+    assert registry._run_in_subprocess is patched  # the load that installed it removes it
+    one.end("engine")
+    assert registry._run_in_subprocess is own

@@ -34,7 +34,7 @@ def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
 
 def prompt_format(spec: LoadSpec) -> str:
     """chat or plain, as the engine will prompt this model (read from its files, no engine started)."""
-    from offline_eval.inference.backends.chat import model_prompt_format
+    from offline_eval.inference.backends.templates import model_prompt_format
 
     return model_prompt_format(spec.chat_template, spec.backend, spec.path)
 

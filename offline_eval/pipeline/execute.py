@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.inference.backends.base import Backend
-from offline_eval.inference.backends.chat import model_chat_template, model_prompt_format
 from offline_eval.inference.backends.lazy import LazyBackend
 from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.backends.templates import model_chat_template, model_prompt_format
 from offline_eval.inference.runner import PhaseStats, Runner
 from offline_eval.inference.store import Store
 from offline_eval.metrics.ranking import has_score

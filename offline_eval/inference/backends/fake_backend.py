@@ -29,10 +29,10 @@ from offline_eval.inference.requests import Request, Result
 
 from .base import Progress, TokenizingBackend, carried_ids, check_engine_args
 from .chat import choose_template, render_request
-from .registry import Engine
+from .declare import Declared
 from .spec import LoadSpec, PromptCount, PromptCounter
 
-ENGINE = Engine(name="fake", backend_class="FakeBackend", requires="json", extra="test", weights="any")
+ENGINE = Declared(name="fake", backend_class="FakeBackend", requires="json", extra="test", weights="any")
 
 _ARGS = {"answers", "default", "logprobs"}
 

@@ -12,9 +12,9 @@ from offline_eval.runtime.errors import InputError
 
 from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids
 from .chat import choose_template, hf_encode, hf_own_template
+from .declare import Declared
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from .registry import Engine
 from .spec import LoadSpec, PromptCount
 
 _DTYPES = {
@@ -38,7 +38,7 @@ _RESERVED = {
 }
 
 
-ENGINE = Engine(
+ENGINE = Declared(
     name="transformers",
     backend_class="HFBackend",
     requires="transformers",

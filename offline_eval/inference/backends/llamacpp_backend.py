@@ -19,10 +19,10 @@ from offline_eval.runtime.errors import EngineError
 
 from .base import Progress, TokenizingBackend, carried_ids, check_engine_args, faithful_ids, signature_params
 from .chat import adds_special_tokens, choose_template, render_request
+from .declare import Declared
 from .grammars import gbnf
 from .llamacpp_greedy import GrammarCheck, greedy
 from .llamacpp_prefill import PromptCache, last_logits
-from .registry import Engine
 from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 _RESERVED = {
@@ -51,7 +51,7 @@ def physical_cores() -> int:
     return max(len(cores), 1)
 
 
-ENGINE = Engine(
+ENGINE = Declared(
     name="llamacpp",
     backend_class="LlamaCppBackend",
     requires="llama_cpp",

@@ -22,9 +22,9 @@ from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import EngineError, InputError, PartialFailure, is_url, missing
 
 from .base import Backend, Progress
+from .declare import Declared
 from .fingerprint import HashCache
 from .openai_reply import Reply, top_alternatives
-from .registry import Engine
 from .server_client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
 from .spec import LoadSpec, PromptCounter
 
@@ -75,7 +75,7 @@ class OpenAIOptions(BaseModel):
         return [self.base_url]
 
 
-ENGINE = Engine(
+ENGINE = Declared(
     name="openai",
     backend_class="OpenAIBackend",
     requires="httpx",
@@ -191,14 +191,15 @@ class OpenAIBackend(Backend):
             return None
         from dataclasses import replace
 
-        from .registry import get_engine
+        from .hf_backend import HFBackend
+        from .llamacpp_backend import LlamaCppBackend
 
         path = self.o.tokenizer
         if why := missing(path):
             raise InputError(f"path {why}: {path}", field="tokenizer")
         backend = "llamacpp" if path.endswith(".gguf") else "transformers"
         local = replace(self.spec, backend=backend, path=path, chat_template=None, engine_options={})
-        counter = get_engine(backend).declared_class().prompt_counter(local)
+        counter = (LlamaCppBackend if backend == "llamacpp" else HFBackend).prompt_counter(local)
         if counter is None:
             raise InputError(f"cannot count tokens with {path}", field="tokenizer")
         return counter

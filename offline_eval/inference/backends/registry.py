@@ -1,7 +1,7 @@
 """The one list of engines. Every `inference/backends/*_backend.py` module (or `<name>/backend.py`, for an engine with
-modules of its own) declares `ENGINE = Engine(...)`; the config schema, the CLI's choices, the path rules, the store
-key and the dry-run planner read it from here. Engine libraries are imported only when a model is loaded, so a
-missing one never breaks the CLI."""
+modules of its own) declares `ENGINE = Declared(...)` (declare.py); the config schema, the CLI's choices, the path
+rules, the store key and the dry-run planner read it from here. Engine libraries are imported only when a model is
+loaded, so a missing one never breaks the CLI."""
 
 from __future__ import annotations
 
@@ -13,53 +13,23 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from offline_eval.runtime.errors import InputError, MissingExtraError, OfflineEvalError
 
+from .declare import Declared
 from .fingerprint import PINS, HashCache, served_key
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from .base import Backend
     from .spec import LoadSpec
 
-# remote: no local weights (a server); the engine's own `options` keys say where the model is served.
-Weights = Literal["gguf", "hf", "any", "remote"]
-
 
 @dataclass(frozen=True)
-class Engine:
-    name: str
-    backend_class: str  # the class in the declaring module
-    requires: str  # the Python module that must import for the engine to load
-    extra: str  # what `pip install 'offline-eval[...]'` names
-    dists: tuple[str, ...] = ()  # distributions whose version is part of the store key
-    weights: Weights = "hf"  # a .gguf file, an HF model folder, anything that exists, or none (remote)
-    options: type[BaseModel] | None = None  # models.yaml keys of this engine alone, validated by config
-    path_options: tuple[str, ...] = ()  # those of its keys that are local paths (resolved against models.yaml)
+class Engine(Declared):
+    """A declared engine as the registry found it: its module, and what needs the module by name."""
+
     module: str = ""
-
-    @property
-    def remote(self) -> bool:
-        return self.weights == "remote"
-
-    def connects_to(self, engine_options: dict[str, Any]) -> list[str]:
-        """The URLs a model of this engine is reached at (none for local weights)."""
-        declared = self.options
-        if declared is None or not hasattr(declared, "connects_to"):
-            return []
-        return list(declared.model_validate(engine_options).connects_to())
-
-    def path_problem(self, value: str) -> str | None:
-        """Why `value` cannot be this engine's weights (None: it can)."""
-        p = Path(value)
-        if self.weights == "gguf" and not p.is_file():
-            return f"{self.name} needs a .gguf file"
-        if self.weights == "hf" and not p.is_dir():
-            return f"{self.name} needs a model folder"
-        return None
 
     def backend(self) -> type[Backend]:
         """The engine's class, once its library imports (else: one line naming the extra to install)."""
@@ -123,7 +93,7 @@ def _engines() -> dict[str, Engine]:
         else:
             continue
         declared = getattr(importlib.import_module(full), "ENGINE", None)
-        if isinstance(declared, Engine):
+        if isinstance(declared, Declared):
             found[declared.name] = Engine(**{**declared.__dict__, "module": full})
     return found
 

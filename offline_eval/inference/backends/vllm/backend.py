@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictInt, model_serializer
@@ -19,16 +20,16 @@ from offline_eval.inference.backends.base import (
     signature_params,
 )
 from offline_eval.inference.backends.chat import adds_special_tokens, choose_template, hf_own_template
+from offline_eval.inference.backends.declare import Declared
 from offline_eval.inference.backends.grammars import xgrammar_ebnf
 from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from offline_eval.inference.backends.registry import Engine
 from offline_eval.inference.backends.spec import LoadSpec, PromptCount, Reservation
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
 from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.preload import tcmalloc_loaded
 
-from .cache import CompiledIndex, aot_cache_loads, aot_loaded, cache_files, cache_roots, compile_cache, note_aot_loads
-from .patches import compiled_graph, inspect_here, piecewise
+from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph
+from .patches import Installed, aot_loaded
 
 _SHUTDOWN_GRACE_S = 0.5
 
@@ -91,7 +92,7 @@ class VLLMOptions(BaseModel):
     )
 
 
-ENGINE = Engine(
+ENGINE = Declared(
     name="vllm",
     backend_class="VLLMBackend",
     requires="vllm",
@@ -143,15 +144,27 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
-        # Structured outputs crash on the V2 model runner (vllm issue 51283); set only where vLLM is started, not
-        # where this module is imported to validate a config.
-        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-        aot_cache_loads()
-        note_aot_loads()
-        # vLLM logs to stdout, in this process and in the engine-core and worker processes it spawns: to stderr,
-        # which a sweep sends to OUT/engines.log (the terminal with -v), as every other engine's noise.
-        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         cache = compile_cache()
+        # The environment vLLM reads, for as long as this engine runs (the user's own values win); set only where
+        # vLLM is started, not where this module is imported to validate a config, and restored by close().
+        self._vllm = Installed()
+        self._vllm.setenv(
+            {
+                # Structured outputs crash on the V2 model runner (vllm issue 51283).
+                "VLLM_USE_V2_MODEL_RUNNER": "0",
+                # vLLM logs to stdout, in this process and in the engine-core and worker processes it spawns: to
+                # stderr, which a sweep sends to OUT/engines.log (the terminal with -v), as every other engine's.
+                "VLLM_LOGGING_STREAM": "ext://sys.stderr",
+                "VLLM_CACHE_ROOT": str(cache),
+            }
+        )
+        try:
+            self._start_engine(spec, cache)
+        except BaseException:
+            self._vllm.end("engine")
+            raise
+
+    def _start_engine(self, spec: LoadSpec, cache: Path) -> None:
         from vllm import LLM, envs
         from vllm.platforms import current_platform
 
@@ -162,13 +175,12 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
         on_cpu = current_platform.is_cpu()
         if on_cpu:
-            inspect_here()
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            self._vllm.setenv({"VLLM_CPU_KVCACHE_SPACE": "1"})
             if _one_process(spec):
                 # The engine core in this process: on CPU the engine-core and worker processes each import torch
                 # and vLLM again and trace the model in their own interpreter, which took half the start
                 # (Gemma 3 270M: 41.9 s against 81.5 s with the compile cache warm; scripts/bench_engine_start.py).
-                os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+                self._vllm.setenv({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
         kwargs: dict[str, Any] = dict(
             model=spec.path,
             tokenizer=spec.path,
@@ -205,8 +217,9 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         before, had = set(multiprocessing.active_children()), cache_files(roots)
         loaded, paths = compilation_counter.num_aot_artifacts_loaded, len(aot_loaded)
         t0 = time.perf_counter()
-        with piecewise(pieces and not eager):
-            self.llm = LLM(**kwargs)
+        self._vllm.patch(cpu=on_cpu, piecewise=pieces and not eager)
+        self.llm = LLM(**kwargs)
+        self._vllm.end("start")
         made = cache_files(roots) - had
         # the compiled model itself came from the cache (vLLM's AOT cache), not only inductor's kernels
         model_loaded = compilation_counter.num_aot_artifacts_loaded > loaded
@@ -371,6 +384,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         # long as the sweep runs on.
         for child in getattr(self, "_children", ()):
             child.join(timeout=5)
+        self._vllm.end("engine")
 
 
 def _structured(c: Constraint) -> Any:

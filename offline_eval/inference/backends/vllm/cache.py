@@ -20,47 +20,24 @@ def compile_cache() -> Path:
     """Where vLLM keeps its compiled model across loads and sweeps: VLLM_CACHE_ROOT where the user set it, else
     offline-eval's folder in the user's cache (an exported empty value counts as unset: as a path it is the working
     folder). vLLM's AOT compile cache is kept there, and when it compiles it points torch inductor's cache
-    (TORCHINDUCTOR_CACHE_DIR) into it too."""
-    if not os.environ.get("VLLM_CACHE_ROOT", "").strip():
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        os.environ["VLLM_CACHE_ROOT"] = str(base / "offline-eval" / "vllm")
-    return Path(os.environ["VLLM_CACHE_ROOT"])
+    (TORCHINDUCTOR_CACHE_DIR) into it too. A load sets VLLM_CACHE_ROOT to it for as long as its engine runs."""
+    if os.environ.get("VLLM_CACHE_ROOT", "").strip():
+        return Path(os.environ["VLLM_CACHE_ROOT"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "offline-eval" / "vllm"
 
 
-def aot_cache_loads() -> None:
-    """vLLM 0.32 on CPU compiles with torch's inductor backend, whose saved model torch 2.13 hands back as a
-    BundledAOTAutogradSerializableCallable; vLLM then calls finalize_loading on it, which only vLLM's own backend's
-    function has, and compiles everything again ("'function' object has no attribute 'finalize_loading'"). The
-    bundled function needs no finalizing: it is the compiled model. Without this every start compiled again."""
-    try:
-        from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as Bundled
-    except ImportError:  # another torch: vLLM's own code path, whatever it is
-        return
-    if "finalize_loading" not in vars(Bundled):
-        Bundled.finalize_loading = lambda self, vllm_config: None  # type: ignore[attr-defined]
+def compiled_graph(llm: Any) -> str | None:
+    """How the engine compiled, read from its config, not from what was asked: piecewise (VLLM_COMPILE), whole
+    (one graph), or None (not compiled)."""
+    from vllm.config import CompilationMode
 
-
-# The compiled model files vLLM loaded in this process, in order: where a piecewise load points its config's
-# local_cache_dir elsewhere, this still names the model file the index records.
-aot_loaded: list[str] = []
-
-
-def note_aot_loads() -> None:
-    """Keep, in aot_loaded, the path of each compiled model file vLLM loads."""
-    from vllm.compilation import decorators
-
-    load = getattr(decorators, "_try_load_aot_compiled_fn", None)
-    if load is None or getattr(load, "_offline_eval", False):  # another vLLM release: the index learns less
-        return
-
-    def try_load(model: Any, path: str) -> Any:
-        fn = load(model, path)
-        if fn is not None:
-            aot_loaded.append(path)
-        return fn
-
-    try_load._offline_eval = True  # type: ignore[attr-defined]
-    decorators._try_load_aot_compiled_fn = try_load  # type: ignore[assignment]
+    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    mode = getattr(getattr(config, "compilation_config", None), "mode", None)
+    if mode == CompilationMode.VLLM_COMPILE:
+        return "piecewise"
+    if mode in (CompilationMode.DYNAMO_TRACE_ONCE, CompilationMode.STOCK_TORCH_COMPILE):
+        return "whole"
+    return None
 
 
 def cache_roots(root: Path) -> set[Path]:

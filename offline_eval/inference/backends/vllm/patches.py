@@ -1,79 +1,160 @@
-"""vLLM 0.32's start on the CPU, changed where it costs time for nothing: the compile, and the model's inspection.
+"""Every change offline-eval makes to vLLM (and torch) in this process, in one table, and the one context that
+installs them with vLLM's environment for an engine load and takes both away when the engine closes.
 
-The piecewise compile, where vLLM compiles the whole model as one graph on the CPU.
+Each `Patch` names its target (`module:attribute.path`), why it exists, the upstream report where one fits, when to
+remove it, and when it applies. All of them apply on the CPU only (the GPU build of vLLM is not pinned, and runs as
+vLLM ships it); two apply only to a piecewise compile. `start` patches are removed as soon as the engine is built
+(they change how its config is made), the others when it closes (they act while it compiles and loads).
 
-On a GPU vLLM splits the model at its attention calls and compiles the pieces between them; the pieces of one layer
-are the pieces of every other, so inductor compiles a few and reuses them. On the CPU, vLLM's platform turns that
-mode into DYNAMO_TRACE_ONCE, one graph of all the layers, which inductor lowers layer by layer: about a minute of a
-first start on 2 cores for Gemma 3 270M, against about half that piecewise (scripts/bench_engine_start.py). Two
-changes make the piecewise mode run on the CPU:
+The piecewise compile. On a GPU vLLM splits the model at its attention calls and compiles the pieces between them;
+the pieces of one layer are the pieces of every other, so inductor compiles a few and reuses them. On the CPU, vLLM's
+platform turns that mode into DYNAMO_TRACE_ONCE, one graph of all the layers, which inductor lowers layer by layer:
+about a minute of a first start on 2 cores for Gemma 3 270M, against about half that piecewise
+(scripts/bench_engine_start.py). Piecewise is tried only where it was proven (`_proven`): one process (world size 1,
+vLLM's in-process executor), an unquantized model, vLLM's fusion passes all off, vLLM's own splitting ops.
 
-- the platform's config check keeps VLLM_COMPILE where it would have set DYNAMO_TRACE_ONCE with inductor, and gives
-  the compile an empty list of single sizes (the piecewise backend looks a shape up in it, and finds nothing in None);
-- vLLM's FixFunctionalizationPass is skipped on the CPU, as vLLM itself skips it on XPU: it looks up CUDA-only ops
-  (`torch.ops._C.fused_add_rms_norm_static_fp8_quant`) that the CPU build lacks. Inductor then handles the
-  functionalized calls itself (copies where the pass would have written in place): the same values.
-
-Both are patches of vLLM's classes, in this process only: `piecewise(True)` where the engine core runs in this
-process, and False elsewhere, where an engine-core process would build its graph unpatched. Even then the config
-check keeps vLLM's whole graph unless the engine is one process (world size 1, vLLM's in-process executor), the model
-is not quantized, vLLM's fusion passes are all off (several are imported only on CUDA or XPU) and the splitting ops
-are vLLM's own: piecewise is tried only where it was proven, and `compiled_graph` reads what the engine did.
-
-The model's inspection: the first time a model class is seen (per vLLM cache), vLLM inspects it in a fresh Python
-process, so that importing it cannot initialize CUDA in this one. That process imports torch and vLLM again, about
-11 s on 2 cores; on the CPU there is no CUDA to protect, and this process imports the model class to load it anyway.
-`inspect_here()` runs the inspection in this process on the CPU.
-"""
+`Installed` is one load's record: the vLLM backend sets each `VLLM_*` variable the user has not set and installs the
+patches that apply when it starts, ends the `start` ones once the engine is built, and restores everything at
+close() (or when the start fails): the process is then as it was (a later whole-graph compile runs the
+functionalization pass again)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
-_wanted = {"on": False}
-
-
-@contextmanager
-def piecewise(on: bool) -> Iterator[None]:
-    """Whether an engine started inside compiles piecewise (where vLLM would compile on the CPU); no config built
-    after it is touched."""
-    _wanted["on"] = on and _patch()
-    try:
-        yield
-    finally:
-        _wanted["on"] = False
+_MISSING = object()
 
 
-def inspect_here() -> None:
-    """vLLM inspects a new model class in this process, on the CPU (elsewhere in a fresh one, as it does)."""
-    from vllm.model_executor.models import registry
-    from vllm.platforms import current_platform
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    target: str  # "module:Class.attribute" (or "module:attribute")
+    why: str
+    remove_when: str
+    make: Callable[[Any], Any]  # the original (_MISSING where the patch adds the attribute) -> the replacement
+    applies: Literal["cpu", "piecewise"] = "cpu"
+    scope: Literal["start", "engine"] = "engine"
+    upstream: str = ""
+    classmethod_: bool = False
+    adds: bool = False  # the attribute is new (installed only where the release lacks it)
 
-    run = getattr(registry, "_run_in_subprocess", None)
-    if run is None or getattr(run, "_offline_eval", False):  # another vLLM release: its own way
-        return
+    def owner(self) -> tuple[Any, str]:
+        """The object that holds the attribute, and its name; ImportError/AttributeError where this vLLM lacks it."""
+        module, _, path = self.target.partition(":")
+        obj: Any = importlib.import_module(module)
+        *parents, attr = path.split(".")
+        for p in parents:
+            obj = getattr(obj, p)
+        return obj, attr
 
-    def run_here(fn: Any) -> Any:
-        return fn() if current_platform.is_cpu() else run(fn)
+    def original(self) -> Any:
+        """What the target is now (inherited included; a classmethod's function), or _MISSING."""
+        obj, attr = self.owner()
+        now: Any = getattr(obj, attr, _MISSING)
+        return now.__func__ if self.classmethod_ and now is not _MISSING else now
 
-    run_here._offline_eval = True  # type: ignore[attr-defined]
-    registry._run_in_subprocess = run_here
+
+def _ours(fn: Any) -> Any:
+    fn._offline_eval = True
+    return fn
 
 
-def compiled_graph(llm: Any) -> str | None:
-    """How the engine compiled, read from its config, not from what was asked: piecewise (VLLM_COMPILE), whole
-    (one graph), or None (not compiled)."""
-    from vllm.config import CompilationMode
+def _config_check(check: Any) -> Any:
+    def check_and_update_config(cls: Any, vllm_config: Any) -> None:
+        from vllm.config import CompilationMode
 
-    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
-    mode = getattr(getattr(config, "compilation_config", None), "mode", None)
-    if mode == CompilationMode.VLLM_COMPILE:
-        return "piecewise"
-    if mode in (CompilationMode.DYNAMO_TRACE_ONCE, CompilationMode.STOCK_TORCH_COMPILE):
-        return "whole"
-    return None
+        asked, splits = vllm_config.compilation_config.mode, vllm_config.compilation_config.splitting_ops
+        check(cls, vllm_config)  # sets the executor to mp where the engine core runs in a process of its own
+        c = vllm_config.compilation_config
+        if (
+            asked == CompilationMode.VLLM_COMPILE
+            and c.mode == CompilationMode.DYNAMO_TRACE_ONCE
+            and c.backend == "inductor"
+            and _proven(vllm_config, splits)
+        ):
+            c.mode = CompilationMode.VLLM_COMPILE
+            if c.compile_sizes is None:  # the piecewise backend looks a shape up in it, and finds nothing in None
+                c.compile_sizes = []
+
+    return _ours(check_and_update_config)
+
+
+def _skip(_: Any) -> Any:
+    return _ours(lambda self, graph: None)
+
+
+def _in_process(_: Any) -> Any:
+    return _ours(lambda fn: fn())
+
+
+def _finalized(_: Any) -> Any:
+    return _ours(lambda self, vllm_config: None)
+
+
+aot_loaded: list[str] = []  # the compiled model files vLLM loaded in this process, in order
+
+
+def _noting(load: Any) -> Any:
+    def try_load(model: Any, path: str) -> Any:
+        fn = load(model, path)
+        if fn is not None:
+            aot_loaded.append(path)
+        return fn
+
+    return _ours(try_load)
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "piecewise-config",
+        "vllm.platforms.cpu:CpuPlatform.check_and_update_config",
+        "the CPU platform turns VLLM_COMPILE into one whole graph; this keeps the piecewise mode where proven",
+        "when vLLM's CPU platform compiles piecewise itself",
+        _config_check,
+        applies="piecewise",
+        scope="start",
+        classmethod_=True,
+    ),
+    Patch(
+        "skip-fix-functionalization",
+        "vllm.compilation.passes.utility.fix_functionalization:FixFunctionalizationPass.__call__",
+        "the pass looks up CUDA-only ops (torch.ops._C.fused_add_rms_norm_static_fp8_quant) that the CPU build lacks; "
+        "inductor then handles the functionalized calls itself (copies where the pass wrote in place): the same values",
+        "when vLLM skips the pass on the CPU, as it already does on XPU",
+        _skip,
+        applies="piecewise",
+    ),
+    Patch(
+        "inspect-in-process",
+        "vllm.model_executor.models.registry:_run_in_subprocess",
+        "vLLM inspects a new model class in a fresh Python process lest importing it initialize CUDA: about 11 s "
+        "of a first start on 2 cores, and on the CPU there is no CUDA to protect",
+        "when vLLM inspects in-process on the CPU",
+        _in_process,
+    ),
+    Patch(
+        "finalize-bundled-aot",
+        "torch._dynamo.aot_compile_types:BundledAOTAutogradSerializableCallable.finalize_loading",
+        "vLLM calls finalize_loading on the saved model torch 2.13 hands back for inductor, which only vLLM's own "
+        "backend's function has, and compiles everything again; the bundled function is the compiled model",
+        "when vLLM's AOT cache loads inductor's bundled callable (or torch adds the method)",
+        _finalized,
+        upstream="'function' object has no attribute 'finalize_loading'",
+        adds=True,
+    ),
+    Patch(
+        "note-aot-loads",
+        "vllm.compilation.decorators:_try_load_aot_compiled_fn",
+        "records which compiled model file each load read, for the compile index (a piecewise load points its "
+        "config's local_cache_dir elsewhere)",
+        "when vLLM reports the AOT artifact it loaded",
+        _noting,
+    ),
+)
 
 
 def _proven(vllm_config: Any, splitting_ops: Any) -> bool:
@@ -91,47 +172,78 @@ def _proven(vllm_config: Any, splitting_ops: Any) -> bool:
     )
 
 
-def _patch() -> bool:
-    """False where this vLLM lacks what the patches change (another release): its own whole graph then."""
-    try:
-        from vllm.compilation.passes.utility import fix_functionalization
-        from vllm.config import CompilationMode
-        from vllm.platforms import cpu, current_platform
+class Installed:
+    """The patches and environment one load installed; `end(scope)` restores what that scope installed."""
 
-        platform = cpu.CpuPlatform
-        fix = fix_functionalization.FixFunctionalizationPass
-    except (ImportError, AttributeError):
-        return False
-    if not all(hasattr(CompilationMode, m) for m in ("VLLM_COMPILE", "DYNAMO_TRACE_ONCE")):
-        return False
-    if getattr(platform.check_and_update_config, "_offline_eval", False):
+    def __init__(self) -> None:
+        self._undo: list[tuple[str, Callable[[], None]]] = []
+        self.installed: dict[str, bool] = {}  # patch name -> whether this release took it
+
+    def install(self, p: Patch) -> bool:
+        try:
+            obj, attr = p.owner()
+            before = p.original()
+        except (ImportError, AttributeError):  # another release: its own way
+            return False
+        if (before is _MISSING) != p.adds:  # another release: nothing to mend, or not what the patch mends
+            return False
+        if getattr(before, "_offline_eval", False):  # a load still open installed it: that load removes it
+            return True
+        raw = vars(obj).get(attr, _MISSING) if isinstance(obj, type) else getattr(obj, attr, _MISSING)
+        new = p.make(before)
+        setattr(obj, attr, classmethod(new) if p.classmethod_ else new)
+
+        def undo() -> None:
+            if raw is _MISSING:
+                delattr(obj, attr)
+            else:
+                setattr(obj, attr, raw)
+
+        self._undo.append((p.scope, undo))
         return True
-    check = platform.check_and_update_config.__func__  # type: ignore[attr-defined]
 
-    def check_and_update_config(cls: Any, vllm_config: Any) -> None:
-        asked, splits = vllm_config.compilation_config.mode, vllm_config.compilation_config.splitting_ops
-        check(cls, vllm_config)  # sets the executor to mp where the engine core runs in a process of its own
-        c = vllm_config.compilation_config
-        if (
-            _wanted["on"]
-            and asked == CompilationMode.VLLM_COMPILE
-            and c.mode == CompilationMode.DYNAMO_TRACE_ONCE
-            and c.backend == "inductor"
-            and _proven(vllm_config, splits)
-        ):
-            c.mode = CompilationMode.VLLM_COMPILE
-            if c.compile_sizes is None:
-                c.compile_sizes = []
+    def patch(self, *, cpu: bool, piecewise: bool) -> None:
+        """Every patch that applies: on the CPU only, the piecewise ones only for a piecewise compile."""
+        for p in PATCHES:
+            if cpu and (p.applies == "cpu" or piecewise):
+                self.installed[p.name] = self.install(p)
 
-    check_and_update_config._offline_eval = True  # type: ignore[attr-defined]
-    platform.check_and_update_config = classmethod(check_and_update_config)  # type: ignore[assignment,method-assign]
+    def setenv(self, env: dict[str, str]) -> None:
+        for k, v in env.items():
+            if os.environ.get(k, "").strip():
+                continue  # the user's
+            self._undo.append(("engine", _restorer(k, os.environ.get(k))))
+            os.environ[k] = v
 
-    call = fix.__call__
+    def end(self, scope: Literal["start", "engine"]) -> None:
+        keep = []
+        for s, undo in reversed(self._undo):
+            if scope == "engine" or s == "start":
+                undo()
+            else:
+                keep.append((s, undo))
+        self._undo = list(reversed(keep))
 
-    def fix_call(self: Any, graph: Any) -> None:
-        if current_platform.is_cpu():
-            return None
-        return call(self, graph)
 
-    fix.__call__ = fix_call  # type: ignore[method-assign]
-    return True
+def _restorer(key: str, old: str | None) -> Callable[[], None]:
+    def restore() -> None:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+    return restore
+
+
+def patch_targets_missing() -> list[str]:
+    """The targets this vLLM and torch lack (the table's test: every one is there in the pinned releases)."""
+    missing = []
+    for p in PATCHES:
+        try:
+            p.owner()
+        except (ImportError, AttributeError):
+            missing.append(p.target)
+            continue
+        if (p.original() is _MISSING) != p.adds:
+            missing.append(p.target)
+    return missing
