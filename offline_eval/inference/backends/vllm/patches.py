@@ -177,6 +177,8 @@ class Installed:
 
     def __init__(self) -> None:
         self._undo: list[tuple[str, Callable[[], None]]] = []
+        # vLLM's environment as it was: ours and what vLLM itself sets while it runs (VLLM_DIST_IDENT, ...) go
+        self._env = {k: v for k, v in os.environ.items() if k.startswith("VLLM_")}
         self.installed: dict[str, bool] = {}  # patch name -> whether this release took it
 
     def install(self, p: Patch) -> bool:
@@ -210,10 +212,8 @@ class Installed:
 
     def setenv(self, env: dict[str, str]) -> None:
         for k, v in env.items():
-            if os.environ.get(k, "").strip():
-                continue  # the user's
-            self._undo.append(("engine", _restorer(k, os.environ.get(k))))
-            os.environ[k] = v
+            if not os.environ.get(k, "").strip():  # else the user's
+                os.environ[k] = v
 
     def end(self, scope: Literal["start", "engine"]) -> None:
         keep = []
@@ -223,16 +223,10 @@ class Installed:
             else:
                 keep.append((s, undo))
         self._undo = list(reversed(keep))
-
-
-def _restorer(key: str, old: str | None) -> Callable[[], None]:
-    def restore() -> None:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
-
-    return restore
+        if scope == "engine":
+            for k in [k for k in os.environ if k.startswith("VLLM_") and k not in self._env]:
+                del os.environ[k]
+            os.environ.update(self._env)
 
 
 def patch_targets_missing() -> list[str]:
