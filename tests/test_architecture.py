@@ -75,7 +75,7 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
     def build_tables(summary):  # type: ignore[no-untyped-def]
         return [t for _, tables in detail_sections(summary) for t in tables]
 
-    assert set(task_names()) == {"jbeqa", "legalevalq", "legalrikai"}
+    assert set(task_names()) >= {"jbeqa", "legalevalq", "legalrikai"}  # a shipped task may join them
     jbeqa = get_task_class("jbeqa")
     assert jbeqa.metrics[0].name == jbeqa.primary_metric == "f1"
     run = {

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .bootstrap import Clusters, SumStatistic, clustered_cis, f1_columns, f1_of, mean_columns, mean_of
+from .bootstrap import Clusters, Interval, SumStatistic, clustered_cis, f1_columns, f1_of, mean_columns, mean_of
 from .values import MetricValue, RunMetrics
 
 
@@ -29,6 +29,15 @@ class Bootstrapped:
 
     def value(self, records: Sequence[Any]) -> float:
         return float(self.of(self.columns(records).sum(axis=0, keepdims=True))[0])
+
+    def interval(
+        self, records: Sequence[Any], clusters: Sequence[Any], n_resamples: int, seed: int
+    ) -> tuple[Interval, int]:
+        """This metric's clustered interval over `records` alone, each in the cluster its label in `clusters` names
+        (for a statistic outside a run's declared set, e.g. a judge's bias), and the number of clusters."""
+        c = Clusters.of(list(clusters))
+        got = clustered_cis({"m": (self.columns(records), self.of)}, c, n_resamples=n_resamples, seed=seed)
+        return got.intervals["m"], c.n
 
     @classmethod
     def mean(cls, item: Callable[[Any], float], digits: int = 6, given: bool = False) -> Bootstrapped:

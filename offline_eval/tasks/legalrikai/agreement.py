@@ -19,9 +19,8 @@ from typing import Any
 import numpy as np
 
 from offline_eval.metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
-from offline_eval.metrics.bootstrap import Clusters, mean_columns, mean_of, resample, trusted
 from offline_eval.results.records import sample_of
-from offline_eval.tasks.kit import Criterion, InputError, Records, RunEntry, case_id
+from offline_eval.tasks.kit import Bootstrapped, Criterion, InputError, Records, RunEntry, case_id
 
 from . import rubric
 from .human import criteria_scales, output_sha256, read_human_scores
@@ -308,12 +307,14 @@ def _bias(diffs: list[float], items: list[str], n_resamples: int, seed: int) -> 
     bias, n = round(float(np.mean(diffs)), 4), len(diffs)
     if not n_resamples:
         return BiasCell(bias=bias, n=n)
-    clusters = Clusters.of(items)
-    iv = trusted(resample(mean_of, mean_columns(np.array(diffs)), clusters, n_resamples, seed), clusters.n)
+    iv, n_clusters = _BIAS.interval(diffs, items, n_resamples, seed)
     return BiasCell(
         bias=bias,
         n=n,
         ci_low=_nan_none(iv.low) if iv.low is not None else None,
         ci_high=_nan_none(iv.high) if iv.high is not None else None,
-        n_clusters=clusters.n,
+        n_clusters=n_clusters,
     )
+
+
+_BIAS = Bootstrapped.mean(float)  # a judge's score minus the reference's, per criterion and item
