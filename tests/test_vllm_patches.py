@@ -4,14 +4,33 @@ for the engine's life, and that ending it leaves the process as it was."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.engine
 
 
-def test_every_patch_target_is_in_the_pinned_vllm_and_torch() -> None:
+def _fresh(check: str) -> None:
+    """Runs a check in a process of its own: this session holds a vLLM engine open (conftest's), whose load has its
+    patches installed until the session ends."""
     pytest.importorskip("vllm")
+    code = f"import runpy; runpy.run_path({str(Path(__file__))!r})[{check!r}]()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_every_patch_target_is_in_the_pinned_vllm_and_torch() -> None:
+    _fresh("_table")
+
+
+def test_a_load_record_installs_and_removes_everything() -> None:
+    _fresh("_cycle")
+
+
+def _table() -> None:
     from offline_eval.inference.backends.vllm.patches import PATCHES, patch_targets_missing
 
     assert patch_targets_missing() == []
@@ -19,12 +38,11 @@ def test_every_patch_target_is_in_the_pinned_vllm_and_torch() -> None:
     assert all(p.why and p.remove_when for p in PATCHES)
 
 
-def test_a_load_record_installs_and_removes_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("vllm")
+def _cycle() -> None:
     from offline_eval.inference.backends.vllm.patches import _MISSING, PATCHES, Installed
 
-    monkeypatch.delenv("VLLM_OFFLINE_EVAL_TEST", raising=False)
-    monkeypatch.setenv("VLLM_OFFLINE_EVAL_USERS", "mine")
+    os.environ.pop("VLLM_OFFLINE_EVAL_TEST", None)
+    os.environ["VLLM_OFFLINE_EVAL_USERS"] = "mine"
     before = {p.name: p.original() for p in PATCHES}
     env = dict(os.environ)
 
