@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from offline_eval.metrics.flat import is_flat, metrics_v3
 from offline_eval.results.summary import SCHEMA_VERSION, Summary
 
 RUN: dict[str, Any] = {
@@ -53,8 +54,12 @@ CONSISTENCY: dict[str, Any] = {
 
 
 def run(**fields: Any) -> dict[str, Any]:
-    """A run entry's JSON with the given fields."""
-    return {**RUN, **fields}
+    """A run entry's JSON with the given fields; metrics may be given flat, as version 3 wrote them (read forward as
+    migrate.forward reads them: the model itself takes the current form only)."""
+    entry = {**RUN, **fields}
+    if is_flat(entry["metrics"]):
+        entry["metrics"] = metrics_v3(entry["metrics"], entry["primary_metric"])
+    return entry
 
 
 def summary(part: dict[str, Any]) -> Summary:

@@ -36,6 +36,7 @@ def _rec(i: int, parsed: int | None, gold: int, lp1: float | None = None):  # ty
 
 
 def _entry(run: str, model: str = "m", variant: str = "default", setting: str = "s", metrics: dict | None = None):  # type: ignore[no-untyped-def]
+    from offline_eval.metrics.flat import metrics_v3
     from offline_eval.results.records import RunEntry
 
     return RunEntry(
@@ -50,7 +51,7 @@ def _entry(run: str, model: str = "m", variant: str = "default", setting: str = 
         prompt_format="plain",
         n_items=0,
         primary_metric="f1",
-        metrics=metrics or {},
+        metrics=metrics_v3(metrics or {}, "f1"),
         weights_mb=0.0,
         throughput={},
     )

@@ -227,13 +227,27 @@ def test_report_annotate_verify_and_compare_open_a_v2_folder_saying_so_once(tmp_
     )
 
 
-def test_a_run_entry_with_flat_metrics_gives_the_design_effect_to_its_primary_metric():
+def test_version_3_flat_metrics_are_read_forward_by_migrate_only():
+    """The model takes today's form alone (as the shipped JSON Schema does); migrate.forward reads version 3's flat
+    map forward and gives the design effect to the run's primary metric."""
+    from pydantic import ValidationError
+
+    from offline_eval.results.migrate import forward
+
     flat = {"adj_score": 50.0, "adj_score_ci_low": 40.0, "adj_score_ci_high": 60.0, "mean": 51.0,
             "mean_ci_low": None, "mean_ci_high": None, "n_clusters": 3, "design_effect": 1.5,
             "mean.train": 49.0, "mean.validation": 53.0}  # fmt: skip
-    e = RunEntry(model="m", variant="v", backend="b", run="r", max_model_len=1, task="legalevalq",
-                 setting="legalevalq", options={}, prompt_format=None, n_items=3, primary_metric="adj_score",
-                 metrics=flat, weights_mb=0.0, throughput={})  # type: ignore[arg-type]  # fmt: skip
+    fields = dict(model="m", variant="v", backend="b", run="r", max_model_len=1, task="legalevalq",
+                  setting="legalevalq", options={}, prompt_format=None, n_items=3, primary_metric="adj_score",
+                  weights_mb=0.0, throughput={})  # fmt: skip
+    with pytest.raises(ValidationError, match="adj_score_ci_low"):
+        RunEntry(**fields, metrics=flat)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        RunMetrics.model_validate(flat)
+    raw = forward(
+        {"schema_version": 3, "runs": [{**fields, "metrics": flat}]}, 3, SCHEMA_VERSION, RunEntry.model_fields
+    )
+    e = RunEntry.model_validate(raw["runs"][0])
     assert e.metrics.metric("adj_score") == MetricValue(
         value=50.0, ci_low=40.0, ci_high=60.0, n_clusters=3, design_effect=1.5
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from partial import summary as typed
 
+from offline_eval.metrics.flat import metrics_v3
 from offline_eval.report.glance import glance
 from offline_eval.results.summary import Summary
 
@@ -20,7 +21,7 @@ def _run(run: str, setting: str, f1: float | None, true_share: float | None = No
         "setting": setting,
         "task": "jbeqa",
         "primary_metric": "f1",
-        "metrics": m,
+        "metrics": metrics_v3(m, "f1"),
     }
 
 

@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .bootstrap import Interval
-from .flat import is_flat, metrics_v3
 
 Number = float | int | None
 
@@ -90,12 +89,6 @@ class RunMetrics(BaseModel):
     values: dict[str, MetricValue] = Field(default_factory=dict)
     breakdowns: dict[str, Breakdown] = Field(default_factory=dict)
     judges: dict[str, JudgeMetrics] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_flat(cls, data: Any) -> Any:
-        """A version-3 flat map is read forward (RunEntry passes its primary metric, for the design effect)."""
-        return metrics_v3(data, None) if is_flat(data) else data
 
     @model_validator(mode="after")
     def _always_written(self) -> RunMetrics:

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from offline_eval.inference.requests import Result
-from offline_eval.metrics.flat import is_flat, metrics_v3
 from offline_eval.metrics.values import RunMetrics
 from offline_eval.runtime.fileio import write_jsonl_atomic
 
@@ -240,14 +239,6 @@ class RunEntry(BaseModel):
     weights_mb: float
     throughput: Throughput
     evaluator: EvaluatorRef | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_flat_metrics(cls, data: Any) -> Any:
-        """Version-3 flat metrics read forward, their design effect given to the primary metric."""
-        if isinstance(data, dict) and is_flat(data.get("metrics")):
-            return {**data, "metrics": metrics_v3(data["metrics"], data.get("primary_metric"))}
-        return data
 
     @property
     def key(self) -> RunKey:
