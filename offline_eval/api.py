@@ -22,7 +22,8 @@ def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: A
     from dataclasses import fields
 
     from offline_eval.pipeline.config import load_config, parse_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
     from offline_eval.runtime.errors import CallbackError, InputError, SweepFailed
 
     if isinstance(config, dict):

@@ -12,6 +12,7 @@ from offline_eval.runtime.errors import OfflineEvalError, described
 from offline_eval.runtime.preload import rerun_for
 
 if TYPE_CHECKING:
+    from offline_eval.pipeline.options import SweepOptions
     from offline_eval.results.summary import Summary
 
 # Engines log every step at INFO; a user wants our progress, not theirs. --debug restores it.
@@ -46,7 +47,7 @@ def _limit(n: int | None) -> int | None:
 
 def cmd_sweep(a: argparse.Namespace) -> int:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.orchestrate import run_sweep
     from offline_eval.runtime.timings import Timings
 
     timings = Timings()
@@ -54,13 +55,20 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         cfg = load_config(a.config)
     only, only_tasks = _csv(a.only, "--only"), _csv(a.tasks, "--tasks")
     rerun_for(None if a.dry_run or a.ray else a.rerun_argv, cfg.backends(a.config, only, only_tasks))
-    quiet = not (a.verbose or a.debug)
-    options = SweepOptions(source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, limit=_limit(a.limit),
-                           fresh=a.fresh, dry_run=a.dry_run, ray=a.ray, timings=timings, engine_log=quiet)  # fmt: skip
+    options = _options(a, source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, dry_run=a.dry_run,
+                       ray=a.ray, timings=timings)  # fmt: skip
     s = run_sweep(cfg, options)
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s.runs)} runs)")
     return _report_failures(s)
+
+
+def _options(a: argparse.Namespace, **kw: Any) -> SweepOptions:
+    """The engines' output to OUT/engines.log unless -v or --debug; --debug raises a run's unexpected error."""
+    from offline_eval.pipeline.options import SweepOptions
+
+    loud = a.verbose or a.debug
+    return SweepOptions(limit=_limit(a.limit), fresh=a.fresh, engine_log=not loud, debug=a.debug, **kw)
 
 
 def _report_failures(summary: Summary) -> int:
@@ -73,17 +81,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from offline_eval.pipeline.config import SweepConfig
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.orchestrate import run_sweep
     from offline_eval.runtime.errors import format_validation_error
 
-    variant = {"default": {"file": None}}
-    model: dict[str, Any] = {
-        "name": a.name or "model",
-        "backend": a.backend,
-        "path": a.model,
-        "max_model_len": a.max_model_len,
-        "variants": variant,
-    }
+    model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
+                             "max_model_len": a.max_model_len, "variants": {"default": {"file": None}}}  # fmt: skip
     if a.chat_template:
         from offline_eval.inference.backends.chat import checked_setting
         from offline_eval.runtime.errors import InputError
@@ -99,8 +101,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     except ValidationError as e:
         raise format_validation_error(e, "command line") from None
     rerun_for(a.rerun_argv, {a.backend})
-    quiet = not (a.verbose or a.debug)
-    s = run_sweep(cfg, SweepOptions(source="command line", limit=_limit(a.limit), fresh=a.fresh, engine_log=quiet))
+    s = run_sweep(cfg, _options(a, source="command line"))
     print(f"wrote {a.out}/summary.json and report.md")
     return _report_failures(s)
 
@@ -115,20 +116,9 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_annotate(a: argparse.Namespace) -> int:
     from offline_eval.annotate import annotate
 
-    w = annotate(
-        a.dir,
-        a.task,
-        n=a.sample,
-        seed=a.seed,
-        runs=_csv(a.runs, "--runs"),
-        items=a.items,
-        out=a.out,
-        annotator=a.annotator or "",
-        blind=not a.unblind,
-        resume=a.resume,
-        allow_changed_data=a.allow_changed_data,
-        config=a.config,
-    )
+    w = annotate(a.dir, a.task, n=a.sample, seed=a.seed, runs=_csv(a.runs, "--runs"), items=a.items, out=a.out,
+                 annotator=a.annotator or "", blind=not a.unblind, resume=a.resume,
+                 allow_changed_data=a.allow_changed_data, config=a.config)  # fmt: skip
     for line in w.warnings:
         print(f"offline-eval: warning: {line}", file=sys.stderr)
     print(f"wrote {w.page}: {w.n} outputs to score (sample {w.sample}); open it in a browser, no server needed")

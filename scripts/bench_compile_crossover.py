@@ -51,7 +51,7 @@ def child(model: str, ctx: int, data: str, shots: list[int], eager: bool) -> dic
     t0 = time.perf_counter()
     b = load_backend(spec)
     start = time.perf_counter() - t0
-    out: dict[str, Any] = {"start_s": start, "facts": b.start_facts(), "phases": {}}  # type: ignore[attr-defined]
+    out: dict[str, Any] = {"start_s": start, "facts": b.engine_start(), "phases": {}}  # type: ignore[attr-defined]
     for k, (reqs, _) in phases.items():
         encoded = b.encode(reqs)  # type: ignore[attr-defined]
         count = b.prompt_count

@@ -35,7 +35,7 @@ from offline_eval.inference.backends.registry import load_backend
 from offline_eval.inference.backends.spec import LoadSpec
 b = load_backend(LoadSpec(name="bench", backend="vllm", path=sys.argv[1], max_model_len=int(sys.argv[2]),
                           engine_options={"compile": sys.argv[3], "cpu_compile": sys.argv[4]}))
-print("START " + json.dumps(b.start_facts()))
+print("START " + json.dumps(b.engine_start()))
 b.close()
 """
 

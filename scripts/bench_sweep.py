@@ -149,7 +149,8 @@ def config(
 
 def sweep(cfg_path: Path) -> dict[str, Any]:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
     from offline_eval.runtime.timings import Timings
 
     timings = Timings()

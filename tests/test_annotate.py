@@ -59,7 +59,8 @@ def _rikai(tmp: Path, **extra: object) -> dict[str, object]:
 
 def _sweep(cfg: Path, log: list[str] | None = None) -> Path:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     run_sweep(
         load_config(cfg),

@@ -96,7 +96,8 @@ def test_tasks_are_found_by_folder_and_own_their_report_sections():
 @pytest.mark.slow
 def test_a_sweep_writes_each_output_file_once_and_the_report_from_memory(tmp_path, monkeypatch):
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
     from offline_eval.results.records import ResultsFolder
 
     writes: list[str] = []
@@ -159,7 +160,8 @@ def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
 
     from offline_eval.inference.backends.fake_backend import FakeBackend
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     real_init = FakeBackend.__init__
 
@@ -177,6 +179,28 @@ def test_throughput_keeps_the_engine_start_apart(tmp_path, monkeypatch):
     assert t["load_s"] >= 0.6 and t["wall_s"] < 0.6, t
     assert t["items_per_s"] > first["n_items"] / 0.6  # the rate of the phase, not of the start
     assert all(r["throughput"]["load_s"] == 0 for r in rest)  # the engine started once
+
+
+def test_debug_is_an_option_of_the_sweep_raising_what_would_fail_a_run(tmp_path, monkeypatch):
+    """An unexpected error in a run (here a task's bug) fails that run only; with SweepOptions(debug=True) (the CLI's --debug) it is
+    raised, traceback and all, and nothing reads the environment for it."""
+    from offline_eval.pipeline.config import load_config
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
+    from offline_eval.tasks.jbeqa.task import JBEQATask
+
+    def broken(self, records, setting):  # type: ignore[no-untyped-def]
+        raise RuntimeError("a bug in a task")
+
+    monkeypatch.setattr(JBEQATask, "aggregate", broken)
+    monkeypatch.setenv("OFFLINE_EVAL_DEBUG", "1")  # no longer how a sweep is told
+    cfg = _config(tmp_path)
+    quiet = SweepOptions(source=str(cfg), only=["yes"], progress=False, log=lambda _: None)
+    summary = run_sweep(load_config(cfg), quiet)
+    assert [f.reason for f in summary.failures] == ["RuntimeError: a bug in a task"], summary.failures
+    with pytest.raises(RuntimeError, match="a bug in a task"):
+        run_sweep(load_config(cfg), SweepOptions(source=str(cfg), only=["yes"], progress=False, log=lambda _: None,
+                                                 out_dir=str(tmp_path / "again"), debug=True))  # fmt: skip
 
 
 def _code_tokens(text: str):  # type: ignore[no-untyped-def]

@@ -196,7 +196,8 @@ def test_offline_eval_requests_are_byte_for_byte_those_a_v3_sweep_stored():
 
 def _sweep(tmp: Path, protocol: str) -> Path:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     (tmp / "w.bin").write_text("fake weights")
     reqrev = [json.loads(x) for x in (DATA / "reqrev.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -24,7 +24,8 @@ from conftest import metric
 from offline_eval.inference.constraints import Choice, JsonSchema
 from offline_eval.inference.requests import Request, Sampling
 from offline_eval.pipeline.config import load_config
-from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+from offline_eval.pipeline.options import SweepOptions
+from offline_eval.pipeline.orchestrate import run_sweep
 from offline_eval.tasks.jbeqa.data import JBEQAItem
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -79,7 +79,8 @@ def test_sweep_reports_stage_timings_and_the_judges_prefix_reuse(tmp_path):
     the previous prompt) judges both. Each item's two judge prompts differ only in the last characters, so the
     judge computes about half the prompt tokens it is handed."""
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
     from offline_eval.runtime.timings import ENGINE_STAGES
 
     weights = tmp_path / "w.bin"

@@ -62,7 +62,8 @@ def _config(
 
 def _sweep(cfg: Path, lines: list[str] | None = None, **kw):  # type: ignore[no-untyped-def]
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     hook = kw.pop("on_log", None)
 

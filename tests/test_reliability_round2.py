@@ -46,7 +46,8 @@ def fake_sweep_config(tmp: Path, data: Path, answers: dict[str, str], mode: str 
 
 def sweep(cfg: Path, **kw: object) -> dict:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     lines: list[str] = []
     s = run_sweep(load_config(cfg), SweepOptions(source=str(cfg), log=lines.append, progress=False, **kw)).to_json()

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow  # headless Chromium: `make test` runs them, the f
 
 def _sweep(tmp: Path) -> Path:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     cfg = _config(tmp, max_model_len=[2048, 4096])
     raw = yaml.safe_load(cfg.read_text())
@@ -120,7 +121,8 @@ def _revision_sweep(tmp: Path) -> Path:
     from conftest import ROOT
 
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     tmp.mkdir()
     data = ROOT / "data" / "legalrikai"

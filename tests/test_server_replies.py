@@ -66,7 +66,8 @@ def config(tmp: Path, server: HostileServer, mode: str = "constrained", **model:
 
 def sweep(cfg: Path, **kw: object) -> dict:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     lines: list[str] = []
     summary = run_sweep(

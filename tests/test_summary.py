@@ -18,7 +18,8 @@ from offline_eval.results.summary import SCHEMA_FILE, SCHEMA_VERSION, Summary, j
 @pytest.fixture
 def swept(tmp_path: Path) -> Path:
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     cfg = _config(tmp_path)
     run_sweep(

@@ -52,7 +52,8 @@ def _config(tmp: Path, **extra: object) -> Path:
 @pytest.mark.slow
 def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path):
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     cfg = _config(tmp_path)
     summary = run_sweep(load_config(cfg), SweepOptions(source=str(cfg), log=lambda _: None)).to_json()
@@ -77,7 +78,8 @@ def test_a_broken_variant_is_inferior_and_an_identical_one_non_inferior(tmp_path
 @pytest.mark.slow
 def test_reference_and_margin_come_from_models_yaml(tmp_path):
     from offline_eval.pipeline.config import load_config
-    from offline_eval.pipeline.orchestrate import SweepOptions, run_sweep
+    from offline_eval.pipeline.options import SweepOptions
+    from offline_eval.pipeline.orchestrate import run_sweep
 
     cfg = _config(tmp_path, reference="broken")
     raw = yaml.safe_load(cfg.read_text())

@@ -15,12 +15,12 @@ from .plan import Plan, PlannedTask
 from .state import State
 
 
-def execute(stage: Stage, the: Plan, state: State, source: str) -> State:
+def execute(stage: Stage, sweep_plan: Plan, state: State, source: str) -> State:
     """Every model load (serially, or beside one another on the executor), then the evaluators."""
-    units = list(enumerate(the.loads, 1))
+    units = list(enumerate(sweep_plan.loads, 1))
     n = len(units)
     for unit in stage.executor.run_units(
-        units, lambda u: attempt(stage, u[0], n, u[1], the.tasks, source), lambda u: u.failure is not None
+        units, lambda u: attempt(stage, u[0], n, u[1], sweep_plan.tasks, source), lambda u: u.failure is not None
     ):
         if unit.abort is not None:
             raise unit.abort
@@ -32,19 +32,19 @@ def execute(stage: Stage, the: Plan, state: State, source: str) -> State:
             state.loads.append(unit.load)
         for entry in unit.runs:
             state.put(entry)
-    state.loads += run_evaluations(stage, the.tasks, state.records, state.runs, state.failures)
+    state.loads += run_evaluations(stage, sweep_plan.tasks, state.records, state.runs, state.failures)
     return state
 
 
 def summarize(
-    cfg: SweepConfig, the: Plan, state: State, everything: Records[ItemRecord], facts: SweepProvenance
+    cfg: SweepConfig, sweep_plan: Plan, state: State, everything: Records[ItemRecord], sweep_provenance: SweepProvenance
 ) -> Summary:
     """The Summary of what the state holds, `everything` being its runs' records (State.everything), without its
     timings."""
-    known = {t.name: t.task for t in the.tasks}
+    known = {t.name: t.task for t in sweep_plan.tasks}
     return Summary(
         schema_version=SCHEMA_VERSION,
-        provenance=state.provenance(facts, the.settings),
+        provenance=state.provenance(sweep_provenance, sweep_plan.settings),
         runs=state.runs,
         failures=state.failures,
         **analyse(cfg.models, cfg.margin, state.runs, everything, known),

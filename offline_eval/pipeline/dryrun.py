@@ -174,11 +174,11 @@ class _LazyCounter:
             self.counter.close()
 
 
-def print_plan(the: Plan, source: str, log: Callable[[str], None]) -> list[PhasePlan]:
-    loads, tasks = the.loads, the.tasks
+def print_plan(sweep_plan: Plan, source: str, log: Callable[[str], None]) -> list[PhasePlan]:
+    loads, tasks = sweep_plan.loads, sweep_plan.tasks
     log(f"plan: {len(loads)} model load(s), {sum(len(t.settings) for t in tasks)} task setting(s) each")
     plans = phase_plans([ld for ld in loads if ld.problem(source) is None], tasks)
-    for note in the.notes:
+    for note in sweep_plan.notes:
         log(f"not checked: {note}")
     for k, ld in enumerate(loads, 1):
         problem = ld.problem(source)

@@ -17,7 +17,7 @@ from offline_eval.runtime.errors import OfflineEvalError
 from offline_eval.runtime.memory import PeakMemory
 from offline_eval.tasks.kit.evaluation import Evaluation
 
-from .execute import Stage, failure, load_facts, phase_timings, rate
+from .execute import Stage, failure, new_load_provenance, phase_timings, rate
 from .plan import PlannedTask
 
 
@@ -80,7 +80,7 @@ def _evaluate(stage: Stage, ev: ModelSpec, users: list[_Staged], failures: list[
     with timings.stage("prepare", run=run):
         spec = ev.load_spec(variant, ctx)
         engine = stage.engine(ev, spec, run, stage.store)
-        facts = load_facts(spec, run, "evaluator", stage.store)
+        prov = new_load_provenance(spec, run, "evaluator", stage.store)
         runner = stage.runner(engine, stage.store, f"evaluator:{variant}", stage.progress)
         settings = settings_of(ev, variant)
         if settings.samples > 1:  # one judgement per output: its samples are the candidates' answers
@@ -102,7 +102,7 @@ def _evaluate(stage: Stage, ev: ModelSpec, users: list[_Staged], failures: list[
             x.results.pop(run, None)
             x.timing.pop(run, None)
     finally:
-        facts.engine_start = engine.start_facts()
+        prov.engine_start = engine.engine_start()
         with timings.stage("close", run=run):
             engine.close()
-    return facts
+    return prov

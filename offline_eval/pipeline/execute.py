@@ -3,7 +3,6 @@ What went wrong becomes the run's one failure record, built here and only here."
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,27 +27,32 @@ from offline_eval.runtime.timings import Timings
 from . import provenance
 from .dryrun import planned_tokens
 from .executors import Executor
+from .options import Log, SweepOptions
 from .plan import Load, PlannedTask
-
-Log = Callable[[str], None]
 
 
 @dataclass
 class Stage:
-    """What every unit of one sweep shares: its store, runner options, executor, log, timings and engine log."""
+    """What every unit of one sweep shares: its options, store, executor, timings, runner chunk and engine log."""
 
+    options: SweepOptions
     store: Store
     store_path: Path
     executor: Executor
-    log: Log
     timings: Timings
     chunk_size: int
-    fresh: bool
-    progress: bool | None
-    noise: EngineLog | None = None
+    engine_log: EngineLog | None = None
+
+    @property
+    def log(self) -> Log:
+        return self.options.log
+
+    @property
+    def progress(self) -> bool | None:
+        return self.options.progress
 
     def runner(self, engine: LazyBackend, store: Store, variant: str, progress: bool | None) -> Runner:
-        return Runner(engine, store, variant, chunk_size=self.chunk_size, fresh=self.fresh, progress=progress)
+        return Runner(engine, store, variant, chunk_size=self.chunk_size, fresh=self.options.fresh, progress=progress)
 
     def engine(
         self, m: ModelSpec, spec: LoadSpec, run: str, store: Store, plan: Callable[[], int | None] | None = None
@@ -56,14 +60,14 @@ class Stage:
         return LoggingEngine(spec, run, self.log, store, self.executor.loader(m, run, self.log), plan)
 
     def mark(self) -> int:
-        return self.noise.offset() if self.noise else 0
+        return self.engine_log.offset() if self.engine_log else 0
 
     def engine_said(self, mark: int) -> None:
         """What the engine wrote while it ran, for a failed load (it went to engines.log, not the terminal)."""
-        said = self.noise.since(mark) if self.noise else ""
-        if said and self.noise is not None:
+        said = self.engine_log.since(mark) if self.engine_log else ""
+        if said and self.engine_log is not None:
             lines = "\n".join(f"    {line}" for line in said.split("\n"))
-            self.log(f"  the engine's last lines ({self.noise.path}):\n{lines}")
+            self.log(f"  the engine's last lines ({self.engine_log.path}):\n{lines}")
 
 
 @dataclass
@@ -110,7 +114,7 @@ def attempt(stage: Stage, k: int, n: int, ld: Load, tasks: list[PlannedTask], so
         else:
             unit.abort = e  # bad data or an overflow under policy 'fail': the user must fix it first
     except Exception as e:  # noqa: BLE001 - a damaged model file can break any reader; fail this run only
-        if os.environ.get("OFFLINE_EVAL_DEBUG") and not isinstance(e, (OfflineEvalError, MemoryError)):
+        if stage.options.debug and not isinstance(e, (OfflineEvalError, MemoryError)):
             raise
         unit.failure = failure(ld.model, ld.variant, ld.ctx, reason(e))
     finally:
@@ -127,19 +131,19 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
     with timings.stage("prepare", run=run):  # the model files' hash (once per file: the store keeps it)
         spec = ld.spec()
         engine = stage.engine(m, spec, run, store, plan=lambda: planned_tokens(ld, tasks))
-        facts = load_facts(spec, run, "candidate", store)
+        prov = new_load_provenance(spec, run, "candidate", store)
         size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
         runner = stage.runner(engine, store, ld.variant, False if stage.executor.parallel else stage.progress)
         settings = settings_of(m, ld.variant)
         if (decoding := settings.describe()) is not None:
-            facts.decoding = decoding
+            prov.decoding = decoding
     try:
         for t in tasks:
             own = settings_of(m, ld.variant, True) if t.task.model_sampling else settings
             if own is not settings and (how := own.describe()) != settings.describe():
                 # a task whose protocol decodes as the weights' files say: the provenance names how, per task
-                facts.decoding = facts.decoding or {}
-                facts.decoding.setdefault("tasks", {})[t.name] = how
+                prov.decoding = prov.decoding or {}
+                prov.decoding.setdefault("tasks", {})[t.name] = how
             mine = own.on_task(t.task.samples)
             for s in t.settings:
                 with PeakMemory() as mem:
@@ -178,13 +182,13 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                 pending = "scored once its evaluators have run" if t.task.evaluation() else "no items scored"
                 stage.log(f"[{run}] {s.name}: {shown or pending}  ({rate(stats)})")
     finally:
-        facts.engine_start = engine.start_facts()
+        prov.engine_start = engine.engine_start()
         with timings.stage("close", run=run):
             engine.close()
-    return facts
+    return prov
 
 
-def load_facts(spec: LoadSpec, run: str, role: str, store: Store) -> LoadProvenance:
+def new_load_provenance(spec: LoadSpec, run: str, role: str, store: Store) -> LoadProvenance:
     """A load's provenance, from its files (hashed once: the store keeps their digests) and its chat template."""
     return provenance.load(spec, run, role, store, model_chat_template(spec.chat_template, spec.backend, spec.path))
 

@@ -88,7 +88,7 @@ class State:
                     out[key] = earlier
         return out
 
-    def provenance(self, facts: SweepProvenance, settings: list[SettingProvenance]) -> Provenance:
+    def provenance(self, sweep_provenance: SweepProvenance, settings: list[SettingProvenance]) -> Provenance:
         """This sweep's, and an earlier sweep's for the runs and settings it carried over."""
         loads = self.loads
         here = {x.run for x in loads}
@@ -99,7 +99,7 @@ class State:
             planned = {x.setting for x in settings}
             carried = {r.setting for r in self.runs}  # a setting no run keeps (a dropped one) leaves the provenance
             settings = settings + [x for x in before.settings if x.setting not in planned and x.setting in carried]
-        return Provenance(sweep=facts, loads=loads, settings=settings)
+        return Provenance(sweep=sweep_provenance, loads=loads, settings=settings)
 
 
 def read_earlier(folder: ResultsFolder, log: Callable[[str], None]) -> Summary:

@@ -21,6 +21,7 @@ from offline_eval.pipeline.build import execute, summarize
 from offline_eval.pipeline.config import load_config, parse_config
 from offline_eval.pipeline.execute import LoggingEngine, Stage
 from offline_eval.pipeline.executors.serial import SerialExecutor
+from offline_eval.pipeline.options import SweepOptions
 from offline_eval.pipeline.plan import Plan, plan
 from offline_eval.pipeline.provenance import config_digest
 from offline_eval.pipeline.state import State
@@ -207,32 +208,31 @@ def _replay(
     if chosen.known:
         limits |= {t: chosen.limit for t in selected}  # None: the config's own
     tasks = [t for t in cfg.tasks if t in earlier or t in selected]
-    the = plan(cfg, config, None, tasks or None, limits)
-    mine = {t.name for t in the.tasks if t.name in selected}
+    sweep_plan = plan(cfg, config, None, tasks or None, limits)
+    mine = {t.name for t in sweep_plan.tasks if t.name in selected}
     planned = [
         RunKey(ld.run, x.setting)
-        for ld in the.loads
+        for ld in sweep_plan.loads
         if chosen.only is None or ld.model.name in chosen.only
-        for x in the.settings
+        for x in sweep_plan.settings
         if x.task in mine
     ]
     out.problems += _unknown(list(cfg.tasks), [m.name for m in cfg.models], chosen)
     out.problems += _unlisted(claimed, planned, chosen)
     wanted = {r.run for r in claimed.runs} | {f.run for f in claimed.failures} | {k.run for k in planned}
     wanted |= {x.run for x in prov.loads if x.role == "candidate"}
-    the.loads = [ld for ld in the.loads if ld.run in wanted]
+    sweep_plan.loads = [ld for ld in sweep_plan.loads if ld.run in wanted]
     store = Store(folder.store, read_only=True)
     lines: list[str] = []
     try:
-        stage = _ReplayStage(
-            store, folder.store, SerialExecutor(), lines.append, Timings(), cfg.runner.chunk_size, False, False
-        )
+        options = SweepOptions(log=lines.append, progress=False)
+        stage = _ReplayStage(options, store, folder.store, SerialExecutor(), Timings(), cfg.runner.chunk_size)
         state = State(Summary(schema_version=SCHEMA_VERSION), [], [])
         with pinned(pins(prov)):
-            execute(stage, the, state, config)
+            execute(stage, sweep_plan, state, config)
     finally:
         store.close()
-    summary = summarize(cfg, the, state, state.records, prov.sweep.model_copy(deep=True))
+    summary = summarize(cfg, sweep_plan, state, state.records, prov.sweep.model_copy(deep=True))
     # Claimed, not checked: wall-clock and memory (no engine ran here), carried over to be compared as equal.
     throughput = {r.key: r.throughput for r in claimed.runs}
     for r in summary.runs:
@@ -247,7 +247,7 @@ def _replay(
         if f.run not in reasons:
             out.problems.append(f"{f.run}: fails in the rebuild: {f.reason}")
         f.reason = reasons.get(f.run, f.reason)
-    return summary, state.records, the
+    return summary, state.records, sweep_plan
 
 
 def _unlisted(claimed: Summary, planned: list[RunKey], chosen: Selection) -> list[str]:

@@ -71,7 +71,7 @@ class Backend(ABC):
         """What identifies the weights in the store key: by default every weights file's sha256."""
         return {"files": files_fingerprint(spec.path, cache)}
 
-    def start_facts(self) -> dict[str, Any] | None:
+    def engine_start(self) -> dict[str, Any] | None:
         """What the engine's start did that the provenance records (e.g. vLLM: compiled, or reused its compile
         cache); None: nothing to say."""
         return None

@@ -41,11 +41,11 @@ class LazyBackend:
             self._backend = self._load(spec)
         return self._backend
 
-    def start_facts(self) -> dict[str, Any] | None:
+    def engine_start(self) -> dict[str, Any] | None:
         """What the engine's start did (None: it never started: every output came from the store)."""
         if self._backend is None:
             return None
-        got = getattr(self._backend, "start_facts", None)  # an engine on a Ray worker may not say
+        got = getattr(self._backend, "engine_start", None)  # an engine on a Ray worker may not say
         return got() if callable(got) else None
 
     def close(self) -> None:

@@ -242,7 +242,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._param_cache: dict[Any, Any] = {}
 
-    def start_facts(self) -> dict[str, Any]:
+    def engine_start(self) -> dict[str, Any]:
         return dict(self._start)
 
     def start_line(self) -> str:
