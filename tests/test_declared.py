@@ -14,8 +14,8 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score
 
 from offline_eval.inference.requests import Result
-from offline_eval.metrics.bootstrap import Clusters, clustered_cis
-from offline_eval.metrics.declared import Bootstrapped, Breakdown
+from offline_eval.metrics.bootstrap import Bootstrapped, Clusters, clustered_cis
+from offline_eval.metrics.declared import Breakdown
 from offline_eval.tasks import make_task
 from offline_eval.tasks.jbeqa import JBEQATask
 from offline_eval.tasks.kit.sections import Metric
@@ -141,6 +141,37 @@ def test_every_task_declares_its_intervals_and_none_computes_its_own():
         for module in package.rglob("*.py"):
             src = module.read_text("utf-8")
             assert not any(x in src for x in ("clustered_cis", "Clusters.of", "resample(", "trusted(")), module
+
+
+def test_the_paired_metric_is_declared_once_its_item_score_and_statistic_derived():
+    """Each task's item score and the statistic its paired tests compare come from its paired metric's
+    declaration: LegalEval-Q's AdjScore over the quality scores equals mu^2 / (mu + sigma) by hand and the value
+    the declaration gives the run; a mean is the paired tests' own case (None); a pooled metric is refused."""
+    from types import SimpleNamespace
+
+    from offline_eval.tasks import get_task_class, task_names
+
+    rng = np.random.default_rng(5)
+    q = rng.uniform(20, 90, size=37)
+    records = [SimpleNamespace(scores={"quality": float(v)}) for v in q]
+    adj = get_task_class("legalevalq").paired_statistic()
+    assert adj is not None and adj.item is not None
+    mu, sigma = q.mean(), q.std()  # the population std, as the paper's AdjScore
+    assert adj(q) == pytest.approx(mu * mu / (mu + sigma), rel=1e-12)
+    assert adj(q) == pytest.approx(adj.value(records), rel=1e-12)
+    assert [adj.item(r) for r in records[:3]] == q[:3].tolist()
+    assert adj.item(SimpleNamespace(scores={})) is None  # not scored: does not count
+    for name in task_names():
+        cls = get_task_class(name)
+        decl = cls.paired_declaration()
+        assert decl is cls.noninferiority_metric().ci and decl.item is not None
+        assert cls.paired_statistic() is (None if decl.is_mean else decl)
+
+    class PooledOnly(JBEQATask):
+        paired_metric = "f1"
+
+    with pytest.raises(TypeError, match="'f1' declares no per-item score"):
+        PooledOnly(JBEQATask.Options.model_validate({"data": "x", "protocol": "offline-eval"}))
 
 
 # ---- the task skeleton of docs/architecture.md, run as a real task

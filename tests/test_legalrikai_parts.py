@@ -219,8 +219,8 @@ def test_aggregate_by_hand():
         assert m[c] == 0.75 and shares[c].value == 0.5
         assert m.judges["a"].criteria[c] == 1.0 and m.judges["b"].criteria[c] == 0.0
     assert m["score"] == 0.75 and m["diff_chars"] == 10 and m["changed_recall"] == 0.5
-    assert LegalRikaiTask.item_score(None, recs[0]) == 0.5  # type: ignore[arg-type]
-    assert LegalRikaiTask.item_score(None, recs[2]) is None  # type: ignore[arg-type]
+    item = LegalRikaiTask.paired_declaration().item  # the score's declaration gives each item's score
+    assert item is not None and item(recs[0]) == 0.5 and item(recs[2]) is None
 
 
 # ---- human scores and agreement against scipy / sklearn

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from offline_eval.metrics.bootstrap import ADJ_SCORE, MIN_CLUSTERS
+from offline_eval.metrics.bootstrap import MIN_CLUSTERS
 from offline_eval.metrics.noninferiority import (
     BOOTSTRAP,
     INCONCLUSIVE,
@@ -20,6 +20,7 @@ from offline_eval.metrics.noninferiority import (
     verdict,
 )
 from offline_eval.metrics.paired import clustered_difference, mcnemar_exact, tango_interval
+from offline_eval.tasks.legalevalq.task import LegalEvalQTask
 
 Z = 1.959963984540054
 
@@ -178,7 +179,7 @@ def test_hodges_lehmann_hand_computed():
 def test_a_task_statistic_replaces_the_mean():
     ref = [60.0, 80.0, 100.0, 70.0] * 6
     var = [50.0, 80.0, 90.0, 70.0] * 6
-    res = compare(var, ref, 2.0, statistic=ADJ_SCORE)
+    res = compare(var, ref, 2.0, statistic=LegalEvalQTask.paired_statistic())
     mu_r, sd_r = np.mean(ref), np.std(ref)
     mu_v, sd_v = np.mean(var), np.std(var)
     assert res.estimate == pytest.approx(mu_v**2 / (mu_v + sd_v) - mu_r**2 / (mu_r + sd_r))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -207,21 +208,78 @@ def adj_score_of(s: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class SumStat:
-    """A statistic of per-item scores as a function of column sums: `columns` turns scores into (items, columns),
-    `of` turns summed columns into values."""
+class Bootstrapped:
+    """A metric with a clustered interval, declared once: each scored item's sufficient statistics as a row
+    (`columns` of the scored records, in their order), and the metric as a function of their summed columns (`of`),
+    which is also its value unless the task's aggregate gives it (`given`: e.g. a mean of criterion means, not of
+    item rows). `digits`: the places its value, interval and design effect are stored to.
 
-    name: str
-    columns: Callable[[ArrayLike], np.ndarray]
+    A metric of one number per item (`mean`, `of_items`) also knows that number (`item`, None where the item does
+    not count) and the columns of those numbers (`item_columns`): where it is a task's paired metric, that is each
+    item's score in the paired tests, and the statistic they compare (`__call__` over item scores)."""
+
+    columns: Callable[[Sequence[Any]], np.ndarray]
     of: SumStatistic
+    digits: int = 6
+    given: bool = False
+    item: Callable[[Any], float | None] | None = None
+    item_columns: Callable[[ArrayLike], np.ndarray] | None = None
+
+    def value(self, records: Sequence[Any]) -> float:
+        return float(self.of(self.columns(records).sum(axis=0, keepdims=True))[0])
+
+    def interval(
+        self, records: Sequence[Any], clusters: Sequence[Any], n_resamples: int, seed: int
+    ) -> tuple[Interval, int]:
+        """This metric's clustered interval over `records` alone, each in the cluster its label in `clusters` names
+        (for a statistic outside a run's declared set, e.g. a judge's bias), and the number of clusters."""
+        c = Clusters.of(list(clusters))
+        got = clustered_cis({"m": (self.columns(records), self.of)}, c, n_resamples=n_resamples, seed=seed)
+        return got.intervals["m"], c.n
+
+    def of_scores(self, x: ArrayLike) -> np.ndarray:
+        """The columns of per-item scores (a metric of one number per item only)."""
+        if self.item_columns is None:
+            raise TypeError("a metric pooled over items (F1) has no per-item score")
+        return self.item_columns(x)
 
     def __call__(self, x: ArrayLike) -> float:
-        # summed in sorted order: the same value to the last bit whatever the items' order
-        return float(self.of(self.columns(np.sort(np.asarray(x, dtype=float))).sum(axis=0, keepdims=True))[0])
+        """The metric of per-item scores, summed in sorted order: the same value to the last bit whatever the
+        items' order."""
+        return float(self.of(self.of_scores(np.sort(np.asarray(x, dtype=float))).sum(axis=0, keepdims=True))[0])
+
+    @property
+    def is_mean(self) -> bool:
+        return self.of is mean_of
+
+    @classmethod
+    def of_items(
+        cls,
+        item: Callable[[Any], float | None],
+        item_columns: Callable[[ArrayLike], np.ndarray],
+        of: SumStatistic,
+        digits: int = 6,
+        given: bool = False,
+    ) -> Bootstrapped:
+        """A statistic of one number per item (e.g. AdjScore of the quality scores: columns (1, x, x^2))."""
+
+        def columns(records: Sequence[Any]) -> np.ndarray:
+            return item_columns(np.array([item(r) for r in records], dtype=float))  # scored records: no None
+
+        return cls(columns, of, digits, given, item, item_columns)
+
+    @classmethod
+    def mean(cls, item: Callable[[Any], float | None], digits: int = 6, given: bool = False) -> Bootstrapped:
+        """The mean of one number per item (a 0/1 correctness, a graded score)."""
+        return cls.of_items(item, mean_columns, mean_of, digits, given)
+
+    @classmethod
+    def f1(cls, gold: Callable[[Any], bool], pred: Callable[[Any], bool], digits: int = 6) -> Bootstrapped:
+        """F1 with True the positive class, pooled over items (tp, fp, fn)."""
+        return cls(lambda rs: f1_columns([gold(r) for r in rs], [pred(r) for r in rs]), f1_of, digits)
 
 
-MEAN = SumStat("mean", mean_columns, mean_of)
-ADJ_SCORE = SumStat("adj_score", moments_columns, adj_score_of)
+MEAN = Bootstrapped.mean(float)  # the mean of item scores: what a paired test compares unless a task declares more
 
 
 @dataclass(frozen=True)

@@ -11,43 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .bootstrap import Clusters, Interval, SumStatistic, clustered_cis, f1_columns, f1_of, mean_columns, mean_of
+from .bootstrap import Bootstrapped, Clusters, clustered_cis
 from .values import MetricValue, RunMetrics
-
-
-@dataclass(frozen=True)
-class Bootstrapped:
-    """A metric with a clustered interval: each scored item's sufficient statistics as a row (`columns` of the
-    scored records, in their order), and the metric as a function of their summed columns (`of`), which is also
-    its value unless the task's aggregate gives it (`given`: e.g. a mean of criterion means, not of item rows).
-    `digits`: the places its value, interval and design effect are stored to."""
-
-    columns: Callable[[Sequence[Any]], np.ndarray]
-    of: SumStatistic
-    digits: int = 6
-    given: bool = False
-
-    def value(self, records: Sequence[Any]) -> float:
-        return float(self.of(self.columns(records).sum(axis=0, keepdims=True))[0])
-
-    def interval(
-        self, records: Sequence[Any], clusters: Sequence[Any], n_resamples: int, seed: int
-    ) -> tuple[Interval, int]:
-        """This metric's clustered interval over `records` alone, each in the cluster its label in `clusters` names
-        (for a statistic outside a run's declared set, e.g. a judge's bias), and the number of clusters."""
-        c = Clusters.of(list(clusters))
-        got = clustered_cis({"m": (self.columns(records), self.of)}, c, n_resamples=n_resamples, seed=seed)
-        return got.intervals["m"], c.n
-
-    @classmethod
-    def mean(cls, item: Callable[[Any], float], digits: int = 6, given: bool = False) -> Bootstrapped:
-        """The mean of one number per item (a 0/1 correctness, a graded score)."""
-        return cls(lambda rs: mean_columns([item(r) for r in rs]), mean_of, digits, given)
-
-    @classmethod
-    def f1(cls, gold: Callable[[Any], bool], pred: Callable[[Any], bool], digits: int = 6) -> Bootstrapped:
-        """F1 with True the positive class, pooled over items (tp, fp, fn)."""
-        return cls(lambda rs: f1_columns([gold(r) for r in rs], [pred(r) for r in rs]), f1_of, digits)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, SumStat, bootstrap_p, canonical, percentile, trusted, weights
+from .bootstrap import MEAN, MIN_CLUSTERS, Bootstrapped, Clusters, bootstrap_p, canonical, percentile, trusted, weights
 from .paired import PairedKind, clustered_difference, mcnemar_exact, paired_binary
 from .stats import cluster_hodges_lehmann, holm, paired_pvalues
 
@@ -100,7 +100,7 @@ def items_needed(estimate: float, se: float, n: int, margin: float) -> int | Non
 def _boot_differences(
     x: np.ndarray,
     y: np.ndarray,
-    stat: SumStat,
+    stat: Bootstrapped,
     clusters: Clusters,
     n_resamples: int,
     seed: int,
@@ -109,10 +109,10 @@ def _boot_differences(
     """The statistic's difference on every cluster resample, the same clusters drawn for both runs. `worst`:
     the lowest and highest score; two pseudo-clusters of the mean cluster size join the draws, one where the
     variant scores the lowest and the reference the highest on every item, one the reverse."""
-    sx, sy = canonical(clusters.sums(stat.columns(x)), clusters.sums(stat.columns(y)))
+    sx, sy = canonical(clusters.sums(stat.of_scores(x)), clusters.sums(stat.of_scores(y)))
     if worst is not None:
         size = len(x) / clusters.n
-        low, high = (size * stat.columns(np.array([v])) for v in worst)
+        low, high = (size * stat.of_scores(np.array([v])) for v in worst)
         sx, sy = np.vstack([sx, low, high]), np.vstack([sy, high, low])
     return np.concatenate([stat.of(w @ sx) - stat.of(w @ sy) for w in weights(len(sx), n_resamples, seed)])
 
@@ -123,7 +123,7 @@ def compare(
     margin: float,
     *,
     clusters: Sequence[str | None] | None = None,
-    statistic: SumStat | None = None,
+    statistic: Bootstrapped | None = None,
     higher_is_better: bool = True,
     n_resamples: int = 2000,
     seed: int = 0,
@@ -146,7 +146,8 @@ def compare(
         raise ValueError("one cluster label per item")
     if n < 2:
         return _result(n, margin, None, reason="fewer than 2 shared items")
-    binary = statistic is None and paired_binary(kind, x, y)
+    mean = statistic is None or statistic.is_mean
+    binary = mean and paired_binary(kind, x, y)
     if binary and not higher_is_better:
         x, y = 1 - x, 1 - y
     elif not higher_is_better:
@@ -202,7 +203,7 @@ def compare(
     lo, hi = percentile(guarded, confidence)
     res.ci_low, res.ci_high = lo, hi
     res.p_noninferiority = (1 + int(np.sum(guarded <= -margin))) / (n_resamples + 1)
-    if statistic is None and n <= HL_MAX_ITEMS and len(np.unique(x - y)) > 3:
+    if mean and n <= HL_MAX_ITEMS and len(np.unique(x - y)) > 3:
         # A shift estimate fits graded scores; on 0/1 scores the Walsh averages are mostly 0 and say nothing.
         res.hl, res.hl_low, res.hl_high = cluster_hodges_lehmann(
             x - y, cl, seed=seed, n_resamples=min(n_resamples, 1000), confidence=confidence
@@ -221,7 +222,7 @@ def _contains(low: float, high: float, margin: float, confidence: float) -> str:
 def _bootstrap_design_effect(
     x: np.ndarray,
     y: np.ndarray,
-    statistic: SumStat,
+    statistic: Bootstrapped,
     clusters: Clusters,
     boots: np.ndarray,
     n_resamples: int,

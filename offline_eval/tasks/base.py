@@ -29,7 +29,7 @@ from .kit import (
 )
 
 if TYPE_CHECKING:
-    from offline_eval.metrics.bootstrap import SumStat
+    from offline_eval.metrics.bootstrap import Bootstrapped
 
     from .kit import Case, Form
 
@@ -48,8 +48,8 @@ class Task(ABC, Generic[ItemT, R]):
     metrics: ClassVar[tuple[Metric, ...]] = ()  # the leaderboard's columns, the primary metric first
     breakdowns: ClassVar[tuple[Breakdown, ...]] = ()  # declared metrics per group of items (subject, year...)
     leaderboard_note: ClassVar[str] = ""
-    # Non-inferiority compares paired_statistic(item_score over items) between runs: the declared metric that
-    # statistic is (None: the primary metric) names the margin.
+    # The paired metric (None: the primary): its declaration's per-item score is item_score, and its statistic
+    # of those scores is what non-inferiority, ablations and compare set side by side; it names the margin.
     paired_metric: ClassVar[str | None] = None
     path_options: ClassVar[tuple[str, ...]] = ("data",)  # options that hold paths (relative to models.yaml)
     model_options: ClassVar[tuple[str, ...]] = ()  # options that hold model specs (evaluators, judges)
@@ -58,6 +58,7 @@ class Task(ABC, Generic[ItemT, R]):
     clusters: ClassVar[str] = ""  # what one cluster of its items is (cluster()), for the report's notes
 
     def __init__(self, options: BaseModel, samples: int | None = None) -> None:
+        type(self).paired_declaration()  # refused when made, not with silently missing paired tests
         self.options = options
         self.samples = samples  # answers per item for every sampled model (None: each model's own `samples`)
 
@@ -182,10 +183,13 @@ class Task(ABC, Generic[ItemT, R]):
         """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
         return None
 
-    @abstractmethod
     def item_score(self, record: R) -> float | None:
-        """The per-item score: the items the declared metrics' intervals resample, and what the paired tests of
-        ablations and verdicts compare (None: the item does not count)."""
+        """The per-item score, as the paired metric's declaration gives it (`Bootstrapped.mean` or `.of_items`):
+        the items the declared metrics' intervals resample, and what the paired tests of ablations and verdicts
+        compare (None: the item does not count)."""
+        item = self.paired_declaration().item
+        assert item is not None  # paired_declaration refuses a metric without one
+        return item(record)
 
     @classmethod
     def cluster(cls, record: R) -> str | None:
@@ -202,9 +206,21 @@ class Task(ABC, Generic[ItemT, R]):
         return c if c is not None or sample_of(record) is None else f"item {record.id}"
 
     @classmethod
-    def paired_statistic(cls) -> SumStat | None:
-        """What paired_metric is over per-item scores, as a function of column sums (None: their mean)."""
-        return None
+    def paired_declaration(cls) -> Bootstrapped:
+        """The paired metric's declaration: its per-item score and the statistic of those scores."""
+        metric = cls.noninferiority_metric()
+        if metric.ci is None or metric.ci.item is None:
+            raise TypeError(
+                f"task {cls.name}: its paired metric {metric.name!r} declares no per-item score "
+                "(ci=Bootstrapped.mean(...) or Bootstrapped.of_items(...))"
+            )
+        return metric.ci
+
+    @classmethod
+    def paired_statistic(cls) -> Bootstrapped | None:
+        """The paired metric over per-item scores (None: their mean, the paired tests' own case)."""
+        ci = cls.paired_declaration()
+        return None if ci.is_mean else ci
 
     @classmethod
     def noninferiority_metric(cls) -> Metric:

@@ -106,7 +106,7 @@ class JBEQAOptions(BaseModel):
 
 
 # Correctness as the paper scores it: the answer given (anything but a bare 1 is 0) against the label.
-_CORRECT = Bootstrapped.mean(lambda r: float(bool(r.gold) == bool(r.pred)))
+_CORRECT = Bootstrapped.mean(lambda r: None if r.skipped else float(r.scores["correct"]))
 
 
 def parse_answer(text: str) -> int | None:
@@ -124,7 +124,7 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
     Record = JBEQARecord
     report_parts = JBEQAReport
     primary_metric = "f1"
-    paired_metric = "accuracy"  # item_score is correctness: F1 has no per-item value
+    paired_metric = "accuracy"  # an item's score is its correctness: F1 has no per-item value
     metrics = (
         Metric("f1", "F1", ci=Bootstrapped.f1(lambda r: bool(r.gold), lambda r: bool(r.pred))),
         Metric("accuracy", "accuracy", ci=_CORRECT, margin=0.02, bounds=(0.0, 1.0), paired="binary"),
@@ -358,9 +358,6 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
     def cluster(cls, record: JBEQARecord) -> str | None:
         """The exam question: its statements share a lead-in and a theme, so their answers are correlated."""
         return question_of(record.id)
-
-    def item_score(self, record: JBEQARecord) -> float | None:
-        return None if record.skipped else float(record.scores["correct"])
 
     def prompt_template(self, setting: Setting) -> str:
         """The system prompt, the user message with the release's field names in place of their values, and the

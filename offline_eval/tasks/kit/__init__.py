@@ -3,8 +3,8 @@ vocabulary, report parts and figures, evaluators and annotation. A task imports 
 
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema
 from offline_eval.inference.requests import Phase, Request, Result, Sampling, shared_chars
-from offline_eval.metrics.bootstrap import MAX_BOOTSTRAP
-from offline_eval.metrics.declared import Bootstrapped, Breakdown
+from offline_eval.metrics.bootstrap import MAX_BOOTSTRAP, Bootstrapped
+from offline_eval.metrics.declared import Breakdown
 from offline_eval.metrics.values import MetricValue, Number, RunMetrics
 from offline_eval.results.records import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset, output_key
 from offline_eval.runtime.errors import InputError

@@ -8,8 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from offline_eval.metrics.bootstrap import MIN_CLUSTERS
-from offline_eval.metrics.declared import Bootstrapped
+from offline_eval.metrics.bootstrap import MIN_CLUSTERS, Bootstrapped
 from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import MetricValue
 

@@ -5,17 +5,15 @@ and `offline-eval`, ours (Japanese prompts, a JSON or tag evaluator, greedy answ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import numpy as np
-from numpy.typing import ArrayLike
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from offline_eval.metrics.adjscore import summarize
-from offline_eval.metrics.bootstrap import ADJ_SCORE, SumStat, adj_score_of, mean_columns, mean_of, moments_columns
+from offline_eval.metrics.bootstrap import adj_score_of, moments_columns
 from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.runtime.errors import is_url, missing
 from offline_eval.tasks.base import Metric, Setting, Task
@@ -128,9 +126,9 @@ class LegalEvalQOptions(BaseModel):
         return v
 
 
-def _quality(columns: Callable[[ArrayLike], np.ndarray]) -> Callable[[Sequence[LegalEvalQRecord]], np.ndarray]:
-    """The scorer's 0-100 quality of each scored answer, as the columns a statistic of it is summed from."""
-    return lambda records: columns([r.scores["quality"] for r in records])
+def _quality(record: LegalEvalQRecord) -> float | None:
+    """The scorer's 0-100 quality of an answer (None: not scored)."""
+    return record.scores.get("quality")
 
 
 class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
@@ -148,15 +146,11 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
             "adj_score",
             "AdjScore",
             digits=2,
-            ci=Bootstrapped(_quality(moments_columns), adj_score_of, 4, given=True),
+            ci=Bootstrapped.of_items(_quality, moments_columns, adj_score_of, 4, given=True),
             margin=2.0,
         ),
-        Metric("mean", "mean", digits=2, ci=Bootstrapped(_quality(mean_columns), mean_of, 4, given=True)),
+        Metric("mean", "mean", digits=2, ci=Bootstrapped.mean(_quality, 4, given=True)),
     )
-
-    @classmethod
-    def paired_statistic(cls) -> SumStat:
-        return ADJ_SCORE
 
     @classmethod
     def cluster(cls, record: LegalEvalQRecord) -> str | None:
@@ -298,9 +292,6 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     def evaluation(self) -> LegalEvalQEvaluation:
         return LegalEvalQEvaluation(self.options)
-
-    def item_score(self, record: LegalEvalQRecord) -> float | None:
-        return record.scores.get("quality")
 
     def prompt_template(self, setting: Setting) -> str:
         """The answer's system prompt, then the evaluator's system prompt and user message with placeholders."""

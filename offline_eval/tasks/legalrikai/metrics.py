@@ -68,11 +68,3 @@ def item_score(record: LegalRikaiRecord) -> float | None:
     crits = [c.code for c in rubric.criteria(record.subtask)]
     s = record.scores
     return mean(s[c] for c in crits) if all(c in s for c in crits) else None
-
-
-def scored_item(record: LegalRikaiRecord) -> float:
-    """item_score of an item known to be scored (what the declared score's interval resamples)."""
-    s = item_score(record)
-    if s is None:
-        raise ValueError(f"item {record.id} has no score")
-    return s

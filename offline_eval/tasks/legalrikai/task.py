@@ -41,7 +41,7 @@ from offline_eval.tasks.kit import (
 )
 
 from . import annotate, prompts, rubric
-from .metrics import aggregate, item_score, scored_item
+from .metrics import aggregate, item_score
 from .record import LegalRikaiRecord
 from .report import LegalRikaiReportParts
 from .rubric import SUBTASKS
@@ -103,7 +103,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     # The score is the mean of the criteria's means (metrics.aggregate); its interval resamples the items' scores.
     metrics = (
         Metric(
-            "score", "score", digits=2, ci=Bootstrapped.mean(scored_item, 4, given=True), margin=0.05, bounds=(0.0, 1.0)
+            "score", "score", digits=2, ci=Bootstrapped.mean(item_score, 4, given=True), margin=0.05, bounds=(0.0, 1.0)
         ),
     )
     path_options = ("data", "human_scores")
@@ -338,9 +338,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
 
     def evaluation(self) -> LegalRikaiJudges | None:
         return LegalRikaiJudges(self) if self.options.judges else None
-
-    def item_score(self, record: LegalRikaiRecord) -> float | None:
-        return item_score(record)
 
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> TaskReport | None:
         from .agreement import sweep_report
