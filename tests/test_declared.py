@@ -174,6 +174,75 @@ def test_the_paired_metric_is_declared_once_its_item_score_and_statistic_derived
         PooledOnly(JBEQATask.Options.model_validate({"data": "x", "protocol": "offline-eval"}))
 
 
+def _metric_reads_by_name(source: str) -> list[str]:
+    """Reads of a run's metrics by a name spelled out (`metrics.get("n_skipped")`, `m["score"]`,
+    `"samples" in metrics`), where `m` is any name bound to an expression's `.metrics`."""
+    import ast
+
+    tree = ast.parse(source)
+    bound = {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute) and n.value.attr == "metrics"
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def is_metrics(e: ast.expr) -> bool:
+        return (isinstance(e, ast.Attribute) and e.attr == "metrics") or (isinstance(e, ast.Name) and e.id in bound)
+
+    def literal(e: ast.expr) -> bool:
+        return isinstance(e, (ast.Constant, ast.JoinedStr)) and not isinstance(getattr(e, "value", ""), int)
+
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "metric"):
+            hit = is_metrics(n.func.value) and bool(n.args) and literal(n.args[0])
+        elif isinstance(n, ast.Subscript):
+            hit = is_metrics(n.value) and literal(n.slice)
+        elif isinstance(n, ast.Compare) and isinstance(n.ops[0], (ast.In, ast.NotIn)):
+            hit = is_metrics(n.comparators[0]) and literal(n.left)
+        else:
+            hit = False
+        if hit:
+            found.append(f"{n.lineno}: {ast.unparse(n)}")
+    return found
+
+
+def test_no_value_is_read_by_a_name_spelled_again():
+    """Every value a run holds is declared (a task's metrics and counts, and those of every task), and read
+    through its declaration; the scan finds a planted read, and version 3's reader (flat.py) is the one exception."""
+    planted = (
+        "def f(entry, r):\n    m = entry.metrics\n    return m.get('n_skipped'), r.metrics['score'], 'samples' in m\n"
+    )
+    assert len(_metric_reads_by_name(planted)) == 3
+    assert (
+        _metric_reads_by_name("def f(r):\n    return N_SKIPPED.of(r.metrics), r.metrics.get(r.primary_metric)\n") == []
+    )
+    package = Path(__file__).resolve().parent.parent / "offline_eval"
+    found = {
+        str(p.relative_to(package)): hits
+        for p in sorted(package.rglob("*.py"))
+        if p.name != "flat.py" and (hits := _metric_reads_by_name(p.read_text("utf-8")))
+    }
+    assert found == {}
+
+
+def test_a_value_a_task_does_not_declare_fails_its_run():
+    from offline_eval.tasks.kit import RunMetrics
+
+    class Undeclared(JBEQATask):
+        def aggregate(self, records: Any, setting: Any) -> RunMetrics:
+            m = super().aggregate(records, setting)
+            m.put("n_mystery", 1)
+            return m
+
+    task = Undeclared(JBEQATask.Options.model_validate({"data": "x", "protocol": "offline-eval"}))
+    with pytest.raises(TypeError, match=r"does not declare .*\['n_mystery'\]"):
+        task.run_metrics([], {"shots": 0, "mode": "constrained"})
+    assert {"n_skipped", "n_clusters", "answered_true", "samples"} <= JBEQATask.declared_names()
+
+
 # ---- the task skeleton of docs/architecture.md, run as a real task
 DOC = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 

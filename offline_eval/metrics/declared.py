@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .bootstrap import Bootstrapped, Clusters, clustered_cis
-from .values import MetricValue, RunMetrics
+from .values import N_CLUSTERS, MetricValue, RunMetrics
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def with_intervals(
         iv = cis.intervals[name] if cis is not None else None
         deff = cis.design_effect if cis is not None and name == design_effect_of else None
         m.put(name, MetricValue.of(m.get(name), iv, design_effect=deff, digits=b.digits))
-    m.put("n_clusters", clusters.n)
+    m.put(N_CLUSTERS.name, clusters.n)
     for bd in breakdowns:
         b = stat[bd.metric]
         if b.given:  # a group's value would come from the columns, the run's from the task: two definitions

@@ -5,6 +5,7 @@ RunMetrics (schema version 4); a version-3 summary's flat keys are read into it 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -146,3 +147,22 @@ def _mv_numbers(path: tuple[str, ...], v: MetricValue) -> Iterator[tuple[tuple[s
         x = getattr(v, field)
         if x is not None or field == "value":
             yield (*path, field), x
+
+
+@dataclass(frozen=True)
+class Count:
+    """A number a run reports beside its task's metrics (a count, a share, a check): declared once, by a task
+    (`Task.counts`) or here for every task, and read through its declaration, never by its name spelled again."""
+
+    name: str
+    label: str = ""
+
+    def of(self, m: RunMetrics, default: Number = None) -> Number:
+        return m.get(self.name, default)
+
+
+N_CLUSTERS = Count("n_clusters", "clusters")  # with_intervals writes it for every task with a declared interval
+N_UNCLUSTERED = Count("n_unclustered", "items without a cluster")
+N_SKIPPED = Count("n_skipped", "skipped (overflow)")
+CONSTRAINT_VIOLATIONS = Count("constraint_violations", "answers that broke their constraint")
+EVERY_TASK = (N_CLUSTERS, N_UNCLUSTERED, N_SKIPPED, CONSTRAINT_VIOLATIONS)

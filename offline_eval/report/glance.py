@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from offline_eval.metrics.ranking import has_score
+from offline_eval.metrics.values import N_SKIPPED
 from offline_eval.results.summary import Summary
 from offline_eval.tasks.kit.sections import fmt, ranked
 
@@ -65,7 +66,7 @@ def glance(summary: Summary) -> list[str]:
                 f"Same weights on different engines: {span}% identical answers over {len(shares)} "
                 f"comparisons (table below)."
             )
-    skipped = sum(int(r.metrics.get("n_skipped") or 0) for r in runs)
+    skipped = sum(int(N_SKIPPED.of(r.metrics) or 0) for r in runs)
     if skipped:
         lines.append(f"{skipped} item(s) did not fit a context length and were skipped (counted per run below).")
     fails = summary.failures

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.metrics.stats import PairedResult
+from offline_eval.metrics.values import N_CLUSTERS, N_UNCLUSTERED
 from offline_eval.results.records import PlainRecord, RunEntry
 from offline_eval.results.summary import Summary
 from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.sections import Table, fmt
+from offline_eval.tasks.sampled import MAJORITY_VOTE, RUN_TO_RUN_SD, SAMPLES, SAMPLES_DISAGREE
 
 
 def throughput(runs: list[RunEntry]) -> Table:
@@ -76,18 +78,18 @@ def samples(runs: list[RunEntry]) -> Table | None:
     rows = []
     for r in runs:
         metrics = r.metrics
-        if "samples" not in metrics:
+        if SAMPLES.of(metrics) is None:
             continue
         rows.append(
             [
                 r.run,
                 r.setting,
-                fmt(metrics.get("samples")),
+                fmt(SAMPLES.of(metrics)),
                 r.primary_metric,
                 fmt(metrics.get(r.primary_metric)),
-                fmt(metrics.get("run_to_run_sd")),
-                fmt(metrics.get("majority_vote")),
-                fmt(metrics.get("samples_disagree")),
+                fmt(RUN_TO_RUN_SD.of(metrics)),
+                fmt(MAJORITY_VOTE.of(metrics)),
+                fmt(SAMPLES_DISAGREE.of(metrics)),
             ]
         )
     if not rows:
@@ -225,13 +227,13 @@ def clusters(runs: list[RunEntry]) -> Table:
             r.run,
             r.setting,
             fmt(r.n_items),
-            fmt(r.metrics.get("n_clusters")),
-            fmt(r.metrics.get("n_unclustered")),
+            fmt(N_CLUSTERS.of(r.metrics)),
+            fmt(N_UNCLUSTERED.of(r.metrics)),
             f"{r.primary_metric} {fmt(_design_effect(r), 2)}",
         ]
         for r in runs
     ]
-    unclustered = sum(int(r.metrics.get("n_unclustered") or 0) for r in runs)
+    unclustered = sum(int(N_UNCLUSTERED.of(r.metrics) or 0) for r in runs)
     note = (
         f"Every CI in this report is clustered: its bootstrap resamples clusters, not items ({_clusters(runs)}), "
         "and the paired right/wrong intervals are widened by the design effect. The design effect is the variance of the clustered bootstrap over that "

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from offline_eval.metrics.bootstrap import Clusters
 from offline_eval.metrics.declared import with_intervals
+from offline_eval.metrics.values import CONSTRAINT_VIOLATIONS, EVERY_TASK, Count
 from offline_eval.results.records import ItemRecord, R, TaskReport, sample_of
 
 from .kit import (
@@ -47,6 +48,7 @@ class Task(ABC, Generic[ItemT, R]):
     primary_metric: ClassVar[str] = "mean"  # what leaderboards rank by and plots draw
     metrics: ClassVar[tuple[Metric, ...]] = ()  # the leaderboard's columns, the primary metric first
     breakdowns: ClassVar[tuple[Breakdown, ...]] = ()  # declared metrics per group of items (subject, year...)
+    counts: ClassVar[tuple[Count, ...]] = ()  # its other values (counts, shares, checks), read through these
     leaderboard_note: ClassVar[str] = ""
     # The paired metric (None: the primary): its declaration's per-item score is item_score, and its statistic
     # of those scores is what non-inferiority, ablations and compare set side by side; it names the margin.
@@ -110,9 +112,20 @@ class Task(ABC, Generic[ItemT, R]):
         from .sampled import sample_metrics
 
         metrics = self.declared_metrics(records, setting, *self.resamples())
-        metrics.put("constraint_violations", sum(1 for r in records if r.finish_reason == "violation"))
+        metrics.put(CONSTRAINT_VIOLATIONS.name, sum(1 for r in records if r.finish_reason == "violation"))
         metrics.update(sample_metrics(self, records, setting))
+        if undeclared := set(metrics.values) - self.declared_names():
+            raise TypeError(
+                f"task {self.name} reports values it does not declare (metrics, counts): {sorted(undeclared)}"
+            )
         return metrics
+
+    @classmethod
+    def declared_names(cls) -> set[str]:
+        """Every value a run of the task may hold: its metrics, its counts, and those of every task."""
+        from .sampled import SAMPLED
+
+        return {m.name for m in cls.metrics} | {c.name for c in (*cls.counts, *EVERY_TASK, *SAMPLED)}
 
     def declared_metrics(
         self, records: Sequence[R], setting: Setting, n_resamples: int = 0, seed: int = 0

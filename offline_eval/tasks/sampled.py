@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from offline_eval.metrics.values import Count
 from offline_eval.results.records import ItemRecord, sample_of
 
 if TYPE_CHECKING:
@@ -37,6 +38,13 @@ class Sampled(Protocol):
     def item_answer(self, record: Any) -> Any: ...
 
 
+SAMPLES = Count("samples", "answers per item")
+RUN_TO_RUN_SD = Count("run_to_run_sd", "the primary metric's sd over the samples")
+MAJORITY_VOTE = Count("majority_vote", "majority-vote score")
+SAMPLES_DISAGREE = Count("samples_disagree", "share of items whose samples disagree")
+SAMPLED = (SAMPLES, RUN_TO_RUN_SD, MAJORITY_VOTE, SAMPLES_DISAGREE)
+
+
 def sample_metrics(
     task: Sampled, records: Sequence[ItemRecord], setting: dict[str, Any]
 ) -> dict[str, float | int | None]:
@@ -49,13 +57,13 @@ def sample_metrics(
         by_sample.setdefault(s, []).append(r)
     if len(by_sample) < 2:
         return {}
-    out: dict[str, float | int | None] = {"samples": len(by_sample)}
+    out: dict[str, float | int | None] = {SAMPLES.name: len(by_sample)}
     primary = [task.declared_metrics(rs, setting).get(task.primary_metric) for _, rs in sorted(by_sample.items())]
     values = [float(v) for v in primary if isinstance(v, (int, float)) and math.isfinite(v)]
-    out["run_to_run_sd"] = round(statistics.stdev(values), 6) if len(values) == len(primary) else None
+    out[RUN_TO_RUN_SD.name] = round(statistics.stdev(values), 6) if len(values) == len(primary) else None
     votes = majority(task, records)
     if votes is not None:
-        out["majority_vote"], out["samples_disagree"] = votes
+        out[MAJORITY_VOTE.name], out[SAMPLES_DISAGREE.name] = votes
     return out
 
 

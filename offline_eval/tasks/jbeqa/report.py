@@ -11,6 +11,8 @@ from offline_eval.tasks.kit.figures import fig_module, japanese_font, primary_sc
 from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import breakdown
 
+from .values import ANSWERED_TRUE
+
 if TYPE_CHECKING:
     from offline_eval.results.summary import Summary
     from offline_eval.tasks.kit import RunEntry
@@ -87,7 +89,7 @@ class JBEQAReport(ReportParts):
 
     @classmethod
     def glance_note(cls, runs: list[RunEntry]) -> str | None:
-        constant = [r.run for r in runs if r.metrics.get("answered_true") in (0, 1)]
+        constant = [r.run for r in runs if ANSWERED_TRUE.of(r.metrics) in (0, 1)]
         if not constant:
             return None
         return (

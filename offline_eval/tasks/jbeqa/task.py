@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from offline_eval.metrics.classification import precision_recall_f1
+from offline_eval.metrics.values import N_UNCLUSTERED
 from offline_eval.tasks.base import Metric, Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
@@ -48,6 +49,7 @@ from .data import JBEQAItem, choose_exemplars, load_items, question_of
 from .prompts import OURS_SYSTEM_PROMPT, message, paper_instruction, system_prompt, user_message
 from .records import JBEQARecord
 from .report import JBEQAReport
+from .values import ANSWERED_TRUE, COUNTS, PRECISION, RECALL
 
 SYSTEM_PROMPT = OURS_SYSTEM_PROMPT  # offline-eval's; the paper's is authors.SYSTEM_PROMPT
 SPLITS = ("train", "validation", "test")  # `split: all`, in the order the authors' code runs them
@@ -124,6 +126,7 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
     Record = JBEQARecord
     report_parts = JBEQAReport
     primary_metric = "f1"
+    counts = COUNTS
     paired_metric = "accuracy"  # an item's score is its correctness: F1 has no per-item value
     metrics = (
         Metric("f1", "F1", ci=Bootstrapped.f1(lambda r: bool(r.gold), lambda r: bool(r.pred))),
@@ -342,16 +345,16 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
             }
         )
         if not scored:  # no score at all, not a score of 0: such a run ranks last as "no items"
-            m.update({"accuracy": None, "f1": None, "precision": None, "recall": None})
+            m.update({"accuracy": None, "f1": None, PRECISION.name: None, RECALL.name: None})
             if setting["mode"] != "logprob":
                 m.put("faithfulness", None)
             return m
         p, r_, _ = precision_recall_f1(gold, pred)
-        m.update({"precision": _r(p), "recall": _r(r_)})  # F1 and accuracy: from their declarations
-        m.put("answered_true", _r(sum(pred) / len(pred)))
+        m.update({PRECISION.name: _r(p), RECALL.name: _r(r_)})  # F1 and accuracy: from their declarations
+        m.put(ANSWERED_TRUE.name, _r(sum(pred) / len(pred)))
         if setting["mode"] != "logprob":
             m.put("faithfulness", _r(sum(r.scores["faithful"] for r in scored) / len(scored)))
-        m.put("n_unclustered", sum(1 for r in scored if self.cluster_of(r) is None))
+        m.put(N_UNCLUSTERED.name, sum(1 for r in scored if self.cluster_of(r) is None))
         return m
 
     @classmethod

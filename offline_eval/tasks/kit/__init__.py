@@ -5,7 +5,7 @@ from offline_eval.inference.constraints import Choice, Constraint, JsonSchema
 from offline_eval.inference.requests import Phase, Request, Result, Sampling, shared_chars
 from offline_eval.metrics.bootstrap import MAX_BOOTSTRAP, Bootstrapped
 from offline_eval.metrics.declared import Breakdown
-from offline_eval.metrics.values import MetricValue, Number, RunMetrics
+from offline_eval.metrics.values import EVERY_TASK, N_SKIPPED, Count, MetricValue, Number, RunMetrics
 from offline_eval.results.records import UNSET, JsonRecord, Records, RunEntry, TaskReport, Unset, output_key
 from offline_eval.runtime.errors import InputError
 
@@ -20,7 +20,9 @@ from .sections import BrowserView, Metric, Table
 
 __all__ = [
     "DEFAULT_PROTOCOL",
+    "EVERY_TASK",
     "MAX_BOOTSTRAP",
+    "N_SKIPPED",
     "OURS",
     "UNSET",
     "Bootstrapped",
@@ -29,6 +31,7 @@ __all__ = [
     "Case",
     "Choice",
     "Constraint",
+    "Count",
     "Criterion",
     "Doc",
     "Evaluation",

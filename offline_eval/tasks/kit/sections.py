@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from offline_eval.metrics.bootstrap import MIN_CLUSTERS, Bootstrapped
 from offline_eval.metrics.ranking import has_score
-from offline_eval.metrics.values import MetricValue
+from offline_eval.metrics.values import MetricValue, Number, RunMetrics
 
 if TYPE_CHECKING:  # the report hands its typed summary down; nothing here builds one
     from offline_eval.results.records import RunEntry
@@ -33,6 +33,10 @@ class Metric:
     # What an item's score is where this metric is the paired one (verdicts, ablations, compare): right or wrong
     # (McNemar, Tango's interval, flips) or graded (Wilcoxon, the bootstrap), whatever values a run happens to give.
     paired: Literal["binary", "graded"] = "graded"
+
+    def of(self, m: RunMetrics, default: Number = None) -> Number:
+        """This metric's value in a run's metrics."""
+        return m.get(self.name, default)
 
 
 @dataclass

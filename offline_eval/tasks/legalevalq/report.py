@@ -11,6 +11,8 @@ from offline_eval.tasks.kit import BrowserView, ReportParts, Table
 from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import ci_text, fmt, ranked
 
+from .values import ADJ_SCORE, ADJ_SCORE_DELTA, EVALUATOR_PARSE_FAILURES, MEAN, MEDIAN, N_SCORED, STD, TRUNCATED_ANSWERS
+
 if TYPE_CHECKING:
     from offline_eval.results.summary import Summary
     from offline_eval.tasks.kit import RunEntry
@@ -30,20 +32,20 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
     ]
     for rank, r in order:
         metrics = r.metrics
-        adj = metrics.get("adj_score")
+        adj = ADJ_SCORE.of(metrics)
         rows.append(
             [
                 str(rank) if rank is not None else "– (no items)",
                 r.run,
-                fmt(metrics.get("mean"), 2),
-                fmt(metrics.get("std"), 2),
-                fmt(metrics.get("median"), 2),
-                ci_text(metrics.metric("adj_score"), 2),
+                fmt(MEAN.of(metrics), 2),
+                fmt(STD.of(metrics), 2),
+                fmt(MEDIAN.of(metrics), 2),
+                ci_text(metrics.metric(ADJ_SCORE.name), 2),
                 tier(adj) if adj is not None and has_score(adj) else "–",
-                fmt(metrics.get("adj_score_delta"), 2),
-                fmt(metrics.get("n_scored")),
-                fmt(metrics.get("evaluator_parse_failures")),
-                fmt(metrics.get("truncated_answers")),
+                fmt(ADJ_SCORE_DELTA.of(metrics), 2),
+                fmt(N_SCORED.of(metrics)),
+                fmt(EVALUATOR_PARSE_FAILURES.of(metrics)),
+                fmt(TRUNCATED_ANSWERS.of(metrics)),
                 (r.evaluator.run if r.evaluator else None) or "–",
             ]
         )

@@ -13,14 +13,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from pydantic_core import PydanticCustomError
 
 from offline_eval.metrics.adjscore import summarize
-from offline_eval.metrics.bootstrap import adj_score_of, moments_columns
 from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.runtime.errors import is_url, missing
-from offline_eval.tasks.base import Metric, Setting, Task
+from offline_eval.tasks.base import Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
     MAX_BOOTSTRAP,
-    Bootstrapped,
+    N_SKIPPED,
     Evaluation,
     InputError,
     JsonSchema,
@@ -43,6 +42,20 @@ from . import evaluator as ev
 from .data import LegalEvalQItem, load_annotated, load_queries, query_ids
 from .records import LegalEvalQRecord
 from .report import LegalEvalQReport
+from .values import (
+    ADJ_SCORE,
+    ADJ_SCORE_DELTA,
+    COUNTS,
+    EVALUATOR_PARSE_FAILURES,
+    MEAN,
+    MEAN_DELTA,
+    MEDIAN,
+    N_ANSWERS,
+    N_EVALUATED,
+    N_SCORED,
+    STD,
+    TRUNCATED_ANSWERS,
+)
 
 if TYPE_CHECKING:
     from offline_eval.tasks.kit import Case
@@ -126,11 +139,6 @@ class LegalEvalQOptions(BaseModel):
         return v
 
 
-def _quality(record: LegalEvalQRecord) -> float | None:
-    """The scorer's 0-100 quality of an answer (None: not scored)."""
-    return record.scores.get("quality")
-
-
 class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
     name = "legalevalq"
     title = "LegalEval-Q"
@@ -140,17 +148,9 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
     annotation_form = annotate.FORM
     options: LegalEvalQOptions
     report_parts = LegalEvalQReport
-    primary_metric = "adj_score"
-    metrics = (
-        Metric(
-            "adj_score",
-            "AdjScore",
-            digits=2,
-            ci=Bootstrapped.of_items(_quality, moments_columns, adj_score_of, 4, given=True),
-            margin=2.0,
-        ),
-        Metric("mean", "mean", digits=2, ci=Bootstrapped.mean(_quality, 4, given=True)),
-    )
+    primary_metric = ADJ_SCORE.name
+    metrics = (ADJ_SCORE, MEAN)
+    counts = COUNTS
 
     @classmethod
     def cluster(cls, record: LegalEvalQRecord) -> str | None:
@@ -264,30 +264,31 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         m = RunMetrics()
         m.update(
             {
-                "n_answers": sum(1 for r in records if not r.skipped),
-                "n_skipped": sum(1 for r in records if r.skipped),
-                "truncated_answers": sum(1 for r in records if r.finish_reason == "length"),
-                "n_evaluated": len(evaluated),
-                "evaluator_parse_failures": sum(1 for r in evaluated if r.parsed is None),
-                "n_scored": len(scored),
+                N_ANSWERS.name: sum(1 for r in records if not r.skipped),
+                N_SKIPPED.name: sum(1 for r in records if r.skipped),
+                TRUNCATED_ANSWERS.name: sum(1 for r in records if r.finish_reason == "length"),
+                N_EVALUATED.name: len(evaluated),
+                EVALUATOR_PARSE_FAILURES.name: sum(1 for r in evaluated if r.parsed is None),
+                N_SCORED.name: len(scored),
             }
         )
         if scored:
             stats = summarize(scored)
-            m.update({k: round(float(stats[k]), 4) for k in ("mean", "std", "median", "adj_score")})
+            m.update({k.name: round(float(stats[k.name]), 4) for k in (MEAN, STD, MEDIAN, ADJ_SCORE)})
         splits = {r.split for r in records}
         if len(splits) > 1:
             for split in sorted(splits):
                 part = [r.scores["quality"] for r in records if r.split == split and "quality" in r.scores]
                 if part:
                     got = summarize(part)
-                    for k in ("mean", "std", "adj_score"):
+                    for k in (MEAN.name, STD.name, ADJ_SCORE.name):
                         m.group("split", split, k, round(float(got[k]), 4))
             by = m.breakdowns.get("split", {})
             t, v = by.get("train", {}), by.get("validation", {})
-            if "adj_score" in t and "adj_score" in v and "mean" in t and "mean" in v:
-                m.put("adj_score_delta", round(_num(v["adj_score"].value) - _num(t["adj_score"].value), 4))
-                m.put("mean_delta", round(_num(v["mean"].value) - _num(t["mean"].value), 4))
+            adj, mean = ADJ_SCORE.name, MEAN.name
+            if adj in t and adj in v and mean in t and mean in v:
+                m.put(ADJ_SCORE_DELTA.name, round(_num(v[adj].value) - _num(t[adj].value), 4))
+                m.put(MEAN_DELTA.name, round(_num(v[mean].value) - _num(t[mean].value), 4))
         return m
 
     def evaluation(self) -> LegalEvalQEvaluation:

@@ -20,10 +20,11 @@ import numpy as np
 
 from offline_eval.metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
 from offline_eval.results.records import sample_of
-from offline_eval.tasks.kit import Bootstrapped, Criterion, InputError, Records, RunEntry, case_id
+from offline_eval.tasks.kit import N_SKIPPED, Bootstrapped, Criterion, InputError, Records, RunEntry, case_id
 
 from . import rubric
 from .human import criteria_scales, output_sha256, read_human_scores
+from .metrics import CHECKS, N_FOCUSED, N_FULL, SCORE
 from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
 from .sweepreport import (
@@ -185,12 +186,14 @@ def sweep_report(
             ScoreRow(
                 subtask=sub,
                 run=e.run,
-                Avg={c: m.get(c) for c in crits},
-                score=m.get("score"),
+                Avg={c: m.get(c) for c in crits},  # each criterion's Avg, declared by the rubric (metrics.CRITERIA)
+                score=SCORE.of(m),
                 judges={j: {c: m.judges[j].criteria.get(c) for c in crits} for j in judges if j in m.judges},
                 judge_failures={j: m.judges[j].failures for j in judges if j in m.judges},
-                inputs=Inputs(**{k: int(m.get(f"n_{k}") or 0) for k in Inputs.model_fields}),
-                checks=Checks(**{k: m.get(k) for k in Checks.model_fields}),
+                inputs=Inputs(
+                    full=int(N_FULL.of(m) or 0), focused=int(N_FOCUSED.of(m) or 0), skipped=int(N_SKIPPED.of(m) or 0)
+                ),
+                checks=Checks(**{k.name: k.of(m) for k in CHECKS if k.name in Checks.model_fields}),
             )
         )
     human = (

@@ -8,12 +8,23 @@ from collections.abc import Sequence
 from statistics import mean
 
 from offline_eval.metrics.values import JudgeMetrics
-from offline_eval.tasks.kit import RunMetrics
+from offline_eval.tasks.kit import N_SKIPPED, Bootstrapped, Count, Metric, RunMetrics
 
 from . import rubric
 from .record import LegalRikaiRecord
 
-_CHECKS = ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
+N_ITEMS = Count("n_items", "items")
+N_FULL = Count("n_full", "full input")
+N_FOCUSED = Count("n_focused", "focused input (overflow policy 'focus')")
+TRUNCATED = Count("truncated", "answers cut by their cap")
+FORMAT_FAILURES = Count("format_failures", "answers in no readable form")
+N_JUDGED = Count("n_judged", "items the judges scored")
+CHECKS = tuple(
+    Count(name, name)
+    for name in ("diff_chars", "changed_precision", "changed_recall", "changed_f1", "introduced_defects")
+)
+CRITERIA = tuple({c.code: Count(c.code, c.name) for s in rubric.SUBTASKS for c in rubric.criteria(s)}.values())
+COUNTS = (N_ITEMS, N_FULL, N_FOCUSED, TRUNCATED, FORMAT_FAILURES, N_JUDGED, *CHECKS, *CRITERIA)
 
 
 def aggregate(subtask: str, records: Sequence[LegalRikaiRecord], cut_judged: bool = True) -> RunMetrics:
@@ -24,17 +35,17 @@ def aggregate(subtask: str, records: Sequence[LegalRikaiRecord], cut_judged: boo
     m = RunMetrics()
     m.update(
         {
-            "n_items": len(records),
-            "n_full": sum(r.input == "full" for r in records),
-            "n_focused": sum(r.input == "focused" for r in records),
-            "n_skipped": len(records) - len(done),
-            "truncated": sum(r.finish_reason == "length" for r in done),
-            "format_failures": sum(r.parsed is None for r in read),
+            N_ITEMS.name: len(records),
+            N_FULL.name: sum(r.input == "full" for r in records),
+            N_FOCUSED.name: sum(r.input == "focused" for r in records),
+            N_SKIPPED.name: len(records) - len(done),
+            TRUNCATED.name: sum(r.finish_reason == "length" for r in done),
+            FORMAT_FAILURES.name: sum(r.parsed is None for r in read),
         }
     )
     checked = [r.checks for r in done if r.checks]
-    for k in _CHECKS if checked else ():
-        m.put(k, round(mean(c[k] for c in checked), 4))
+    for k in CHECKS if checked else ():
+        m.put(k.name, round(mean(c[k.name] for c in checked), 4))
     judges = sorted({j for r in records for j in r.judges})
     crits = [c.code for c in rubric.criteria(subtask)]
     for j in judges:
@@ -50,7 +61,7 @@ def aggregate(subtask: str, records: Sequence[LegalRikaiRecord], cut_judged: boo
             },
         )
     scored = [r for r in records if r.scores]
-    m.put("n_judged", len(scored))
+    m.put(N_JUDGED.name, len(scored))
     means = {}
     for code in crits:
         vals = [(r.scores[code], r.input == "focused") for r in scored if code in r.scores]
@@ -59,7 +70,7 @@ def aggregate(subtask: str, records: Sequence[LegalRikaiRecord], cut_judged: boo
             m.put(code, round(means[code], 4))
             m.group("criterion", code, "focused_share", round(sum(f for _, f in vals) / len(vals), 4))
     if len(means) == len(crits):
-        m.put("score", round(mean(means.values()), 4))
+        m.put(SCORE.name, round(mean(means.values()), 4))
     return m
 
 
@@ -68,3 +79,9 @@ def item_score(record: LegalRikaiRecord) -> float | None:
     crits = [c.code for c in rubric.criteria(record.subtask)]
     s = record.scores
     return mean(s[c] for c in crits) if all(c in s for c in crits) else None
+
+
+# The score is the mean of the criteria's means (aggregate); its interval resamples the items' scores.
+SCORE = Metric(
+    "score", "score", digits=2, ci=Bootstrapped.mean(item_score, 4, given=True), margin=0.05, bounds=(0.0, 1.0)
+)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from offline_eval.metrics.agreement import format_rho
-from offline_eval.tasks.kit import OURS, BrowserView, Number, ReportParts, Table
+from offline_eval.tasks.kit import N_SKIPPED, OURS, BrowserView, Number, ReportParts, Table
 from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import fmt
 
 from . import rubric
+from .metrics import FORMAT_FAILURES, N_FOCUSED, N_FULL, N_JUDGED, TRUNCATED
 from .record import LegalRikaiRecord
 from .sweepreport import AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
 
@@ -287,14 +288,14 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
                 r.run,
                 r.setting,
                 Setting.of(r).overflow or "–",
-                fmt(metrics.get("n_full")),
-                fmt(metrics.get("n_focused")),
-                fmt(metrics.get("n_skipped")),
+                fmt(N_FULL.of(metrics)),
+                fmt(N_FOCUSED.of(metrics)),
+                fmt(N_SKIPPED.of(metrics)),
                 _v(max(shares)) if shares else "–",
-                fmt(metrics.get("truncated")),
-                _cut_judged(r.protocol, metrics.get("truncated")),
-                fmt(metrics.get("n_judged")),
-                fmt(metrics.get("format_failures")),
+                fmt(TRUNCATED.of(metrics)),
+                _cut_judged(r.protocol, TRUNCATED.of(metrics)),
+                fmt(N_JUDGED.of(metrics)),
+                fmt(FORMAT_FAILURES.of(metrics)),
             ]
         )
     if not rows:

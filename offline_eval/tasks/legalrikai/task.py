@@ -18,10 +18,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.results.records import TaskReport
 from offline_eval.runtime.errors import is_url, missing
-from offline_eval.tasks.base import Metric, Setting, Task
+from offline_eval.tasks.base import Setting, Task
 from offline_eval.tasks.kit import (
     MAX_BOOTSTRAP,
-    Bootstrapped,
     Evaluation,
     InputError,
     JsonSchema,
@@ -41,7 +40,7 @@ from offline_eval.tasks.kit import (
 )
 
 from . import annotate, prompts, rubric
-from .metrics import aggregate, item_score
+from .metrics import COUNTS, SCORE, aggregate
 from .record import LegalRikaiRecord
 from .report import LegalRikaiReportParts
 from .rubric import SUBTASKS
@@ -99,13 +98,9 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     Record = LegalRikaiRecord
     options: LegalRikaiOptions
     report_parts = LegalRikaiReportParts
-    primary_metric = "score"
-    # The score is the mean of the criteria's means (metrics.aggregate); its interval resamples the items' scores.
-    metrics = (
-        Metric(
-            "score", "score", digits=2, ci=Bootstrapped.mean(item_score, 4, given=True), margin=0.05, bounds=(0.0, 1.0)
-        ),
-    )
+    primary_metric = SCORE.name
+    metrics = (SCORE,)
+    counts = COUNTS
     path_options = ("data", "human_scores")
     model_options = ("judges",)
     data_kinds = SUBTASKS
