@@ -15,7 +15,8 @@ def sweep(config: str | Path | dict[str, Any], check: bool = False, **options: A
     """`offline-eval sweep CONFIG` from Python: `config` is a models.yaml path, or the same mapping as a dict
     (relative paths then resolve against the working directory). `options` are SweepOptions' (the command's):
     out_dir, only, only_tasks, limit, fresh, dry_run, ray, progress (False: no progress bars), log (a function
-    taking each line) and engine_log (True: the engines' own output goes to OUT/engines.log, as under the CLI).
+    taking each line), engine_log (True: the engines' own output goes to OUT/engines.log, as under the CLI) and
+    debug (True: an unexpected error in a run is raised, traceback and all, instead of failing that run).
     `check=True` raises SweepFailed listing every failed run or evaluator (default False: they are in
     `summary.failures`). An exception raised by `log` propagates as itself. The process is left as it was: no
     connection allow-list, no matplotlib setting and no thread outlive the call."""

@@ -147,6 +147,6 @@ def test_an_option_the_sweep_does_not_know_is_refused_naming_it(tmp_path: Path) 
     import offline_eval
     from offline_eval.runtime.errors import InputError
 
-    with pytest.raises(InputError, match="unknown option 'lmit'; the options are dry_run, engine_log"):
+    with pytest.raises(InputError, match="unknown option 'lmit'; the options are debug, dry_run, engine_log"):
         offline_eval.sweep(str(_fake(tmp_path)), lmit=3, log=lambda _: None)
     assert callable(offline_eval.sweep) and offline_eval.sweep.__module__ == "offline_eval.api"
