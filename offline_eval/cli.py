@@ -267,9 +267,13 @@ def cmd_ja_check(a: argparse.Namespace) -> int:
 def cmd_quantize(a: argparse.Namespace) -> int:
     from offline_eval.models.quantize import quantize
 
-    for path in quantize(a.src, _csv(a.to, "--to") or [], a.out_dir, a.threads):
-        print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
-    return 0
+    made, failed = quantize(a.src, _csv(a.to, "--to") or [], a.out_dir, a.threads, a.group_size)
+    for path in made:
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+        print(f"wrote {path} ({size / 2**20:.1f} MiB)", flush=True)
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    return 2 if failed else 0
 
 
 PROTOCOLS = ("paper", "offline-eval")
@@ -379,11 +383,16 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("config")
     mc.set_defaults(func=cmd_models_check)
 
-    q = sub.add_parser("quantize", help="make llama.cpp variants (q8_0, q4_k_m, ...) from an F16/BF16 GGUF")
-    q.add_argument("src", help="the F16 or BF16 .gguf file")
-    q.add_argument("--to", required=True, help="comma-separated types, e.g. q8_0,q4_k_m")
-    q.add_argument("--out-dir", help="where to write (default: beside the input)")
-    q.add_argument("--threads", type=int, default=0)
+    q = sub.add_parser(
+        "quantize",
+        help="make llama.cpp variants (q8_0, q4_k_m, ...) from an F16/BF16 GGUF, or vLLM's Int8/Int4 checkpoints "
+        "(w8a8, w4a16, gptq) from a Hugging Face folder",
+    )
+    q.add_argument("src", help="the F16 or BF16 .gguf file, or the BF16/F16/F32 model folder")
+    q.add_argument("--to", required=True, help="comma-separated types, e.g. q8_0,q4_k_m or w8a8,w4a16")
+    q.add_argument("--out-dir", "--out", help="where to write (default: beside the input)")
+    q.add_argument("--threads", type=int, default=0, help="llama.cpp's quantizer threads (0: all)")
+    q.add_argument("--group-size", type=int, help="w4a16 and gptq: input columns per int4 scale (default 128)")
     q.set_defaults(func=cmd_quantize)
 
     for cls in task_classes():  # a task's own tools (e.g. training its scorer): adding a task touches no file here

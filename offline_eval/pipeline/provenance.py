@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.inference.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
+from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.inference.backends.registry import engine_version, spec_fingerprint
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.results.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
@@ -111,6 +112,7 @@ def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_temp
     remote = get_engine(spec.backend).remote
     files: list[FileDigest] | None = None
     weights: str | None = None
+    quantized = None
     if remote:
         unknown["files"] = unknown["weights_digest"] = "a served model: its weights are on the server"
         unknown["chat_template_sha256"] = "a served model is prompted with the server's own chat template"
@@ -120,6 +122,7 @@ def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_temp
             FileDigest(path=name, size=int(v.split(":", 1)[0]), sha256=v.split(":", 1)[1]) for name, v in found.items()
         ]
         weights = sha256_text("".join(f"{f.path} {f.size} {f.sha256}\n" for f in files))
+        quantized = folder_quantization(spec.path)
     options = {k: v for k, v in spec.describe().items() if k not in ("path", "variant")}
     return LoadProvenance(
         run=run,
@@ -131,6 +134,7 @@ def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_temp
         store_fingerprint=spec_fingerprint(spec, cache),
         weights_digest=weights,
         files=files,
+        quantization=quantized.describe() if quantized else None,
         chat_template_sha256=None if remote or chat_template is None else sha256_text(chat_template),
         prompt_format="server" if remote else ("plain" if chat_template is None else "chat"),
         unknown=unknown,

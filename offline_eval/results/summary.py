@@ -141,6 +141,8 @@ class LoadProvenance(_Model):
     # What the engine's start did (vLLM: compiled or reused its compile cache); None: no engine started (every
     # output served from the store) or it says nothing. An event of the sweep, as timings are: verify keeps it.
     engine_start: dict[str, Any] | None = None
+    # What the folder's config.json declares its weights quantized to (None: not a quantized folder)
+    quantization: dict[str, Any] | None = None
 
 
 class SettingProvenance(_Model):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from offline_eval.inference.requests import Request, Result
@@ -15,6 +17,7 @@ from .chat import choose_template, hf_encode, hf_own_template
 from .declare import Declared
 from .grammars import xgrammar_ebnf
 from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
+from .quantized import checked
 from .spec import LoadSpec, PromptCount
 
 _DTYPES = {
@@ -71,8 +74,18 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         if dtype is None:
             raise InputError(f"unknown dtype '{spec.dtype}', expected one of {', '.join(_DTYPES)}", field="dtype")
         kwargs["dtype"] = dtype if dtype == "auto" else getattr(torch, dtype)
-        if spec.quantization:
+        folder_q = checked(spec.path, spec.quantization)  # a quantized folder: its own config.json says how
+        if spec.quantization and folder_q is None:
             kwargs["quantization_config"] = _quantization_config(spec.quantization)
+        if folder_q is not None and folder_q.method in _NEEDS:
+            module, dist = _NEEDS[folder_q.method]
+            if importlib.util.find_spec(module) is None:
+                raise InputError(
+                    f"transformers loads {folder_q.label} folders through {dist}, which is not installed here; "
+                    "run the folder on vLLM",
+                    file=str(Path(spec.path) / "config.json"),
+                    field="quantization_config.quant_method",
+                )
         check_engine_args(spec, None, _RESERVED)
         kwargs.update(spec.engine_args)
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
@@ -228,6 +241,10 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
     def close(self) -> None:
         self.model = None
+
+
+# Quantized folders transformers reads only through another library (compressed-tensors comes with vLLM).
+_NEEDS = {"gptq": ("optimum", "optimum and gptqmodel"), "awq": ("gptqmodel", "gptqmodel")}
 
 
 def _quantization_config(name: str) -> Any:
