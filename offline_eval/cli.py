@@ -272,7 +272,7 @@ def cmd_quantize(a: argparse.Namespace) -> int:
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
         print(f"wrote {path} ({size / 2**20:.1f} MiB)", flush=True)
     for line in failed:
-        print(f"error: {line}", file=sys.stderr)
+        print(f"offline-eval: error: {line}", file=sys.stderr)
     return 2 if failed else 0
 
 

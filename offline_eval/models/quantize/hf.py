@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -224,10 +225,11 @@ def _record(src: Path, scheme: str, group: int) -> dict[str, Any]:
 
 
 def quantize_folder(
-    src_dir: str, schemes: list[str], out_dir: str | None, group: int, say: Callable[[str], None] = print
+    src_dir: str, schemes: list[str], out_dir: str | None, group: int, say: Callable[[str], None] | None = None
 ) -> tuple[list[Path], list[str]]:
     """Each scheme's folder `<name>-<scheme>`; a scheme that cannot be made is a line in the second list, and the
     others are still made."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     src = Path(src_dir)
     check_source(src)
     _imports()
@@ -241,16 +243,18 @@ def quantize_folder(
     for scheme in schemes:
         target = dest / f"{name}-{scheme}{'' if scheme not in _GROUPED or group == DEFAULT_GROUP else f'-g{group}'}"
         if why := group_problem(src, scheme, group):
-            failed.append(f"{scheme}: not made: {why} (--group-size)")
+            failed.append(f"{src / 'config.json'}, field '--group-size': {scheme} not made: {why}")
             continue
         if target.exists():
-            failed.append(f"{scheme}: not made: {target} already exists (remove it to make it again)")
+            failed.append(f"{target}: {scheme} not made: the folder already exists (remove it to make it again)")
             continue
+        say(f"{scheme}: quantizing {src} -> {target.name} ...")
         try:
             with native_stderr_silenced(), contextlib.redirect_stderr(io.StringIO()):  # progress bars, import noise
                 make(src, scheme, target, group)
         except (RuntimeError, ValueError, OSError) as e:
-            failed.append(f"{scheme}: not made: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            first = str(e).splitlines()[0] if str(e) else ""
+            failed.append(f"{src}: {scheme} not made: {type(e).__name__}: {first}")
             continue
         made.append(target)
     return made, failed
