@@ -4,8 +4,10 @@
   OUT/gguf/gemma-3-270m-<type>-from-q4_k_m.gguf  llama.cpp variants requantized from it (`offline-eval quantize`)
   OUT/hf/                                        a BF16 safetensors folder dequantized from the same GGUF,
                                                  for vLLM and transformers
+  OUT/gemma-3-270m-{w8a8,w4a16}/                 vLLM's Int8 and Int4 folders made from OUT/hf (`offline-eval
+                                                 quantize`, compressed-tensors)
 
-Usage: python scripts/make_gemma.py OUT [--types q8_0,q4_0]. No network: everything comes from the installed package.
+Usage: python scripts/make_gemma.py OUT [--types q8_0,q4_0] [--schemes w8a8,w4a16]. No network: everything comes from the installed package.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
     ap.add_argument("--types", default="q8_0,q4_0", help="llama.cpp types requantized from the Q4_K_M GGUF")
+    ap.add_argument("--schemes", default="w8a8,w4a16", help="vLLM's Int8/Int4 folders made from the BF16 folder")
     a = ap.parse_args()
     out = Path(a.out)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -114,11 +117,18 @@ def main() -> None:
     dequantize(gguf, out / "hf")
     check(out / "hf")
     print(f"BF16 folder {out / 'hf'} in {time.perf_counter() - t1:.0f} s", flush=True)
-    if a.types:
-        from offline_eval.models.quantize import quantize
+    from offline_eval.models.quantize import quantize
 
-        for p in quantize(str(gguf), [t for t in a.types.split(",") if t], str(out / "gguf")):
+    if a.types:
+        made, _ = quantize(str(gguf), [t for t in a.types.split(",") if t], str(out / "gguf"))
+        for p in made:
             print(f"wrote {p} ({p.stat().st_size / 2**20:.0f} MiB)", flush=True)
+    if a.schemes:
+        t2 = time.perf_counter()
+        made, failed = quantize(str(out / "hf"), [t for t in a.schemes.split(",") if t], str(out))
+        if failed:
+            sys.exit("error: " + "; ".join(failed))
+        print(f"vLLM folders {', '.join(str(p) for p in made)} in {time.perf_counter() - t2:.0f} s", flush=True)
     print(f"done in {time.perf_counter() - t0:.0f} s")
 
 

