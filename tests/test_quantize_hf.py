@@ -174,11 +174,18 @@ def test_bad_folders_fail_their_variant_in_one_line(tmp_path, quantized):
         }
     ]
     out = tmp_path / "out"
-    proc = run_cli("sweep", str(_sweep(tmp_path, models, modes=("constrained",))))
+    config = _sweep(tmp_path, models, modes=("constrained",))
+    dry = run_cli("sweep", str(config), "--dry-run")  # the plan says so before any engine starts
+    assert "load tq.vllm.contradicts.ctx1024  (will fail: " in dry.stderr and "quantization 'awq'" in dry.stderr
+    assert "load tq.vllm.missing.ctx1024  (will fail: " in dry.stderr
+    proc = run_cli("sweep", str(config))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     failures = {f["run"]: f["reason"] for f in json.loads((out / "summary.json").read_text())["failures"]}
     assert set(failures) == {f"tq.vllm.{v}.ctx1024" for v in ("contradicts", "missing", "fp8")}
-    assert failures["tq.vllm.contradicts.ctx1024"].startswith(f"{quantized / 'tiny-gptq' / 'config.json'}, field")
+    assert (
+        f"{quantized / 'tiny-gptq' / 'config.json'}, field 'quantization_config"
+        in failures["tq.vllm.contradicts.ctx1024"]
+    )
     assert "quantization 'awq'" in failures["tq.vllm.contradicts.ctx1024"]
     assert "declares gptq w4a16" in failures["tq.vllm.contradicts.ctx1024"]
     assert "no tensor in the weights ends in .weight_scale" in failures["tq.vllm.missing.ctx1024"]
@@ -212,3 +219,37 @@ def test_bad_quantize_input_is_one_line(tmp_path, quantized, args, needles):
     assert proc.returncode == 2
     assert_one_line_error(proc, *needles)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gpu_check_without_a_gpu_says_so_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=TINY.parents[1],
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("gpu_check: no CUDA GPU here"), proc.stdout
+
+
+def test_gpu_check_cpu_quick_runs_each_scheme(tmp_path, quantized):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--cpu-quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=TINY.parents[1],
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = [x.split(" | ") for x in proc.stdout.splitlines() if x.startswith("| vllm.")]
+    assert [(r[0], r[1]) for r in rows] == [
+        (f"| vllm.{s}", f"jbeqa.0shot.{m}") for s in ("bf16", "w8a8", "w4a16") for m in ("constrained", "logprob")
+    ]
+    assert rows[0][4].startswith("0/40 ") and all(r[4].endswith("%)") for r in rows)  # flips against BF16
+    assert "m.vllm.w8a8.ctx2048 vs m.vllm.bf16.ctx2048, jbeqa.0shot.constrained accuracy" in proc.stdout

@@ -21,6 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from offline_eval.inference.backends.chat import checked_setting, normalize_setting, spec_template
+from offline_eval.inference.backends.quantized import checked
 from offline_eval.inference.backends.registry import engine_names, get_engine
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.runtime.errors import InputError, is_url, missing
@@ -390,7 +391,13 @@ class ModelSpec(Strict):
         if why := missing(value):
             return f"{source}: field '{field}': path {why}: {value}"
         problem = get_engine(self.backend).path_problem(value)
-        return f"{source}: field '{field}': {problem}: {value}" if problem else None
+        if problem:
+            return f"{source}: field '{field}': {problem}: {value}"
+        try:
+            checked(value, v.quantization)  # the folder's own quantization: a contradicting key, missing weights
+        except InputError as e:
+            return f"{source}: field 'models.{index}.variants.{variant}': {e}"
+        return None
 
 
 def _block(cls: type[Any], data: dict[str, Any], where: str) -> Any:

@@ -7,6 +7,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.inference.backends.registry import get_engine
 from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
 from offline_eval.inference.fit import fits, place, tokens_needed
@@ -183,6 +184,8 @@ def print_plan(sweep_plan: Plan, source: str, log: Callable[[str], None]) -> lis
     for k, ld in enumerate(loads, 1):
         problem = ld.problem(source)
         note = f"will fail: {problem}" if problem else f"prompt format: {prompt_format(ld.spec())}"
+        if not problem and (q := folder_quantization(ld.spec().path)):
+            note += f", weights: {q.label}"
         log(f"[{k}/{len(loads)}] load {ld.run}  ({note})")
         for p in (p for p in plans if p.run == ld.run):
             over = f"{len(p.overflow_ids)} overflow" + (
