@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from offline_eval.inference.backends.chat import checked_setting, normalize_setting, spec_template
-from offline_eval.inference.backends.quantized import checked
+from offline_eval.inference.backends.quantized import quantization_problem
 from offline_eval.inference.backends.registry import engine_names, get_engine
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.runtime.errors import InputError, is_url, missing
@@ -58,9 +58,7 @@ class VariantSpec(Strict):
     quantization: str | None = Field(None, description="vllm: awq, gptq, fp8, ...; transformers: int8, int4")
     options: dict[str, Any] = Field(default_factory=dict, description="extra engine constructor arguments")
     same_weights_as: str | None = Field(
-        None,
-        description="another model of this config with the same weights "
-        "(e.g. a GGUF and its HF folder): the consistency table",
+        None, description="another model of this config with the same weights (GGUF and HF folder): consistency table"
     )
     reasoning: dict[str, Any] | None = Field(None, description="keys of the model's `reasoning` this variant changes")
     sampling: dict[str, Any] | None = Field(None, description="keys of the model's `sampling` this variant changes")
@@ -390,14 +388,8 @@ class ModelSpec(Strict):
             return f"{source}: field '{field}': URLs are refused, give a local path: {value}"
         if why := missing(value):
             return f"{source}: field '{field}': path {why}: {value}"
-        problem = get_engine(self.backend).path_problem(value)
-        if problem:
-            return f"{source}: field '{field}': {problem}: {value}"
-        try:
-            checked(value, v.quantization)  # the folder's own quantization: a contradicting key, missing weights
-        except InputError as e:
-            return f"{source}: field 'models.{index}.variants.{variant}': {e}"
-        return None
+        problem = get_engine(self.backend).path_problem(value) or quantization_problem(value, v.quantization)
+        return f"{source}: field '{field}': {problem}: {value}" if problem else None
 
 
 def _block(cls: type[Any], data: dict[str, Any], where: str) -> Any:

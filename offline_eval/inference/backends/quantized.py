@@ -165,3 +165,12 @@ def checked(path: str | Path, quantization: str | None) -> FolderQuantization | 
     if why := missing_weights(path, q):
         raise InputError(why, file=cfg, field="quantization_config")
     return q
+
+
+def quantization_problem(path: str | Path, quantization: str | None) -> str | None:
+    """What `checked` refuses, as a line (None: nothing)."""
+    try:
+        checked(path, quantization)
+    except InputError as e:
+        return str(e)
+    return None

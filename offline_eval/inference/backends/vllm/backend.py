@@ -23,15 +23,15 @@ from offline_eval.inference.backends.chat import adds_special_tokens, choose_tem
 from offline_eval.inference.backends.declare import Declared
 from offline_eval.inference.backends.grammars import xgrammar_ebnf
 from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from offline_eval.inference.backends.quantized import FolderQuantization, checked
+from offline_eval.inference.backends.quantized import checked
 from offline_eval.inference.backends.spec import LoadSpec, PromptCount, Reservation
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
 from offline_eval.inference.requests import Request, Result
-from offline_eval.runtime.errors import InputError
 from offline_eval.runtime.preload import tcmalloc_loaded
 
 from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph
 from .patches import Installed, aot_loaded
+from .quantized import quantized_on_cpu
 
 _SHUTDOWN_GRACE_S = 0.5
 
@@ -46,36 +46,6 @@ _RESERVED = {
     "quantization": "a variant's quantization",
     "gpu_memory_utilization": "gpu_memory_utilization",
 }
-
-
-def _quantized_on_cpu(
-    q: FolderQuantization, spec: LoadSpec, kwargs: dict[str, Any], in_process: bool, env: Installed
-) -> str | None:
-    """Refuses what the CPU build cannot run, sets the dtype its int8/int4 kernels take, and chooses the int4 path:
-    what a GPU runs (W4A16) where this process can start the CPU's AMX unit, else vLLM's CPU default, which also
-    rounds activations to int8 (W4A8). Returns that choice for an int4 scheme."""
-    import torch
-
-    config = str(Path(spec.path) / "config.json")
-    if why := q.cpu_problem():
-        raise InputError(why, file=config, field="quantization_config")
-    if spec.dtype and spec.dtype.lower() not in ("bfloat16", "bf16"):
-        raise InputError(
-            f"dtype {spec.dtype}: the vLLM CPU build's int8 and int4 kernels take bfloat16 activations (vLLM 0.32); "
-            "leave dtype out for a quantized folder",
-            field="dtype",
-        )
-    kwargs["dtype"] = "bfloat16"
-    if q.bits != 4:
-        return None
-    amx = bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-    if not amx:
-        return "w4a16 (cpu_gemm_wna16)"
-    if in_process and torch.cpu._init_amx():  # without it the AMX int4 kernel dies on an illegal instruction
-        env.setenv({"VLLM_CPU_INT4_W4A8": "0"})
-    if os.environ.get("VLLM_CPU_INT4_W4A8", "").strip() == "0":  # ours, or the user's
-        return "w4a16 (cpu_gemm_wna16, AMX)"
-    return "w4a8 (vLLM's CPU default with AMX: activations rounded to int8 per token)"
 
 
 def _engine_arg_names(llm_cls: Any) -> set[str]:
@@ -232,7 +202,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         if spec.quantization and folder_q is None:
             kwargs["quantization"] = spec.quantization
         in_process = _one_process(spec) and not envs.VLLM_ENABLE_V1_MULTIPROCESSING
-        int4 = _quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
+        int4 = quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
         pieces = on_cpu and VLLMOptions.model_validate(spec.engine_options).cpu_compile == "piecewise" and in_process
