@@ -386,13 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser(
         "quantize",
         help="make llama.cpp variants (q8_0, q4_k_m, ...) from an F16/BF16 GGUF, or vLLM's Int8/Int4 checkpoints "
-        "(w8a8, w4a16, gptq) from a Hugging Face folder",
+        "(w8a8, w4a16, gptq, awq) from a Hugging Face folder",
     )
     q.add_argument("src", help="the F16 or BF16 .gguf file, or the BF16/F16/F32 model folder")
-    q.add_argument("--to", required=True, help="comma-separated types, e.g. q8_0,q4_k_m or w8a8,w4a16")
+    q.add_argument("--to", required=True, help="comma-separated types, e.g. q8_0,q4_k_m or w8a8,w4a16,gptq,awq")
     q.add_argument("--out-dir", "--out", help="where to write (default: beside the input)")
     q.add_argument("--threads", type=int, default=0, help="llama.cpp's quantizer threads (0: all)")
-    q.add_argument("--group-size", type=int, help="w4a16 and gptq: input columns per int4 scale (default 128)")
+    q.add_argument("--group-size", type=int, help="w4a16, gptq and awq: input columns per int4 scale (default 128)")
     q.set_defaults(func=cmd_quantize)
 
     for cls in task_classes():  # a task's own tools (e.g. training its scorer): adding a task touches no file here

@@ -14,7 +14,7 @@ from conftest import DATA, TINY, metric, run_cli
 from test_bad_input import assert_one_line_error
 
 QUANT = TINY / "quant"
-SCHEMES = ("w8a8", "w4a16", "gptq")
+SCHEMES = ("w8a8", "w4a16", "gptq", "awq")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,10 @@ def test_each_scheme_is_written_with_its_record(quantized):
     source = {f.name: f for f in (TINY / "hf").iterdir() if f.is_file()}
     import hashlib
 
+    assert configs["awq"] == {
+        "quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm",
+        "modules_to_not_convert": None,
+    }  # fmt: skip
     for s in SCHEMES:
         record = json.loads((quantized / f"tiny-{s}" / "quantization.json").read_text())
         assert record["scheme"] == s and record["group_size"] == (None if s == "w8a8" else 128)
@@ -57,15 +61,17 @@ def test_each_scheme_is_written_with_its_record(quantized):
         assert str(w.dtype) == "torch.int8"  # int8 values, not a bf16 copy labelled int8
 
 
-def test_gptq_holds_the_w4a16_values(quantized):
+def test_gptq_and_awq_hold_the_w4a16_values(quantized):
     """An independent decode of GPTQ's layout (8 nibbles per int32 down the input dimension, symmetric around 8)
-    against compressed-tensors' own decode of the W4A16 folder: the same int4 values and scales."""
+    and of AWQ's (8 nibbles per int32 across output columns, in the order 0 2 4 6 1 3 5 7, zero point 8) against
+    compressed-tensors' own decode of the W4A16 folder: the same int4 values and scales."""
     import torch
     from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
     from safetensors.torch import load_file
 
     ct = load_file(quantized / "tiny-w4a16" / "model.safetensors")
     gq = load_file(quantized / "tiny-gptq" / "model.safetensors")
+    aw = load_file(quantized / "tiny-awq" / "model.safetensors")
     layers = sorted(k.removesuffix(".weight_packed") for k in ct if k.endswith(".weight_packed"))
     assert len(layers) == 14
     for m in layers:
@@ -76,6 +82,14 @@ def test_gptq_holds_the_w4a16_values(quantized):
         decoded = nibbles.reshape(shape[1], shape[0]).T - 8
         assert torch.equal(decoded, values.to(torch.int64)), m
         assert torch.equal(gq[f"{m}.scales"].float(), ct[f"{m}.weight_scale"].T.float()), m
+        packed = aw[f"{m}.qweight"].to(torch.int64) & 0xFFFFFFFF  # [in, out/8]
+        nibbles = torch.stack([(packed >> (4 * i)) & 0xF for i in range(8)], dim=-1)  # [in, out/8, 8]
+        columns = torch.empty_like(nibbles)
+        columns[..., [0, 2, 4, 6, 1, 3, 5, 7]] = nibbles
+        zeros = aw[f"{m}.qzeros"].to(torch.int64) & 0xFFFFFFFF
+        assert all(((zeros >> (4 * i)) & 0xF).eq(8).all() for i in range(8)), m
+        assert torch.equal(columns.reshape(shape[1], shape[0]).T - 8, values.to(torch.int64)), m
+        assert torch.equal(aw[f"{m}.scales"], gq[f"{m}.scales"]), m
 
 
 def _sweep(tmp: Path, models: list[dict], modes=("constrained", "logprob")) -> Path:
@@ -115,7 +129,7 @@ def test_each_scheme_runs_on_vllm_and_agrees_with_transformers(tmp_path, quantiz
         assert metric(runs[(f"tq.vllm.{s}.ctx1024", "jbeqa.0shot.constrained")], "faithfulness") == 1.0
     loads = {x["run"]: x for x in summary["provenance"]["loads"]}
     keys = [loads[f"tq.vllm.{s}.ctx1024"]["store_fingerprint"] for s in ("bf16", *SCHEMES)]
-    assert len(set(keys)) == 4  # the store key follows the weights, so the scheme
+    assert len(set(keys)) == 5  # the store key follows the weights, so the scheme
     q = {s: loads[f"tq.vllm.{s}.ctx1024"]["quantization"] for s in SCHEMES}
     assert loads["tq.vllm.bf16.ctx1024"]["quantization"] is None
     assert (q["w8a8"]["scheme"], q["w8a8"]["activations"]) == ("w8a8", "int8 dynamic per-token")
@@ -127,8 +141,9 @@ def test_each_scheme_runs_on_vllm_and_agrees_with_transformers(tmp_path, quantiz
         lines = (out / "results" / run / "jbeqa.0shot.constrained.jsonl").read_text().splitlines()
         return [json.loads(x)["pred"] for x in lines]
 
-    # GPTQ's layout holds W4A16's values, and vLLM sends both to the same int4 kernel.
-    assert answers("tq.vllm.gptq.ctx1024") == answers("tq.vllm.w4a16.ctx1024")
+    # GPTQ's and AWQ's layouts hold W4A16's values, and vLLM sends all three to the same int4 kernel.
+    assert answers("tq.vllm.gptq.ctx1024") == answers("tq.vllm.w4a16.ctx1024") == answers("tq.vllm.awq.ctx1024")
+    assert loads["tq.vllm.awq.ctx1024"]["quantization"]["method"] == "awq"
 
     # vLLM's int8/int4 kernels against transformers' decompressed weights: measured on the 26 sample items, 24-26
     # identical constrained answers (W8A8; activations rounded per token by both) and 26 (W4A16), label
@@ -147,8 +162,9 @@ def test_each_scheme_runs_on_vllm_and_agrees_with_transformers(tmp_path, quantiz
 
 
 def test_bad_folders_fail_their_variant_in_one_line(tmp_path, quantized):
-    """A quantization: key that contradicts the folder, a config whose declared weights are missing, and a scheme
-    the CPU build has no kernel for: each variant fails naming config.json and the field; the others run."""
+    """A quantization: key that contradicts the folder, a config whose declared weights are missing, a scheme the
+    CPU build has no kernel for, and a GPTQ folder on transformers without optimum: each fails naming config.json
+    and the field; the others run."""
     missing = tmp_path / "missing"
     shutil.copytree(TINY / "hf", missing)
     cfg = json.loads((missing / "config.json").read_text())
@@ -171,7 +187,8 @@ def test_bad_folders_fail_their_variant_in_one_line(tmp_path, quantized):
                 "missing": {"file": str(missing)},
                 "fp8": {"file": str(fp8)},
             },
-        }
+        },
+        {"name": "hq", "backend": "transformers", "path": str(quantized / "tiny-gptq"), "max_model_len": 1024},
     ]
     out = tmp_path / "out"
     config = _sweep(tmp_path, models, modes=("constrained",))
@@ -181,7 +198,13 @@ def test_bad_folders_fail_their_variant_in_one_line(tmp_path, quantized):
     proc = run_cli("sweep", str(config))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     failures = {f["run"]: f["reason"] for f in json.loads((out / "summary.json").read_text())["failures"]}
-    assert set(failures) == {f"tq.vllm.{v}.ctx1024" for v in ("contradicts", "missing", "fp8")}
+    assert set(failures) == {f"tq.vllm.{v}.ctx1024" for v in ("contradicts", "missing", "fp8")} | {
+        "hq.transformers.default.ctx1024"
+    }
+    assert (
+        "transformers loads gptq w4a16, group 128 folders through optimum"
+        in failures["hq.transformers.default.ctx1024"]
+    )
     assert (
         f"{quantized / 'tiny-gptq' / 'config.json'}, field 'quantization_config"
         in failures["tq.vllm.contradicts.ctx1024"]

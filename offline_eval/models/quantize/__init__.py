@@ -39,6 +39,7 @@ def quantize(
         hf.check_source(p)  # a file: one line saying what these schemes are made from
     if group_size is not None:
         raise InputError(
-            "--group-size applies to w4a16 and gptq (a Hugging Face folder), not llama.cpp types", field="--group-size"
+            "--group-size applies to w4a16, gptq and awq (a Hugging Face folder), not llama.cpp types",
+            field="--group-size",
         )
     return gguf.quantize(src, names, out_dir, threads), []

