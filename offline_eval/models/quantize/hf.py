@@ -186,6 +186,7 @@ def _relayout(folder: Path, group: int, fmt: str) -> None:
     save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
     cfg_path = folder / "config.json"
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    own: dict[str, Any]
     if fmt == "gptq":
         own = {"bits": 4, "group_size": group, "desc_act": False, "sym": True}
         cfg["quantization_config"] = {"quant_method": "gptq", **own, "checkpoint_format": "gptq", "lm_head": False}
