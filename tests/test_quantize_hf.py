@@ -276,3 +276,25 @@ def test_gpu_check_cpu_quick_runs_each_scheme(tmp_path, quantized):
     ]
     assert rows[0][4].startswith("0/40 ") and all(r[4].endswith("%)") for r in rows)  # flips against BF16
     assert "m.vllm.w8a8.ctx2048 vs m.vllm.bf16.ctx2048, jbeqa.0shot.constrained accuracy" in proc.stdout
+
+
+def test_int4_answers_of_vllms_w4a8_path_get_their_own_store_key(quantized, monkeypatch):
+    """With AMX, vLLM's CPU default runs int4 weights as W4A8 (activations rounded too): other answers than the
+    W4A16 offline-eval runs, so a store filled under W4A8 must not serve a W4A16 sweep. Other loads keep their key."""
+    import torch
+
+    from offline_eval.inference.backends.registry import spec_fingerprint
+    from offline_eval.inference.backends.spec import LoadSpec
+
+    def keys() -> dict[str, str]:
+        paths = {"bf16": TINY / "hf", **{s: quantized / f"tiny-{s}" for s in SCHEMES}}
+        return {s: spec_fingerprint(LoadSpec(name="t", backend="vllm", path=str(p))) for s, p in paths.items()}
+
+    monkeypatch.delenv("VLLM_CPU_INT4_W4A8", raising=False)
+    w4a16 = keys()
+    monkeypatch.setenv("VLLM_CPU_INT4_W4A8", "1")  # the user asks for vLLM's W4A8
+    w4a8 = keys()
+    amx = bool(torch.cpu._is_amx_tile_supported())
+    assert w4a8["bf16"] == w4a16["bf16"] and w4a8["w8a8"] == w4a16["w8a8"]
+    for s in ("w4a16", "gptq", "awq"):
+        assert (w4a8[s] != w4a16[s]) == amx, s  # without AMX both settings run the same W4A16 kernel

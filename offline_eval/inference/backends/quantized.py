@@ -5,6 +5,7 @@ Pure reading: the folder's own config decides the scheme, never a models.yaml ke
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from dataclasses import dataclass
@@ -37,15 +38,7 @@ class FolderQuantization:
     symmetric: bool | None
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "scheme": self.scheme,
-            "format": self.format,
-            "bits": self.bits,
-            "group_size": self.group_size,
-            "activations": self.activations,
-            "symmetric": self.symmetric,
-        }
+        return dataclasses.asdict(self)
 
     @property
     def label(self) -> str:

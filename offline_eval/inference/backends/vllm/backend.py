@@ -21,6 +21,7 @@ from offline_eval.inference.backends.base import (
 )
 from offline_eval.inference.backends.chat import adds_special_tokens, choose_template, hf_own_template
 from offline_eval.inference.backends.declare import Declared
+from offline_eval.inference.backends.fingerprint import HashCache
 from offline_eval.inference.backends.grammars import xgrammar_ebnf
 from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from offline_eval.inference.backends.quantized import checked
@@ -31,7 +32,7 @@ from offline_eval.runtime.preload import tcmalloc_loaded
 
 from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph
 from .patches import Installed, aot_loaded
-from .quantized import quantized_on_cpu
+from .quantized import int4_identity, quantized_on_cpu
 
 _SHUTDOWN_GRACE_S = 0.5
 
@@ -144,6 +145,11 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             engine_places_workers=spec.engine_args.get("distributed_executor_backend") == "ray",
         )
 
+    @classmethod
+    def weights_identity(cls, spec: LoadSpec, cache: HashCache | None = None) -> dict[str, Any]:
+        """The files, and for an int4 folder the CPU would run as W4A8 (not W4A16's answers), that."""
+        return {**super().weights_identity(spec, cache), **int4_identity(spec.path, _in_process(spec))}
+
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)
         cache = compile_cache()
@@ -201,7 +207,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         folder_q = checked(spec.path, spec.quantization)  # the folder's own config.json says what its weights are
         if spec.quantization and folder_q is None:
             kwargs["quantization"] = spec.quantization
-        in_process = _one_process(spec) and not envs.VLLM_ENABLE_V1_MULTIPROCESSING
+        in_process = _in_process(spec)
         int4 = quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         kwargs.update(spec.engine_args)
@@ -401,6 +407,11 @@ def _structured(c: Constraint) -> Any:
     if isinstance(c, Regex):
         return StructuredOutputsParams(regex=c.pattern)
     raise TypeError(f"unknown constraint {c!r}")
+
+
+def _in_process(spec: LoadSpec) -> bool:
+    """The engine core runs in this process: one process, and multiprocessing not asked for by the user."""
+    return _one_process(spec) and os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "").strip() in ("", "0")
 
 
 def _one_process(spec: LoadSpec) -> bool:

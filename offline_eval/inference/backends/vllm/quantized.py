@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.quantized import FolderQuantization
+from offline_eval.inference.backends.quantized import FolderQuantization, folder_quantization
 from offline_eval.inference.backends.spec import LoadSpec
-from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.errors import EngineError, InputError
 
 from .patches import Installed
 
@@ -19,8 +19,6 @@ def quantized_on_cpu(
     """Refuses what the CPU build cannot run, sets the dtype its int8/int4 kernels take, and chooses the int4 path:
     what a GPU runs (W4A16) where this process can start the CPU's AMX unit, else vLLM's CPU default, which also
     rounds activations to int8 (W4A8). Returns that choice for an int4 scheme."""
-    import torch
-
     config = str(Path(spec.path) / "config.json")
     if why := q.cpu_problem():
         raise InputError(why, file=config, field="quantization_config")
@@ -31,13 +29,45 @@ def quantized_on_cpu(
             field="dtype",
         )
     kwargs["dtype"] = "bfloat16"
-    if q.bits != 4:
-        return None
-    amx = bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-    if not amx:
-        return "w4a16 (cpu_gemm_wna16)"
-    if in_process and torch.cpu._init_amx():  # without it the AMX int4 kernel dies on an illegal instruction
+    kernel = int4_kernel(q, in_process)
+    if kernel == W4A16_AMX and in_process:
+        import torch
+
+        if not torch.cpu._init_amx():  # without it the AMX int4 kernel dies on an illegal instruction
+            raise EngineError("the CPU's AMX unit could not be started for the int4 kernel (torch.cpu._init_amx)")
         env.setenv({"VLLM_CPU_INT4_W4A8": "0"})
-    if os.environ.get("VLLM_CPU_INT4_W4A8", "").strip() == "0":  # ours, or the user's
-        return "w4a16 (cpu_gemm_wna16, AMX)"
-    return "w4a8 (vLLM's CPU default with AMX: activations rounded to int8 per token)"
+    return kernel
+
+
+W4A16_AMX = "w4a16 (cpu_gemm_wna16, AMX)"
+
+
+def int4_kernel(q: FolderQuantization | None, in_process: bool) -> str | None:
+    """The kernel path an int4 folder takes on this CPU (None: not int4). With AMX, vLLM's default is W4A8, which
+    also rounds activations to int8; offline-eval runs W4A16, as a GPU does, where the engine core is in this
+    process (it starts AMX there) and the user has not set VLLM_CPU_INT4_W4A8. The store key names W4A8, so its
+    answers are never served for W4A16's."""
+    if q is None or q.bits != 4:
+        return None
+    import torch
+
+    if not bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()):
+        return "w4a16 (cpu_gemm_wna16)"
+    user = os.environ.get("VLLM_CPU_INT4_W4A8", "").strip()
+    if user == "0" or (not user and in_process):
+        return W4A16_AMX
+    return W4A8
+
+
+W4A8 = "w4a8 (vLLM's CPU default with AMX: activations rounded to int8 per token)"
+
+
+def int4_identity(path: str, in_process: bool) -> dict[str, Any]:
+    """What the store key adds for an int4 folder that vLLM's CPU build would run as W4A8 (else nothing: the
+    keys of every other load stay as they were)."""
+    q = folder_quantization(path)
+    if q is None or q.bits != 4:
+        return {}
+    from vllm.platforms import current_platform
+
+    return {"int4_kernel": "w4a8"} if current_platform.is_cpu() and int4_kernel(q, in_process) == W4A8 else {}
