@@ -127,7 +127,7 @@ def main() -> int:
     cols = ["start", *(f"{k}-shot" for k in shots), "process"]
     print(f"\n{a.model}, {items} statements, shots {','.join(map(str, shots))}, median of {rounds} round(s), seconds")
     header = ["preload", "mode", *(f"{c} s" for c in cols), "same answers as none", "vLLM warns about"]
-    rows = [[n, m, *(f"{c[k]:.1f}" for k in cols), str(c["same"]), str(c["warns"])] for (n, m), c in cells.items()]
+    rows = [[n, m, *(f"{c[k]:.3g}" for k in cols), str(c["same"]), str(c["warns"])] for (n, m), c in cells.items()]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))))
