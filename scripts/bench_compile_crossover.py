@@ -133,10 +133,10 @@ def main() -> int:
         loads["eager"] = run(a.model, a.max_model_len, data, shots, True, cache)
     for name, x in loads.items():
         phases = "; ".join(
-            f"{k}-shot {p['wall_s']:.1f} s ({p['submitted']} tokens submitted, {p['computed']} computed)"
+            f"{k}-shot {p['wall_s']:.3g} s ({p['submitted']} tokens submitted, {p['computed']} computed)"
             for k, p in x["phases"].items()
         )
-        print(f"{name}: start {x['start_s']:.1f} s ({x['facts']['compile']}); {phases}")
+        print(f"{name}: start {x['start_s']:.3g} s ({x['facts']['compile']}); {phases}")
     eager, cold = loads["eager"], loads["compiled, empty cache"]
     warm = loads.get("compiled, model in the cache", cold)
     same = sum(

@@ -200,10 +200,10 @@ def print_stages(summary: dict[str, Any]) -> None:
             p = s["prefix_reuse"]
             extra += f"  prompt tokens {p['computed']}/{p['submitted']} computed"
         print(f"{s['stage']:<15} {s['s']:8.3f}  {what}{extra}")
-    print("by stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in t["by_stage"].items()))
+    print("by stage: " + ", ".join(f"{k} {v:.3g} s" for k, v in t["by_stage"].items()))
     print(
         f"total {t['total_s']:.1f} s; engine starts and phases {t['total_s'] - t['fixed_s']:.1f} s; "
-        f"fixed overhead {t['fixed_s']:.1f} s"
+        f"fixed overhead {t['fixed_s']:.3g} s"
     )
 
 
@@ -277,7 +277,7 @@ def main() -> int:
                 f"after {human_mae(new)}"
             )
     reuse = (new_j.get("prefix_reuse") or {}).get("ratio") or 0.0
-    print(f"fixed overhead: {new['timings']['fixed_s']:.1f} s; judge prefix reuse: {reuse:.1f}x")
+    print(f"fixed overhead: {new['timings']['fixed_s']:.3g} s; judge prefix reuse: {reuse:.1f}x")
     return 0
 
 

@@ -84,7 +84,7 @@ def main() -> int:
         got[engine] = m = measure(engine, phase, a.budget)
         print(
             f"{engine}: {m['items']} items, {a.shots}-shot, budget {a.budget} ({m['thinking_tokens']} thinking "
-            f"tokens); both phases {m['wall_s']:.1f} s; phase 2 prompt tokens computed "
+            f"tokens); both phases {m['wall_s']:.3g} s; phase 2 prompt tokens computed "
             f"{m['computed']}/{m['submitted']} = {m['ratio']:.3f}"
         )
     print(
