@@ -131,14 +131,18 @@ def missing_weights(path: str | Path, q: FolderQuantization) -> str | None:
 
 
 def _safetensors_names(path: Path) -> set[str]:
-    """The tensor names in a safetensors file's header (8-byte length, then JSON)."""
+    return set(safetensors_header(path))
+
+
+def safetensors_header(path: Path) -> dict[str, Any]:
+    """A safetensors file's tensors as its header lists them (8-byte length, then JSON): name -> dtype, shape."""
     try:
         with path.open("rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
             header = json.loads(f.read(n))
     except (OSError, struct.error, ValueError) as e:
         raise InputError(f"not a readable safetensors file ({e})", file=str(path)) from None
-    return {k for k in header if k != "__metadata__"}
+    return {k: v for k, v in header.items() if k != "__metadata__"}
 
 
 def checked(path: str | Path, quantization: str | None) -> FolderQuantization | None:

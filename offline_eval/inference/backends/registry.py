@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from offline_eval.runtime.errors import InputError, MissingExtraError, OfflineEvalError
 
 from .declare import Declared
-from .fingerprint import PINS, HashCache, served_key
+from .fingerprint import PINS, HashCache, files_fingerprint, served_key
 
 if TYPE_CHECKING:
     from .base import Backend
@@ -72,6 +72,8 @@ class Engine(Declared):
         }
         cls = self.declared_class()
         identity = cls.weights_identity(spec, cache)
+        if opts.pop("adapter", None) is not None:  # its files, wherever the folder is (its scale stays in opts)
+            identity["adapter"] = files_fingerprint(str(spec.adapter), cache)
         if cls.load_defaults:  # the engine's own defaults count as if the user had written them
             opts["engine_args"] = {**cls.load_defaults, **spec.engine_args}
         blob = json.dumps(

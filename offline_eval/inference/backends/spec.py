@@ -36,11 +36,16 @@ class LoadSpec:
     # The prompt tokens the load is planned to submit (None: unknown), for an engine that chooses how to start from
     # it (vLLM compiles or not); neither an option nor part of the store key.
     planned_prompt_tokens: int | None = None
+    adapter: str | None = None  # a LoRA adapter over the weights (a PEFT folder; llama.cpp: a GGUF adapter)
+    adapter_scale: float = 1.0
 
     def describe(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d.pop("name")
         d.pop("planned_prompt_tokens")
+        if self.adapter is None:  # a load without one is described as before adapters existed
+            d.pop("adapter")
+            d.pop("adapter_scale")
         return d
 
 

@@ -1,0 +1,262 @@
+"""LoRA adapters as a variant's `adapter:`: a PEFT folder (vLLM, transformers) or llama.cpp's GGUF adapter, read and
+checked against the base weights before any engine starts, each problem one line naming the file and the field."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offline_eval.runtime.errors import InputError
+
+from .quantized import safetensors_header
+
+CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
+_PEFT_KEY = re.compile(r"^base_model\.model\.(.+)\.lora_([AB])(?:\.[^.]+)?\.weight$")
+# The base's tensor for a module, as a plain, compressed-tensors or GPTQ/AWQ folder names it.
+_BASE_SUFFIXES = (".weight", ".weight_packed", ".qweight")
+
+
+@dataclass(frozen=True)
+class PeftAdapter:
+    """A PEFT LoRA folder: what its config says and the shapes its weights have."""
+
+    path: str
+    rank: int
+    alpha: float
+    rslora: bool
+    targets: tuple[str, ...]
+    base: str | None  # base_model_name_or_path, as written
+    modules: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)  # module -> (A shape, B shape)
+
+    @property
+    def scaling(self) -> float:
+        """What PEFT multiplies B·A by: alpha / r (rsLoRA: alpha / sqrt(r))."""
+        return self.alpha / (math.sqrt(self.rank) if self.rslora else self.rank)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": "peft",
+            "rank": self.rank,
+            "alpha": self.alpha,
+            "rslora": self.rslora,
+            "target_modules": list(self.targets),
+            "base_model_name_or_path": self.base,
+        }
+
+
+def read_peft(path: str | Path) -> PeftAdapter:
+    """The adapter in a PEFT folder, or an InputError naming the file and the field."""
+    p = Path(path)
+    if p.is_file():
+        if p.suffix == ".gguf":
+            raise InputError("a GGUF adapter is llama.cpp's; this engine reads a PEFT folder "
+                             f"({CONFIG} + {WEIGHTS})", file=str(p), field="adapter")  # fmt: skip
+        raise InputError(f"an adapter is a PEFT folder ({CONFIG} + {WEIGHTS})", file=str(p), field="adapter")
+    cfg_file, weights = p / CONFIG, p / WEIGHTS
+    for f in (cfg_file, weights):
+        if not f.is_file():
+            raise InputError(f"not a PEFT adapter folder: {f.name} is missing", file=str(p), field="adapter")
+    try:
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"not readable JSON ({e})", file=str(cfg_file)) from None
+    if not isinstance(cfg, dict):
+        raise InputError("expected a JSON object", file=str(cfg_file))
+
+    def bad(key: str, why: str) -> InputError:
+        return InputError(why, file=str(cfg_file), field=key)
+
+    if str(cfg.get("peft_type", "LORA")).upper() != "LORA":
+        raise bad("peft_type", f"'{cfg.get('peft_type')}': only LoRA adapters are supported")
+    if cfg.get("use_dora"):
+        raise bad("use_dora", "DoRA adapters are not supported (vLLM and llama.cpp have no DoRA)")
+    if cfg.get("modules_to_save"):
+        raise bad("modules_to_save", "adapters that replace whole modules are not supported (vLLM refuses them)")
+    if cfg.get("bias", "none") != "none":
+        raise bad("bias", f"'{cfg.get('bias')}': adapters with trained biases are not supported")
+    rank, alpha = cfg.get("r"), cfg.get("lora_alpha", cfg.get("r"))
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise bad("r", f"the rank must be a positive integer, not {rank!r}")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise bad("lora_alpha", f"must be a number, not {alpha!r}")
+    modules: dict[str, tuple[list[int], list[int]]] = {}
+    for name, info in safetensors_header(weights).items():
+        m = _PEFT_KEY.match(name)
+        if m is None:
+            raise InputError("not a LoRA tensor (expected base_model.model.<module>.lora_A/B.weight)",
+                             file=str(weights), field=name)  # fmt: skip
+        a, b = modules.get(m.group(1), ([], []))
+        shape = list(info.get("shape", []))
+        modules[m.group(1)] = (shape, b) if m.group(2) == "A" else (a, shape)
+    for mod, (a, b) in modules.items():
+        if len(a) != 2 or len(b) != 2 or a[0] != rank or b[1] != rank:
+            raise InputError(f"lora_A {a} and lora_B {b} do not make a rank-{rank} pair (r in {CONFIG})",
+                             file=str(weights), field=mod)  # fmt: skip
+    if not modules:
+        raise InputError("holds no LoRA tensors", file=str(weights))
+    targets = cfg.get("target_modules") or sorted({m.rsplit(".", 1)[-1] for m in modules})
+    return PeftAdapter(
+        path=str(p),
+        rank=rank,
+        alpha=float(alpha),
+        rslora=bool(cfg.get("use_rslora")),
+        targets=tuple([targets] if isinstance(targets, str) else targets),
+        base=cfg.get("base_model_name_or_path"),
+        modules=modules,
+    )
+
+
+def base_shapes(folder: str | Path) -> dict[str, list[int]]:
+    """Every tensor of an HF model folder, name -> shape (headers only: nothing is loaded)."""
+    out: dict[str, list[int]] = {}
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        out.update({k: list(v.get("shape", [])) for k, v in safetensors_header(f).items()})
+    return out
+
+
+def peft_fit_problem(adapter: PeftAdapter, base: str | Path) -> str | None:
+    """Why the adapter cannot go on these base weights (a module the base lacks, a size that differs); None: it
+    fits. A packed int4 base is checked on its output size only."""
+    shapes = base_shapes(base)
+    if not shapes:
+        return None  # no safetensors (e.g. .bin weights): the engine checks when it loads
+    weights = str(Path(adapter.path) / WEIGHTS)
+    for mod, (a, b) in sorted(adapter.modules.items()):
+        found = next(((s, shapes[mod + s]) for s in _BASE_SUFFIXES if mod + s in shapes), None)
+        if found is None:
+            return f"{weights}: field '{mod}': the base model {base} has no module {mod} (target_modules in {CONFIG})"
+        suffix, shape = found
+        if shape[0] != b[0] or (suffix == ".weight" and len(shape) == 2 and shape[1] != a[1]):
+            return (
+                f"{weights}: field '{mod}': the adapter maps {a[1]} -> {b[0]}, but the base's {mod}{suffix} is "
+                f"{shape}: it was trained on another model"
+            )
+    return None
+
+
+def base_mismatch(adapter: PeftAdapter, base: str | Path) -> str | None:
+    """A warning where the adapter's base_model_name_or_path does not name this base folder (a renamed copy is
+    common, so only a warning: the shapes decide)."""
+    if not adapter.base:
+        return None
+    said = adapter.base.rstrip("/").split("/")[-1].lower()
+    folder = Path(base).resolve()
+    names = {folder.name.lower(), folder.parent.name.lower()}
+    try:
+        own = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("_name_or_path") or ""
+        names.add(str(own).rstrip("/").split("/")[-1].lower())
+    except (OSError, ValueError, AttributeError):
+        pass
+    if said in names:
+        return None
+    return (
+        f"adapter {adapter.path} was trained on '{adapter.base}' (base_model_name_or_path), and is given "
+        f"{base}: its shapes fit, so it runs"
+    )
+
+
+def gguf_adapter_problem(adapter: str | Path, base: str | Path) -> str | None:
+    """Why a llama.cpp adapter cannot go on this GGUF base; None: it fits (llama.cpp aborts on the rest)."""
+    import gguf
+
+    p = Path(adapter)
+    if p.is_dir():
+        return (f"{p}: field 'adapter': llama.cpp reads a GGUF adapter; convert this PEFT folder with "
+                f"`offline-eval adapter gguf {p} --base {base}`")  # fmt: skip
+    try:
+        a, b = gguf.GGUFReader(str(p)), gguf.GGUFReader(str(base))
+    except (OSError, ValueError) as e:
+        return f"{p}: not a readable GGUF file ({e})"
+    kind, arch = gguf_field(a, "general.type"), gguf_field(a, "general.architecture")
+    if kind != "adapter" or gguf_field(a, "adapter.type") != "lora":
+        return f"{p}: field 'general.type': '{kind}': not a GGUF LoRA adapter"
+    if gguf_field(a, "adapter.lora.alpha") is None:
+        return f"{p}: field 'adapter.lora.alpha': missing (llama.cpp aborts without it)"
+    if arch != (base_arch := gguf_field(b, "general.architecture")):
+        return f"{p}: field 'general.architecture': the adapter is for '{arch}', the base {base} is '{base_arch}'"
+    shapes = {t.name: [int(x) for x in t.shape] for t in b.tensors}
+    pairs: dict[str, dict[str, list[int]]] = {}
+    for t in a.tensors:
+        name, _, side = t.name.rpartition(".lora_")
+        pairs.setdefault(name, {})[side] = [int(x) for x in t.shape]
+    for tensor, ab in sorted(pairs.items()):
+        if tensor not in shapes:
+            return f"{p}: field '{tensor}': the base {base} has no tensor {tensor}"
+        la, lb, w = ab.get("a"), ab.get("b"), shapes[tensor]
+        if la is None or lb is None or la[0] != w[0] or lb[1] != w[1] or la[1] != lb[0]:
+            return f"{p}: field '{tensor}': lora_a {la} and lora_b {lb} do not fit the base's {tensor} {w}"
+    return None
+
+
+def gguf_field(reader: Any, key: str) -> Any:
+    """A GGUF metadata value (a string or a number); None where the key is absent."""
+    f = reader.fields.get(key)
+    if f is None:
+        return None
+    value = f.parts[f.data[0]]
+    if f.types and f.types[0].name == "STRING":
+        return bytes(value).decode("utf-8")
+    return value.tolist()[0]
+
+
+SERVED = (
+    "a served model's adapter is the server's: start it with the adapter (vLLM: --enable-lora --lora-modules "
+    "NAME=PEFT_FOLDER, then model: NAME; llama.cpp's server: --lora FILE.gguf) and leave `adapter:` out"
+)
+
+
+def adapter_problem(weights: str, adapter: str, base: str) -> str | None:
+    """Why `adapter` cannot run on the base `base` of an engine reading `weights` (declare.Weights); None: it can."""
+    if weights == "remote":
+        return SERVED
+    if weights == "gguf":
+        return gguf_adapter_problem(adapter, base)
+    try:
+        return peft_fit_problem(read_peft(adapter), base)
+    except InputError as e:
+        return str(e)
+
+
+def describe_adapter(path: str | Path) -> dict[str, Any]:
+    """What the provenance says of an adapter: its format, rank, alpha, target modules and declared base."""
+    p = Path(path)
+    if p.is_dir():
+        return read_peft(p).describe()
+    import gguf
+
+    r = gguf.GGUFReader(str(p))
+    ranks = sorted({int(t.shape[1]) for t in r.tensors if t.name.endswith(".lora_a")})
+    return {
+        "path": str(p),
+        "format": "gguf",
+        "rank": ranks[0] if len(ranks) == 1 else ranks,
+        "alpha": gguf_field(r, "adapter.lora.alpha"),
+        "architecture": gguf_field(r, "general.architecture"),
+        "target_modules": sorted({t.name.split(".")[2] for t in r.tensors if t.name.startswith("blk.")}),
+        "base_model_name_or_path": gguf_field(r, "general.base_model.0.name"),
+    }
+
+
+def with_peft(model: Any, adapter: str, scale: float) -> Any:
+    """A transformers model with the PEFT adapter over it (unmerged, as vLLM and llama.cpp compute it)."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        raise InputError(
+            "transformers loads adapters through peft, which is not installed: pip install 'offline-eval[hf]'",
+            file=adapter,
+            field="adapter",
+        ) from None
+    wrapped = PeftModel.from_pretrained(model, adapter, is_trainable=False)
+    if scale != 1.0:
+        for module in wrapped.modules():
+            scaling = getattr(module, "scaling", None)
+            if isinstance(scaling, dict):
+                for k in scaling:
+                    scaling[k] *= scale
+    return wrapped.eval()
