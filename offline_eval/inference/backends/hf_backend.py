@@ -12,6 +12,7 @@ from typing import Any
 from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import InputError
 
+from .adapters import with_peft
 from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids
 from .chat import choose_template, hf_encode, hf_own_template
 from .declare import Declared
@@ -89,6 +90,8 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         check_engine_args(spec, None, _RESERVED)
         kwargs.update(spec.engine_args)
         self.model = AutoModelForCausalLM.from_pretrained(spec.path, **kwargs).eval()
+        if spec.adapter:
+            self.model = with_peft(self.model, spec.adapter, spec.adapter_scale)
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._compiler: Any = None
         self._grammars: dict[Any, Any] = {}  # constraint -> its compiled grammar (a phase's batches share one)

@@ -32,6 +32,8 @@ _RESERVED = {
     "n_gpu_layers": "n_gpu_layers",
     "n_threads": "threads",
     "chat_format": "chat_template",
+    "lora_path": "a variant's adapter",
+    "lora_scale": "a variant's adapter_scale",
 }
 
 
@@ -97,6 +99,8 @@ class LlamaCppBackend(TokenizingBackend):
             n_batch=min(512, spec.max_model_len),
         )
         kwargs["n_threads"] = spec.threads or physical_cores()
+        if spec.adapter:
+            kwargs.update(lora_path=spec.adapter, lora_scale=spec.adapter_scale)
         check_engine_args(spec, signature_params(Llama.__init__), _RESERVED)
         kwargs.update(self.load_defaults)
         kwargs.update(spec.engine_args)

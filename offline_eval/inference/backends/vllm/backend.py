@@ -30,7 +30,8 @@ from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, R
 from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.preload import tcmalloc_loaded
 
-from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph
+from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph, loaded_from
+from .lora import Lora, lora_args
 from .patches import Installed, aot_loaded
 from .quantized import int4_identity, quantized_on_cpu
 
@@ -46,6 +47,7 @@ _RESERVED = {
     "dtype": "a variant's dtype",
     "quantization": "a variant's quantization",
     "gpu_memory_utilization": "gpu_memory_utilization",
+    "enable_lora": "a variant's adapter",
 }
 
 
@@ -116,6 +118,8 @@ def compile_choice(spec: LoadSpec, on_cpu: bool, cached: bool = False) -> tuple[
     o = VLLMOptions.model_validate(spec.engine_options)
     if o.compile != "auto":
         return o.compile == "never", f"compile: {o.compile}"
+    if on_cpu and spec.adapter:
+        return True, "a LoRA adapter: vLLM's CPU build runs LoRA eager"
     if not on_cpu:
         return False, "compile: auto, on a GPU"
     planned = spec.planned_prompt_tokens
@@ -210,7 +214,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         in_process = _in_process(spec)
         int4 = quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
-        kwargs.update(spec.engine_args)
+        self._lora = Lora(spec.adapter, spec.adapter_scale) if spec.adapter else None
+        kwargs.update({**(lora_args(spec.adapter) if spec.adapter else {}), **spec.engine_args})
         pieces = on_cpu and VLLMOptions.model_validate(spec.engine_options).cpu_compile == "piecewise" and in_process
         index, key = CompiledIndex(cache), CompiledIndex.key(kwargs, "piecewise" if pieces else "whole")
         eager, why = compile_choice(spec, on_cpu, index.holds(key))
@@ -246,7 +251,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             self._start["int4_kernel"] = int4
         self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
         if not eager:
-            index.record(key, [*aot_loaded[paths:], *_loaded_from(self.llm), *sorted(made)])
+            index.record(key, [*aot_loaded[paths:], *loaded_from(self.llm), *sorted(made)])
         self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
@@ -310,7 +315,10 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         from vllm.inputs import TokensPrompt
 
         t0 = time.perf_counter()
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(e)) for e in encoded], params, use_tqdm=False)
+        prompts = [TokensPrompt(prompt_token_ids=list(e)) for e in encoded]
+        outs = self.llm.generate(
+            prompts, params, use_tqdm=False, lora_request=self._lora.request if self._lora else None
+        )
         for o in outs:  # the prefix cache's hits, per request
             n = len(o.prompt_token_ids or ())
             self._count.add(n, n - min(n, o.num_cached_tokens or 0))
@@ -381,6 +389,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         if llm is None:
             return
         del self.llm
+        if self._lora:
+            self._lora.close()
         try:
             # The engine process outlives SIGTERM: vLLM waits 5 s by default before it kills it anyway.
             llm.llm_engine.engine_core.shutdown(timeout=_SHUTDOWN_GRACE_S)
@@ -422,18 +432,6 @@ def _one_process(spec: LoadSpec) -> bool:
         and int(args.get("pipeline_parallel_size", 1)) == 1
         and args.get("distributed_executor_backend") in (None, "uni")
     )
-
-
-def _loaded_from(llm: Any) -> list[str]:
-    """The compiled model file vLLM keys this engine on, where its config is in this process (the engine core
-    in-process): a load that found it in the cache adds no file, and still tells the index where it is."""
-    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
-    at = getattr(getattr(config, "compilation_config", None), "local_cache_dir", None)
-    parallel = getattr(config, "parallel_config", None)
-    if not at or parallel is None:
-        return []
-    # vLLM's own layout (compilation/decorators.py): {local_cache_dir}/rank_{rank}_{dp_rank}/model
-    return [os.path.join(at, f"rank_{parallel.rank}_{parallel.data_parallel_index}", "model")]
 
 
 def _log_to_stderr() -> None:

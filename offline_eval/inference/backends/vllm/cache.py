@@ -126,3 +126,15 @@ class CompiledIndex:
                 except (OSError, InputError):  # a cache it cannot write to: the next load chooses as if empty
                     pass
                 return
+
+
+def loaded_from(llm: Any) -> list[str]:
+    """The compiled model file vLLM keys this engine on, where its config is in this process (the engine core
+    in-process): a load that found it in the cache adds no file, and still tells the index where it is."""
+    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    at = getattr(getattr(config, "compilation_config", None), "local_cache_dir", None)
+    parallel = getattr(config, "parallel_config", None)
+    if not at or parallel is None:
+        return []
+    # vLLM's own layout (compilation/decorators.py): {local_cache_dir}/rank_{rank}_{dp_rank}/model
+    return [os.path.join(at, f"rank_{parallel.rank}_{parallel.data_parallel_index}", "model")]

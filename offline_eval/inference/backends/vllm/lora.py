@@ -1,0 +1,55 @@
+"""A LoRA adapter on vLLM: the engine arguments its load needs and the request every prompt carries."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..adapters import CONFIG, WEIGHTS, read_peft
+
+# vLLM's LoRAConfig.max_lora_rank accepts these values alone (config/lora.py, MaxLoRARanks).
+RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_args(adapter: str) -> dict[str, Any]:
+    """enable_lora with the smallest max_lora_rank vLLM accepts that holds the adapter's rank."""
+    rank = read_peft(adapter).rank
+    fits = [r for r in RANKS if r >= rank]
+    if not fits:
+        raise ValueError(f"{adapter}: rank {rank} is above vLLM's largest max_lora_rank ({RANKS[-1]})")
+    return {"enable_lora": True, "max_lora_rank": fits[0], "max_loras": 1}
+
+
+class Lora:
+    """The adapter as vLLM is given it: a LoRARequest, over a scaled copy where `adapter_scale` is not 1 (vLLM
+    takes no scale per request: B scaled by s gives s·(alpha/r)·B·A, which is what PEFT and llama.cpp compute)."""
+
+    def __init__(self, adapter: str, scale: float) -> None:
+        from vllm.lora.request import LoRARequest
+
+        self._tmp: str | None = None
+        path = Path(adapter)
+        if scale != 1.0:
+            self._tmp = tempfile.mkdtemp(prefix="offline-eval-lora-")
+            path = scaled_copy(adapter, scale, Path(self._tmp))
+        self.request = LoRARequest("adapter", 1, str(path))
+
+    def close(self) -> None:
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+def scaled_copy(adapter: str, scale: float, out: Path) -> Path:
+    """The PEFT folder with every lora_B multiplied by `scale`."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(Path(adapter) / WEIGHTS))
+    scaled = {k: (v.float() * scale).to(v.dtype) if ".lora_B" in k else v for k, v in tensors.items()}
+    save_file(scaled, str(out / WEIGHTS))
+    cfg = json.loads((Path(adapter) / CONFIG).read_text(encoding="utf-8"))
+    (out / CONFIG).write_text(json.dumps(cfg), encoding="utf-8")
+    return out
