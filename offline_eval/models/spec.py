@@ -4,7 +4,6 @@ lengths and engine options, validated; and the one rule that resolves its relati
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
@@ -20,7 +19,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from offline_eval.inference.backends.chat import checked_setting, normalize_setting, spec_template
+from offline_eval.inference.backends.adapters import SERVED, adapter_problem
+from offline_eval.inference.backends.chat import checked_setting, spec_template
 from offline_eval.inference.backends.quantized import quantization_problem
 from offline_eval.inference.backends.registry import engine_names, get_engine
 from offline_eval.inference.backends.spec import LoadSpec
@@ -62,6 +62,8 @@ class VariantSpec(Strict):
     )
     reasoning: dict[str, Any] | None = Field(None, description="keys of the model's `reasoning` this variant changes")
     sampling: dict[str, Any] | None = Field(None, description="keys of the model's `sampling` this variant changes")
+    adapter: str | None = Field(None, description="a LoRA adapter over the weights: a PEFT folder (llama.cpp: .gguf)")
+    adapter_scale: float | None = Field(None, gt=0, description="the adapter's strength (default 1)")
 
 
 class ModelSpec(Strict):
@@ -140,6 +142,8 @@ class ModelSpec(Strict):
     @model_validator(mode="after")
     def _reference(self) -> ModelSpec:
         for name in self.variants:  # a variant's changes must make a valid block
+            if self.variants[name].adapter is not None and get_engine(self.backend).remote:
+                raise ValueError(f"variants.{name}.adapter: {SERVED}")
             self.reasoning_of(name)
             sampling = self.sampling_of(name)  # validated whether or not it samples several times
             if (self.samples or 1) > 1 and greedy(sampling):
@@ -369,6 +373,8 @@ class ModelSpec(Strict):
             enable_prefix_caching=self.enable_prefix_caching,
             engine_args={**self.engine_args, **v.options},
             engine_options=dict(self.engine_options),
+            adapter=v.adapter,
+            adapter_scale=v.adapter_scale if v.adapter_scale is not None else 1.0,
         )
 
     def run_name(self, variant: str, ctx: int | None = None) -> str:
@@ -379,8 +385,8 @@ class ModelSpec(Strict):
     def path_problem(self, variant: str, source: str, index: int) -> str | None:
         """Why this variant's weights cannot be loaded, naming the config field; None if they look fine."""
         v = self.variants[variant]
-        if get_engine(self.backend).remote:
-            return None  # no local weights: the server is reached (and checked) when the run starts
+        if get_engine(self.backend).remote:  # no local weights: the server is reached (and checked) at the run
+            return None
         field, value = (
             (f"models.{index}.variants.{variant}.file", v.file) if v.file else (f"models.{index}.path", self.path)
         )
@@ -389,7 +395,14 @@ class ModelSpec(Strict):
         if why := missing(value):
             return f"{source}: field '{field}': path {why}: {value}"
         problem = get_engine(self.backend).path_problem(value) or quantization_problem(value, v.quantization)
-        return f"{source}: field '{field}': {problem}: {value}" if problem else None
+        if problem:
+            return f"{source}: field '{field}': {problem}: {value}"
+        if v.adapter is None:
+            return None
+        field = f"models.{index}.variants.{variant}.adapter"
+        if why := missing(v.adapter):
+            return f"{source}: field '{field}': path {why}: {v.adapter}"
+        return adapter_problem(get_engine(self.backend).weights, v.adapter, value)
 
 
 def _block(cls: type[Any], data: dict[str, Any], where: str) -> Any:
@@ -410,40 +423,3 @@ def one_load(spec: ModelSpec) -> ModelSpec:
             f"{len(spec.contexts())} context length(s)"
         )
     return spec
-
-
-def resolve_path(base: Path, value: str) -> str:
-    """A relative path against the config file's folder; an absolute path or a URL (refused later) as given."""
-    if is_url(value):
-        return value
-    p = Path(value).expanduser()
-    return str(p if p.is_absolute() else base / p)
-
-
-def resolve_model_paths(raw: Any, base: Path) -> Any:
-    """A model as written (under `models:` or a task's judges and evaluators): its path, each variant's file, a
-    chat template that is a file, and the path keys its engine declares (a served model's tokenizer), resolved
-    against `base`. The one place relative paths of a model are resolved."""
-    if not isinstance(raw, dict):
-        return raw
-    out = dict(raw)
-    if isinstance(out.get("path"), str) and out["path"]:
-        out["path"] = resolve_path(base, out["path"])
-    tpl = out.get("chat_template")
-    if isinstance(tpl, str) and normalize_setting(tpl) not in (None, "none") and "{" not in tpl:  # a file
-        out["chat_template"] = resolve_path(base, tpl)
-    if isinstance(out.get("variants"), dict):
-        out["variants"] = {
-            k: {**v, "file": resolve_path(base, v["file"])}
-            if isinstance(v, dict) and isinstance(v.get("file"), str)
-            else v
-            for k, v in out["variants"].items()
-        }
-    try:
-        engine = get_engine(str(out.get("backend")))
-    except InputError:
-        return out  # the backend validator names the problem
-    for key in engine.path_options:
-        if isinstance(out.get(key), str):
-            out[key] = resolve_path(base, out[key])
-    return out

@@ -12,7 +12,8 @@ import yaml
 from pydantic import Field, StrictFloat, StrictInt, ValidationError, field_validator
 
 from offline_eval.models.decoding import seed_problem
-from offline_eval.models.spec import ModelSpec, Strict, VariantSpec, greedy, resolve_model_paths, resolve_path
+from offline_eval.models.paths import resolve_model_paths, resolve_path
+from offline_eval.models.spec import ModelSpec, Strict, VariantSpec, greedy
 from offline_eval.runtime.errors import InputError, format_validation_error, is_url, missing
 from offline_eval.tasks.kit.sections import Metric
 

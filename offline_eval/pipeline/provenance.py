@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from offline_eval.inference.backends.adapters import describe_adapter
 from offline_eval.inference.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
 from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.inference.backends.registry import engine_version, spec_fingerprint
@@ -103,6 +104,13 @@ def config_digest(path: str | None, config: Any) -> str:
     return sha256_text(json.dumps(config, sort_keys=True, ensure_ascii=False, default=str))
 
 
+def adapter_record(path: str, scale: float, cache: HashCache | None) -> dict[str, Any]:
+    """The adapter's description, its scale, and its files' digest ("path size sha256" lines, as the weights')."""
+    found = files_fingerprint(path, cache)
+    lines = "".join(f"{name} {v.replace(':', ' ', 1)}\n" for name, v in found.items())
+    return {**describe_adapter(path), "path": str(Path(path).resolve()), "scale": scale, "digest": sha256_text(lines)}
+
+
 def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_template: str | None) -> LoadProvenance:
     """One load: the fingerprint that keys its outputs in the store and the files behind it. `chat_template` is
     the template's text (None: the plain format)."""
@@ -135,6 +143,7 @@ def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_temp
         weights_digest=weights,
         files=files,
         quantization=quantized.describe() if quantized else None,
+        adapter=None if spec.adapter is None else adapter_record(spec.adapter, spec.adapter_scale, cache),
         chat_template_sha256=None if remote or chat_template is None else sha256_text(chat_template),
         prompt_format="server" if remote else ("plain" if chat_template is None else "chat"),
         unknown=unknown,

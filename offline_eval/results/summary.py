@@ -143,6 +143,8 @@ class LoadProvenance(_Model):
     engine_start: dict[str, Any] | None = None
     # What the folder's config.json declares its weights quantized to (None: not a quantized folder)
     quantization: dict[str, Any] | None = None
+    # The LoRA adapter over the weights (None: none): format, rank, alpha, target modules, declared base, digest
+    adapter: dict[str, Any] | None = None
 
 
 class SettingProvenance(_Model):
