@@ -86,6 +86,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
                              "max_model_len": a.max_model_len, "variants": {"default": {"file": None}}}  # fmt: skip
+    if a.adapter:
+        model["variants"]["default"] |= {"adapter": a.adapter, "adapter_scale": a.adapter_scale}
     if a.chat_template:
         from offline_eval.inference.backends.chat import checked_setting
         from offline_eval.runtime.errors import InputError
@@ -264,24 +266,13 @@ def cmd_ja_check(a: argparse.Namespace) -> int:
     return 1 if (found and a.strict) else 0
 
 
-def cmd_quantize(a: argparse.Namespace) -> int:
-    from offline_eval.models.quantize import quantize
-
-    made, failed = quantize(a.src, _csv(a.to, "--to") or [], a.out_dir, a.threads, a.group_size)
-    for path in made:
-        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
-        print(f"wrote {path} ({size / 2**20:.1f} MiB)", flush=True)
-    for line in failed:
-        print(f"offline-eval: error: {line}", file=sys.stderr)
-    return 2 if failed else 0
-
-
 PROTOCOLS = ("paper", "offline-eval")
 _VERBOSE = "show the engines' own output (library warnings, native logs) here, not only in OUT/engines.log"
 
 
 def build_parser() -> argparse.ArgumentParser:
     from offline_eval.inference.backends.registry import engine_names
+    from offline_eval.models.commands import add_commands
     from offline_eval.tasks import data_kinds, task_classes
 
     p = argparse.ArgumentParser(
@@ -323,6 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto (default): the model's own chat template, or the plain prompt format if it has none; "
         "none: always the plain format (base models); or a Jinja template file or text",
     )
+    r.add_argument("--adapter", help="a LoRA adapter over the model: a PEFT folder (llamacpp: a GGUF adapter)")
+    r.add_argument("--adapter-scale", type=float, help="the adapter's strength (default 1)")
     r.add_argument("--fresh", action="store_true")
     r.add_argument("--out", required=True)
     r.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
@@ -383,17 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("config")
     mc.set_defaults(func=cmd_models_check)
 
-    q = sub.add_parser(
-        "quantize",
-        help="make llama.cpp variants (q8_0, q4_k_m, ...) from an F16/BF16 GGUF, or vLLM's Int8/Int4 checkpoints "
-        "(w8a8, w4a16, gptq, awq) from a Hugging Face folder",
-    )
-    q.add_argument("src", help="the F16 or BF16 .gguf file, or the BF16/F16/F32 model folder")
-    q.add_argument("--to", required=True, help="comma-separated types, e.g. q8_0,q4_k_m or w8a8,w4a16,gptq,awq")
-    q.add_argument("--out-dir", "--out", help="where to write (default: beside the input)")
-    q.add_argument("--threads", type=int, default=0, help="llama.cpp's quantizer threads (0: all)")
-    q.add_argument("--group-size", type=int, help="w4a16, gptq and awq: input columns per int4 scale (default 128)")
-    q.set_defaults(func=cmd_quantize)
+    add_commands(sub)  # quantize, adapter gguf
 
     for cls in task_classes():  # a task's own tools (e.g. training its scorer): adding a task touches no file here
         cls.add_commands(sub)
