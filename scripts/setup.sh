@@ -66,6 +66,15 @@ if [ "$(cat models/tiny/.stamp 2>/dev/null)" != "$stamp" ]; then
   quietly .venv/bin/python scripts/make_tiny_model.py models/tiny
   echo "$stamp" > models/tiny/.stamp
 fi
+# Four tiny LoRA adapters over the tiny model (PEFT folders and their llama.cpp GGUF form): a few seconds.
+astamp=$(cat scripts/make_adapters.py offline_eval/models/adapter_gguf.py models/tiny/.stamp | sha256sum | cut -c1-16)
+if [ "$(cat models/tiny/adapters/.stamp 2>/dev/null)" != "$astamp" ]; then
+  step "building tiny LoRA adapters into models/tiny/adapters"
+  rm -rf models/tiny/adapters
+  quietly .venv/bin/python scripts/make_adapters.py models/tiny/hf models/tiny/adapters --names a,b,c,d \
+    --gguf models/tiny/gguf/tiny-f16.gguf
+  echo "$astamp" > models/tiny/adapters/.stamp
+fi
 bstamp=$(cat scripts/make_tiny_bert.py scripts/make_tiny_model.py scripts/tiny_corpus.txt | sha256sum | cut -c1-16)
 if [ "$(cat models/tiny-bert/.stamp 2>/dev/null)" != "$bstamp" ]; then
   step "building the tiny BERT encoder into models/tiny-bert"
