@@ -108,6 +108,17 @@ def _noting(load: Any) -> Any:
     return _ours(try_load)
 
 
+def _lora_device(get: Any) -> Any:
+    def device(base_layer: Any) -> Any:
+        if getattr(base_layer, "weight", 0) is None:  # the int8 kernel handed its weight to oneDNN
+            import torch
+
+            return torch.device("cpu")
+        return get(base_layer)
+
+    return _ours(device)
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "piecewise-config",
@@ -153,6 +164,15 @@ PATCHES: tuple[Patch, ...] = (
         "config's local_cache_dir elsewhere)",
         "when vLLM reports the AOT artifact it loaded",
         _noting,
+    ),
+    Patch(
+        "lora-over-int8",
+        "vllm.lora.layers.base_linear:_get_lora_device",
+        "LoRA places its tensors on the device of the base layer's weight, which the CPU W8A8 kernel (oneDNN) "
+        "sets to None once it has packed it: an adapter over an Int8 base failed to start; the device is the CPU",
+        "when _get_lora_device handles a released weight (vllm/lora/layers/utils.py)",
+        _lora_device,
+        upstream="'NoneType' object has no attribute 'device'",
     ),
 )
 
