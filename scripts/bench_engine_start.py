@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from offline_eval.inference.backends.vllm.backend import COMPILE_ABOVE_TOKENS  # noqa: E402
+from offline_eval.inference.backends.vllm.options import COMPILE_ABOVE_TOKENS  # noqa: E402
 
 CHILD = """
 import json, sys

@@ -79,14 +79,14 @@ def test_the_engines_apply_the_same_adapter(probes):
         assert answers["transformers"] == answers["vllm"] == answers["llamacpp"], tag
 
 
-def _config(tmp: Path, models: list[dict[str, Any]]) -> Path:
+def _config(tmp: Path, models: list[dict[str, Any]], out: str = "out") -> Path:
     cfg = {
-        "output_dir": str(tmp / "out"),
+        "output_dir": str(tmp / out),
         "models": models,
         "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(DATA), "shots": [0],
                             "mode": ["constrained", "logprob"]}},
     }  # fmt: skip
-    p = tmp / "m.yaml"
+    p = tmp / f"{out}.yaml"
     p.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return p
 
@@ -210,3 +210,38 @@ def test_the_adapter_cli_names_the_bad_input(tmp_path, tiny):
     made = run_cli("adapter", "gguf", str(tiny / "adapters" / "b"), "--base", base, "--out", str(tmp_path / "b.gguf"))
     assert made.returncode == 0 and made.stdout.startswith(f"wrote {tmp_path / 'b.gguf'}"), made.stderr
     assert (tmp_path / "b.gguf").read_bytes() == (tiny / "adapters" / "b.gguf").read_bytes()  # deterministic
+
+
+def test_adapters_over_one_base_are_one_vllm_load(tmp_path, tiny):
+    """Three adapters over the tiny model on vLLM: one engine start serves all three (each a run of its own), and
+    each answers exactly as on an engine of its own."""
+    adapters = tiny / "adapters"
+    models = [
+        {"name": "tv", "backend": "vllm", "path": str(tiny / "hf"), "max_model_len": 1024,
+         "variants": {n: {"adapter": str(adapters / n)} for n in ("a", "b", "c")}},
+    ]  # fmt: skip
+    config = _config(tmp_path, models)
+    dry = run_cli("sweep", str(config), "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    shared = [line for line in dry.stderr.splitlines() if "(no new load)" in line]
+    assert [line.split("load ")[1].split()[0] for line in shared] == ["tv.vllm.b.ctx1024", "tv.vllm.c.ctx1024"]
+    assert all("on the engine tv.vllm.a.ctx1024 started" in line for line in shared)
+    proc = run_cli("sweep", str(config))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    starts = {x["run"]: x["engine_start"] for x in summary["provenance"]["loads"]}
+    assert [r for r, s in sorted(starts.items()) if "shared" not in s] == ["tv.vllm.a.ctx1024"]
+    assert starts["tv.vllm.b.ctx1024"]["start_s"] == starts["tv.vllm.c.ctx1024"]["start_s"] == 0.0
+    assert proc.stderr.count("on the engine already running (no new start)") == 2
+
+    models[0]["variants"] = {"c": {"adapter": str(adapters / "c")}}  # the same adapter on an engine of its own
+    solo = run_cli("sweep", str(_config(tmp_path, models, "solo")))
+    assert solo.returncode == 0, solo.stderr[-3000:]
+
+    def answers(run: str, out: str = "out") -> list[Any]:
+        lines = (tmp_path / out / "results" / run / "jbeqa.0shot.logprob.jsonl").read_text().splitlines()
+        return [json.loads(x)["logprobs"] for x in lines]
+
+    alone, shared_c = answers("tv.vllm.c.ctx1024", "solo"), answers("tv.vllm.c.ctx1024")
+    assert all(abs(x[k] - y[k]) < 1e-4 for x, y in zip(alone, shared_c) for k in x)
+    assert answers("tv.vllm.a.ctx1024") != shared_c  # each run had its own adapter, not the first one's

@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA, TINY
 
 import offline_eval
-from offline_eval.inference.backends.vllm.backend import COMPILE_ABOVE_TOKENS_CACHED
+from offline_eval.inference.backends.vllm.options import COMPILE_ABOVE_TOKENS_CACHED
 
 
 def test_a_second_vllm_load_reuses_the_compile_cache(tmp_path: Path, tiny: Path, monkeypatch) -> None:

@@ -15,12 +15,12 @@ from offline_eval.inference.backends.fake_backend import FakeBackend
 from offline_eval.inference.backends.lazy import LazyBackend
 from offline_eval.inference.backends.registry import spec_fingerprint
 from offline_eval.inference.backends.spec import LoadSpec
-from offline_eval.inference.backends.vllm.backend import (
+from offline_eval.inference.backends.vllm.cache import CompiledIndex
+from offline_eval.inference.backends.vllm.options import (
     COMPILE_ABOVE_TOKENS,
     COMPILE_ABOVE_TOKENS_CACHED,
     compile_choice,
 )
-from offline_eval.inference.backends.vllm.cache import CompiledIndex
 from offline_eval.pipeline.config import parse_config
 from offline_eval.runtime.errors import InputError
 

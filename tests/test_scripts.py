@@ -284,3 +284,13 @@ def test_bench_fullsize(tiny: Path):
     )
     numbers(r"fullsize: 12 items; llamacpp 0-shot ours NUM items/s raw/ours NUM; llamacpp 4-shot ours NUM items/s "
             r"raw/ours NUM", last_line(out))  # fmt: skip
+
+
+@pytest.mark.engine
+def test_bench_adapters(tiny: Path, tmp_path: Path):
+    """Two adapters, 20 statements: the shared way makes one engine start, the other two, with the same answers."""
+    out = run_script("bench_adapters.py", "--items", "20", "--adapters", "a,b", "--out", str(tmp_path), timeout=900)
+    wall1, starts1, start1, rate1 = numbers(r"\| one load \| NUM \| NUM \| NUM \| NUM \|", out)
+    wall2, starts2, start2, rate2 = numbers(r"\| 2 loads \| NUM \| NUM \| NUM \| NUM \|", out)
+    assert (starts1, starts2) == (1, 2)
+    (ratio,) = numbers(r"one load / 2 loads: NUMx faster, answers identical: True", last_line(out))

@@ -7,6 +7,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from offline_eval.inference.backends.pool import shared_base
 from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.inference.backends.registry import get_engine
 from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
@@ -181,11 +182,19 @@ def print_plan(sweep_plan: Plan, source: str, log: Callable[[str], None]) -> lis
     plans = phase_plans([ld for ld in loads if ld.problem(source) is None], tasks)
     for note in sweep_plan.notes:
         log(f"not checked: {note}")
+    held: tuple[LoadSpec, str] | None = None  # the adapter load kept for the next adapter over its base
     for k, ld in enumerate(loads, 1):
         problem = ld.problem(source)
         note = f"will fail: {problem}" if problem else f"prompt format: {prompt_format(ld.spec())}"
         if not problem and (q := folder_quantization(ld.spec().path)):
             note += f", weights: {q.label}"
+        base = None if problem else shared_base(ld.spec())
+        if base is not None and held is not None and held[0] == base:
+            note += f", adapter {ld.spec().adapter} on the engine {held[1]} started (no new load)"
+        elif base is not None:
+            held = (base, ld.run)
+        if base is None and not problem:
+            held = None
         log(f"[{k}/{len(loads)}] load {ld.run}  ({note})")
         for p in (p for p in plans if p.run == ld.run):
             over = f"{len(p.overflow_ids)} overflow" + (

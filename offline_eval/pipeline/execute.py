@@ -57,7 +57,8 @@ class Stage:
     def engine(
         self, m: ModelSpec, spec: LoadSpec, run: str, store: Store, plan: Callable[[], int | None] | None = None
     ) -> LoggingEngine:
-        return LoggingEngine(spec, run, self.log, store, self.executor.loader(m, run, self.log), plan)
+        load = self.executor.loader(m, run, self.log)
+        return LoggingEngine(spec, run, self.log, store, load, plan, self.executor.release)
 
     def mark(self) -> int:
         return self.engine_log.offset() if self.engine_log else 0
@@ -228,8 +229,9 @@ class LoggingEngine(LazyBackend):
         store: Store,
         load: Callable[[LoadSpec], Backend],
         plan: Callable[[], int | None] | None = None,
+        release: Callable[[Backend], None] | None = None,
     ) -> None:
-        super().__init__(spec, store, load, plan)
+        super().__init__(spec, store, load, plan, release)
         self.run, self.log = run, log
         try:
             self.prompt_format: str | None = model_prompt_format(spec.chat_template, spec.backend, spec.path)

@@ -33,6 +33,9 @@ class Backend(ABC):
     # An engine that chooses how to start from the work planned on the load (vLLM: compiled or eager) is handed
     # its prompt tokens in LoadSpec.planned_prompt_tokens; they are counted only for such an engine.
     plans_start: ClassVar[bool] = False
+    # An engine that serves several LoRA adapters over one loaded base, one after another (use_adapter): the
+    # adapter variants of one base are then one engine load (pool.py).
+    swaps_adapters: ClassVar[bool] = False
 
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec
@@ -75,6 +78,10 @@ class Backend(ABC):
         """What the engine's start did that the provenance records (e.g. vLLM: compiled, or reused its compile
         cache); None: nothing to say."""
         return None
+
+    def use_adapter(self, adapter: str, scale: float) -> None:
+        """Serve `adapter` from now on, on the weights already loaded (only where swaps_adapters)."""
+        raise NotImplementedError(f"{self.name} loads one adapter per engine")
 
     def start_line(self) -> str | None:
         """How the engine started, for the sweep's log (None: nothing to say)."""

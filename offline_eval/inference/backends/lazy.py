@@ -22,11 +22,13 @@ class LazyBackend:
         hashes: HashCache | None = None,
         load: Callable[[LoadSpec], Backend] = load_backend,
         plan: Callable[[], int | None] | None = None,
+        release: Callable[[Backend], None] | None = None,
     ) -> None:
         self.spec = spec
         self.fingerprint = spec_fingerprint(spec, hashes)
         self._load = load  # in this process, or an engine on a Ray worker (offline_eval.pipeline.executors)
         self._plan = plan
+        self._release = release  # what the run does with its engine when done (default: close it)
         self._backend: Backend | None = None
 
     @property
@@ -50,5 +52,8 @@ class LazyBackend:
 
     def close(self) -> None:
         if self._backend is not None:
-            self._backend.close()
-            self._backend = None
+            backend, self._backend = self._backend, None
+            if self._release is not None:
+                self._release(backend)
+            else:
+                backend.close()

@@ -38,11 +38,15 @@ class LoadSpec:
     planned_prompt_tokens: int | None = None
     adapter: str | None = None  # a LoRA adapter over the weights (a PEFT folder; llama.cpp: a GGUF adapter)
     adapter_scale: float = 1.0
+    # Every adapter the sweep runs over these same weights and options (this one included): an engine that swaps
+    # adapters starts once for all of them. How the work is grouped, not part of the store key.
+    adapter_group: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d.pop("name")
         d.pop("planned_prompt_tokens")
+        d.pop("adapter_group")
         if self.adapter is None:  # a load without one is described as before adapters existed
             d.pop("adapter")
             d.pop("adapter_scale")

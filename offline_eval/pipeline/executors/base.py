@@ -22,6 +22,10 @@ class Executor(Protocol):
         """What loads this unit's engine when its first miss needs it."""
         ...
 
+    def release(self, backend: Backend) -> None:
+        """A unit is done with its engine (the serial executor keeps an adapter's load for the next adapter)."""
+        ...
+
     def run_units(self, units: Sequence[U], work: Callable[[U], T], failed: Callable[[T], bool]) -> Iterator[T]:
         """work(unit) for every unit; the outcomes come back in the units' order."""
         ...

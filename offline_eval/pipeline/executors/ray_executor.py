@@ -150,6 +150,9 @@ class RayExecutor:
 
         return load
 
+    def release(self, backend: Backend) -> None:
+        backend.close()  # each unit its own actors: adapters over one base are not pooled across them
+
     def run_units(self, units: Sequence[U], work: Callable[[U], T], failed: Callable[[T], bool]) -> Iterator[T]:
         state = {"running": 0, "done": 0, "failed": 0}
         t0 = time.monotonic()

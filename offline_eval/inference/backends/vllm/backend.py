@@ -6,10 +6,9 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, StrictInt, model_serializer
+from typing import Any
 
 from offline_eval.inference.backends.base import (
     Progress,
@@ -32,6 +31,7 @@ from offline_eval.runtime.preload import tcmalloc_loaded
 
 from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph, loaded_from
 from .lora import Lora, lora_args
+from .options import VLLMOptions, compile_choice
 from .patches import Installed, aot_loaded
 from .quantized import int4_identity, quantized_on_cpu
 
@@ -60,43 +60,6 @@ def _engine_arg_names(llm_cls: Any) -> set[str]:
     return signature_params(llm_cls.__init__) | {f.name for f in dataclasses.fields(EngineArgs)}
 
 
-# Prompt tokens submitted from which a compiled load finishes before an eager one, on CPU: Gemma 3 270M, JBE-QA at
-# 0 and 4 shots, with the compiled model in the cache (it loads in seconds) and without it (the piecewise compile
-# takes about half a minute on 2 cores): scripts/bench_compile_crossover.py, docs/benchmarks.md.
-COMPILE_ABOVE_TOKENS_CACHED = 250_000
-COMPILE_ABOVE_TOKENS = 1_300_000
-
-
-class VLLMOptions(BaseModel):
-    """The models.yaml keys of `backend: vllm`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_serializer(mode="wrap")
-    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Only the keys the user wrote: a config without them dumps, and hashes, as it did before they existed."""
-        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
-
-    compile: Literal["auto", "always", "never"] = Field(
-        "auto",
-        description="torch.compile the model (always), run it eager (never), or (auto) on CPU compile only a load "
-        "planned for at least compile_above_tokens prompt tokens; on a GPU auto compiles",
-    )
-    compile_above_tokens: StrictInt | None = Field(
-        None,
-        ge=0,
-        description=f"auto: the planned prompt tokens from which a CPU load compiles; unset, {COMPILE_ABOVE_TOKENS:,} "
-        f"or, where the cache holds the load's compiled model, {COMPILE_ABOVE_TOKENS_CACHED:,}",
-    )
-    cpu_compile: Literal["piecewise", "whole"] = Field(
-        "piecewise",
-        description="on CPU, how a compiled load compiles: piecewise (the pieces between attention calls, compiled "
-        "once and reused by every layer, as vLLM compiles on a GPU; about half the first compile) or whole (vLLM's "
-        "CPU default, the model as one graph). Piecewise needs the engine core in this process (one shard, vLLM's "
-        "own executor); elsewhere the load compiles whole",
-    )
-
-
 ENGINE = Declared(
     name="vllm",
     backend_class="VLLMBackend",
@@ -108,36 +71,10 @@ ENGINE = Declared(
 )
 
 
-def compile_choice(spec: LoadSpec, on_cpu: bool, cached: bool = False) -> tuple[bool, str]:
-    """(eager, why): what the load's options and planned work say, and whether the compile cache holds the load's
-    compiled model (`cached`: it then loads in seconds, so a smaller load pays it back). `enforce_eager` in
-    engine_args is the user's (and part of the store key); the choice here is not, as batch size is not: it changes
-    the speed, not the model."""
-    if "enforce_eager" in spec.engine_args:
-        return bool(spec.engine_args["enforce_eager"]), "engine_args.enforce_eager"
-    o = VLLMOptions.model_validate(spec.engine_options)
-    if o.compile != "auto":
-        return o.compile == "never", f"compile: {o.compile}"
-    if on_cpu and spec.adapter:
-        return True, "a LoRA adapter: vLLM's CPU build runs LoRA eager"
-    if not on_cpu:
-        return False, "compile: auto, on a GPU"
-    planned = spec.planned_prompt_tokens
-    if planned is None:
-        return False, "compile: auto, no planned work given"
-    if o.compile_above_tokens is not None:
-        above, where = o.compile_above_tokens, "compile_above_tokens"
-    elif cached:
-        above, where = COMPILE_ABOVE_TOKENS_CACHED, "the compiled model is in the cache"
-    else:
-        above, where = COMPILE_ABOVE_TOKENS, "the compiled model is not in the cache"
-    eager = planned < above
-    return eager, f"compile: auto, {planned:,} prompt tokens planned {'<' if eager else '>='} {above:,} ({where})"
-
-
 class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
     name = "vllm"
     plans_start = True
+    swaps_adapters = True
 
     @classmethod
     def reservation(cls, spec: LoadSpec) -> Reservation:
@@ -215,7 +152,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         int4 = quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         self._lora = Lora(spec.adapter, spec.adapter_scale) if spec.adapter else None
-        kwargs.update({**(lora_args(spec.adapter) if spec.adapter else {}), **spec.engine_args})
+        adapters = spec.adapter_group or ((spec.adapter,) if spec.adapter else ())
+        kwargs.update({**(lora_args(adapters) if adapters else {}), **spec.engine_args})
         pieces = on_cpu and VLLMOptions.model_validate(spec.engine_options).cpu_compile == "piecewise" and in_process
         index, key = CompiledIndex(cache), CompiledIndex.key(kwargs, "piecewise" if pieces else "whole")
         eager, why = compile_choice(spec, on_cpu, index.holds(key))
@@ -260,8 +198,19 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
     def engine_start(self) -> dict[str, Any]:
         return dict(self._start)
 
+    def use_adapter(self, adapter: str, scale: float) -> None:
+        """The next adapter over this base: a LoRARequest of its own on the running engine, no new start."""
+        old = self._lora
+        self._lora = Lora(adapter, scale, (old.id if old else 0) + 1)
+        if old:
+            old.close()
+        self.spec = replace(self.spec, adapter=adapter, adapter_scale=scale)
+        self._start = {**self._start, "start_s": 0.0, "shared": "the engine an earlier adapter over this base loaded"}
+
     def start_line(self) -> str:
         s = self._start
+        if s.get("shared"):
+            return f"vllm: adapter {self.spec.adapter} on the engine already running (no new start)"
         how = {"eager": "eager, not compiled", "compiled": "compiled", "reused": "compiled graphs reused"}[s["compile"]]
         if s.get("compiled_model_loaded"):
             how = "compiled model loaded from the cache"

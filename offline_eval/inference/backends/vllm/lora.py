@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,13 @@ from ..adapters import CONFIG, WEIGHTS, read_peft
 RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
-def lora_args(adapter: str) -> dict[str, Any]:
-    """enable_lora with the smallest max_lora_rank vLLM accepts that holds the adapter's rank."""
-    rank = read_peft(adapter).rank
+def lora_args(adapters: Sequence[str]) -> dict[str, Any]:
+    """enable_lora with the smallest max_lora_rank vLLM accepts that holds every adapter's rank (the adapters this
+    load will serve, one after another)."""
+    rank = max(read_peft(a).rank for a in adapters)
     fits = [r for r in RANKS if r >= rank]
     if not fits:
-        raise ValueError(f"{adapter}: rank {rank} is above vLLM's largest max_lora_rank ({RANKS[-1]})")
+        raise ValueError(f"{adapters[0]}: rank {rank} is above vLLM's largest max_lora_rank ({RANKS[-1]})")
     return {"enable_lora": True, "max_lora_rank": fits[0], "max_loras": 1}
 
 
@@ -27,7 +29,7 @@ class Lora:
     """The adapter as vLLM is given it: a LoRARequest, over a scaled copy where `adapter_scale` is not 1 (vLLM
     takes no scale per request: B scaled by s gives s·(alpha/r)·B·A, which is what PEFT and llama.cpp compute)."""
 
-    def __init__(self, adapter: str, scale: float) -> None:
+    def __init__(self, adapter: str, scale: float, lora_id: int = 1) -> None:
         from vllm.lora.request import LoRARequest
 
         self._tmp: str | None = None
@@ -35,7 +37,8 @@ class Lora:
         if scale != 1.0:
             self._tmp = tempfile.mkdtemp(prefix="offline-eval-lora-")
             path = scaled_copy(adapter, scale, Path(self._tmp))
-        self.request = LoRARequest("adapter", 1, str(path))
+        self.request = LoRARequest(f"adapter-{lora_id}", lora_id, str(path))
+        self.id = lora_id
 
     def close(self) -> None:
         if self._tmp:
