@@ -181,6 +181,17 @@ def test_a_sweep_of_adapter_variants(tmp_path, tiny, quantized):  # noqa: F811
         adapter = f"{engine}.a.ctx1024"
         near, far = apart(f"{engine}.{quant}.ctx1024", adapter), apart(f"{engine}.{on_base}.ctx1024", adapter)
         assert near < 0.6 * far, (engine, quant, near, far)
+    # each adapter is tested against its base; an adapter over an Int8/Int4 file also against the same adapter on
+    # the model's own weights, and the report's first screen says both
+    verdicts = next(v for v in summary["noninferiority"] if v["model"] == "tv")
+    against = {(c["run"], c["setting"]): c.get("against") for c in verdicts["comparisons"]}
+    assert against[("tv.vllm.a.ctx1024", "jbeqa.0shot.constrained")] == "tv.vllm.base.ctx1024"
+    assert against[("tv.vllm.w4a16-a.ctx1024", "jbeqa.0shot.constrained")] is None  # no W4A16 base run: the reference
+    moved = {(c["run"], c["against"]) for c in verdicts["adapter_transfer"]}
+    assert moved == {("tv.vllm.w8a8-a.ctx1024", "tv.vllm.a.ctx1024"), ("tv.vllm.w4a16-a.ctx1024", "tv.vllm.a.ctx1024")}
+    first = (out / "report.md").read_text()
+    assert "Adapter: tv.vllm.a.ctx1024 against its base tv.vllm.base.ctx1024: accuracy " in first
+    assert "Adapter on another base: tv.vllm.w4a16-a.ctx1024 against the same adapter on tv.vllm.a.ctx1024: " in first
     check = run_cli("verify", str(out))
     assert check.returncode == 0 and "OK" in check.stdout, check.stdout[-2000:] + check.stderr[-2000:]
 

@@ -318,3 +318,20 @@ def test_the_converter_refuses_what_it_cannot_write(tmp_path):  # type: ignore[n
     with pytest.raises(InputError, match="has no tensor for"):
         peft_to_gguf(str(write_peft(tmp_path / "o", {f"{LAYER}.o_proj": HIDDEN})), str(_base_gguf(tmp_path / "b.gguf")))
     assert not list(tmp_path.glob("*.gguf.*")) and not (tmp_path / "o.gguf").exists()
+
+
+def test_an_adapter_variant_knows_its_base_and_its_siblings():  # type: ignore[no-untyped-def]
+    from offline_eval.models.adapter_pairs import adapter_base, adapter_group, adapter_on_own_weights
+    from offline_eval.models.spec import ModelSpec
+
+    m = ModelSpec.model_validate(
+        {"name": "m", "backend": "vllm", "path": "/w", "variants": {
+            "bf16": {}, "a": {"adapter": "/a"}, "b": {"adapter": "/b"}, "a-half": {"adapter": "/a", "adapter_scale": 0.5},
+            "w4": {"file": "/w4"}, "w4-a": {"file": "/w4", "adapter": "/a"}, "w8-a": {"file": "/w8", "adapter": "/a"},
+            "fp32-a": {"dtype": "float32", "adapter": "/a"}}})  # fmt: skip
+    v = m.variants
+    assert adapter_group(v, "a") == ("/a", "/b", "/a") and adapter_group(v, "bf16") == ()
+    assert adapter_group(v, "w4-a") == ("/a",) and adapter_group(v, "fp32-a") == ("/a",)
+    assert m.load_spec("b").adapter_group == ("/a", "/b", "/a")
+    assert [adapter_base(v, k) for k in ("a", "w4-a", "w8-a", "fp32-a", "bf16")] == ["bf16", "w4", None, None, None]
+    assert [adapter_on_own_weights(v, k) for k in ("w4-a", "w8-a", "a", "fp32-a")] == ["a", "a", None, None]

@@ -26,6 +26,7 @@ from offline_eval.inference.backends.registry import engine_names, get_engine
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.runtime.errors import InputError, is_url, missing
 
+from .adapter_pairs import adapter_group
 from .decoding import SEED_MAX, ReasoningSpec, SamplingSpec, Strict, checked_seed, first_seeds, seed_problem
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"
@@ -375,17 +376,8 @@ class ModelSpec(Strict):
             engine_options=dict(self.engine_options),
             adapter=v.adapter,
             adapter_scale=v.adapter_scale if v.adapter_scale is not None else 1.0,
-            adapter_group=self._adapter_group(variant),
+            adapter_group=adapter_group(self.variants, variant),
         )
-
-    def _adapter_group(self, variant: str) -> tuple[str, ...]:
-        """The adapters of every variant over the same weights and options as this one (none without an adapter)."""
-        v = self.variants[variant]
-        if v.adapter is None:
-            return ()
-        base = (v.file, v.dtype, v.quantization, v.options)
-        return tuple(w.adapter for w in self.variants.values() if w.adapter and (w.file, w.dtype, w.quantization,
-                                                                                  w.options) == base)  # fmt: skip
 
     def run_name(self, variant: str, ctx: int | None = None) -> str:
         """Says what the run was: model, engine, variant (quantization), context length."""

@@ -76,7 +76,7 @@ def verdict_tables(summary: Summary) -> list[Table]:
                     cls.append("v-ref")
                     continue
                 c = next((c for c in comps if c.run == name and c.setting == s), None)
-                cells.append(verdict_cell(c, m.digits) if c else "–")
+                cells.append((verdict_cell(c, m.digits) + (f" (vs {c.against})" if c.against else "")) if c else "–")
                 cls.append(VERDICT_CLASS.get(c.verdict, "") if c else "")
             rows.append([label, *cells, *cost(entries)])
             classes.append(["", *cls, *[""] * len(COST_HEADER)])

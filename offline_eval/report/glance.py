@@ -6,7 +6,7 @@ import re
 
 from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import N_SKIPPED
-from offline_eval.results.summary import Summary
+from offline_eval.results.summary import Summary, Verdict
 from offline_eval.tasks.kit.sections import fmt, ranked
 
 from .tables import task_class
@@ -51,10 +51,11 @@ def glance(summary: Summary) -> list[str]:
         counts = ", ".join(
             f"{words.count(w)} {w}" for w in ("non-inferior", "inferior", "inconclusive") if words.count(w)
         )
-        lines.append(
-            f"Against each model's reference run: {counts} ({len(comps)} run x setting comparisons; "
-            f"verdict tables below)."
+        whom = "Against each model's reference run" + (
+            " (an adapter's run: against its base)" if any(c.against for c in comps) else ""
         )
+        lines.append(f"{whom}: {counts} ({len(comps)} run x setting comparisons; verdict tables below).")
+    lines += adapter_lines(summary)
     lines += thinking_lines(summary)
     same = summary.consistency
     if same:
@@ -91,6 +92,30 @@ def protocol_line(summary: Summary) -> str:
         f"Protocol: {named}. paper: the papers' protocols as their authors' code and text give them; offline-eval: "
         "ours; docs/tasks/<task>.md lists the differences."
     )
+
+
+def _difference(c: Verdict) -> str:
+    if c.estimate is None:
+        return f"{c.metric}: no estimate ({c.reason or f'{c.n} shared items'})"
+    ci = "" if c.ci_low is None or c.ci_high is None else f" [{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
+    return f"{c.metric} {c.estimate:+.3f}{ci}"
+
+
+def adapter_lines(summary: Summary) -> list[str]:
+    """What each adapter gains over its base, and whether an adapter over an Int8/Int4 file keeps up with the same
+    adapter on the model's own weights (non-inferiority)."""
+    lines = []
+    for m in summary.noninferiority:
+        gains = [c for c in m.comparisons if c.against]
+        for run in dict.fromkeys(c.run for c in gains):
+            mine = [c for c in gains if c.run == run]
+            each = "; ".join(f"{_difference(c)} on {c.setting}" for c in mine)
+            lines.append(f"Adapter: {run} against its base {mine[0].against}: {each}.")
+        for run in dict.fromkeys(c.run for c in m.adapter_transfer):
+            mine = [c for c in m.adapter_transfer if c.run == run]
+            each = "; ".join(f"{_difference(c)} {c.verdict} on {c.setting}" for c in mine)
+            lines.append(f"Adapter on another base: {run} against the same adapter on {mine[0].against}: {each}.")
+    return lines
 
 
 def _base(variant: str) -> str:

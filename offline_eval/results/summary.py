@@ -58,7 +58,8 @@ class LeaderboardRow(BaseModel):
 
 
 class Verdict(NonInferiority):
-    """One run against its model's reference on one task setting."""
+    """One run against its model's reference on one task setting (`against`: another run, e.g. an adapter's
+    base)."""
 
     run: str
     variant: str
@@ -66,6 +67,7 @@ class Verdict(NonInferiority):
     task: str
     setting: str
     metric: str
+    against: str | None = None
 
 
 class ModelVerdicts(_Model):
@@ -74,6 +76,8 @@ class ModelVerdicts(_Model):
     reference: str
     comparisons: list[Verdict]
     reference_missing: list[str]
+    # each adapter over an Int8/Int4 file against the same adapter on the model's own weights
+    adapter_transfer: list[Verdict] = Field(default_factory=list)
 
 
 class Ablation(_Model):

@@ -14,7 +14,7 @@ from .spec import LoadSpec
 
 def shared_base(spec: LoadSpec) -> LoadSpec | None:
     """What the adapter runs of one engine load have in common (None: this load is its own)."""
-    if spec.adapter is None or len(set(spec.adapter_group)) < 2:
+    if spec.adapter is None or len(spec.adapter_group) < 2:
         return None
     if not get_engine(spec.backend).declared_class().swaps_adapters:
         return None

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from offline_eval.metrics.noninferiority import NonInferiority, adjust, compare
+from offline_eval.models.adapter_pairs import adapter_base, adapter_on_own_weights
 from offline_eval.models.spec import ModelSpec
 from offline_eval.results.records import ItemRecord, Records, RunEntry, item_means
 from offline_eval.tasks.base import Task
@@ -42,7 +43,10 @@ def build(
     tasks: dict[str, Task],
     seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """One entry per model with two or more runs: its reference run and the comparisons against it."""
+    """One entry per model with two or more runs: its reference run and the comparisons against it. An adapter
+    run is compared against its base (the same weights without the adapter) unless the model names its
+    `reference:`; an adapter over another file (an Int8/Int4 base) is also held to the same adapter on the model's
+    own weights (`adapter_transfer`)."""
     out = []
     for m in models:
         mine = [r for r in runs if r.model == m.name and r.task in tasks and r.key in records]
@@ -50,6 +54,7 @@ def build(
             continue
         ref_run = m.run_name(*m.reference_run())
         comparisons: list[dict[str, Any]] = []
+        transfer: list[dict[str, Any]] = []
         missing: list[str] = []
         for setting in sorted({r.setting for r in mine}):
             group = [r for r in mine if r.setting == setting]
@@ -62,24 +67,15 @@ def build(
             margin = margins.get(metric.name, metric.margin)
             if margin is None:
                 continue
-            family, rows = [], []
-            for r in sorted(group, key=lambda r: (r.variant, r.max_model_len)):
-                if r is ref:
-                    continue
-                res = paired_verdict(task, records[r.key], records[ref.key], margin, seed)
-                family.append(res)
-                rows.append(
-                    {
-                        "run": r.run,
-                        "variant": r.variant,
-                        "max_model_len": r.max_model_len,
-                        "task": r.task,
-                        "setting": setting,
-                        "metric": metric.name,
-                    }
-                )
-            adjust(family)
-            comparisons += [{**row, **res.to_dict()} for row, res in zip(rows, family)]
+            for pairs, into in ((_against(m, group, ref), comparisons), (_transfers(m, group), transfer)):
+                family = [paired_verdict(task, records[r.key], records[a.key], margin, seed) for r, a in pairs]
+                adjust(family)
+                into += [
+                    {"run": r.run, "variant": r.variant, "max_model_len": r.max_model_len, "task": r.task,
+                     "setting": setting, "metric": metric.name, **_against_field(m, r, a, ref),
+                     **res.to_dict()}
+                    for (r, a), res in zip(pairs, family)
+                ]  # fmt: skip
         out.append(
             {
                 "model": m.name,
@@ -87,6 +83,37 @@ def build(
                 "reference": ref_run,
                 "comparisons": comparisons,
                 "reference_missing": missing,
+                **({"adapter_transfer": transfer} if transfer else {}),
             }
         )
     return out
+
+
+def _against_field(m: ModelSpec, r: RunEntry, a: RunEntry, ref: RunEntry) -> dict[str, str]:
+    """`against` where a run is not simply tested against the reference: an adapter against its base."""
+    return {"against": a.run} if a is not ref or adapter_base(m.variants, r.variant) else {}
+
+
+def _run_of(group: list[RunEntry], variant: str | None, ctx: int) -> RunEntry | None:
+    return next((x for x in group if variant and x.variant == variant and x.max_model_len == ctx), None)
+
+
+def _against(m: ModelSpec, group: list[RunEntry], ref: RunEntry) -> list[tuple[RunEntry, RunEntry]]:
+    """Each run but the reference, with what it is tested against: the reference, or an adapter's base."""
+    pairs = []
+    for r in sorted(group, key=lambda r: (r.variant, r.max_model_len)):
+        if r is ref:
+            continue
+        base = None if m.reference is not None else _run_of(group, adapter_base(m.variants, r.variant), r.max_model_len)
+        pairs.append((r, base or ref))
+    return pairs
+
+
+def _transfers(m: ModelSpec, group: list[RunEntry]) -> list[tuple[RunEntry, RunEntry]]:
+    """Each adapter over another file, with the same adapter on the model's own weights."""
+    pairs = []
+    for r in sorted(group, key=lambda r: (r.variant, r.max_model_len)):
+        own = _run_of(group, adapter_on_own_weights(m.variants, r.variant), r.max_model_len)
+        if own is not None:
+            pairs.append((r, own))
+    return pairs

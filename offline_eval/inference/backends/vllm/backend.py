@@ -152,8 +152,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         int4 = quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
         self._lora = Lora(spec.adapter, spec.adapter_scale) if spec.adapter else None
-        adapters = spec.adapter_group or ((spec.adapter,) if spec.adapter else ())
-        kwargs.update({**(lora_args(adapters) if adapters else {}), **spec.engine_args})
+        kwargs.update({**(lora_args(spec.adapter, spec.adapter_group) if spec.adapter else {}), **spec.engine_args})
         pieces = on_cpu and VLLMOptions.model_validate(spec.engine_options).cpu_compile == "piecewise" and in_process
         index, key = CompiledIndex(cache), CompiledIndex.key(kwargs, "piecewise" if pieces else "whole")
         eager, why = compile_choice(spec, on_cpu, index.holds(key))

@@ -9,19 +9,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from offline_eval.runtime.errors import InputError
+
 from ..adapters import CONFIG, WEIGHTS, read_peft
 
 # vLLM's LoRAConfig.max_lora_rank accepts these values alone (config/lora.py, MaxLoRARanks).
 RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
-def lora_args(adapters: Sequence[str]) -> dict[str, Any]:
-    """enable_lora with the smallest max_lora_rank vLLM accepts that holds every adapter's rank (the adapters this
-    load will serve, one after another)."""
-    rank = max(read_peft(a).rank for a in adapters)
+def lora_args(adapter: str, others: Sequence[str] = ()) -> dict[str, Any]:
+    """enable_lora with the smallest max_lora_rank vLLM accepts that holds the adapter's rank and those of the
+    others this load may serve next (one that cannot be read fails its own run, not this one)."""
+    ranks = [read_peft(adapter).rank]
+    for other in others:
+        try:
+            ranks.append(read_peft(other).rank)
+        except InputError:
+            pass
+    rank = max(ranks)
     fits = [r for r in RANKS if r >= rank]
     if not fits:
-        raise ValueError(f"{adapters[0]}: rank {rank} is above vLLM's largest max_lora_rank ({RANKS[-1]})")
+        raise ValueError(f"{adapter}: rank {rank} is above vLLM's largest max_lora_rank ({RANKS[-1]})")
     return {"enable_lora": True, "max_lora_rank": fits[0], "max_loras": 1}
 
 
