@@ -179,10 +179,15 @@ def test_the_provenance_describes_the_adapter(tmp_path):  # type: ignore[no-unty
     from offline_eval.pipeline.provenance import adapter_record
 
     adapter = write_peft(tmp_path / "a")
-    rec = adapter_record(str(adapter), 0.5, None)
+    base = write_base(tmp_path / "base")
+    rec = adapter_record(str(adapter), 0.5, str(base), None)
     assert rec["format"] == "peft" and rec["rank"] == RANK and rec["scale"] == 0.5
     assert rec["target_modules"] == ["k_proj", "q_proj"] and rec["base_model_name_or_path"] == "base"
-    assert rec["path"] == str(adapter.resolve()) and len(rec["digest"]) == 64
+    assert rec["path"] == str(adapter.resolve()) and len(rec["digest"]) == 64 and "base_mismatch" not in rec
+    other = adapter_record(
+        str(write_peft(tmp_path / "o", base_model_name_or_path="org/other-7b")), 1.0, str(base), None
+    )
+    assert "'org/other-7b'" in other["base_mismatch"]
 
 
 def _config(tmp_path: Path, model: dict) -> str:

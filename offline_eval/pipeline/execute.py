@@ -133,6 +133,8 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
         spec = ld.spec()
         engine = stage.engine(m, spec, run, store, plan=lambda: planned_tokens(ld, tasks))
         prov = new_load_provenance(spec, run, "candidate", store)
+        if prov.adapter and (warning := prov.adapter.get("base_mismatch")):
+            stage.log(f"[{run}] warning: {warning}")
         size = weights_bytes(spec.path) if spec.path else 0  # a served model: no local weights
         runner = stage.runner(engine, store, ld.variant, False if stage.executor.parallel else stage.progress)
         settings = settings_of(m, ld.variant)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.adapters import describe_adapter
+from offline_eval.inference.backends.adapters import base_mismatch, describe_adapter, read_peft
 from offline_eval.inference.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
 from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.inference.backends.registry import engine_version, spec_fingerprint
@@ -104,11 +104,15 @@ def config_digest(path: str | None, config: Any) -> str:
     return sha256_text(json.dumps(config, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def adapter_record(path: str, scale: float, cache: HashCache | None) -> dict[str, Any]:
-    """The adapter's description, its scale, and its files' digest ("path size sha256" lines, as the weights')."""
+def adapter_record(path: str, scale: float, base: str, cache: HashCache | None) -> dict[str, Any]:
+    """The adapter's description, its scale, and its files' digest ("path size sha256" lines, as the weights');
+    `base_mismatch`: the warning where the base it names is not the folder it is given."""
     found = files_fingerprint(path, cache)
     lines = "".join(f"{name} {v.replace(':', ' ', 1)}\n" for name, v in found.items())
-    return {**describe_adapter(path), "path": str(Path(path).resolve()), "scale": scale, "digest": sha256_text(lines)}
+    record = {**describe_adapter(path), "path": str(Path(path).resolve()), "scale": scale, "digest": sha256_text(lines)}
+    if Path(path).is_dir() and (warning := base_mismatch(read_peft(path), base)):
+        record["base_mismatch"] = warning
+    return record
 
 
 def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_template: str | None) -> LoadProvenance:
@@ -143,7 +147,7 @@ def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_temp
         weights_digest=weights,
         files=files,
         quantization=quantized.describe() if quantized else None,
-        adapter=None if spec.adapter is None else adapter_record(spec.adapter, spec.adapter_scale, cache),
+        adapter=None if spec.adapter is None else adapter_record(spec.adapter, spec.adapter_scale, spec.path, cache),
         chat_template_sha256=None if remote or chat_template is None else sha256_text(chat_template),
         prompt_format="server" if remote else ("plain" if chat_template is None else "chat"),
         unknown=unknown,

@@ -152,7 +152,7 @@ def base_mismatch(adapter: PeftAdapter, base: str | Path) -> str | None:
         names.add(str(own).rstrip("/").split("/")[-1].lower())
     except (OSError, ValueError, AttributeError):
         pass
-    if said in names:
+    if said in names or any(n.startswith(f"{said}-") for n in names):  # a quantized copy: gemma-3-270m-w4a16
         return None
     return (
         f"adapter {adapter.path} was trained on '{adapter.base}' (base_model_name_or_path), and is given "
