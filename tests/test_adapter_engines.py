@@ -256,3 +256,50 @@ def test_adapters_over_one_base_are_one_vllm_load(tmp_path, tiny):
     alone, shared_c = answers("tv.vllm.c.ctx1024", "solo"), answers("tv.vllm.c.ctx1024")
     assert all(abs(x[k] - y[k]) < 1e-4 for x, y in zip(alone, shared_c) for k in x)
     assert answers("tv.vllm.a.ctx1024") != shared_c  # each run had its own adapter, not the first one's
+
+
+def test_a_gemma_adapter_on_the_three_engines(tmp_path, tiny):
+    """Gemma 3 270M's real weights with set-up's adapter (random, B at 0.05): what random tiny weights cannot show,
+    an adapter that moves a real model's answers a little. Measured on the 26 sample statements, logprob mode: the
+    adapter flips 1 answer against the base on each engine and moves the log-odds by up to 3.6; with it, vLLM and
+    transformers (the BF16 folder) give 26/26 identical answers, P(true) 0.0007 apart on average, and llama.cpp (the
+    Q4_K_M GGUF, which holds the same values, with the converted adapter) the same answers, log-odds within 0.34 (0.37
+    without the adapter: engine arithmetic)."""
+    gemma = tiny.parent / "gemma-3-270m"
+    hf, gguf, adapters = gemma / "hf", gemma / "gguf" / "gemma-3-270m-q4_k_m.gguf", gemma / "adapters"
+    if not (adapters / "legal.gguf").exists():
+        pytest.skip("no Gemma adapter: run scripts/setup.sh")
+    models = [
+        {"name": "g", "backend": "vllm", "path": str(hf), "max_model_len": 2048,
+         "variants": {"base": {}, "legal": {"adapter": str(adapters / "legal")}}},
+        {"name": "gh", "backend": "transformers", "path": str(hf), "max_model_len": 2048,
+         "variants": {"legal": {"adapter": str(adapters / "legal")}}},
+        {"name": "gg", "backend": "llamacpp", "path": str(gguf), "max_model_len": 2048,
+         "variants": {"base": {}, "legal": {"adapter": str(adapters / "legal.gguf")}}},
+    ]  # fmt: skip
+    config = _config(tmp_path, models)
+    cfg = yaml.safe_load(config.read_text())
+    cfg["tasks"]["jbeqa"]["mode"] = ["logprob"]
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = run_cli("sweep", str(config))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "trained on" not in proc.stderr  # the adapter names this base (gemma-3-270m): no warning
+
+    def rows(run: str) -> list[dict[str, Any]]:
+        lines = (tmp_path / "out" / "results" / run / "jbeqa.0shot.logprob.jsonl").read_text().splitlines()
+        return [json.loads(x) for x in lines]
+
+    def odds(r: dict[str, Any]) -> float:
+        return float(r["logprobs"]["1"] - r["logprobs"]["0"])
+
+    got = {run: rows(run) for run in ("g.vllm.base", "g.vllm.legal", "gh.transformers.legal", "gg.llamacpp.base",
+                                      "gg.llamacpp.legal") for run in [f"{run}.ctx2048"]}  # fmt: skip
+    for engine in ("g.vllm", "gg.llamacpp"):
+        base, legal = got[f"{engine}.base.ctx2048"], got[f"{engine}.legal.ctx2048"]
+        assert sum(x["pred"] != y["pred"] for x, y in zip(base, legal)) >= 1, engine
+        assert max(abs(odds(x) - odds(y)) for x, y in zip(base, legal)) > 1.0, engine
+    vl, tf, ll = got["g.vllm.legal.ctx2048"], got["gh.transformers.legal.ctx2048"], got["gg.llamacpp.legal.ctx2048"]
+    assert [r["pred"] for r in vl] == [r["pred"] for r in tf]
+    assert max(abs(odds(x) - odds(y)) for x, y in zip(vl, tf)) < 0.2
+    assert sum(x["pred"] == y["pred"] for x, y in zip(vl, ll)) >= 25
+    assert max(abs(odds(x) - odds(y)) for x, y in zip(vl, ll)) < 0.8

@@ -286,8 +286,8 @@ class ModelSpec(Strict):
         model), so that a dump validates again: the provenance keeps task options that `verify` re-reads."""
         data: dict[str, Any] = handler(self)
         data.update(data.pop("engine_options", None) or {})
-        # absent is not-a-reasoning-model: a config as it was before them
-        for block in ("reasoning", "sampling", "samples"):
+        # absent is not-a-reasoning-model, no adapter: a config as it was before them
+        for block in ("reasoning", "sampling", "samples", "adapter", "adapter_scale"):
             if data.get(block) is None:
                 data.pop(block, None)
             for v in (data.get("variants") or {}).values():
