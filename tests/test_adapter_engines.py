@@ -256,6 +256,12 @@ def test_adapters_over_one_base_are_one_vllm_load(tmp_path, tiny):
     alone, shared_c = answers("tv.vllm.c.ctx1024", "solo"), answers("tv.vllm.c.ctx1024")
     assert all(abs(x[k] - y[k]) < 1e-4 for x, y in zip(alone, shared_c) for k in x)
     assert answers("tv.vllm.a.ctx1024") != shared_c  # each run had its own adapter, not the first one's
+    # compare takes adapter runs as any: the adapter alone against the adapter on the shared engine, item by item
+    compared = run_cli("compare", str(tmp_path / "solo"), str(tmp_path / "out"), "--json", "--out", str(tmp_path / "c"))
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    got = json.loads(compared.stdout)
+    assert {(x["old_run"], x["new_run"]) for x in got["settings"]} == {("tv.vllm.c.ctx1024", "tv.vllm.c.ctx1024")}
+    assert got["verified"] and not got["flips"]  # both folders rebuilt from their stores; no answer changed
 
 
 def test_a_gemma_adapter_on_the_three_engines(tmp_path, tiny):
