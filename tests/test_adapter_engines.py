@@ -309,3 +309,23 @@ def test_a_gemma_adapter_on_the_three_engines(tmp_path, tiny):
     assert max(abs(odds(x) - odds(y)) for x, y in zip(vl, tf)) < 0.2
     assert sum(x["pred"] == y["pred"] for x, y in zip(vl, ll)) >= 25
     assert max(abs(odds(x) - odds(y)) for x, y in zip(vl, ll)) < 0.8
+
+
+def test_run_takes_an_adapter_over_a_q8_base(tmp_path, tiny):
+    """`offline-eval run --adapter`: the converted adapter over the Q8_0 GGUF, at half strength, moves the answers."""
+    from conftest import run_tiny_jbeqa
+
+    outs = {}
+    for tag, extra in (("base", []), ("a", ["--adapter", str(tiny / "adapters" / "a.gguf"), "--adapter-scale", "0.5"])):
+        got = run_tiny_jbeqa("--out", str(tmp_path / tag), "--limit", "10", *extra)
+        assert got.returncode == 0, got.stderr[-2000:]
+        outs[tag] = json.loads((tmp_path / tag / "summary.json").read_text())
+    said = outs["a"]["provenance"]["loads"][0]["adapter"]
+    assert (said["format"], said["rank"], said["scale"]) == ("gguf", 8, 0.5)
+    assert outs["base"]["provenance"]["loads"][0]["adapter"] is None
+
+    def texts(tag: str) -> list[str]:
+        files = sorted((tmp_path / tag / "results").glob("*/*.jsonl"))
+        return [json.loads(x)["output"] for f in files for x in f.read_text().splitlines()]
+
+    assert texts("a") != texts("base") and len(texts("a")) == 10
