@@ -79,7 +79,14 @@ def test_a_peft_folder_is_read_with_its_shapes(tmp_path):  # type: ignore[no-unt
         ({"bias": "all"}, "bias", "biases"),
         ({"r": "eight"}, "r", "positive integer"),
         ({"r": 0}, "r", "positive integer"),
-        ({"lora_alpha": "16"}, "lora_alpha", "must be a number"),
+        ({"lora_alpha": "16"}, "lora_alpha", "must be a positive number"),
+        ({"lora_alpha": float("nan")}, "lora_alpha", "must be a positive number"),
+        ({"lora_alpha": 0}, "lora_alpha", "must be a positive number"),
+        ({"use_rslora": "false"}, "use_rslora", "true or false"),
+        ({"target_modules": 5}, "target_modules", "a module name or a list"),
+        ({"base_model_name_or_path": 7}, "base_model_name_or_path", "must be a string"),
+        ({"alpha_pattern": {"q_proj": 4}}, "alpha_pattern", "per-module"),
+        ({"rank_pattern": {"q_proj": 2}}, "rank_pattern", "per-module"),
     ],
 )
 def test_a_config_the_engines_cannot_run_names_its_field(tmp_path, change, field, words):  # type: ignore[no-untyped-def]
@@ -340,3 +347,31 @@ def test_an_adapter_variant_knows_its_base_and_its_siblings():  # type: ignore[n
     assert m.load_spec("b").adapter_group == ("/a", "/b", "/a")
     assert [adapter_base(v, k) for k in ("a", "w4-a", "w8-a", "fp32-a", "bf16")] == ["bf16", "w4", None, None, None]
     assert [adapter_on_own_weights(v, k) for k in ("w4-a", "w8-a", "a", "fp32-a")] == ["a", "a", None, None]
+
+
+def test_an_adapter_fits_a_gptq_or_awq_base_by_its_packed_shapes(tmp_path):  # type: ignore[no-untyped-def]
+    """GPTQ's qweight is [in/8, out] and AWQ's [in, out/8] (what `offline-eval quantize --to gptq,awq` writes); an
+    adapter of the model fits both, one of another width fits neither."""
+    from offline_eval.inference.backends.adapters import peft_fit_problem, read_peft
+
+    mods = {f"{LAYER}.q_proj": HIDDEN, f"{LAYER}.k_proj": KV}
+    gptq = write_base(tmp_path / "gptq", {f"{LAYER}.q_proj.qweight": [HIDDEN // 8, HIDDEN],
+                                          f"{LAYER}.k_proj.qweight": [HIDDEN // 8, KV]})  # fmt: skip
+    awq = write_base(tmp_path / "awq", {f"{LAYER}.q_proj.qweight": [HIDDEN, HIDDEN // 8],
+                                        f"{LAYER}.k_proj.qweight": [HIDDEN, KV // 8]})  # fmt: skip
+    ours = read_peft(write_peft(tmp_path / "a", mods))
+    assert peft_fit_problem(ours, gptq) is None and peft_fit_problem(ours, awq) is None
+    wide = write_base(tmp_path / "wide", {f"{LAYER}.q_proj.qweight": [HIDDEN // 8, 2 * HIDDEN],
+                                          f"{LAYER}.k_proj.qweight": [HIDDEN // 8, 2 * KV]})  # fmt: skip
+    assert "trained on another model" in str(peft_fit_problem(ours, wide))
+
+
+def test_a_peft_key_of_another_form_is_named(tmp_path):  # type: ignore[no-untyped-def]
+    from offline_eval.inference.backends.adapters import read_peft
+
+    folder = write_peft(tmp_path / "a")
+    tensors = safetensors_numpy.load_file(str(folder / "adapter_model.safetensors"))
+    renamed = {k.replace(".lora_A.weight", ".lora_A.default.weight"): v for k, v in tensors.items()}
+    safetensors_numpy.save_file(renamed, str(folder / "adapter_model.safetensors"))
+    with pytest.raises(InputError, match="not a LoRA tensor"):
+        read_peft(folder)

@@ -15,12 +15,15 @@ class VariantSpec(Protocol):
     dtype: str | None
     quantization: str | None
     options: dict[str, Any]
+    reasoning: dict[str, Any] | None
+    sampling: dict[str, Any] | None
     adapter: str | None
     adapter_scale: float | None
 
 
 def _base(v: VariantSpec) -> tuple[Any, ...]:
-    return (v.file, v.dtype, v.quantization, v.options)
+    """What besides the adapter makes a run: its weights, load options, and how it thinks and samples."""
+    return (v.file, v.dtype, v.quantization, v.options, v.reasoning, v.sampling)
 
 
 def adapter_group(variants: Mapping[str, VariantSpec], name: str) -> tuple[str, ...]:
@@ -50,7 +53,7 @@ def adapter_on_own_weights(variants: Mapping[str, VariantSpec], name: str) -> st
             k
             for k, w in variants.items()
             if (w.adapter, w.adapter_scale, w.file, w.quantization) == (v.adapter, v.adapter_scale, None, None)
-            and (w.dtype, w.options) == (v.dtype, v.options)
+            and (w.dtype, w.options, w.reasoning, w.sampling) == (v.dtype, v.options, v.reasoning, v.sampling)
         ),
         None,
     )

@@ -140,6 +140,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
         settings = settings_of(m, ld.variant)
         if (decoding := settings.describe()) is not None:
             prov.decoding = decoding
+    ended_well = False
     try:
         for t in tasks:
             own = settings_of(m, ld.variant, True) if t.task.model_sampling else settings
@@ -184,10 +185,11 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                 )
                 pending = "scored once its evaluators have run" if t.task.evaluation() else "no items scored"
                 stage.log(f"[{run}] {s.name}: {shown or pending}  ({rate(stats)})")
+        ended_well = True
     finally:
         prov.engine_start = engine.engine_start()
         with timings.stage("close", run=run):
-            engine.close()
+            engine.close(keep=ended_well)  # an engine that failed a run serves no other
     return prov
 
 

@@ -15,7 +15,7 @@ from offline_eval.runtime.errors import InputError
 from .quantized import safetensors_header
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
-_PEFT_KEY = re.compile(r"^base_model\.model\.(.+)\.lora_([AB])(?:\.[^.]+)?\.weight$")
+_PEFT_KEY = re.compile(r"^base_model\.model\.(.+)\.lora_([AB])\.weight$")
 # The base's tensor for a module, as a plain, compressed-tensors or GPTQ/AWQ folder names it.
 _BASE_SUFFIXES = (".weight", ".weight_packed", ".qweight")
 
@@ -79,11 +79,24 @@ def read_peft(path: str | Path) -> PeftAdapter:
         raise bad("modules_to_save", "adapters that replace whole modules are not supported (vLLM refuses them)")
     if cfg.get("bias", "none") != "none":
         raise bad("bias", f"'{cfg.get('bias')}': adapters with trained biases are not supported")
-    rank, alpha = cfg.get("r"), cfg.get("lora_alpha", cfg.get("r"))
+    for key in ("rank_pattern", "alpha_pattern"):
+        if cfg.get(key):
+            raise bad(key, "per-module ranks or alphas are not supported (llama.cpp's adapter has one alpha)")
+    rank, alpha = cfg.get("r"), cfg.get("lora_alpha", 8)  # PEFT's own default alpha
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise bad("r", f"the rank must be a positive integer, not {rank!r}")
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
-        raise bad("lora_alpha", f"must be a number, not {alpha!r}")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not math.isfinite(alpha) or alpha <= 0:
+        raise bad("lora_alpha", f"must be a positive number, not {alpha!r}")
+    if not isinstance(cfg.get("use_rslora", False), bool):
+        raise bad("use_rslora", f"must be true or false, not {cfg.get('use_rslora')!r}")
+    said_base = cfg.get("base_model_name_or_path")
+    if said_base is not None and not isinstance(said_base, str):
+        raise bad("base_model_name_or_path", f"must be a string, not {said_base!r}")
+    listed = cfg.get("target_modules")
+    if listed is not None and not (
+        isinstance(listed, str) or (isinstance(listed, list) and all(isinstance(x, str) for x in listed))
+    ):
+        raise bad("target_modules", f"must be a module name or a list of them, not {listed!r}")
     modules: dict[str, tuple[list[int], list[int]]] = {}
     for name, info in safetensors_header(weights).items():
         m = _PEFT_KEY.match(name)
@@ -99,14 +112,14 @@ def read_peft(path: str | Path) -> PeftAdapter:
                              file=str(weights), field=mod)  # fmt: skip
     if not modules:
         raise InputError("holds no LoRA tensors", file=str(weights))
-    targets = cfg.get("target_modules") or sorted({m.rsplit(".", 1)[-1] for m in modules})
+    targets = listed or sorted({m.rsplit(".", 1)[-1] for m in modules})
     return PeftAdapter(
         path=str(p),
         rank=rank,
         alpha=float(alpha),
         rslora=bool(cfg.get("use_rslora")),
         targets=tuple([targets] if isinstance(targets, str) else targets),
-        base=cfg.get("base_model_name_or_path"),
+        base=said_base,
         modules=modules,
     )
 
@@ -131,12 +144,24 @@ def peft_fit_problem(adapter: PeftAdapter, base: str | Path) -> str | None:
         if found is None:
             return f"{weights}: field '{mod}': the base model {base} has no module {mod} (target_modules in {CONFIG})"
         suffix, shape = found
-        if shape[0] != b[0] or (suffix == ".weight" and len(shape) == 2 and shape[1] != a[1]):
+        if not _fits(suffix, shape, a[1], b[0]):
             return (
                 f"{weights}: field '{mod}': the adapter maps {a[1]} -> {b[0]}, but the base's {mod}{suffix} is "
                 f"{shape}: it was trained on another model"
             )
     return None
+
+
+def _fits(suffix: str, shape: list[int], n_in: int, n_out: int) -> bool:
+    """Whether a module of these input and output sizes is the base's tensor: plain [out, in]; compressed-tensors'
+    packed int4 [out, in/8]; GPTQ's qweight [in/8, out] or AWQ's [in, out/8] (eight int4 values per int32)."""
+    if len(shape) != 2:
+        return True  # a layout not known here: the engine checks when it loads
+    if suffix == ".weight":
+        return shape == [n_out, n_in]
+    if suffix == ".weight_packed":
+        return shape[0] == n_out
+    return shape in ([n_in // 8, n_out], [n_in, n_out // 8])
 
 
 def base_mismatch(adapter: PeftAdapter, base: str | Path) -> str | None:

@@ -50,10 +50,11 @@ class LazyBackend:
         got = getattr(self._backend, "engine_start", None)  # an engine on a Ray worker may not say
         return got() if callable(got) else None
 
-    def close(self) -> None:
+    def close(self, keep: bool = True) -> None:
+        """`keep`: the run ended well, so the engine may serve the next one (release); else it is closed."""
         if self._backend is not None:
             backend, self._backend = self._backend, None
-            if self._release is not None:
+            if self._release is not None and keep:
                 self._release(backend)
             else:
                 backend.close()

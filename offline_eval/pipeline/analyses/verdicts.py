@@ -72,7 +72,7 @@ def build(
                 adjust(family)
                 into += [
                     {"run": r.run, "variant": r.variant, "max_model_len": r.max_model_len, "task": r.task,
-                     "setting": setting, "metric": metric.name, **_against_field(m, r, a, ref),
+                     "setting": setting, "metric": metric.name, **_label(m, r, a, ref, group),
                      **res.to_dict()}
                     for (r, a), res in zip(pairs, family)
                 ]  # fmt: skip
@@ -89,9 +89,17 @@ def build(
     return out
 
 
-def _against_field(m: ModelSpec, r: RunEntry, a: RunEntry, ref: RunEntry) -> dict[str, str]:
-    """`against` where a run is not simply tested against the reference: an adapter against its base."""
-    return {"against": a.run} if a is not ref or adapter_base(m.variants, r.variant) else {}
+def _label(m: ModelSpec, r: RunEntry, a: RunEntry, ref: RunEntry, group: list[RunEntry]) -> dict[str, str]:
+    """`against` where a run is tested against another run than the reference, or against its base."""
+    return {"against": a.run} if a is not ref or _base_of(m, r, group) is ref else {}
+
+
+def _base_of(m: ModelSpec, r: RunEntry, group: list[RunEntry]) -> RunEntry | None:
+    """An adapter run's base run in this setting (None: not an adapter, no such run, or the model names a
+    reference: then every run is tested against that)."""
+    if m.reference is not None:
+        return None
+    return _run_of(group, adapter_base(m.variants, r.variant), r.max_model_len)
 
 
 def _run_of(group: list[RunEntry], variant: str | None, ctx: int) -> RunEntry | None:
@@ -104,8 +112,7 @@ def _against(m: ModelSpec, group: list[RunEntry], ref: RunEntry) -> list[tuple[R
     for r in sorted(group, key=lambda r: (r.variant, r.max_model_len)):
         if r is ref:
             continue
-        base = None if m.reference is not None else _run_of(group, adapter_base(m.variants, r.variant), r.max_model_len)
-        pairs.append((r, base or ref))
+        pairs.append((r, _base_of(m, r, group) or ref))
     return pairs
 
 

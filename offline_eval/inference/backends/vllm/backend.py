@@ -151,7 +151,6 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         in_process = _in_process(spec)
         int4 = quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
-        self._lora = Lora(spec.adapter, spec.adapter_scale) if spec.adapter else None
         kwargs.update({**(lora_args(spec.adapter, spec.adapter_group) if spec.adapter else {}), **spec.engine_args})
         pieces = on_cpu and VLLMOptions.model_validate(spec.engine_options).cpu_compile == "piecewise" and in_process
         index, key = CompiledIndex(cache), CompiledIndex.key(kwargs, "piecewise" if pieces else "whole")
@@ -168,6 +167,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         self._vllm.patch(cpu=on_cpu, piecewise=pieces and not eager)
         self.llm = LLM(**kwargs)
         self._vllm.end("start")
+        self._lora = Lora(spec.adapter, spec.adapter_scale) if spec.adapter else None
         made = cache_files(roots) - had
         # the compiled model itself came from the cache (vLLM's AOT cache), not only inductor's kernels
         model_loaded = compilation_counter.num_aot_artifacts_loaded > loaded
