@@ -27,7 +27,6 @@ class AdapterPool:
     def __init__(self, load: Callable[[LoadSpec], Backend] = load_backend) -> None:
         self._load = load
         self._kept: tuple[LoadSpec, Backend] | None = None
-        self.starts = 0  # engines started (a kept one taken again is not a start)
 
     def load(self, spec: LoadSpec) -> Backend:
         base = shared_base(spec)
@@ -41,9 +40,7 @@ class AdapterPool:
                 raise
             return backend
         self.close()
-        backend = self._load(spec)
-        self.starts += 1
-        return backend
+        return self._load(spec)
 
     def release(self, backend: Backend) -> None:
         """A run is done with its engine: kept where another adapter over its base may come next, else closed."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -61,6 +60,5 @@ def scaled_copy(adapter: str, scale: float, out: Path) -> Path:
     tensors = load_file(str(Path(adapter) / WEIGHTS))
     scaled = {k: (v.float() * scale).to(v.dtype) if ".lora_B" in k else v for k, v in tensors.items()}
     save_file(scaled, str(out / WEIGHTS))
-    cfg = json.loads((Path(adapter) / CONFIG).read_text(encoding="utf-8"))
-    (out / CONFIG).write_text(json.dumps(cfg), encoding="utf-8")
+    shutil.copyfile(Path(adapter) / CONFIG, out / CONFIG)
     return out
