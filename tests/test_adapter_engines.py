@@ -329,3 +329,29 @@ def test_run_takes_an_adapter_over_a_q8_base(tmp_path, tiny):
         return [json.loads(x)["output"] for f in files for x in f.read_text().splitlines()]
 
     assert texts("a") != texts("base") and len(texts("a")) == 10
+
+
+def test_adapter_scale_on_vllm_is_peft_s(tiny):
+    """vLLM takes no per-request scale, so a half-strength adapter runs as a copy with B halved: its label
+    log-probabilities equal transformers' (PEFT's scaling times 0.5) to 1e-4 (measured 1e-5), and differ from full
+    strength."""
+    from test_engines import prompts
+
+    from offline_eval.inference.backends.registry import load_backend
+    from offline_eval.inference.backends.spec import LoadSpec
+    from offline_eval.inference.constraints import Choice
+    from offline_eval.inference.requests import Sampling
+
+    reqs = prompts(20, Sampling(max_tokens=4), Choice(["0", "1"]))
+    got = {}
+    for engine, scale in (("transformers", 0.5), ("vllm", 0.5), ("transformers", 1.0)):
+        spec = LoadSpec(name="t", backend=engine, path=str(tiny / "hf"), max_model_len=1024, dtype="float32",
+                        adapter=str(tiny / "adapters" / "a"), adapter_scale=scale)  # fmt: skip
+        backend = load_backend(spec)
+        try:
+            got[(engine, scale)] = [r.logprobs["1"] for r in backend.choice_logprobs(reqs, ["0", "1"])]
+        finally:
+            backend.close()
+    half_tf, half_vl, full = got[("transformers", 0.5)], got[("vllm", 0.5)], got[("transformers", 1.0)]
+    assert max(abs(x - y) for x, y in zip(half_tf, half_vl)) < 1e-4
+    assert max(abs(x - y) for x, y in zip(half_tf, full)) > 0.1
