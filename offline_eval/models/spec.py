@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from offline_eval.inference.backends.adapters import SERVED, adapter_problem
 from offline_eval.inference.backends.chat import checked_setting, spec_template
+from offline_eval.inference.backends.constraint_backends import backend_problem, normalized
 from offline_eval.inference.backends.quantized import quantization_problem
 from offline_eval.inference.backends.registry import engine_names, get_engine
 from offline_eval.inference.backends.spec import LoadSpec
@@ -104,6 +105,9 @@ class ModelSpec(Strict):
         "(CPU, GPU, custom resources), replacing the "
         "engine's own estimate",
     )
+    constraint_backend: str | None = Field(
+        None, description="auto (default) | xgrammar | guidance | outlines | gbnf: the library that masks tokens"
+    )
     reasoning: ReasoningSpec | None = None
     sampling: SamplingSpec | Literal["model"] | None = Field(
         None, description="absent: greedy; model: the model's own recommended settings (generation_config.json, GGUF)"
@@ -123,6 +127,16 @@ class ModelSpec(Strict):
     def _sampling(cls, v: Any) -> Any:
         """A block is validated as a block: its errors name sampling.seed, not sampling.SamplingSpec.seed."""
         return SamplingSpec.model_validate(v) if isinstance(v, dict) else v
+
+    @field_validator("constraint_backend")
+    @classmethod
+    def _constraint_backend(cls, v: str | None, info: ValidationInfo) -> str | None:
+        engines = {e: get_engine(e).constraint_backends for e in engine_names()}
+        if info.data.get("backend") not in engines:
+            return v  # the backend validator names the problem
+        if problem := backend_problem(info.data["backend"], v, engines):
+            raise PydanticCustomError("constraint_backend", "{problem}", {"problem": problem})
+        return v
 
     @field_validator("seed")
     @classmethod
@@ -287,7 +301,7 @@ class ModelSpec(Strict):
         data: dict[str, Any] = handler(self)
         data.update(data.pop("engine_options", None) or {})
         # absent is not-a-reasoning-model, no adapter: a config as it was before them
-        for block in ("reasoning", "sampling", "samples", "adapter", "adapter_scale"):
+        for block in ("reasoning", "sampling", "samples", "adapter", "adapter_scale", "constraint_backend"):
             if data.get(block) is None:
                 data.pop(block, None)
             for v in (data.get("variants") or {}).values():
@@ -377,6 +391,7 @@ class ModelSpec(Strict):
             adapter=v.adapter,
             adapter_scale=v.adapter_scale if v.adapter_scale is not None else 1.0,
             adapter_group=adapter_group(self.variants, variant),
+            constraint_backend=normalized(get_engine(self.backend).constraint_backends, self.constraint_backend),
         )
 
     def run_name(self, variant: str, ctx: int | None = None) -> str:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.inference.backends.adapters import base_mismatch, describe_adapter, read_peft
+from offline_eval.inference.backends.constraint_backends import resolved
 from offline_eval.inference.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
 from offline_eval.inference.backends.quantized import folder_quantization
-from offline_eval.inference.backends.registry import engine_version, spec_fingerprint
+from offline_eval.inference.backends.registry import engine_version, get_engine, spec_fingerprint
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.results.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 from offline_eval.tasks.kit.datafiles import TaskItem
@@ -118,7 +119,6 @@ def adapter_record(path: str, scale: float, base: str, cache: HashCache | None) 
 def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_template: str | None) -> LoadProvenance:
     """One load: the fingerprint that keys its outputs in the store and the files behind it. `chat_template` is
     the template's text (None: the plain format)."""
-    from offline_eval.inference.backends.registry import get_engine
 
     unknown: dict[str, str] = {}
     remote = get_engine(spec.backend).remote
@@ -148,6 +148,7 @@ def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_temp
         files=files,
         quantization=quantized.describe() if quantized else None,
         adapter=None if spec.adapter is None else adapter_record(spec.adapter, spec.adapter_scale, spec.path, cache),
+        constraint_backend=resolved(get_engine(spec.backend).constraint_backends, spec.constraint_backend),
         chat_template_sha256=None if remote or chat_template is None else sha256_text(chat_template),
         prompt_format="server" if remote else ("plain" if chat_template is None else "chat"),
         unknown=unknown,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from offline_eval.metrics.noninferiority import NonInferiority
 from offline_eval.metrics.stats import PairedResult
@@ -149,6 +149,17 @@ class LoadProvenance(_Model):
     quantization: dict[str, Any] | None = None
     # The LoRA adapter over the weights (None: none): format, rank, alpha, target modules, declared base, digest
     adapter: dict[str, Any] | None = None
+    # The library that masked constrained tokens (auto resolved); None: a served model's server chose
+    constraint_backend: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before_backends(cls, data: Any) -> Any:
+        """A load recorded before backends could be chosen ran its engine's default of that time."""
+        if isinstance(data, dict) and "constraint_backend" not in data:
+            engine = data.get("engine")
+            data = {**data, "constraint_backend": {"llamacpp": "gbnf", "openai": None}.get(str(engine), "xgrammar")}
+        return data
 
 
 class SettingProvenance(_Model):

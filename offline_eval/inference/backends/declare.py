@@ -24,6 +24,7 @@ class Declared:
     weights: Weights = "hf"  # a .gguf file, an HF model folder, anything that exists, or none (remote)
     options: type[BaseModel] | None = None  # models.yaml keys of this engine alone, validated by config
     path_options: tuple[str, ...] = ()  # those of its keys that are local paths (resolved against models.yaml)
+    constraint_backends: tuple[str, ...] = ()  # the libraries it masks tokens with, `auto`'s first (none: a server)
 
     @property
     def remote(self) -> bool:

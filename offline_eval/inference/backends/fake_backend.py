@@ -32,7 +32,14 @@ from .chat import choose_template, render_request
 from .declare import Declared
 from .spec import LoadSpec, PromptCount, PromptCounter
 
-ENGINE = Declared(name="fake", backend_class="FakeBackend", requires="json", extra="test", weights="any")
+ENGINE = Declared(
+    name="fake",
+    backend_class="FakeBackend",
+    requires="json",
+    extra="test",
+    weights="any",
+    constraint_backends=("xgrammar",),
+)
 
 _ARGS = {"answers", "default", "logprobs"}
 

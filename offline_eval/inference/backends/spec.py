@@ -41,6 +41,8 @@ class LoadSpec:
     # Every adapter the sweep runs over these same weights and options (this one included): an engine that swaps
     # adapters starts once for all of them. How the work is grouped, not part of the store key.
     adapter_group: tuple[str, ...] = ()
+    # The library that masks constrained tokens, where it is not the engine's own default (None: the default).
+    constraint_backend: str | None = None
 
     def describe(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -50,6 +52,8 @@ class LoadSpec:
         if self.adapter is None:  # a load without one is described as before adapters existed
             d.pop("adapter")
             d.pop("adapter_scale")
+        if self.constraint_backend is None:  # the engine's default: described as before backends could be chosen
+            d.pop("constraint_backend")
         return d
 
 
