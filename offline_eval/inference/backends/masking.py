@@ -239,9 +239,13 @@ def llamacpp_masks(backend: str, llm: Any) -> Masks:
     vocab = llm._model.vocab
     eos = int(llama_cpp.llama_vocab_eos(vocab))
     if backend == "guidance":
+        import warnings
+
         from llguidance.llamacpp import lltokenizer_from_vocab
 
-        tok = lltokenizer_from_vocab(vocab)
+        with warnings.catch_warnings():  # it asks llama_token_get_attr, deprecated, once per token
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tok = lltokenizer_from_vocab(vocab)
         return Masks(backend, tok.vocab_size, eos, None, set(), tok)
     n = llm.n_vocab()
     control = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
