@@ -35,7 +35,7 @@ class Masks:
 
     def __init__(self, backend: str, n_vocab: int, eos: int, token_bytes: Sequence[bytes] | None, special: set[int],
                  lltokenizer: Any = None) -> None:  # fmt: skip
-        self.backend, self.n_vocab, self.eos = backend, n_vocab, eos
+        self.backend, self.n_vocab = backend, n_vocab
         self._compiled: dict[Constraint, Any] = {}
         if backend == "guidance":
             self._tok = lltokenizer
@@ -114,7 +114,8 @@ class _Guidance:
         return np.frombuffer(self._m.compute_bitmask(), dtype=np.int32)
 
     def accept(self, token: int) -> None:
-        self._m.consume_token(token)
+        if not self._m.consume_token(token):  # a token its own mask refused: never answer past it
+            raise EngineError(f"llguidance refused token {token} that its mask allowed: {self._m.get_error()[:300]}")
 
 
 class _Outlines:
@@ -219,15 +220,15 @@ class MaskCheck:
 
 def hf_masks(backend: str, tokenizer: Any) -> Masks:
     """Masks over a transformers tokenizer's vocabulary (xgrammar's byte table: the same bytes it matches)."""
-    import xgrammar as xgr
-
-    info = xgr.TokenizerInfo.from_huggingface(tokenizer)
     eos = int(tokenizer.eos_token_id)
     if backend == "guidance":
         import llguidance.hf
 
         tok = llguidance.hf.from_tokenizer(tokenizer)
         return Masks(backend, tok.vocab_size, eos, None, set(), tok)
+    import xgrammar as xgr
+
+    info = xgr.TokenizerInfo.from_huggingface(tokenizer)
     table = list(info.decoded_vocab)
     return Masks(backend, len(table), eos, table, set(info.special_token_ids))
 

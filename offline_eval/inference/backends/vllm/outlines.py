@@ -6,6 +6,7 @@ byte table, which our other backends read); a vLLM whose table agrees runs it.""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from offline_eval.runtime.errors import EngineError
@@ -23,10 +24,16 @@ def misspelled(tokenizer: Any) -> tuple[int, int, str]:
     return len(wrong), len(theirs), example
 
 
-def refuse_misspelled(path: str) -> None:
+@lru_cache(maxsize=8)
+def _misspelled_at(path: str) -> tuple[int, int, str]:
     from transformers import AutoTokenizer
 
-    wrong, n, example = misspelled(AutoTokenizer.from_pretrained(path))
+    return misspelled(AutoTokenizer.from_pretrained(path))
+
+
+def refuse_misspelled(path: str) -> None:
+    """Checked once per model folder in a process (Gemma 3's table takes seconds), not once per load."""
+    wrong, n, example = _misspelled_at(path)
     if wrong:
         raise EngineError(
             f"vLLM's outlines backend spells {wrong} of this model's {n} tokens with other bytes ({example}: its "
