@@ -1,4 +1,4 @@
-"""Every number of a version-3 summary.json found again in a version-4 one: each run's flat metric keys mapped to
+"""Every number of a version-3 summary.json found again in a version-4 one (or a later one, which moved none): each run's flat metric keys mapped to
 their typed fields by rules written here, independently of offline_eval.metrics.flat (the migration), and every
 number of the version-4 metrics accounted for by one of them. The rest of the summary (leaderboards, verdicts,
 ablations, consistency, task reports) is compared whole; wall-clock parts (timings, throughput, the sweep's clock
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new", type=Path)
     a = ap.parse_args(argv)
     old, new = (json.loads(p.read_text(encoding="utf-8")) for p in (a.old, a.new))
-    if old.get("schema_version") != 3 or new.get("schema_version") != 4:
-        print(f"want a version-3 and a version-4 summary, got {old.get('schema_version')} and "
+    if old.get("schema_version") != 3 or not isinstance(v := new.get("schema_version"), int) or v < 4:
+        print(f"want a version-3 and a version-4 (or later) summary, got {old.get('schema_version')} and "
               f"{new.get('schema_version')}", file=sys.stderr)  # fmt: skip
         return 2
     by = {(r["run"], r["setting"]): r for r in new["runs"]}

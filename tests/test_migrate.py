@@ -1,7 +1,7 @@
 """Old folders read forward: the version-3 and version-2 folders kept in tests/fixtures (made by the demo's
 llama.cpp part before schema 4, and before schema 3) open in load(), report, annotate, compare and verify, each
 saying in one line that it migrated; every one of their numbers is where scripts/v3_to_v4.py's own mapping says it
-is; a re-sweep writes version 4."""
+is; a re-sweep writes the current version (SCHEMA_VERSION)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def migrated_lines(err: str) -> list[str]:
-    return [x for x in err.splitlines() if "read forward to version 4" in x]
+    return [x for x in err.splitlines() if f"read forward to version {SCHEMA_VERSION}" in x]
 
 
 def every_number_where_it_was(old: dict, s: Summary, tmp_path: Path, capsys) -> None:
@@ -103,7 +103,7 @@ def test_load_reads_a_v3_folder_forward_in_one_line_and_every_number_is_where_it
     s = offline_eval.load(folder)
     [line] = migrated_lines(capsys.readouterr().err)
     assert "schema version 3" in line and str(folder / "summary.json") in line
-    assert s.schema_version == SCHEMA_VERSION == 4 and s.migrated_from == 3
+    assert s.schema_version == SCHEMA_VERSION == 5 and s.migrated_from == 3
     raw = json.loads((folder / "summary.json").read_text("utf-8"))
     assert raw["schema_version"] == 3  # the file is left as it is
     # by hand, one run: Gemma's 0-shot constrained JBE-QA, flat keys against typed fields
@@ -159,12 +159,12 @@ def test_report_and_annotate_open_a_v3_folder_saying_so_once(tmp_path):
 
 
 def test_other_versions_are_refused_in_one_line(tmp_path):
-    for version in (1, 5):
+    for version in (1, SCHEMA_VERSION + 1):
         raw = json.loads((FIXTURE / "summary.json").read_text("utf-8"))
         raw["schema_version"] = version
         with pytest.raises(InputError) as e:
             Summary.parse(raw, "s.json")
-        assert f"version {version}" in str(e.value) and "reads versions 2 to 4" in str(e.value)
+        assert f"version {version}" in str(e.value) and f"reads versions 2 to {SCHEMA_VERSION}" in str(e.value)
 
 
 def test_load_reads_a_v2_folder_forward_and_every_number_is_where_it_was(tmp_path, capsys):
@@ -274,7 +274,7 @@ def test_verify_rebuilds_a_v3_folder_and_a_resweep_writes_v4(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     counts = re.findall(r"\((\d+) generated, (\d+) cached", again.stdout + again.stderr)
     assert counts and all(g == "0" for g, _ in counts)  # the store served every output
-    assert json.loads((folder / "summary.json").read_text("utf-8"))["schema_version"] == 4
+    assert json.loads((folder / "summary.json").read_text("utf-8"))["schema_version"] == SCHEMA_VERSION
     assert not migrated_lines(cli("report", str(folder)).stderr)
 
 
@@ -293,6 +293,6 @@ def test_a_resweep_of_a_v2_folder_writes_v4_from_its_store_and_verifies(tmp_path
     assert len(kept) == 30
     for old in kept:
         assert (folder / old.relative_to(V2)).read_bytes() == old.read_bytes(), old
-    assert json.loads((folder / "summary.json").read_text("utf-8"))["schema_version"] == 4
+    assert json.loads((folder / "summary.json").read_text("utf-8"))["schema_version"] == SCHEMA_VERSION
     got = cli("verify", str(folder))
     assert got.returncode == 0 and not migrated_lines(got.stderr), got.stdout[-2000:]

@@ -246,3 +246,37 @@ def adjust(family: list[NonInferiority]) -> list[NonInferiority]:
     for r, p in zip(paired, holm([r.paired_p for r in paired])):  # type: ignore[misc]
         r.paired_p_holm = p
     return family
+
+
+CALIBRATED = "difference of two independent PPI++ estimates (normal)"
+
+
+def from_difference(
+    paired: NonInferiority,
+    run: tuple[float, float],
+    reference: tuple[float, float],
+    margin: float,
+    higher_is_better: bool = True,
+) -> NonInferiority:
+    """A verdict on calibrated estimates: `run` and `reference` are (estimate, standard error) of two independent
+    estimates (PPI++ on each run's own labels), so the difference's standard error is the root of the sum of their
+    squares and its 95% interval is normal. The paired test's n stays; its judge-scale fields are dropped."""
+    from scipy.stats import norm
+
+    sign = 1.0 if higher_is_better else -1.0
+    est = sign * (run[0] - reference[0])
+    se = math.hypot(run[1], reference[1])
+    if se == 0:
+        return _result(paired.n, margin, est, method=CALIBRATED, reason="both calibrated estimates have no spread")
+    low, high = est - _Z * se, est + _Z * se
+    return NonInferiority(
+        n=paired.n,
+        margin=margin,
+        estimate=est,
+        ci_low=low,
+        ci_high=high,
+        p_noninferiority=float(norm.sf((est + margin) / se)),
+        verdict=verdict(low, high, margin),
+        method=CALIBRATED,
+        items_needed=None,
+    )

@@ -94,6 +94,13 @@ def _conclude(
         provenance.finish(sweep_provenance)
         everything = state.everything(folder, {t.name: t.task for t in sweep_plan.tasks})
         summary = summarize(cfg, sweep_plan, state, everything, sweep_provenance)
+    for task, lines in summary.calibration_notes.items():
+        for line in lines:
+            log(f"warning: {task} human labels: {line}")
+    for m in summary.noninferiority:
+        for c in m.comparisons:
+            if c.scale_note:
+                log(f"warning: verdict of {c.run} on {c.setting}: judges' scale: {c.scale_note}")
     try:
         with timings.stage("report"):
             from offline_eval.report import write_report

@@ -7,7 +7,9 @@ re-sweep into the folder writes the current version.
   entry's keys left over from version 1 (version 2 kept them as they were) are dropped: no reader uses them.
 - 3 -> 4: a run's metrics were one flat map whose keys encoded their structure; they become RunMetrics
   (offline_eval.metrics.values: each value with its interval, breakdowns and judges typed), read by
-  offline_eval.metrics.flat."""
+  offline_eval.metrics.flat.
+- 4 -> 5: version 5 added `calibration` (judged numbers corrected by human labels) and a judged verdict's `scale`;
+  a version-4 sweep calibrated nothing, so they stay absent."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ def forward(raw: dict[str, Any], version: int, current: int, run_fields: Collect
     steps: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
         2: lambda r: _v2_to_v3(r, run_fields),
         3: _v3_to_v4,
+        4: lambda r: {**r, "schema_version": 5},
     }
     while version < current and version in steps:
         raw = steps[version](raw)

@@ -18,12 +18,13 @@ from offline_eval.metrics.stats import PairedResult
 from offline_eval.runtime.errors import InputError, format_validation_error
 from offline_eval.runtime.fileio import write_json_atomic
 
+from .calibration import CalibrationRow
 from .migrate import forward
 from .records import ItemRecord, PlainRecord, ResultsFolder, RunEntry
 
-SCHEMA_VERSION = (
-    4  # 4: metrics as values; 3: typed, with provenance; 2: clustered CIs and score intervals; 1: the first
-)
+# 5: judged numbers calibrated by human labels; 4: metrics as values; 3: typed, with provenance; 2: clustered CIs and
+# score intervals; 1: the first
+SCHEMA_VERSION = 5
 OLDEST_READ = 2  # older versions, and newer ones, are refused in one line
 
 
@@ -68,6 +69,8 @@ class Verdict(NonInferiority):
     setting: str
     metric: str
     against: str | None = None
+    scale: str | None = None  # a judged task's: "calibrated" (PPI++ on human labels) or "judge"
+    scale_note: str | None = None  # why the judge's scale, where human labels exist
 
 
 class ModelVerdicts(_Model):
@@ -219,6 +222,8 @@ class Summary(_Model):
     ablations: list[Ablation] = Field(default_factory=list)
     consistency: list[ConsistencyRow] = Field(default_factory=list)
     task_reports: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    calibration: list[CalibrationRow] = Field(default_factory=list)  # absent in folders made before it
+    calibration_notes: dict[str, list[str]] = Field(default_factory=dict)  # task -> label rows that matched no output
     timings: dict[str, Any] | None = None  # wall-clock, like each run's throughput: differs between equal sweeps
     _folder: Path | None = PrivateAttr(default=None)  # the output folder it was written to or read from
     _generation: tuple[int, int, int] | None = PrivateAttr(default=None)  # summary.json's (inode, size, mtime)

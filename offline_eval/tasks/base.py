@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from offline_eval.metrics.bootstrap import Bootstrapped
 
     from .kit import Case, Form
+    from .kit.calibration import HumanLabels, JudgedNumber
 
 Setting = dict[str, Any]
 Item = TaskItem  # what generic code knows of any task's items: their id, and their content for provenance
@@ -195,6 +196,24 @@ class Task(ABC, Generic[ItemT, R]):
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[R]) -> TaskReport | None:
         """Tables across runs (e.g. judge-human agreement), kept in summary.json under task_reports."""
         return None
+
+    # Calibration by human labels (kit/calibration.py, docs/calibration.md): a task whose numbers come from judges.
+    def judged_numbers(self, setting: Setting, records: Sequence[R]) -> list[JudgedNumber]:
+        """The numbers of a run on this setting that judges give, each correctable with human labels (none: the
+        task's scores are not judged)."""
+        return []
+
+    def human_labels(self, runs: Sequence[RunEntry], records: Records[R]) -> HumanLabels | None:
+        """The human labels the task's options name, matched to these runs' outputs (None: it has none)."""
+        return None
+
+    # The record field naming the stratum the annotation page's draw sampled an output in, besides its run (its
+    # Case.stratum: LegalRikai's sub-task, LegalEval-Q's split); None: one stratum.
+    stratum_field: ClassVar[str | None] = None
+
+    @classmethod
+    def design_stratum(cls, record: R) -> str:
+        return str(getattr(record, cls.stratum_field)) if cls.stratum_field else ""
 
     def item_score(self, record: R) -> float | None:
         """The per-item score, as the paired metric's declaration gives it (`Bootstrapped.mean` or `.of_items`):

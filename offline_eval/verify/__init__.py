@@ -280,6 +280,14 @@ def _recorded_since(claimed: Summary, rebuilt: Summary) -> None:
     folder of the current schema a null where the schema promises a value is a mismatch like any other, since
     every schema-4 sweep records them (what `compare --allow-changed-data` relies on)."""
     assert claimed.provenance is not None and rebuilt.provenance is not None
+    if claimed.migrated_from is not None and claimed.migrated_from < 5:  # made before calibration (schema 5)
+        rebuilt.calibration, rebuilt.calibration_notes = [], {}
+        for m in rebuilt.noninferiority:
+            for c in [*m.comparisons, *m.adapter_transfer]:
+                c.scale = c.scale_note = None
+        for rows in rebuilt.leaderboards.values():
+            for row in rows:
+                (row.model_extra or {}).pop("calibration", None)
     had = {(s.task, s.setting): s.item_digests for s in claimed.provenance.settings}
     for s in rebuilt.provenance.settings:
         if (s.task, s.setting) in had and had[(s.task, s.setting)] is None:

@@ -1,6 +1,6 @@
 """What a sweep concludes across its runs, from their records: leaderboards, ablation families, non-inferiority
-verdicts against each model's reference, the consistency of runs of the same weights, and each task's own
-cross-run report. Each is a field of summary.json."""
+verdicts against each model's reference, the consistency of runs of the same weights, each task's own
+cross-run report, and every judged number calibrated by the human labels. Each is a field of summary.json."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from offline_eval.models.spec import ModelSpec
 from offline_eval.results.records import ItemRecord, Records, RunEntry
 from offline_eval.tasks.base import Task
 
-from . import ablations, consistency, leaderboards, verdicts
+from . import ablations, calibration, consistency, leaderboards, verdicts
 
 
 def analyse(
@@ -29,6 +29,7 @@ def analyse(
         m = specs.get(model)
         return m.declared_twin(variant) if m is not None and variant in m.variants else None
 
+    calibrated, notes = calibration.build(known, records, tasks)
     return {
         "task_reports": task_reports(runs, records, tasks),
         "ablations": ablations.build(
@@ -38,9 +39,11 @@ def analyse(
             lambda task: tasks[task].cluster,
             lambda task: tasks[task].noninferiority_metric().paired,
         ),
-        "noninferiority": verdicts.build(models, margins, records, runs, tasks),
+        "noninferiority": verdicts.build(models, margins, records, runs, tasks, calibrated=calibrated),
         "consistency": consistency.build(known, records, tasks, declared),
-        "leaderboards": leaderboards.build(runs),
+        "leaderboards": leaderboards.build(runs, calibrated),
+        "calibration": calibrated,
+        "calibration_notes": notes,
     }
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.metrics.noninferiority import NonInferiority, adjust, compare
+from offline_eval.metrics.noninferiority import NonInferiority, adjust, compare, from_difference
 from offline_eval.models.adapter_pairs import adapter_base, adapter_on_own_weights
 from offline_eval.models.spec import ModelSpec
+from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import ItemRecord, Records, RunEntry, item_means
 from offline_eval.tasks.base import Task
 
@@ -42,11 +43,17 @@ def build(
     runs: Sequence[RunEntry],
     tasks: dict[str, Task],
     seed: int = 0,
+    calibrated: Sequence[CalibrationRow] = (),
 ) -> list[dict[str, Any]]:
     """One entry per model with two or more runs: its reference run and the comparisons against it. An adapter
     run is compared against its base (the same weights without the adapter) unless the model names its
     `reference:`; an adapter over another file (an Int8/Int4 base) is also held to the same adapter on the model's
-    own weights (`adapter_transfer`)."""
+    own weights (`adapter_transfer`). On a judged task, where both runs of a pair have the verdict's metric
+    calibrated by human labels, the verdict reads the calibrated estimates (`scale`: calibrated; the difference of
+    two independent PPI++ estimates), else the judges' (`scale`: judge, and `scale_note` says why where labels
+    exist)."""
+    headline = {(c.run, c.setting): c for c in calibrated if c.headline}
+    judged = {c.setting for c in calibrated}
     out = []
     for m in models:
         mine = [r for r in runs if r.model == m.name and r.task in tasks and r.key in records]
@@ -69,12 +76,17 @@ def build(
                 continue
             for pairs, into in ((_against(m, group, ref), comparisons), (_transfers(m, group), transfer)):
                 family = [paired_verdict(task, records[r.key], records[a.key], margin, seed) for r, a in pairs]
+                scales = [_scale(headline, metric.name, r, a) if setting in judged else None for r, a in pairs]
+                family = [
+                    from_difference(res, *sc[2], margin, metric.higher_is_better) if sc and sc[2] else res
+                    for res, sc in zip(family, scales)
+                ]
                 adjust(family)
                 into += [
                     {"run": r.run, "variant": r.variant, "max_model_len": r.max_model_len, "task": r.task,
                      "setting": setting, "metric": metric.name, **_label(m, r, a, ref, group),
-                     **res.to_dict()}
-                    for (r, a), res in zip(pairs, family)
+                     **res.to_dict(), **({"scale": sc[0], "scale_note": sc[1]} if sc else {})}
+                    for (r, a), res, sc in zip(pairs, family, scales)
                 ]  # fmt: skip
         out.append(
             {
@@ -124,3 +136,40 @@ def _transfers(m: ModelSpec, group: list[RunEntry]) -> list[tuple[RunEntry, RunE
         if own is not None:
             pairs.append((r, own))
     return pairs
+
+
+Scale = tuple[str, str | None, tuple[tuple[float, float], tuple[float, float]] | None]
+
+
+def _scale(headline: dict[tuple[str, str], CalibrationRow], metric: str, r: RunEntry, a: RunEntry) -> Scale:
+    """("calibrated", None, ((estimate, se) of the run, of what it is held to)) where both are calibrated with an
+    interval on the verdict's metric; else ("judge", why, None)."""
+    mine, theirs = headline.get((r.run, r.setting)), headline.get((a.run, a.setting))
+    if mine is None or mine.number != metric:
+        labelled = mine is not None and mine.source is not None
+        return ("judge", f"{metric} has no calibrated form" if labelled else None, None)
+    ok = [c.calibrated and c.ppi_pp is not None and c.ppi_pp.se is not None for c in (mine, theirs) if c]
+    if theirs is not None and len(ok) == 2 and all(ok):
+        assert mine.ppi_pp and theirs.ppi_pp and mine.ppi_pp.estimate is not None and theirs.ppi_pp.estimate is not None
+        assert mine.ppi_pp.se is not None and theirs.ppi_pp.se is not None
+        return (
+            "calibrated",
+            None,
+            ((mine.ppi_pp.estimate, mine.ppi_pp.se), (theirs.ppi_pp.estimate, theirs.ppi_pp.se)),
+        )
+    if mine.source is None:
+        return ("judge", None, None)
+    have = [x.run for x, c in ((r, mine), (a, theirs)) if c is not None and c.calibrated]
+    lack = [x.run for x, c in ((r, mine), (a, theirs)) if c is None or not c.calibrated]
+    if not have:
+        return ("judge", None, None)
+    if lack:
+        why = (
+            f"{mine.source}: only {have[0]} has calibrated labels, {lack[0]} none (field human_scores): label a "
+            "random sample of both runs' outputs"
+        )
+    else:
+        why = "a calibrated estimate has no interval: " + "; ".join(
+            sorted({c.reason or "no standard error" for c in (mine, theirs) if c is not None})
+        )
+    return ("judge", why, None)
