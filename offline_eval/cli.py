@@ -350,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ann.set_defaults(func=cmd_annotate)
 
+    from offline_eval.annotate.plan import add_command as add_plan
+
+    add_plan(sub)
+
     ver = sub.add_parser(
         "verify",
         help="rebuild a sweep folder's summary and results from its store, data, config and weights, and compare",
@@ -412,7 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    from offline_eval.annotate.plan import plan_argv
+
+    args = parser.parse_args(plan_argv(list(sys.argv[1:] if argv is None else argv)))
     args.rerun_argv = sys.argv[1:] if argv is None else None  # only a command of its own may start again
     if not args.debug:
         for k, v in _QUIET_ENV.items():

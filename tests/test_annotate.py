@@ -13,6 +13,8 @@ import pytest
 import yaml
 from conftest import ROOT, run_cli
 
+_NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
+
 DATA = ROOT / "data"
 RUN = "m.fake.default.ctx65536"
 # Text that would run as script, end the payload's <script>, open markup or break a JSON or JS string, were the
@@ -215,14 +217,21 @@ def test_an_export_of_another_sample_or_sweep_is_refused_naming_the_mismatch(rik
     prefill = resumed([str(_export(rikai, three, tmp_path / "ok.csv", sid, score=2))], FORM, sid, three)
     assert set(prefill) == {c.case_id(sid) for c in three} and prefill[three[0].case_id(sid)]["annotator"] == "A"
     assert all(v == "2" for p in prefill.values() for v in p["scores"].values())
-    # The sweep refuses it the same way: these scores are not for its outputs.
+    # The sweep uses none of the scores of an output that is not its own (another sweep's, or made again since):
+    # they are counted, in one line, and the rest are read (docs/calibration.md).
     cfg = tmp_path / "again.yaml"
     raw = yaml.safe_load((rikai.parent / "m.yaml").read_text(encoding="utf-8"))
     raw["tasks"]["legalrikai"]["human_scores"] = str(mine)
+    raw["output_dir"] = str(tmp_path / "again")
     cfg.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
     proc = run_cli("sweep", str(cfg))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert f"{mine}, record row 2, field 'output_sha256': scores another output of {RUN}" in proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    stale = json.loads((tmp_path / "again" / "summary.json").read_text(encoding="utf-8"))["calibration_notes"]
+    # only the first row (one criterion of one output) names another output
+    assert [x for x in stale["legalrikai"] if "not used" in x] == [
+        f"1 row(s) on {_NAMES[three[0].stratum]} of {RUN} not used: the output changed since it was labelled (its "
+        "output_sha256 differs)"
+    ]
 
 
 def test_human_scores_from_several_files_agree_by_krippendorff_and_judge_bias(rikai, tmp_path):  # type: ignore[no-untyped-def]

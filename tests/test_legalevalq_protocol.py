@@ -21,8 +21,7 @@ from offline_eval.runtime.errors import InputError
 from offline_eval.tasks import make_task
 from offline_eval.tasks.legalevalq import authors
 from offline_eval.tasks.legalevalq.data import query_ids
-from offline_eval.tasks.legalevalq.model import content_text
-from offline_eval.tasks.legalevalq.scorer import inputs
+from offline_eval.tasks.legalevalq.scorer import content_text, inputs
 from offline_eval.tasks.legalevalq.task import LegalEvalQRecord, scorer_example
 
 DATA = ROOT / "data" / "legalevalq"

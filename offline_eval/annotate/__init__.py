@@ -57,5 +57,6 @@ def annotate(
     key = path.with_name(f"{path.stem}.reveal.json")
     title = f"offline-eval: annotate {made.title or made.name} ({len(chosen)} outputs, sample {sid})"
     write_json_atomic(key, reveal(sid, task, chosen))
-    write_text_atomic(path, page(title, sid, task, form, chosen, annotator, blind, prefill, key.name, warnings))
+    draw = "picked" if items is not None else "random"
+    write_text_atomic(path, page(title, sid, task, form, chosen, annotator, blind, prefill, key.name, warnings, draw))
     return Written(path, key, len(chosen), sid, warnings)

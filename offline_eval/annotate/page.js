@@ -283,7 +283,9 @@
       if (!e || !e.saved || valid(c, e)) {
         return;
       }
-      var common = { "case": c.case, annotator: state.annotator, sample: data.sample, output_sha256: c.output_sha256 };
+      var common = {
+        "case": c.case, annotator: state.annotator, sample: data.sample, output_sha256: c.output_sha256, draw: data.draw
+      };
       if (data.form.kind === "csv") {
         c.scales.forEach(function (s) {
           var r = Object.assign({}, c.export, common, { criterion: s.code, score: Number(e.scores[s.code]) });

@@ -34,7 +34,10 @@ def page(
     prefill: dict[str, Any],
     reveal_file: str,
     warnings: list[str],
+    draw: str = "random",
 ) -> str:
+    """`draw`: the sample's design, which every exported row carries: "random" (the seeded draw) or "picked"
+    (--items); the sweep calibrates judged numbers only with random ones (docs/calibration.md)."""
     script = resources.files(__package__).joinpath("page.js").read_text(encoding="utf-8")
     style = resources.files(__package__).joinpath("page.css").read_text(encoding="utf-8")
     payload = {
@@ -46,6 +49,7 @@ def page(
         "cases": [c.to_page(sid) for c in cases],
         "prefill": prefill,
         "reveal_file": reveal_file,
+        "draw": draw,
         "reveal": None if blind else reveal(sid, task, cases),  # --unblind: shown from the start, so inline
     }
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()

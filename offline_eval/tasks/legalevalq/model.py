@@ -34,11 +34,6 @@ def layer_groups(n_layers: int) -> list[int]:
     return [base + (1 if k < extra else 0) for k in range(3)]
 
 
-def content_text(query: str, answer: str) -> str:
-    """The single text `bert_content` reads."""
-    return f"<query>:{query}</query>\n\n<content>:{answer}</content>"
-
-
 class HierarchicalExtractor(nn.Module):
     """CLS vectors of the hidden layers -> low/mid/high groups, each a softmax-weighted sum -> a per-dimension
     softmax gate on the groups' mean -> sum of gate * group. One instance is shared by the three encoders."""
@@ -132,7 +127,7 @@ class MultiSourceScorer(nn.Module):
         self, reasoning: dict[str, torch.Tensor], ans: dict[str, torch.Tensor], content: dict[str, torch.Tensor]
     ) -> torch.Tensor:
         """Scores in [0, 1] (times 100 for the 0-100 scale), shape (B,). `reasoning` is the tokenized comment,
-        `ans` the conclusion, `content` the `content_text` of query and answer."""
+        `ans` the conclusion, `content` scorer.content_text of query and answer."""
         r = self.dropout(self._feature(self.bert_reasoning, reasoning))
         a = self.dropout(self._feature(self.bert_ans, ans))
         c = self.dropout(self._feature(self.bert_content, content))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from offline_eval.metrics.adjscore import tier
 from offline_eval.metrics.ranking import has_score
 from offline_eval.tasks.kit import BrowserView, ReportParts, Table
+from offline_eval.tasks.kit.calibration import calibrated_text
 from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import ci_text, fmt, ranked
 
@@ -30,14 +31,16 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
         for rank, run in ranked(summary, s)
         if (run, s) in by_key
     ]
+    calibrated = {(c.run, c.setting): c for c in summary.calibration if c.task == task and c.number == MEAN.name}
     for rank, r in order:
         metrics = r.metrics
         adj = ADJ_SCORE.of(metrics)
+        c = calibrated.get((r.run, r.setting))
         rows.append(
             [
                 str(rank) if rank is not None else "– (no items)",
                 r.run,
-                fmt(MEAN.of(metrics), 2),
+                calibrated_text(c, MEAN.of(metrics), 2) if c else fmt(MEAN.of(metrics), 2),
                 fmt(STD.of(metrics), 2),
                 fmt(MEDIAN.of(metrics), 2),
                 ci_text(metrics.metric(ADJ_SCORE.name), 2),
@@ -68,7 +71,9 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
         rows,
         "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
         "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low. The CI resamples "
-        "questions (a bootstrap; 'n too small' under 20 questions).",
+        "questions (a bootstrap; 'n too small' under 20 questions). Where human scores of a random sample of a "
+        "run's answers exist, its mean is the PPI++ estimate of the human mean [95% CI] on those labels, the "
+        "scorer's mean beside it; 'uncalibrated' marks the scorer's alone (docs/calibration.md).",
     )
 
 

@@ -92,12 +92,15 @@ def scorer_files(folder: str | Path) -> list[str]:
     return [str(d), resolve_encoder(d, encoder)] if isinstance(encoder, str) else [str(d)]
 
 
+def content_text(query: str, answer: str) -> str:
+    """The single text `bert_content` reads."""
+    return f"<query>:{query}</query>\n\n<content>:{answer}</content>"
+
+
 def inputs(example: Example) -> tuple[str, str, str]:
     """The three texts the scorer reads, as the authors' predict(reasoning, ans, content) gets them
     (src/evaluator_request.py line 143): the comment, the conclusion, and the query and answer as
     `<query>:{query}</query>\n\n<content>:{answer}</content>`, the input_content their evaluator read."""
-    from .model import content_text
-
     return example["comment"], example["conclusion"], content_text(example["query"], example["answer"])
 
 

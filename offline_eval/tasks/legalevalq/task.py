@@ -36,6 +36,7 @@ from offline_eval.tasks.kit import (
     protocol_field,
     shared_chars,
 )
+from offline_eval.tasks.kit.calibration import HUMAN_SAMPLE_HELP, HumanLabels, HumanSample, JudgedNumber
 
 from . import annotate, authors
 from . import evaluator as ev
@@ -96,6 +97,12 @@ class LegalEvalQOptions(BaseModel):
     overflow: Literal["skip", "fail"] = "skip"
     bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="resamples for the 95% CIs (0 = off)")
     seed: int = 0
+    human_scores: str | list[str] | None = Field(
+        None,
+        description="the annotation page's JSONL exports (or CSV/JSONL rows: item_id, model, score 0-100, "
+        "annotator), to calibrate the scorer's mean (docs/calibration.md)",
+    )
+    human_sample: HumanSample | None = Field(None, description=HUMAN_SAMPLE_HELP)
 
     @model_validator(mode="before")
     @classmethod
@@ -146,6 +153,7 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
     Options = LegalEvalQOptions
     Record = LegalEvalQRecord
     annotation_form = annotate.FORM
+    stratum_field = "split"
     options: LegalEvalQOptions
     report_parts = LegalEvalQReport
     primary_metric = ADJ_SCORE.name
@@ -157,7 +165,7 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         """The question: every candidate's answer to it shares its difficulty."""
         return record.query
 
-    path_options = ("data", "validation_data", "scorer")
+    path_options = ("data", "validation_data", "scorer", "human_scores")
     model_options = ("evaluator",)
 
     def annotation_case(self, entry: RunEntry, item: LegalEvalQItem, record: LegalEvalQRecord) -> Case | None:
@@ -219,6 +227,10 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
         for path in scorer_files(o.scorer):  # the scores are made with these: the setting's provenance names them
             note(path)
+        if o.human_scores:
+            from .human import read_human_scores
+
+            read_human_scores(o.human_scores)  # fail now, not after the models have run
         items = [LegalEvalQItem(**q.model_dump(), id=id_, split="train") for id_, q in query_ids(o.data)]
         if o.validation_data:
             items += [
@@ -293,6 +305,20 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     def evaluation(self) -> LegalEvalQEvaluation:
         return LegalEvalQEvaluation(self.options)
+
+    def judged_numbers(self, setting: Setting, records: Sequence[LegalEvalQRecord]) -> list[JudgedNumber]:
+        """The scorer's 0-100 quality, its mean per run (AdjScore, not a mean, has no calibrated form)."""
+        return [
+            JudgedNumber(
+                MEAN.name, "scorer", (0.0, 100.0), lambda r: r.scores.get("quality"), lambda v: v.get("score"),
+                headline=True,
+            )
+        ]  # fmt: skip
+
+    def human_labels(self, runs: Sequence[RunEntry], records: Records[LegalEvalQRecord]) -> HumanLabels | None:
+        from .human import human_labels
+
+        return human_labels(self.options.human_scores, self.options.human_sample, runs, records)
 
     def prompt_template(self, setting: Setting) -> str:
         """The answer's system prompt, then the evaluator's system prompt and user message with placeholders."""

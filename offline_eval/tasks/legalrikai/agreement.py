@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from statistics import mean
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 from offline_eval.metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
 from offline_eval.results.records import sample_of
 from offline_eval.tasks.kit import N_SKIPPED, Bootstrapped, Criterion, InputError, Records, RunEntry, case_id
+from offline_eval.tasks.kit.calibration import HumanLabels, OutputLabels
 
 from . import rubric
 from .human import criteria_scales, output_sha256, read_human_scores
@@ -42,15 +44,27 @@ from .sweepreport import (
     Setting,
 )
 
+_NAMES_OF = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
+
 
 def _nan_none(v: float) -> float | None:
     return None if v is None or math.isnan(v) else round(v, 4)
 
 
-def _match(
-    rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]
-) -> tuple[dict[tuple[str, str, str, str], dict[str, int]], list[str]]:
-    """(sub-task, run, item id, criterion) -> {annotator: raw score}, and notes on rows that matched nothing."""
+@dataclass
+class Matched:
+    """The rows matched to outputs: (sub-task, run, item id, criterion) -> {annotator: raw score}; each output's
+    draws (the `draw` its rows carry: "random" from the page's seeded draw, "" where none is recorded); labels not
+    used because their output changed since (by sub-task and run); and a line per kind of row that matched no
+    output, naming the first such row's file, record and field."""
+
+    cells: dict[tuple[str, str, str, str], dict[str, int]]
+    draws: dict[tuple[str, str, str], set[str]]
+    stale: dict[tuple[str, str], int]
+    notes: list[str]
+
+
+def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> Matched:
     ids: dict[str, set[str]] = defaultdict(set)  # item id -> the sub-tasks that have it
     for recs in records.values():
         for r in recs:
@@ -66,7 +80,9 @@ def _match(
         runs_of[(of, e.model)].add(e.run)
         settings[of].append(e)
     out: dict[tuple[str, str, str, str], dict[str, int]] = defaultdict(dict)
-    unmatched: dict[str, int] = defaultdict(int)
+    draws: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    stale: dict[tuple[str, str], int] = defaultdict(int)
+    unmatched: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)  # (why, field) -> its rows
     for h in rows:
         subs = (
             {h["task"]}
@@ -89,28 +105,36 @@ def _match(
         else:
             cand = runs_of.get((sub, h["model"]), set()) if sub else set()
         if sub is None or (sub, h["item_id"]) not in present:
-            unmatched["item not in this sweep"] += 1
+            unmatched[("no run has an output for this item", "item_id")].append(h)
         elif h["case"] and not cand:
-            unmatched["case id of no run of this sweep"] += 1
+            unmatched[("case id of no run of this sweep", "case")].append(h)
         elif len(cand) != 1:
-            unmatched[
+            why = (
                 "model matches no run"
                 if not cand
                 else f"model '{h['model']}' matches {len(cand)} runs; give the run name"
-            ] += 1
+            )
+            unmatched[(why, "model")].append(h)
         else:
             run = next(iter(cand))
             rec = by_output.get((sub, run, h["item_id"]))
-            if h["output_sha256"] and rec is not None and h["output_sha256"] != output_sha256(rec.output):
-                raise InputError(
-                    f"scores another output of {run} on {h['item_id']} than this sweep's: it was exported from "
-                    "another sweep (or the run was made again since)",
-                    file=h["file"],
-                    record=h["where"],
-                    field="output_sha256",
-                )
-            out[(sub, run, h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
-    return out, [f"{n} row(s): {why}" for why, n in sorted(unmatched.items())]
+            if rec is None:
+                unmatched[(f"{run} has no output for this item", "item_id")].append(h)
+            elif h["output_sha256"] and h["output_sha256"] != output_sha256(rec.output):
+                stale[(sub, run)] += 1  # another output than this sweep's: made again since, or another sweep's
+            else:
+                out[(sub, run, h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
+                draws[(sub, run, h["item_id"])].add(h.get("draw") or "")
+    notes = [
+        f"{len(hs)} row(s): {why} (first: {hs[0]['file']}, {hs[0]['where']}, field {field})"
+        for (why, field), hs in sorted(unmatched.items())
+    ]
+    notes += [
+        f"{n} row(s) on {_NAMES_OF.get(sub, sub)} of {run} not used: the output changed since it was labelled "
+        "(its output_sha256 differs)"
+        for (sub, run), n in sorted(stale.items())
+    ]
+    return Matched(out, draws, dict(stale), notes)
 
 
 def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
@@ -220,7 +244,8 @@ def agreement(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> Agreement:
-    cells, notes = _match(rows, runs, records)
+    matched = _match(rows, runs, records)
+    cells, notes = matched.cells, matched.notes
     by_output: dict[tuple[str, str, str], LegalRikaiRecord] = {}
     for key, recs in records.items():
         run = key.run
@@ -321,3 +346,30 @@ def _bias(diffs: list[float], items: list[str], n_resamples: int, seed: int) -> 
 
 
 _BIAS = Bootstrapped.mean(float)  # a judge's score minus the reference's, per criterion and item
+
+
+def human_labels(
+    paths: str | list[str] | None,
+    human_sample: str | None,
+    runs: Sequence[RunEntry],
+    records: Records[LegalRikaiRecord],
+) -> HumanLabels | None:
+    """The labels of the human_scores files matched to the runs' outputs, each criterion the annotators' mean on
+    [0, 1] (None: no files). An output's labels are random where every row on it comes from the page's seeded draw,
+    or where the options say `human_sample: random`; a row from a draw of picked outputs (--items) never is."""
+    if not paths:
+        return None
+    matched = _match(read_human_scores(paths), runs, records)
+    scales = criteria_scales()
+    values: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
+    for (sub, run, item, code), by in matched.cells.items():
+        values[(sub, run, item)][code] = mean(scales[code].normalise(v) for v in by.values())
+    out = HumanLabels(source=_shown(paths), notes=matched.notes)
+    for (sub, run, item), got in values.items():
+        draws = matched.draws[(sub, run, item)]
+        page = draws == {"random"}
+        random = page or ("picked" not in draws and human_sample == "random")
+        out.by_output[(run, f"legalrikai.{sub}", item)] = OutputLabels(got, random=random, stratified=page)
+    for (sub, run), n in matched.stale.items():
+        out.stale[(run, f"legalrikai.{sub}")] = n
+    return out

@@ -16,7 +16,18 @@ from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 FORM = Form(
     file_name="human_scores.csv",
     kind="csv",
-    columns=("task", "item_id", "case", "criterion", "score", "annotator", "comment", "sample", "output_sha256"),
+    columns=(
+        "task",
+        "item_id",
+        "case",
+        "criterion",
+        "score",
+        "annotator",
+        "comment",
+        "sample",
+        "output_sha256",
+        "draw",
+    ),
 )
 
 

@@ -38,8 +38,10 @@ from offline_eval.tasks.kit import (
     protocol_field,
     shared_chars,
 )
+from offline_eval.tasks.kit.calibration import HUMAN_SAMPLE_HELP, HumanLabels, HumanSample, JudgedNumber
 
 from . import annotate, prompts, rubric
+from .calibration import judged_numbers
 from .metrics import COUNTS, SCORE, aggregate
 from .record import LegalRikaiRecord
 from .report import LegalRikaiReportParts
@@ -85,6 +87,7 @@ class LegalRikaiOptions(BaseModel):
         description="CSV or JSONL: item_id, model, criterion, score, annotator (optional: task); or a list of "
         "them, one per annotator (offline-eval annotate's exports)",
     )
+    human_sample: HumanSample | None = Field(None, description=HUMAN_SAMPLE_HELP)
     limit: int | None = Field(None, ge=1, description="items per sub-task")
     bootstrap: int = Field(1000, ge=0, le=MAX_BOOTSTRAP, description="resamples for the 95% CIs (0 = off)")
     seed: int = 0
@@ -105,6 +108,7 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     model_options = ("judges",)
     data_kinds = SUBTASKS
     annotation_form = annotate.FORM
+    stratum_field = "subtask"
 
     def browser_diffs(self, item: LegalRikaiItem, record: LegalRikaiRecord) -> dict[str, list[list[str]]]:
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
@@ -339,6 +343,14 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
 
         o = self.options
         return sweep_report(runs, records, o.human_scores, n_resamples=o.bootstrap, seed=o.seed)
+
+    def judged_numbers(self, setting: Setting, records: Sequence[LegalRikaiRecord]) -> list[JudgedNumber]:
+        return judged_numbers(setting["subtask"], sorted({j for r in records for j in r.judges}))
+
+    def human_labels(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> HumanLabels | None:
+        from .agreement import human_labels
+
+        return human_labels(self.options.human_scores, self.options.human_sample, runs, records)
 
 
 class LegalRikaiJudges(Evaluation[LegalRikaiItem, LegalRikaiRecord]):
