@@ -23,6 +23,7 @@ from .model import (
     NON_INFERIOR_V,
     REFUSED,
     REGRESSED,
+    CalibratedPair,
     Change,
     Comparison,
     Flip,
@@ -82,6 +83,29 @@ def compare(
         out.settings += [_missing(a, o, o, x, failed[o]) for x in sorted({r.setting for r in a.runs if r.run == o})]
         out.unmatched_old.remove(o)
     out.changes += _setting_changes(a, b, sorted({s.setting for s in out.settings}))
+    out.calibration = _calibration(a, b, pairs)
+    return out
+
+
+def _calibration(a: Summary, b: Summary, pairs: dict[str, str]) -> list[CalibratedPair]:
+    """Each matched run's headline judged number in both folders, as each folder's summary calibrated it."""
+    old = {(c.run, c.setting, c.number): c for c in a.calibration if c.headline}
+    new = {(c.run, c.setting, c.number): c for c in b.calibration if c.headline}
+    out = []
+    for o, n in sorted(pairs.items()):
+        for setting, number in sorted(
+            {(k[1], k[2]) for k in old if k[0] == o} | {(k[1], k[2]) for k in new if k[0] == n}
+        ):
+            out.append(
+                CalibratedPair(
+                    setting=setting,
+                    number=number,
+                    old_run=o,
+                    new_run=n,
+                    old=old.get((o, setting, number)),
+                    new=new.get((n, setting, number)),
+                )
+            )
     return out
 
 

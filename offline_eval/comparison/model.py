@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from offline_eval.metrics.noninferiority import NonInferiority
+from offline_eval.results.calibration import CalibrationRow
 
 REGRESSED, IMPROVED, NON_INFERIOR_V, INCONCLUSIVE_V, REFUSED, MISSING = (
     "regressed",
@@ -66,6 +67,18 @@ class SettingComparison(BaseModel):
     engine_or_tool_change: bool = False  # same inputs, different answers: the engine or the tool changed them
 
 
+class CalibratedPair(BaseModel):
+    """A judged setting's headline number in both folders (each folder's `calibration` row for the run): the
+    calibrated estimate where human labels made one, else the judges' mean (docs/calibration.md)."""
+
+    setting: str
+    number: str
+    old_run: str
+    new_run: str
+    old: CalibrationRow | None
+    new: CalibrationRow | None
+
+
 class Comparison(BaseModel):
     old: str
     new: str
@@ -77,6 +90,7 @@ class Comparison(BaseModel):
     unmatched_old: list[str] = Field(default_factory=list)  # runs of OLD that NEW lacks (and --map names none)
     unmatched_new: list[str] = Field(default_factory=list)
     flips: list[Flip] = Field(default_factory=list)
+    calibration: list[CalibratedPair] = Field(default_factory=list)
 
     def fails(self, fail_on: FailOn | None) -> bool:
         """Whether a verdict hits `--fail-on`: any regression (inferior), or any regression or inconclusive one."""

@@ -10,8 +10,10 @@ import json
 from pathlib import Path
 
 from offline_eval.metrics.noninferiority import NonInferiority
+from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import ResultsFolder
 from offline_eval.runtime.fileio import write_text_atomic
+from offline_eval.tasks.kit.calibration import calibrated_text
 
 from .model import Comparison, SettingComparison
 
@@ -63,6 +65,17 @@ def _html(c: Comparison, d: Path) -> str:
         f"<tr><td>{b(x.scope)}</td><td>{b(x.what)}</td><td>{b(x.old or '')}</td><td>{b(x.new or '')}</td></tr>"
         for x in c.changes
     )
+    judged = "".join(
+        f"<tr><td>{b(x.setting)}</td><td>{b(x.number)}</td><td>{b(x.old_run)}</td><td>{e(_judged(x.old))}</td>"
+        f"<td>{b(x.new_run)}</td><td>{e(_judged(x.new))}</td></tr>"
+        for x in c.calibration
+    )
+    if judged:
+        judged = (
+            "<h2>Judged numbers, calibrated by human labels where they exist</h2><table><thead><tr><th>setting</th>"
+            "<th>number</th><th>old run</th><th>old</th><th>new run</th><th>new</th></tr></thead>"
+            f"<tbody>{judged}</tbody></table>"
+        )
     settings = sorted({f.setting for f in c.flips})
     i = _isolated
     data = {
@@ -97,10 +110,17 @@ def _html(c: Comparison, d: Path) -> str:
         f'<p id="verification"{warn}>{e(_verification(c))}</p>'
         "<h2>Verdicts</h2><table><thead><tr><th>setting</th><th>old run</th><th>new run</th><th>metric</th>"
         "<th>old</th><th>new</th><th>new - old, 95% CI</th><th>tests of no difference</th><th>verdict</th><th>right→wrong</th>"
-        f"<th>wrong→right</th><th>note</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<th>wrong→right</th><th>note</th></tr></thead><tbody>{rows}</tbody></table>{judged}"
         "<h2>What changed</h2><table><thead><tr><th>where</th><th>what</th><th>old</th><th>new</th></tr></thead>"
         f"<tbody>{changes}</tbody></table><h2>Flipped items</h2>{browser}</body></html>"
     )
+
+
+def _judged(row: CalibrationRow | None) -> str:
+    if row is None:
+        return "–"
+    digits = 1 if row.scale[1] > 1 else 3
+    return calibrated_text(row, row.judge_mean, digits)
 
 
 def _count(v: int | None) -> str:
@@ -158,6 +178,12 @@ def text_table(c: Comparison) -> str:
         lines.append(f"only in old: {r} (--map OLD_RUN=NEW_RUN pairs it)")
     for r in c.unmatched_new:
         lines.append(f"only in new: {r}")
+    if c.calibration:
+        lines.append("judged numbers, calibrated by human labels where they exist (docs/calibration.md):")
+        lines += [
+            f"  {x.setting} {x.number}: {x.old_run} {_judged(x.old)} -> {x.new_run} {_judged(x.new)}"
+            for x in c.calibration
+        ]
     if c.changes:
         lines.append("what changed:")
         lines += [f"  {x.scope}: {x.what}: {x.old} -> {x.new}" for x in c.changes]

@@ -6,13 +6,32 @@ from __future__ import annotations
 from offline_eval.metrics.bootstrap import MIN_CLUSTERS
 from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import RunMetrics
+from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import RunEntry
 from offline_eval.results.summary import Summary, Verdict
+from offline_eval.tasks.kit.calibration import calibrated_text
 from offline_eval.tasks.kit.sections import Metric, Table, ci_text, fmt, ranked
 
 from .tables import task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
+
+
+def _calibration_note(judged: list[CalibrationRow], metric: str) -> str:
+    """What the cells of a judged task show: the colour and the order are the judges'."""
+    if not judged:
+        return ""
+    if not any(c.number == metric for c in judged):
+        names = ", ".join(sorted({c.number for c in judged}))
+        return (
+            f"Judged: {metric} has no calibrated form (the human labels calibrate {names}: see 'Calibration by human "
+            "labels')."
+        )
+    return (
+        "Judged: a cell calibrated by human labels shows the PPI++ estimate of the human mean [95% CI] on its n "
+        "labels, with the judges' value beside it; an uncalibrated cell is the judges' alone. The colour and the "
+        "order are the judges'."
+    )
 
 
 def verdict_cell(c: Verdict, digits: int) -> str:
@@ -26,6 +45,10 @@ def verdict_cell(c: Verdict, digits: int) -> str:
         text = f"{est} [{lo}, {hi}] {c.verdict}"
     if c.items_needed:
         text += f" (~{c.items_needed} items)"
+    if c.scale == "calibrated":
+        text += " (calibrated scale)"
+    elif c.scale == "judge":
+        text += " (judges' scale" + (f": {c.scale_note}" if c.scale_note else "") + ")"
     return text
 
 
@@ -147,6 +170,8 @@ def leaderboard_matrix(task: str, runs: list[RunEntry], summary: Summary) -> Tab
                 rank[n].append(r)
     names.sort(key=lambda n: (sum(rank[n]) / len(rank[n]) if rank[n] else float("inf"), n))
     heat = {s: _heat([values[(n, s)] for n in names], primary.higher_is_better) for s in settings}
+    judged = [c for c in summary.calibration if c.task == task and c.headline]
+    calibrated = {(c.run, c.setting): c for c in judged if c.number == primary.name}
     rows, styles = [], []
     for i, n in enumerate(names):
         cells = []
@@ -157,6 +182,10 @@ def leaderboard_matrix(task: str, runs: list[RunEntry], summary: Summary) -> Tab
                 cells.append("")
             elif v is None:
                 cells.append("no items")
+            elif (n, s) in calibrated:
+                c = calibrated[(n, s)]
+                text = ci_text(m.metric(primary.name), primary.digits)
+                cells.append(calibrated_text(c, v, primary.digits) if c.calibrated else f"{text} uncalibrated")
             else:
                 cells.append(ci_text(m.metric(primary.name), primary.digits))
         rows.append([n, *cells])
@@ -167,7 +196,7 @@ def leaderboard_matrix(task: str, runs: list[RunEntry], summary: Summary) -> Tab
         rows,
         f"{primary.label} per setting{' [95% CI]' if primary.ci else ''}; the colour compares runs within "
         f"a column only (darker = better). Rows by mean rank over the settings. "
-        f"{cls.leaderboard_note}".strip(),
+        f"{cls.leaderboard_note} {_calibration_note(judged, primary.name)}".strip(),
         styles=styles,
     )
 

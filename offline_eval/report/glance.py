@@ -9,6 +9,7 @@ from offline_eval.metrics.values import N_SKIPPED
 from offline_eval.results.summary import Summary, Verdict
 from offline_eval.tasks.kit.sections import fmt, ranked
 
+from .calibration import calibration_lines
 from .tables import task_class
 
 
@@ -45,6 +46,7 @@ def glance(summary: Summary) -> list[str]:
                 text += f", worst {worst.run} ({_fmt(low)})"
         note = task_class(group[0].task).report_parts.glance_note([r for r, _ in scored])
         lines.append(text + (f"; {note}" if note else "") + ".")
+    lines += calibration_lines(summary)
     comps = [c for m in summary.noninferiority for c in m.comparisons]
     if comps:
         words = [c.verdict for c in comps]

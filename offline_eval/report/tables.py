@@ -14,6 +14,8 @@ from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.sections import Table, fmt
 from offline_eval.tasks.sampled import MAJORITY_VOTE, RUN_TO_RUN_SD, SAMPLES, SAMPLES_DISAGREE
 
+from .calibration import calibration_tables
+
 
 def throughput(runs: list[RunEntry]) -> Table:
     rows = []
@@ -328,6 +330,8 @@ def detail_sections(summary: Summary) -> list[tuple[str, list[Table]]]:
     for name in sorted({r.task for r in runs}):
         task = task_class(name)
         out.append((f"{name}: details", task.report_parts.tables(task, [r for r in runs if r.task == name], summary)))
+    if calibrated := calibration_tables(summary):
+        out.append(("Calibration by human labels", calibrated))
     out.append(("Clusters and design effects", [clusters(runs)]))
     same = consistency(summary)
     if same:
