@@ -169,6 +169,13 @@ def test_listed_pairs_instead_of_a_sample(rikai, tmp_path):  # type: ignore[no-u
     pairs = tmp_path / "pairs.csv"
     pairs.write_text(f"run,item_id\n{RUN},{cases[3].item_id}\n{RUN},{cases[0].item_id}\n", encoding="utf-8")
     assert [c.key for c in sample(cases, 30, 0, None, str(pairs))] == [cases[3].key, cases[0].key]
+    # A page of listed outputs records that they were picked: its export never calibrates (docs/calibration.md).
+    page = tmp_path / "picked.html"
+    proc = run_cli("annotate", str(rikai), "--task", "legalrikai", "--items", str(pairs), "--out", str(page))
+    assert proc.returncode == 0, proc.stderr
+    assert '"draw":"picked"' in page.read_text(encoding="utf-8")
+    proc = run_cli("annotate", str(rikai), "--task", "legalrikai", "--sample", "2", "--out", str(page))
+    assert proc.returncode == 0 and '"draw":"random"' in page.read_text(encoding="utf-8")
     pairs.write_text(f"{RUN},no-such-item\n", encoding="utf-8")
     proc = run_cli("annotate", str(rikai), "--task", "legalrikai", "--items", str(pairs))
     assert proc.returncode == 2 and f"{pairs}, line 1: run {RUN} has no output to annotate" in proc.stderr
@@ -187,7 +194,7 @@ def _export(rikai: Path, cases: list, path: Path, sample: str, score: int = 2, a
         for c in cases:
             for s in c.scales:
                 w.writerow([escape_cell(str(v)) for v in (c.export["task"], c.item_id, c.case_id(sample), s.code,
-                            min(score, s.hi), annotator, comment, sample, c.output_sha256)])  # fmt: skip
+                            min(score, s.hi), annotator, comment, sample, c.output_sha256, "random")])  # fmt: skip
     return path
 
 
@@ -610,6 +617,9 @@ def test_csv_cells_a_spreadsheet_would_evaluate_are_escaped_on_export(rikai, tmp
     back = [r for _, r in read_table(export)]
     assert [r["comment"] for r in back] == [comments[i % len(comments)] for i in range(len(back))]
     assert {r["annotator"] for r in read_human_scores(str(export))} == {name}
+    # Every row carries the page's draw: a seeded sample is random, and the sweep calibrates with it.
+    assert {r[raw[0].index("draw")] for r in raw[1:]} == {"random"}
+    assert {r["draw"] for r in read_human_scores(str(export))} == {"random"}
 
 
 @pytest.mark.slow

@@ -19,7 +19,7 @@ from offline_eval.results.records import RunKey
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks.kit import judges
 from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
+from offline_eval.tasks.legalrikai.agreement import agreement, human_labels, read_human_scores
 from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes
 from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back
 from offline_eval.tasks.legalrikai.task import LegalRikaiRecord, LegalRikaiTask, aggregate, average_scores
@@ -285,10 +285,13 @@ def test_human_rows_that_match_nothing_are_counted_not_fatal(tmp_path):
     runs = [_entry("m.a.b.ctx1"), _entry("m.a.c.ctx1")]
     res = agreement(human, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs}, [], "h.csv")
     assert res.matched_outputs == 0
+    assert res.unmatched == ["1 row(s): item not in this sweep", "1 row(s): model matches no run"]
+    # The calibration's lines name the file, the first such row and the field.
     path = str(tmp_path / "human.csv")
-    assert res.unmatched == [  # one line each, naming the file, the first such row and the field
+    labels = human_labels(path, None, runs, {RunKey("m.a.b.ctx1", "legalrikai.statrev"): recs})
+    assert labels is not None and labels.notes == [
+        f"1 row(s): item not in this sweep (first: {path}, row 2, field item_id)",
         f"1 row(s): model matches no run (first: {path}, row 3, field model)",
-        f"1 row(s): no run has an output for this item (first: {path}, row 2, field item_id)",
     ]
     # A model name with two runs is ambiguous: the run name is needed.
     amb = read_human_scores(_human_csv(tmp_path, [["statrev", "s1", "m", "IF", 2, "A"]]))

@@ -38,6 +38,8 @@ def build(
             numbers = task.judged_numbers(e.options, outputs)
             if numbers and labels is None:
                 labels = task.human_labels(entries, mine) or HumanLabels(source="")
+            if labels is not None and not labels.source:  # nothing to calibrate: the headline says so
+                numbers = [n for n in numbers if n.headline]
             for num in numbers:
                 assert labels is not None
                 rows.append(_row(task, e, num, outputs, labels, seed))

@@ -143,33 +143,26 @@ Scale = tuple[str, str | None, tuple[tuple[float, float], tuple[float, float]] |
 
 def _scale(headline: dict[tuple[str, str], CalibrationRow], metric: str, r: RunEntry, a: RunEntry) -> Scale:
     """("calibrated", None, ((estimate, se) of the run, of what it is held to)) where both are calibrated with an
-    interval on the verdict's metric; else ("judge", why, None)."""
+    interval on the verdict's metric; else ("judge", why where human labels exist, None)."""
     mine, theirs = headline.get((r.run, r.setting)), headline.get((a.run, a.setting))
-    if mine is None or mine.number != metric:
-        labelled = mine is not None and mine.source is not None
-        return ("judge", f"{metric} has no calibrated form" if labelled else None, None)
-    ok = [c.calibrated and c.ppi_pp is not None and c.ppi_pp.se is not None for c in (mine, theirs) if c]
-    if theirs is not None and len(ok) == 2 and all(ok):
-        assert mine.ppi_pp and theirs.ppi_pp and mine.ppi_pp.estimate is not None and theirs.ppi_pp.estimate is not None
-        assert mine.ppi_pp.se is not None and theirs.ppi_pp.se is not None
-        return (
-            "calibrated",
-            None,
-            ((mine.ppi_pp.estimate, mine.ppi_pp.se), (theirs.ppi_pp.estimate, theirs.ppi_pp.se)),
-        )
-    if mine.source is None:
+    if mine is None or mine.source is None:
         return ("judge", None, None)
-    have = [x.run for x, c in ((r, mine), (a, theirs)) if c is not None and c.calibrated]
-    lack = [x.run for x, c in ((r, mine), (a, theirs)) if c is None or not c.calibrated]
-    if not have:
+    if mine.number != metric:
+        return ("judge", f"{metric} has no calibrated form", None)
+    pair = [(x.run, c) for x, c in ((r, mine), (a, theirs))]
+    lack = [run for run, c in pair if c is None or not c.calibrated]
+    if lack and len(lack) == 2:
         return ("judge", None, None)
     if lack:
-        why = (
-            f"{mine.source}: only {have[0]} has calibrated labels, {lack[0]} none (field human_scores): label a "
-            "random sample of both runs' outputs"
-        )
-    else:
-        why = "a calibrated estimate has no interval: " + "; ".join(
-            sorted({c.reason or "no standard error" for c in (mine, theirs) if c is not None})
-        )
-    return ("judge", why, None)
+        have = next(run for run, _ in pair if run not in lack)
+        why = f"only {have} has calibrated labels, {lack[0]} none (field human_scores): label a random sample of both runs' outputs"
+        return ("judge", f"{mine.source}: {why}", None)
+    got = [
+        (c.ppi_pp.estimate, c.ppi_pp.se)
+        for _, c in pair
+        if c is not None and c.ppi_pp is not None and c.ppi_pp.estimate is not None and c.ppi_pp.se is not None
+    ]
+    if len(got) == 2:
+        return ("calibrated", None, (got[0], got[1]))
+    reasons = sorted({c.reason or "no standard error" for _, c in pair if c is not None})
+    return ("judge", "a calibrated estimate has no interval: " + "; ".join(reasons), None)

@@ -56,12 +56,14 @@ class Matched:
     """The rows matched to outputs: (sub-task, run, item id, criterion) -> {annotator: raw score}; each output's
     draws (the `draw` its rows carry: "random" from the page's seeded draw, "" where none is recorded); labels not
     used because their output changed since (by sub-task and run); and a line per kind of row that matched no
-    output, naming the first such row's file, record and field."""
+    output: `notes` as the agreement tables have always counted them, `lines` naming the first such row's file,
+    record and field."""
 
     cells: dict[tuple[str, str, str, str], dict[str, int]]
     draws: dict[tuple[str, str, str], set[str]]
     stale: dict[tuple[str, str], int]
     notes: list[str]
+    lines: list[str]
 
 
 def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> Matched:
@@ -105,7 +107,7 @@ def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Record
         else:
             cand = runs_of.get((sub, h["model"]), set()) if sub else set()
         if sub is None or (sub, h["item_id"]) not in present:
-            unmatched[("no run has an output for this item", "item_id")].append(h)
+            unmatched[("item not in this sweep", "item_id")].append(h)
         elif h["case"] and not cand:
             unmatched[("case id of no run of this sweep", "case")].append(h)
         elif len(cand) != 1:
@@ -118,23 +120,27 @@ def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Record
         else:
             run = next(iter(cand))
             rec = by_output.get((sub, run, h["item_id"]))
-            if rec is None:
-                unmatched[(f"{run} has no output for this item", "item_id")].append(h)
-            elif h["output_sha256"] and h["output_sha256"] != output_sha256(rec.output):
+            if rec is not None and h["output_sha256"] and h["output_sha256"] != output_sha256(rec.output):
                 stale[(sub, run)] += 1  # another output than this sweep's: made again since, or another sweep's
             else:
                 out[(sub, run, h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
                 draws[(sub, run, h["item_id"])].add(h.get("draw") or "")
-    notes = [
-        f"{len(hs)} row(s): {why} (first: {hs[0]['file']}, {hs[0]['where']}, field {field})"
-        for (why, field), hs in sorted(unmatched.items())
-    ]
-    notes += [
+    changed = [
         f"{n} row(s) on {_NAMES_OF.get(sub, sub)} of {run} not used: the output changed since it was labelled "
         "(its output_sha256 differs)"
         for (sub, run), n in sorted(stale.items())
     ]
-    return Matched(out, draws, dict(stale), notes)
+    return Matched(
+        out,
+        draws,
+        dict(stale),
+        [f"{len(hs)} row(s): {why}" for (why, _), hs in sorted(unmatched.items())] + changed,
+        [
+            f"{len(hs)} row(s): {why} (first: {hs[0]['file']}, {hs[0]['where']}, field {field})"
+            for (why, field), hs in sorted(unmatched.items())
+        ]
+        + changed,
+    )
 
 
 def _kappa(cells: list[dict[str, int]]) -> tuple[float | None, int]:
@@ -364,7 +370,7 @@ def human_labels(
     values: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
     for (sub, run, item, code), by in matched.cells.items():
         values[(sub, run, item)][code] = mean(scales[code].normalise(v) for v in by.values())
-    out = HumanLabels(source=_shown(paths), notes=matched.notes)
+    out = HumanLabels(source=_shown(paths), notes=matched.lines)
     for (sub, run, item), got in values.items():
         draws = matched.draws[(sub, run, item)]
         page = draws == {"random"}
