@@ -223,6 +223,32 @@ def test_the_adapter_cli_names_the_bad_input(tmp_path, tiny):
     assert (tmp_path / "b.gguf").read_bytes() == (tiny / "adapters" / "b.gguf").read_bytes()  # deterministic
 
 
+def test_adapter_gguf_never_writes_over_an_input_nor_without_force_over_a_file(tmp_path, tiny):
+    """Issue 62 (data loss): --out on the adapter's own safetensors, on the base, inside the adapter's folder or on
+    an existing file was overwritten with exit 0."""
+    from test_bad_input import assert_one_line_error
+
+    base = tmp_path / "base.gguf"
+    base.write_bytes((tiny / "gguf" / "tiny-f16.gguf").read_bytes())
+    folder = tmp_path / "a"
+    folder.mkdir()
+    for f in (tiny / "adapters" / "a").iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    before = {p: p.read_bytes() for p in [base, *folder.iterdir()]}
+    for out in (folder / "adapter_model.safetensors", folder / "new.gguf", base, folder):
+        got = run_cli("adapter", "gguf", str(folder), "--base", str(base), "--out", str(out), "--force")
+        assert_one_line_error(got, str(out))
+        assert got.returncode == 2 and "'--out'" in got.stderr and "is an input" in got.stderr, got.stderr
+    existing = tmp_path / "old.gguf"
+    existing.write_bytes(b"keep me")
+    got = run_cli("adapter", "gguf", str(folder), "--base", str(base), "--out", str(existing))
+    assert got.returncode == 2 and "already exists: give --force" in got.stderr
+    assert existing.read_bytes() == b"keep me"
+    assert {p: p.read_bytes() for p in before} == before and not (folder / "new.gguf").exists()
+    got = run_cli("adapter", "gguf", str(folder), "--base", str(base), "--out", str(existing), "--force")
+    assert got.returncode == 0 and existing.read_bytes() == (tiny / "adapters" / "a.gguf").read_bytes(), got.stderr
+
+
 def test_adapters_over_one_base_are_one_vllm_load(tmp_path, tiny):
     """Three adapters over the tiny model on vLLM: one engine start serves all three (each a run of its own), and
     each answers exactly as on an engine of its own."""

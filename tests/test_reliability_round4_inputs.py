@@ -185,6 +185,7 @@ def test_a_models_own_delimiters_pass(tiny, tmp_path):
 
 def test_a_served_reasoning_model_is_said_unchecked(tmp_path):
     """A served model's tokenizer is its server's: the dry run says the delimiters and budget are not checked."""
+    pytest.importorskip("httpx")  # the openai backend's client: the `server` extra
     server = HostileServer()
     try:
         model = {"name": "s", "backend": "openai", "base_url": server.url, "model": MODEL, "max_model_len": 4096,

@@ -24,8 +24,27 @@ def _permute(a: np.ndarray, n_head: int) -> np.ndarray:
     return a.reshape(n_head, 2, a.shape[0] // n_head // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
 
 
-def peft_to_gguf(folder: str, base: str, out: str | None = None) -> Path:
-    """Write the adapter in `folder` as a GGUF adapter for the GGUF model `base`; the file written."""
+def _writable(target: Path, folder: str, base: str, force: bool) -> None:
+    """Refused in one line: a target that is an input or inside the adapter's folder, a folder, or (without
+    --force) an existing file."""
+    where = target.resolve()
+    inputs = [Path(folder).resolve(), Path(base).resolve()]
+    if where in inputs or Path(folder).resolve() in where.parents:
+        raise InputError(
+            "is an input of the conversion (the adapter's folder or the base): give another --out", file=str(target),
+            field="--out",
+        )  # fmt: skip
+    if target.is_dir():
+        raise InputError("is a folder: give the .gguf file to write", file=str(target), field="--out")
+    if target.exists() and not force:
+        raise InputError(
+            "already exists: give --force to replace it, or another --out", file=str(target), field="--out"
+        )
+
+
+def peft_to_gguf(folder: str, base: str, out: str | None = None, force: bool = False) -> Path:
+    """Write the adapter in `folder` as a GGUF adapter for the GGUF model `base`; the file written. An existing
+    file is replaced only with `force`, and never an input (the adapter's own files, the base)."""
     import gguf
     from safetensors.torch import load_file
 
@@ -34,6 +53,8 @@ def peft_to_gguf(folder: str, base: str, out: str | None = None) -> Path:
         reader = gguf.GGUFReader(base)
     except (OSError, ValueError) as e:
         raise InputError(f"not a readable GGUF model ({e})", file=base, field="--base") from None
+    target = Path(out) if out else Path(folder).with_suffix(".gguf")
+    _writable(target, folder, base, force)
     arch = gguf_field(reader, "general.architecture")
     if arch not in PERMUTES_QK:
         raise InputError(
@@ -49,7 +70,6 @@ def peft_to_gguf(folder: str, base: str, out: str | None = None) -> Path:
     names = gguf.get_tensor_name_map(arch_enum, blocks)
     base_tensors = {t.name for t in reader.tensors}
     tensors = load_file(str(Path(folder) / WEIGHTS))
-    target = Path(out) if out else Path(folder).with_suffix(".gguf")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     os.close(fd)

@@ -27,6 +27,7 @@ def add_commands(sub: Any) -> None:
     g.add_argument("peft_folder", help="adapter_config.json + adapter_model.safetensors")
     g.add_argument("--base", required=True, help="the GGUF model the adapter goes on (its architecture and names)")
     g.add_argument("--out", help="the .gguf file to write (default: beside the folder, PEFT_FOLDER.gguf)")
+    g.add_argument("--force", action="store_true", help="replace an existing --out (never an input)")
     g.set_defaults(func=cmd_adapter_gguf)
 
 
@@ -50,6 +51,6 @@ def cmd_quantize(a: argparse.Namespace) -> int:
 def cmd_adapter_gguf(a: argparse.Namespace) -> int:
     from .adapter_gguf import peft_to_gguf
 
-    path = peft_to_gguf(a.peft_folder, a.base, a.out)
+    path = peft_to_gguf(a.peft_folder, a.base, a.out, a.force)
     print(f"wrote {path} ({path.stat().st_size / 2**20:.2f} MiB)")
     return 0
