@@ -45,6 +45,16 @@ class SweepConfig(Strict):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"model names must be unique; repeated: {', '.join(sorted(dup))}")
+        made: dict[str, str] = {}  # run name -> the model and variant that make it
+        for i, m in enumerate(v):
+            for variant, ctx in m.runs():
+                run, who = m.run_name(variant, ctx), f"models.{i} ('{m.name}') variant '{variant}'"
+                if run in made:
+                    raise ValueError(
+                        f"{made[run]} and {who} both make the run name '{run}': one run's results would replace "
+                        "the other's; rename a model or a variant"
+                    )
+                made[run] = who
         for m in v:
             for twin in {m.declared_twin(k) for k in m.variants} - {None}:
                 if twin == m.name or twin not in names:
