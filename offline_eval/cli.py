@@ -86,7 +86,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
                              "max_model_len": a.max_model_len, "variants": {"default": {"file": None}}}  # fmt: skip
-    if a.adapter:
+    if a.adapter or a.adapter_scale is not None:  # a scale alone is refused as the config refuses it
         model["variants"]["default"] |= {"adapter": a.adapter, "adapter_scale": a.adapter_scale}
     if a.constraint_backend:
         model["constraint_backend"] = a.constraint_backend

@@ -42,3 +42,31 @@ def test_two_legal_names_that_make_one_run_name_are_refused(tmp_path, command): 
     last = assert_one_line_error(got, str(cfg), "'models'", "both make the run name 'm.llamacpp.v.llamacpp.w.ctx1024'")
     assert got.returncode == 2 and "models.0 ('m.llamacpp.v') variant 'w'" in last
     assert "models.1 ('m') variant 'v.llamacpp.w'" in last and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "variant, needle",
+    [
+        ({"adapter_scale": 0.5}, "adapter_scale 0.5 without an adapter scales nothing"),
+        ({"adapter": "a", "adapter_scale": float("inf")}, "Input should be a finite number"),
+        ({"adapter": "a", "adapter_scale": float("nan")}, "Input should be a finite number"),
+        ({"adapter": "a", "adapter_scale": 1e308}, "less than or equal to 100"),
+    ],
+)
+def test_a_scale_without_an_adapter_or_beyond_reason_is_refused(tmp_path, variant, needle):  # type: ignore[no-untyped-def]
+    """adapter_scale without adapter was ignored without a word; .inf and 1e308 were accepted (nan refused) and
+    decoded answers from NaN logits (issue 62, items 5 and 9)."""
+    w = str(tmp_path / "w.gguf")
+    cfg = _write(tmp_path, [{"name": "m", "backend": "llamacpp", "path": w, "variants": {"v": variant}}])
+    for args in (("models", "check", str(cfg)), ("sweep", str(cfg), "--dry-run")):
+        got = run_cli(*args)
+        assert got.returncode == 2, got.stderr
+        assert_one_line_error(got, str(cfg), "models.0.variants.v", needle)
+
+
+def test_run_refuses_an_adapter_scale_without_an_adapter(tmp_path):  # type: ignore[no-untyped-def]
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    got = run_cli("run", "--backend", "llamacpp", "--model", str(tmp_path / "w.gguf"), "--task", "jbeqa", "--data",
+                  "data/jbeqa", "--shots", "0", "--adapter-scale", "2", "--out", str(tmp_path / "out"))  # fmt: skip
+    assert got.returncode == 2 and not (tmp_path / "out").exists()
+    assert_one_line_error(got, "adapter_scale 2.0 without an adapter scales nothing")
