@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from test_bad_input import assert_one_line_error
 
 
@@ -70,3 +70,41 @@ def test_run_refuses_an_adapter_scale_without_an_adapter(tmp_path):  # type: ign
                   "data/jbeqa", "--shots", "0", "--adapter-scale", "2", "--out", str(tmp_path / "out"))  # fmt: skip
     assert got.returncode == 2 and not (tmp_path / "out").exists()
     assert_one_line_error(got, "adapter_scale 2.0 without an adapter scales nothing")
+
+
+def test_a_yaml_alias_bomb_is_refused_in_one_line_before_it_exhausts_memory(tmp_path):  # type: ignore[no-untyped-def]
+    """Nested aliases under engine_args passed models check, then hung the sweep (issue 62, item 3)."""
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    bomb = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    bomb += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 10)]  # fmt: skip
+    cfg = tmp_path / "bomb.yaml"
+    cfg.write_text(
+        "models:\n  - name: m\n    backend: llamacpp\n    path: w.gguf\n    engine_args:\n"
+        + "".join(f"      {line}\n" for line in bomb)
+        + "tasks:\n  jbeqa: {data: data/jbeqa, protocol: offline-eval}\n",
+        encoding="utf-8",
+    )
+    for args in (("models", "check", str(cfg)), ("sweep", str(cfg), "--dry-run"), ("sweep", str(cfg))):
+        got = run_cli(*args, timeout=60)
+        assert got.returncode == 2
+        assert_one_line_error(got, str(cfg), "expands to more than 200,000 values")
+
+
+def test_yaml_merge_keys_are_read_as_yaml_means_them(tmp_path):  # type: ignore[no-untyped-def]
+    """`<<: *base` was called invalid YAML (issue 62, item 16); a key the mapping gives itself overrides the merged
+    one, and a key given twice in the mapping itself is still refused."""
+    from offline_eval.pipeline.config import load_config
+
+    (tmp_path / "w.gguf").write_bytes(b"GGUF")
+    models = "models:\n  - &base {name: a, backend: llamacpp, path: w.gguf, max_model_len: 1024}\n"
+    tasks = f"tasks:\n  jbeqa: {{data: {ROOT / 'data' / 'jbeqa'}, protocol: offline-eval}}\n"
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(models + "  - {<<: *base, name: b, max_model_len: 2048}\n" + tasks, encoding="utf-8")
+    a, b = load_config(ok).models
+    assert (b.name, b.backend, b.path, b.max_model_len) == ("b", "llamacpp", a.path, 2048)
+    got = run_cli("models", "check", str(ok))
+    assert got.returncode == 0 and "invalid YAML" not in got.stderr, got.stderr
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(models + "  - {<<: *base, name: b, name: c}\n" + tasks, encoding="utf-8")
+    got = run_cli("models", "check", str(twice))
+    assert_one_line_error(got, str(twice), "duplicate key 'name'")

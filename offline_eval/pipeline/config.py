@@ -89,7 +89,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
+        own = [(k, v) for k, v in node.value if k.tag != "tag:yaml.org,2002:merge"]
+        self.flatten_mapping(node)  # merge keys (<<: *base): the mapping's own keys override what they bring
+        for key_node, _ in own:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -119,7 +121,32 @@ def load_config(path: str | Path) -> SweepConfig:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
         raise InputError(f"invalid YAML: {getattr(e, 'problem', e)}", file=str(path), record=where) from None
+    if expanded_size(raw, MAX_CONFIG_VALUES) > MAX_CONFIG_VALUES:
+        raise InputError(
+            f"expands to more than {MAX_CONFIG_VALUES:,} values (YAML aliases repeated inside aliases?): a config "
+            "that large would exhaust memory before it is read; write it out without nested aliases",
+            file=str(path),
+        )
     return parse_config(raw, p.resolve().parent, str(path))
+
+
+# A config's values with every alias expanded: a real one holds hundreds, an alias bomb billions.
+MAX_CONFIG_VALUES = 200_000
+
+
+def expanded_size(raw: Any, limit: int) -> int:
+    """How many values `raw` holds once its aliases are expanded (YAML shares an alias's object; whatever walks the
+    config, validation included, visits it once per reference), counted only up to just past `limit`."""
+    count, stack = 0, [raw]
+    while stack and count <= limit:
+        x = stack.pop()
+        count += 1
+        if isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return count
 
 
 def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
