@@ -108,3 +108,21 @@ def test_yaml_merge_keys_are_read_as_yaml_means_them(tmp_path):  # type: ignore[
     twice.write_text(models + "  - {<<: *base, name: b, name: c}\n" + tasks, encoding="utf-8")
     got = run_cli("models", "check", str(twice))
     assert_one_line_error(got, str(twice), "duplicate key 'name'")
+
+
+@pytest.mark.engine
+def test_a_single_jsonl_runs_at_0_shots_under_the_paper_recording_the_departure(tmp_path, tiny):  # type: ignore[no-untyped-def]
+    """`run --task jbeqa --data my.jsonl --shots 0` was refused by the default protocol, which the docs promise runs
+    (issue 62, item 15); a few-shot setting without the release's rows stays a one-line refusal."""
+    import json
+
+    data = str(ROOT / "data" / "jbeqa" / "test.jsonl")
+    base = ["run", "--backend", "llamacpp", "--model", str(tiny / "gguf" / "tiny-q8_0.gguf"), "--task", "jbeqa",
+            "--data", data, "--mode", "constrained", "--limit", "2"]  # fmt: skip
+    got = run_cli(*base, "--shots", "0", "--out", str(tmp_path / "zero"))
+    assert got.returncode == 0, got.stderr[-2000:]
+    (entry,) = json.loads((tmp_path / "zero" / "summary.json").read_text(encoding="utf-8"))["runs"]
+    assert entry["protocol"] == "paper" and any("no exemplar rows left unscored" in d for d in entry["departures"])
+    four = run_cli(*base, "--shots", "4", "--out", str(tmp_path / "four"))
+    assert four.returncode == 2
+    assert_one_line_error(four, data, "rows 113, 1285, 1628, 2609", "exemplar_ids", "protocol: offline-eval")

@@ -177,6 +177,8 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
         rows = authors.EXEMPLAR_ROWS
         where = f"tasks.jbeqa.data ({o.train_split} split)"
         if not Path(o.data).is_dir() or not has_split(o.data, o.train_split):
+            if not k:
+                return []  # at 0 shots none is shown: the departure says none was left unscored
             raise InputError(
                 f"the paper's exemplars are rows {', '.join(map(str, rows))} of the release's {o.train_split} split, "
                 f"and this data has none: give exemplar_ids, or protocol: offline-eval",
@@ -255,8 +257,8 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
             out.append(f"the {o.split} split only (the paper scores every split)")
         if not o.exemplar_ids and not self.exemplars and o.split in ("all", o.train_split):
             out.append(
-                f"no exemplar rows left unscored (this {o.train_split} split is not the release's: the paper leaves "
-                "out its rows " + ", ".join(map(str, authors.EXEMPLAR_ROWS)) + ")"
+                f"no exemplar rows left unscored (this data is not the release's {o.train_split} split: the paper "
+                "leaves out its rows " + ", ".join(map(str, authors.EXEMPLAR_ROWS)) + ")"
             )
         if o.exemplar_ids and (setting["shots"] or o.split in ("all", o.train_split)):
             out.append(
