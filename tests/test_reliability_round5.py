@@ -126,3 +126,40 @@ def test_a_single_jsonl_runs_at_0_shots_under_the_paper_recording_the_departure(
     four = run_cli(*base, "--shots", "4", "--out", str(tmp_path / "four"))
     assert four.returncode == 2
     assert_one_line_error(four, data, "rows 113, 1285, 1628, 2609", "exemplar_ids", "protocol: offline-eval")
+
+
+def test_an_adapter_held_to_the_same_adapter_on_the_reference_names_that_run(tmp_path):  # type: ignore[no-untyped-def]
+    """The report said "against the same adapter on None" when the own-weights adapter run was the model's
+    reference (issue 62, item 11): the transfer verdict names the run it is held to, always."""
+    from offline_eval.models.spec import ModelSpec
+    from offline_eval.pipeline.analyses.verdicts import build
+    from offline_eval.report.glance import adapter_lines
+    from offline_eval.results.records import RunEntry, RunKey
+    from offline_eval.results.summary import ModelVerdicts, Summary
+    from offline_eval.tasks import make_task
+    from offline_eval.tasks.jbeqa.records import JBEQARecord
+
+    m = ModelSpec.model_validate(
+        {"name": "m", "backend": "vllm", "path": "/w", "max_model_len": 1024, "reference": "a",
+         "variants": {"bf16": {}, "a": {"adapter": "/a"}, "w4": {"file": "/w4"}, "w4-a": {"file": "/w4", "adapter": "/a"}}}
+    )  # fmt: skip
+    task = make_task("jbeqa", {"data": str(ROOT / "data" / "jbeqa"), "protocol": "offline-eval", "shots": [0],
+                               "mode": ["constrained"]}, str(tmp_path / "m.yaml"))  # fmt: skip
+    setting = "jbeqa.0shot.constrained"
+    runs, records = [], {}
+    for v in m.variants:
+        run = m.run_name(v, 1024)
+        runs.append(RunEntry(model="m", variant=v, backend="vllm", run=run, max_model_len=1024, task="jbeqa",
+                             setting=setting, options={"shots": 0, "mode": "constrained"}, prompt_format="plain",
+                             n_items=30, primary_metric="f1", metrics={}, weights_mb=0.0, throughput={}))  # fmt: skip
+        records[RunKey(run, setting)] = [
+            JBEQARecord(id=f"q{i // 3}-{i % 3}", subject="民法", year=2020, output="1", finish_reason="stop", gold=1,
+                        parsed=1, pred=1, scores={"correct": int(i % 4 != 0)})
+            for i in range(30)
+        ]  # fmt: skip
+    (got,) = build([m], {}, records, runs, {"jbeqa": task})
+    (transfer,) = got["adapter_transfer"]
+    assert transfer["run"] == "m.vllm.w4-a.ctx1024" and transfer["against"] == "m.vllm.a.ctx1024"
+    summary = Summary(schema_version=5, runs=runs, noninferiority=[ModelVerdicts.model_validate(got)])
+    (line,) = [x for x in adapter_lines(summary) if x.startswith("Adapter on another base")]
+    assert "against the same adapter on m.vllm.a.ctx1024" in line and "None" not in line

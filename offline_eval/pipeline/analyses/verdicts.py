@@ -84,7 +84,8 @@ def build(
                 adjust(family)
                 into += [
                     {"run": r.run, "variant": r.variant, "max_model_len": r.max_model_len, "task": r.task,
-                     "setting": setting, "metric": metric.name, **_label(m, r, a, ref, group),
+                     "setting": setting, "metric": metric.name,
+                     **({"against": a.run} if into is transfer else _label(m, r, a, ref, group)),
                      **res.to_dict(), **({"scale": sc[0], "scale_note": sc[1]} if sc else {})}
                     for (r, a), res, sc in zip(pairs, family, scales)
                 ]  # fmt: skip
