@@ -163,3 +163,38 @@ def test_an_adapter_held_to_the_same_adapter_on_the_reference_names_that_run(tmp
     summary = Summary(schema_version=5, runs=runs, noninferiority=[ModelVerdicts.model_validate(got)])
     (line,) = [x for x in adapter_lines(summary) if x.startswith("Adapter on another base")]
     assert "against the same adapter on m.vllm.a.ctx1024" in line and "None" not in line
+
+
+@pytest.mark.engine
+def test_quantize_refuses_a_type_twice_and_an_output_inside_its_source(tmp_path, tiny):  # type: ignore[no-untyped-def]
+    """`--to w8a8,w8a8` wrote, then exited 2 saying to remove what it wrote; `quantize X --out X` nested the copy
+    inside its source (issue 62, items 8 and 16): both refused before anything is written."""
+    src = str(tiny / "hf")
+    twice = run_cli("quantize", src, "--to", "w8a8,w8a8", "--out", str(tmp_path / "q"))
+    assert twice.returncode == 2 and not (tmp_path / "q").exists()
+    assert_one_line_error(twice, "w8a8 given twice", "'--to'")
+    for inside in (src, str(tiny / "hf" / "sub")):
+        got = run_cli("quantize", src, "--to", "w8a8", "--out", inside)
+        assert got.returncode == 2 and not (tiny / "hf" / "sub").exists()
+        assert_one_line_error(got, inside, "'--out'", "is inside the model folder")
+
+
+def test_a_quantized_folder_is_made_with_the_umasks_permissions(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """Quantized folders were written 0700 (mkdtemp's) whatever the umask (issue 62, item 16). The quantization
+    itself is stood in for (test_quantize_hf makes real ones): this is the folder's making, renaming and mode."""
+    import os
+
+    from offline_eval.models.quantize import hf
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.json").write_text("{}", encoding="utf-8")
+    (src / "tokenizer.json").write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(hf, "_compressed", lambda s, scheme, out, group: (out / "config.json").write_text("{}"))
+    old = os.umask(0o027)
+    try:
+        hf.make(src, "w8a8", tmp_path / "q", 128)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "q").stat().st_mode & 0o777 == 0o750
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["config.json", hf.RECORD, "tokenizer.json"]

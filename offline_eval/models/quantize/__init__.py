@@ -24,6 +24,8 @@ def quantize(
             f"(from a .gguf file) or {', '.join(hf.SCHEMES)} (from a Hugging Face folder)",
             field="--to",
         )
+    if twice := sorted({t for t in names if names.count(t) > 1}):
+        raise InputError(f"{', '.join(twice)} given twice: each type is made once", field="--to")
     p = Path(src)
     folder_kinds = [t for t in names if t in hf.SCHEMES]
     if p.is_dir() or (folder_kinds and not p.exists()):

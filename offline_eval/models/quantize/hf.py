@@ -77,6 +77,12 @@ def group_problem(src: Path, scheme: str, group: int) -> str | None:
     return None
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def make(src: Path, scheme: str, target: Path, group: int) -> None:
     """Write one variant to `target` (absent), through a temporary folder renamed into place."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -88,6 +94,7 @@ def make(src: Path, scheme: str, target: Path, group: int) -> None:
             _compressed(src, scheme, tmp, group)
         _copy_side_files(src, tmp)
         (tmp / RECORD).write_text(json.dumps(_record(src, scheme, group), indent=2, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700: the folder others read is made as any other
         os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -247,10 +254,17 @@ def quantize_folder(
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     src = Path(src_dir)
     check_source(src)
+    dest = Path(out_dir) if out_dir else src.parent
+    if dest.resolve() == src.resolve() or src.resolve() in dest.resolve().parents:
+        raise InputError(
+            f"is inside the model folder {src} it would quantize: a copy there changes the source's own files (and "
+            "its digest); give a folder outside it",
+            file=str(dest),
+            field="--out",
+        )
     with native_stderr_silenced(), contextlib.redirect_stderr(io.StringIO()):  # torchao's and torch's import notices
         _imports()
         import transformers  # noqa: F401
-    dest = Path(out_dir) if out_dir else src.parent
     dest.mkdir(parents=True, exist_ok=True)
     name = src.resolve().name
     if name in ("hf", "bf16", "f16", "fp16"):  # models/gemma-3-270m/hf -> gemma-3-270m-w8a8
