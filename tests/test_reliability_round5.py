@@ -15,7 +15,7 @@ def _write(tmp: Path, models: list[dict]) -> Path:  # type: ignore[type-arg]
     cfg = {
         "output_dir": str(tmp / "out"),
         "models": models,
-        "tasks": {"jbeqa": {"data": "data/jbeqa", "protocol": "offline-eval"}},
+        "tasks": {"jbeqa": {"data": str(ROOT / "data" / "jbeqa"), "protocol": "offline-eval"}},
     }
     p = tmp / "m.yaml"
     p.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
@@ -198,3 +198,27 @@ def test_a_quantized_folder_is_made_with_the_umasks_permissions(tmp_path, monkey
         os.umask(old)
     assert (tmp_path / "q").stat().st_mode & 0o777 == 0o750
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["config.json", hf.RECORD, "tokenizer.json"]
+
+
+@pytest.mark.parametrize(
+    "data, needle",
+    [
+        (b"\xff" * 8 + b"{}", "header claims 18,446,744,073,709,551,615 bytes"),
+        ((2**40).to_bytes(8, "little") + b"{}", "header claims 1,099,511,627,776 bytes"),
+        ((2).to_bytes(8, "little") + b"[]", "not a JSON object"),
+    ],
+)
+def test_a_random_or_oversized_safetensors_header_is_one_line_naming_the_file(tmp_path, data, needle):  # type: ignore[no-untyped-def]
+    """It gave a MemoryError or an OverflowError naming no file (issue 62, item 16), here through an adapter."""
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(
+        '{"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj"]}', encoding="utf-8"
+    )
+    (folder / "adapter_model.safetensors").write_bytes(data)
+    (tmp_path / "hf").mkdir()
+    cfg = _write(tmp_path, [{"name": "m", "backend": "transformers", "path": str(tmp_path / "hf"),
+                             "variants": {"a": {"adapter": str(folder)}}}])  # fmt: skip
+    got = run_cli("models", "check", str(cfg))
+    assert got.returncode != 0 and "MemoryError" not in got.stderr and "OverflowError" not in got.stderr
+    assert needle in got.stderr and str(folder / "adapter_model.safetensors") in got.stderr, got.stderr

@@ -139,10 +139,18 @@ def safetensors_header(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
+            room = min(path.stat().st_size - 8, MAX_SAFETENSORS_HEADER)
+            if n > room:  # random bytes: reading n would exhaust memory, or overflow
+                raise ValueError(f"its header claims {n:,} bytes, past the {room:,} it can hold")
             header = json.loads(f.read(n))
+        if not isinstance(header, dict):
+            raise ValueError("its header is not a JSON object")
     except (OSError, struct.error, ValueError) as e:
         raise InputError(f"not a readable safetensors file ({e})", file=str(path)) from None
     return {k: v for k, v in header.items() if k != "__metadata__"}
+
+
+MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors format's own bound on its JSON header
 
 
 def checked(path: str | Path, quantization: str | None) -> FolderQuantization | None:
