@@ -173,6 +173,10 @@ def test_quantize_refuses_a_type_twice_and_an_output_inside_its_source(tmp_path,
     twice = run_cli("quantize", src, "--to", "w8a8,w8a8", "--out", str(tmp_path / "q"))
     assert twice.returncode == 2 and not (tmp_path / "q").exists()
     assert_one_line_error(twice, "w8a8 given twice", "'--to'")
+    (tmp_path / "file").write_text("x")
+    for args in ((src, "w8a8"), (str(tiny / "gguf" / "tiny-f16.gguf"), "q8_0")):
+        got = run_cli("quantize", args[0], "--to", args[1], "--out", str(tmp_path / "file"))
+        assert_one_line_error(got, str(tmp_path / "file"), "'--out'", "is a file")
     for inside in (src, str(tiny / "hf" / "sub")):
         got = run_cli("quantize", src, "--to", "w8a8", "--out", inside)
         assert got.returncode == 2 and not (tiny / "hf" / "sub").exists()

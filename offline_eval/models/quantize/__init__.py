@@ -24,6 +24,8 @@ def quantize(
             f"(from a .gguf file) or {', '.join(hf.SCHEMES)} (from a Hugging Face folder)",
             field="--to",
         )
+    if out_dir is not None and Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InputError("is a file: give the folder to write the variants into", file=out_dir, field="--out")
     if twice := sorted({t for t in names if names.count(t) > 1}):
         raise InputError(f"{', '.join(twice)} given twice: each type is made once", field="--to")
     p = Path(src)
