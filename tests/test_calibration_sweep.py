@@ -191,6 +191,7 @@ def test_every_judged_number_is_the_ppi_plus_plus_estimate_an_independent_comput
                 assert row["ppi_pp"]["ci_low"] == pytest.approx(est - Z * se, abs=2e-6)
                 assert row["ppi_pp"]["ci_high"] == pytest.approx(est + Z * se, abs=2e-6)
                 assert row["lam"] == pytest.approx(lam, abs=2e-6) and row["method"] == "analytic"
+                assert row["unscored"] == 0 and row["labels_unscored"] == 0
                 judge_mean = np.mean([_norm(code, _judge_scores(i)[code]) for i in range(N_ITEMS)])
                 assert row["judge_mean"] == pytest.approx(judge_mean, abs=2e-6)
                 labels_only = np.mean([_norm(code, _human(i, run)[code]) for i in PICKS[run]])
@@ -218,7 +219,9 @@ def test_ppi_py_itself_agrees(swept):  # type: ignore[no-untyped-def]
     yu = np.array([_norm(code, _judge_scores(i)[code]) for i in range(N_ITEMS) if i not in PICKS[run]])
     lo, hi = ppi_py.ppi_mean_ci(y, yhat, yu, alpha=0.05)
     row = _row(summary, run, code)
-    assert (row["ppi_pp"]["ci_low"], row["ppi_pp"]["ci_high"]) == pytest.approx((float(lo), float(hi)), abs=2e-6)
+    assert (row["ppi_pp"]["ci_low"], row["ppi_pp"]["ci_high"]) == pytest.approx(
+        (np.asarray(lo).item(), np.asarray(hi).item()), abs=2e-6
+    )
 
 
 def test_leaderboard_verdict_and_report_read_the_calibrated_numbers(swept):  # type: ignore[no-untyped-def]
@@ -307,7 +310,7 @@ def test_a_label_off_the_scale_is_refused_before_any_model_runs(tmp_path):  # ty
 
 
 def test_a_label_on_an_output_that_changed_is_not_used_and_is_counted(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.tasks.legalrikai.human import output_sha256
+    from offline_eval.tasks.kit.annotation import output_sha256
 
     other = next(i for i in range(N_ITEMS) if i not in PICKS[REF])
     rows = [
@@ -343,8 +346,10 @@ def test_annotate_plan_gives_each_runs_labels_from_the_pilots_correlation(swept)
     assert proc.returncode == 0, proc.stderr
     for run in (REF, ALT):
         row = _row(summary, run, "score")
-        sd = row["labels"]["se"] * math.sqrt(row["n"])
-        need, alone = _needed(0.08, sd, row["rho"], N_ITEMS), math.ceil((Z * sd / 0.08) ** 2)
+        labelled = [np.mean([_norm(c, s) for c, s in _human(i, run).items()]) for i in PICKS[run]]
+        sd = float(np.std(labelled))
+        assert row["label_sd"] == pytest.approx(sd, abs=1e-6)
+        need, alone = _needed(0.08, sd, max(row["rho"], 0.0), N_ITEMS), math.ceil((Z * sd / 0.08) ** 2)
         line = next(x for x in proc.stdout.splitlines() if run in x)
         want = f"{need} labels with the judges" if need is not None else f"more than its {N_ITEMS} outputs"
         assert f"pilot {row['n']} of {N_ITEMS} outputs, rho {row['rho']:.2f}" in line and want in line, line
@@ -368,10 +373,11 @@ def test_legalevalq_labels_calibrate_the_scorers_mean_stratum_by_stratum(tmp_pat
     by their sizes, as an independent computation here does."""
     from offline_eval.pipeline.analyses.calibration import build
     from offline_eval.results.records import RunEntry, RunKey
+    from offline_eval.runtime.errors import InputError
     from offline_eval.tasks import make_task
     from offline_eval.tasks.kit import case_id
+    from offline_eval.tasks.kit.annotation import output_sha256
     from offline_eval.tasks.legalevalq.records import LegalEvalQRecord
-    from offline_eval.tasks.legalrikai.human import output_sha256
 
     run, setting, sid = "c.fake.default.ctx4096", "legalevalq", "s-0123456789ab"
     entry = RunEntry(
@@ -427,3 +433,18 @@ def test_legalevalq_labels_calibrate_the_scorers_mean_stratum_by_stratum(tmp_pat
     assert (row.ppi_pp.ci_low, row.ppi_pp.ci_high) == pytest.approx((est - Z * se, est + Z * se), abs=1e-5)
     assert row.judge_mean == pytest.approx(np.mean(list(scorer.values())), abs=1e-5)
     assert row.ppi_pp.estimate < row.judge_mean - 5  # the scorer is lenient by about 12 points
+    # An annotator's export given twice counts once; the same annotator scoring an output twice differently is
+    # refused, naming the file, the row and the field.
+    from offline_eval.tasks.legalevalq.human import human_labels
+
+    again = human_labels([str(export), str(export)], None, [entry], {RunKey(run, setting): recs})
+    assert (
+        again is not None
+        and again.by_output == human_labels(str(export), None, [entry], {RunKey(run, setting): recs}).by_output
+    )  # type: ignore[union-attr]
+    first = export.read_text(encoding="utf-8").splitlines()[0]
+    other = tmp_path / "other.jsonl"
+    other.write_text(first.replace(f'"score": {json.loads(first)["score"]}', '"score": 1.0') + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        human_labels([str(export), str(other)], None, [entry], {RunKey(run, setting): recs})
+    assert str(other) in str(e.value) and "line 1" in str(e.value) and "'score'" in str(e.value)

@@ -57,7 +57,7 @@ def plan(out_dir: str, task: str, width: float) -> list[Need]:
     out = []
     for c in rows:
         total = c.n + c.N
-        sd = c.labels.se * math.sqrt(c.n) if c.labels is not None and c.labels.se is not None else None
+        sd = c.label_sd
         if c.rho is None or sd is None:
             out.append(Need(c.setting, c.run, c.number, c.n, total, c.rho, sd, None, None, c.reason or "no pilot"))
             continue
@@ -71,7 +71,7 @@ def plan(out_dir: str, task: str, width: float) -> list[Need]:
                 total,
                 c.rho,
                 sd,
-                labels_for_width(width, sd, c.rho, total),
+                labels_for_width(width, sd, max(c.rho, 0.0), total),  # lambda is clipped at 0: no help below
                 alone if alone <= total else None,
             )
         )

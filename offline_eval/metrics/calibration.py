@@ -392,7 +392,7 @@ def calibrate(strata: Sequence[Stratum], n_resamples: int = 2000, seed: int = 0)
         n=n,
         N=big_n,
         rho=rho,
-        effective_n=None if rho is None else effective_n(n, big_n, rho),
+        effective_n=None if rho is None else effective_n(n, big_n, max(rho, 0.0)),  # lambda is clipped at 0
         method=CLUSTER_BOOTSTRAP if clustered else ANALYTIC,
         reason="no human labels" if n == 0 else reason,
     )

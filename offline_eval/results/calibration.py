@@ -51,8 +51,11 @@ class CalibrationRow(_Model):
     n: int = 0  # labelled outputs
     N: int = 0  # judge-only outputs
     stale: int = 0  # labels not used: their output changed since it was labelled
+    unscored: int = 0  # the run's outputs this judge did not score (failed, cut, non-finite): outside n and N
+    labels_unscored: int = 0  # labelled outputs among those, whose labels calibrate nothing
     strata: int = 0
     rho: float | None = None  # Pearson's correlation of judge and human over the labelled outputs
+    label_sd: float | None = None  # the labels' standard deviation (ddof 0), what a label budget is planned from
     effective_n: float | None = None  # n(n+N)/(n+(1-rho^2)N)
     method: str | None = None  # "analytic" (ppi_mean_ci) or "cluster bootstrap"
     # agreement on the labelled outputs: 2-level criteria at their midpoint; graded ones

@@ -10,12 +10,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from statistics import mean
 
+import numpy as np
+
 from offline_eval.metrics.agreement import mae, spearman
 from offline_eval.metrics.calibration import Calibrated, Estimate, Stratum, binary_agreement, calibrate
 from offline_eval.results.calibration import CALIBRATED, UNCALIBRATED, CalibrationRow, Interval
 from offline_eval.results.records import ItemRecord, Records, RunEntry, sample_of
 from offline_eval.tasks.base import Task
-from offline_eval.tasks.kit.calibration import HumanLabels, JudgedNumber
+from offline_eval.tasks.kit.calibration import NOT_RANDOM, HumanLabels, JudgedNumber
 
 NO_LABELS = "no human labels: give the task human_scores from a random sample of its outputs (docs/calibration.md)"
 NONE_ON_RUN = "no human label on this run's outputs (labels on one run never correct another)"
@@ -56,7 +58,9 @@ def answered(records: Sequence[ItemRecord]) -> list[ItemRecord]:
 def _row(
     task: Task, e: RunEntry, num: JudgedNumber, outputs: list[ItemRecord], labels: HumanLabels, seed: int
 ) -> CalibrationRow:
-    scored = [(r, v) for r in outputs if (v := num.value(r)) is not None]
+    # A judge's failure (or a cut answer it was not shown, or a non-finite score) leaves an output unscored: the
+    # estimand is the human mean over the outputs the judges scored, and the row counts the others.
+    scored = [(r, v) for r in outputs if (v := num.value(r)) is not None and math.isfinite(v)]
     base = CalibrationRow(
         task=e.task,
         setting=e.setting,
@@ -69,17 +73,21 @@ def _row(
         source=labels.source or None,
         judge_mean=round(mean(v for _, v in scored), 6) if scored else None,
         stale=labels.stale.get((e.run, e.setting), 0),
+        unscored=len(outputs) - len(scored),
     )
     if not labels.source:
         return base.model_copy(update={"reason": NO_LABELS})
-    mine = {r.id: got for r, _ in scored if (got := labels.by_output.get((e.run, e.setting, str(r.id)))) is not None}
+    if not scored:
+        return base.model_copy(update={"reason": f"{num.judge} scored none of the run's outputs"})
+    mine = {str(r.id): got for r, _ in scored if (got := labels.by_output.get((e.run, e.setting, str(r.id))))}
     truth = {i: t for i, got in mine.items() if (t := num.truth(got.values)) is not None}
+    lost = sum(1 for r in outputs if (e.run, e.setting, str(r.id)) in labels.by_output) - len(mine)
+    base = base.model_copy(update={"labels_unscored": lost})
     if not truth:
-        return base.model_copy(
-            update={"reason": NONE_ON_RUN if not mine else f"no output has every label {num.number} needs"}
-        )
+        why = f"no output has every label {num.number} needs" if mine else NONE_ON_RUN
+        return base.model_copy(update={"reason": f"{why} ({lost} labelled output(s) unscored)" if lost else why})
     if not all(mine[i].random for i in truth):
-        return base.model_copy(update={"reason": labels.not_random, "n": len(truth)})
+        return base.model_copy(update={"reason": NOT_RANDOM, "n": len(truth)})
     stratified = all(mine[i].stratified for i in truth)
     strata: dict[str, list[tuple[ItemRecord, float]]] = defaultdict(list)
     for r, v in scored:
@@ -99,6 +107,7 @@ def _row(
             )
         )
     pairs = [(truth[str(r.id)], v) for r, v in scored if str(r.id) in truth]
+    base = base.model_copy(update={"label_sd": _r(float(np.std([h for h, _ in pairs])))})
     return base.model_copy(update={**_estimates(calibrate(parts, seed=seed)), **_agreement(num, pairs)})
 
 

@@ -13,6 +13,8 @@ from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import ItemRecord, Records, RunEntry, item_means
 from offline_eval.tasks.base import Task
 
+from .calibration import answered
+
 
 def paired_verdict(
     task: Task, records: Sequence[ItemRecord], reference: Sequence[ItemRecord], margin: float, seed: int = 0
@@ -76,7 +78,12 @@ def build(
                 continue
             for pairs, into in ((_against(m, group, ref), comparisons), (_transfers(m, group), transfer)):
                 family = [paired_verdict(task, records[r.key], records[a.key], margin, seed) for r, a in pairs]
-                scales = [_scale(headline, metric.name, r, a) if setting in judged else None for r, a in pairs]
+                scales = [
+                    _scale(headline, metric.name, r, a, _differ(task, records[r.key], records[a.key], r.options))
+                    if setting in judged
+                    else None
+                    for r, a in pairs
+                ]
                 family = [
                     from_difference(res, *sc[2], margin, metric.higher_is_better) if sc and sc[2] else res
                     for res, sc in zip(family, scales)
@@ -142,9 +149,23 @@ def _transfers(m: ModelSpec, group: list[RunEntry]) -> list[tuple[RunEntry, RunE
 Scale = tuple[str, str | None, tuple[tuple[float, float], tuple[float, float]] | None]
 
 
-def _scale(headline: dict[tuple[str, str], CalibrationRow], metric: str, r: RunEntry, a: RunEntry) -> Scale:
+def _differ(task: Task, mine: Sequence[ItemRecord], theirs: Sequence[ItemRecord], options: dict[str, Any]) -> int:
+    """The outputs the judges scored for one run of a pair and not the other (their headline number's): each
+    calibrated estimate is over its own run's, so a pair that differs would compare other items."""
+
+    def scored(records: Sequence[ItemRecord]) -> set[str]:
+        outputs = answered(records)
+        nums = [n for n in task.judged_numbers(options, outputs) if n.headline]
+        return {str(r.id) for r in outputs for n in nums if n.value(r) is not None}
+
+    return len(scored(mine) ^ scored(theirs))
+
+
+def _scale(
+    headline: dict[tuple[str, str], CalibrationRow], metric: str, r: RunEntry, a: RunEntry, differ: int = 0
+) -> Scale:
     """("calibrated", None, ((estimate, se) of the run, of what it is held to)) where both are calibrated with an
-    interval on the verdict's metric; else ("judge", why where human labels exist, None)."""
+    interval on the verdict's metric, over the same outputs; else ("judge", why where human labels exist, None)."""
     mine, theirs = headline.get((r.run, r.setting)), headline.get((a.run, a.setting))
     if mine is None or mine.source is None:
         return ("judge", None, None)
@@ -163,6 +184,9 @@ def _scale(headline: dict[tuple[str, str], CalibrationRow], metric: str, r: RunE
         for _, c in pair
         if c is not None and c.ppi_pp is not None and c.ppi_pp.estimate is not None and c.ppi_pp.se is not None
     ]
+    if len(got) == 2 and differ:
+        return ("judge", f"the judges scored {differ} output(s) of one run and not the other: calibrated estimates "
+                "would compare other items", None)  # fmt: skip
     if len(got) == 2:
         return ("calibrated", None, (got[0], got[1]))
     reasons = sorted({c.reason or "no standard error" for _, c in pair if c is not None})

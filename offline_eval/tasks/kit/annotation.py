@@ -50,7 +50,7 @@ class Case:
 
     @property
     def output_sha256(self) -> str:
-        return hashlib.sha256(self.output.encode("utf-8", "surrogatepass")).hexdigest()
+        return output_sha256(self.output)
 
     def case_id(self, sample: str) -> str:
         return case_id(sample, self.run, self.setting, self.item_id)
@@ -78,6 +78,11 @@ class Case:
             "item_id": self.item_id,
             "hidden": [asdict(d) for d in self.hidden],
         }
+
+
+def output_sha256(text: str) -> str:
+    """The digest an export names the output it scores by: a score is never matched to another output."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def case_id(sample: str, run: str, setting: str, item_id: str) -> str:

@@ -20,6 +20,27 @@ HUMAN_SAMPLE_HELP = (
 )
 
 
+DRAWS = ("random", "picked")  # an export's `draw`: the annotation page's seeded draw, or outputs listed by --items
+
+
+def read_draw(value: Any, path: str, where: str) -> str:
+    """An export row's sampling design: "random", "picked", or "" where the row records none (a hand-made file)."""
+    from offline_eval.runtime.errors import InputError
+
+    v = str(value or "").strip()
+    if v and v not in DRAWS:
+        raise InputError(f"unknown draw '{v}'; expected random or picked", file=path, record=where, field="draw")
+    return v
+
+
+def drawn(draws: set[str], human_sample: str | None) -> tuple[bool, bool]:
+    """(random, stratified) for an output whose rows record these draws: random where every row comes from the
+    page's seeded draw (stratified by run and the task's strata), or, none picked, where the options vouch for it
+    (`human_sample: random`: a simple random sample)."""
+    page = draws == {"random"}
+    return page or ("picked" not in draws and human_sample == "random"), page
+
+
 @dataclass(frozen=True)
 class JudgedNumber:
     """One judged number of a run: `number` names the run metric it corrects, `judge` whose scores ("Avg": the
@@ -51,17 +72,18 @@ class OutputLabels:
 @dataclass
 class HumanLabels:
     """The labels a task read, by (run, setting, item id). `stale`: labels not used, by (run, setting), whose
-    output changed since it was labelled; `not_random`: why labels not drawn at random calibrate nothing;
-    `notes`: rows that matched no output, one line each."""
+    output changed since it was labelled; `notes`: rows that matched no output, one line each."""
 
     source: str
     by_output: dict[tuple[str, str, str], OutputLabels] = field(default_factory=dict)
     stale: dict[tuple[str, str], int] = field(default_factory=dict)
-    not_random: str = (
-        "the labels were not drawn at random: export them from `offline-eval annotate`'s seeded draw, or give "
-        "human_sample: random in the task's options if they were (docs/calibration.md)"
-    )
     notes: list[str] = field(default_factory=list)
+
+
+NOT_RANDOM = (
+    "the labels were not drawn at random: export them from `offline-eval annotate`'s seeded draw, or give "
+    "human_sample: random in the task's options if they were (docs/calibration.md)"
+)
 
 
 def interval_text(x: Interval | None, digits: int) -> str:

@@ -5,7 +5,6 @@ file, the record and the field."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,7 +15,8 @@ from typing import Any
 from offline_eval.results.records import sample_of
 from offline_eval.runtime.errors import is_url
 from offline_eval.tasks.kit import InputError, Records, RunEntry, case_id, note, read_table
-from offline_eval.tasks.kit.calibration import HumanLabels, OutputLabels
+from offline_eval.tasks.kit.annotation import output_sha256
+from offline_eval.tasks.kit.calibration import HumanLabels, OutputLabels, drawn, read_draw
 
 from .records import LegalEvalQRecord
 
@@ -49,9 +49,7 @@ def _read_file(path: str) -> list[dict[str, Any]]:
             score = math.nan
         if not 0 <= score <= 100:
             raise InputError(f"'{r['score']}' is not a score from 0 to 100", file=path, record=where, field="score")
-        draw = str(r.get("draw") or "").strip()
-        if draw not in ("", "random", "picked"):
-            raise InputError(f"unknown draw '{draw}'; expected random or picked", file=path, record=where, field="draw")
+        draw = read_draw(r.get("draw"), path, where)
         rows.append(
             {
                 "item_id": str(r["item_id"]).strip(),
@@ -88,7 +86,8 @@ def human_labels(
     for e in runs:
         by_name[e.run].append(e)
         by_name[e.model].append(e)
-    scores: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    scores: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)  # output -> annotator -> score
+    firsts: dict[tuple[tuple[str, str, str], str], dict[str, Any]] = {}
     draws: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     out = HumanLabels(source=paths if isinstance(paths, str) else ", ".join(paths))
     unmatched: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -107,15 +106,23 @@ def human_labels(
         rec = outputs.get(key)
         if rec is None:
             unmatched[(f"{e.run} has no output for this item", "item_id")].append(h)
-        elif h["output_sha256"] and h["output_sha256"] != _sha256(rec.output):
+        elif h["output_sha256"] and h["output_sha256"] != output_sha256(rec.output):
             out.stale[(e.run, e.setting)] = out.stale.get((e.run, e.setting), 0) + 1
         else:
-            scores[key].append(h["score"])
+            first = firsts.setdefault((key, h["annotator"]), h)
+            if first["score"] != h["score"]:
+                raise InputError(
+                    f"{h['annotator']} scored {h['item_id']} of {e.run} {h['score']:g} here and {first['score']:g} in "
+                    f"{first['file']}, {first['where']}: give each annotator's export once (the later one)",
+                    file=h["file"],
+                    record=h["where"],
+                    field="score",
+                )
+            scores[key][h["annotator"]] = h["score"]  # an annotator's score counts once, however often given
             draws[key].add(h["draw"])
-    for key, values in scores.items():
-        page = draws[key] == {"random"}
-        random = page or ("picked" not in draws[key] and human_sample == "random")
-        out.by_output[key] = OutputLabels({"score": mean(values)}, random=random, stratified=page)
+    for key, by in scores.items():
+        random, page = drawn(draws[key], human_sample)
+        out.by_output[key] = OutputLabels({"score": mean(by.values())}, random=random, stratified=page)
     out.notes = [
         f"{len(hs)} row(s): {why} (first: {hs[0]['file']}, {hs[0]['where']}, field {field})"
         for (why, field), hs in sorted(unmatched.items())
@@ -124,7 +131,3 @@ def human_labels(
         for (run, _), n in sorted(out.stale.items())
     ]
     return out
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -22,10 +22,11 @@ import numpy as np
 from offline_eval.metrics.agreement import cohen_kappa, krippendorff_alpha, mae, spearman
 from offline_eval.results.records import sample_of
 from offline_eval.tasks.kit import N_SKIPPED, Bootstrapped, Criterion, InputError, Records, RunEntry, case_id
-from offline_eval.tasks.kit.calibration import HumanLabels, OutputLabels
+from offline_eval.tasks.kit.annotation import output_sha256
+from offline_eval.tasks.kit.calibration import HumanLabels, OutputLabels, drawn
 
 from . import rubric
-from .human import criteria_scales, output_sha256, read_human_scores
+from .human import criteria_scales, read_human_scores
 from .metrics import CHECKS, N_FOCUSED, N_FULL, SCORE
 from .record import LegalRikaiRecord
 from .rubric import SUBTASKS
@@ -372,9 +373,7 @@ def human_labels(
         values[(sub, run, item)][code] = mean(scales[code].normalise(v) for v in by.values())
     out = HumanLabels(source=_shown(paths), notes=matched.lines)
     for (sub, run, item), got in values.items():
-        draws = matched.draws[(sub, run, item)]
-        page = draws == {"random"}
-        random = page or ("picked" not in draws and human_sample == "random")
+        random, page = drawn(matched.draws[(sub, run, item)], human_sample)
         out.by_output[(run, f"legalrikai.{sub}", item)] = OutputLabels(got, random=random, stratified=page)
     for (sub, run), n in matched.stale.items():
         out.stale[(run, f"legalrikai.{sub}")] = n

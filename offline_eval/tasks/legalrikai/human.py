@@ -6,13 +6,13 @@ datafiles.read_table undoes."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 from typing import Any
 
 from offline_eval.runtime.errors import is_url
 from offline_eval.tasks.kit import Criterion, InputError, note, read_table
+from offline_eval.tasks.kit.calibration import read_draw
 
 from . import rubric
 from .rubric import SUBTASKS
@@ -126,7 +126,7 @@ def _read_file(path: str) -> list[dict[str, Any]]:
                 "where": where,
                 "file": path,
                 "output_sha256": str(r.get("output_sha256") or "").strip() or None,
-                "draw": _draw(r.get("draw"), path, where),
+                "draw": read_draw(r.get("draw"), path, where),
             }
         )
         sample = str(r.get("sample") or "").strip()
@@ -144,17 +144,3 @@ def _read_file(path: str) -> list[dict[str, Any]]:
     if not rows:
         raise InputError("no human scores in the file", file=path)
     return rows
-
-
-def _draw(value: Any, path: str, where: str) -> str:
-    """The sampling design an annotation page's export records: "random" (its seeded draw), "picked" (--items);
-    "" where the row records none (a hand-made file)."""
-    v = str(value or "").strip()
-    if v not in ("", "random", "picked"):
-        raise InputError(f"unknown draw '{v}'; expected random or picked", file=path, record=where, field="draw")
-    return v
-
-
-def output_sha256(text: str) -> str:
-    """As the annotation page names the output it scores (annotation.Case.output_sha256)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
