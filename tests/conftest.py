@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -155,3 +156,12 @@ def typed(run: dict):  # type: ignore[no-untyped-def,type-arg]
     from offline_eval.metrics.values import RunMetrics
 
     return RunMetrics.model_validate(run["metrics"])
+
+
+@functools.cache
+def int4_kernel_problem() -> str | None:
+    """Why vLLM's CPU build on this machine cannot run a W4A16/GPTQ/AWQ folder (its AVX2 build has no int4 kernel),
+    as the engine says it; None where it can."""
+    from offline_eval.inference.backends.vllm.quantized import int4_kernel_problem as problem
+
+    return problem()

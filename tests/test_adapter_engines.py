@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import DATA, metric, run_cli
+from conftest import DATA, int4_kernel_problem, metric, run_cli
 from test_quantize_hf import quantized  # noqa: F401  (the fixture that builds the int8/int4 folders)
 
 N = 40
@@ -133,7 +133,11 @@ def test_a_sweep_of_adapter_variants(tmp_path, tiny, quantized):  # noqa: F811
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     failures = {f["run"]: f["reason"] for f in summary["failures"]}
-    assert set(failures) == {"tv.vllm.gone.ctx1024", "tl.llamacpp.peft.ctx1024"}, failures
+    # on an AVX2 processor vLLM's CPU build has no int4 kernel: the adapter over the W4A16 file fails in one line
+    int4 = int4_kernel_problem() is None
+    w4 = {"tv.vllm.w4a16-a.ctx1024"}
+    assert set(failures) == {"tv.vllm.gone.ctx1024", "tl.llamacpp.peft.ctx1024"} | (set() if int4 else w4), failures
+    assert int4 or "cpu_gemm_wna16 needs AVX-512" in failures["tv.vllm.w4a16-a.ctx1024"]
     assert "nowhere" in failures["tv.vllm.gone.ctx1024"] and "adapter" in failures["tv.vllm.gone.ctx1024"]
     assert "offline-eval adapter gguf" in failures["tl.llamacpp.peft.ctx1024"]
 
@@ -141,7 +145,7 @@ def test_a_sweep_of_adapter_variants(tmp_path, tiny, quantized):  # noqa: F811
     ran = {r for r, _ in runs}
     assert ran == {"tv.vllm.base.ctx1024", "tv.vllm.a.ctx1024", "tv.vllm.w8a8-a.ctx1024", "tv.vllm.w4a16-a.ctx1024",
                    "th.transformers.a.ctx1024", "tl.llamacpp.base.ctx1024", "tl.llamacpp.a.ctx1024",
-                   "tl.llamacpp.q4-a.ctx1024"}  # fmt: skip
+                   "tl.llamacpp.q4-a.ctx1024"} - (set() if int4 else w4)  # fmt: skip
     for run in ran:
         assert metric(runs[(run, "jbeqa.0shot.constrained")], "faithfulness") == 1.0, run
 
@@ -176,7 +180,7 @@ def test_a_sweep_of_adapter_variants(tmp_path, tiny, quantized):  # noqa: F811
     def apart(x: str, y: str) -> float:
         return sum(abs(a - b) for a, b in zip(margins(x), margins(y))) / len(margins(x))
 
-    for engine, quant, on_base in (("tv.vllm", "w8a8-a", "base"), ("tv.vllm", "w4a16-a", "base"),
+    for engine, quant, on_base in (("tv.vllm", "w8a8-a", "base"), *([("tv.vllm", "w4a16-a", "base")] if int4 else []),
                                    ("tl.llamacpp", "q4-a", "base")):  # fmt: skip
         adapter = f"{engine}.a.ctx1024"
         near, far = apart(f"{engine}.{quant}.ctx1024", adapter), apart(f"{engine}.{on_base}.ctx1024", adapter)
@@ -186,12 +190,18 @@ def test_a_sweep_of_adapter_variants(tmp_path, tiny, quantized):  # noqa: F811
     verdicts = next(v for v in summary["noninferiority"] if v["model"] == "tv")
     against = {(c["run"], c["setting"]): c.get("against") for c in verdicts["comparisons"]}
     assert against[("tv.vllm.a.ctx1024", "jbeqa.0shot.constrained")] == "tv.vllm.base.ctx1024"
-    assert against[("tv.vllm.w4a16-a.ctx1024", "jbeqa.0shot.constrained")] is None  # no W4A16 base run: the reference
+    if int4:
+        assert against[("tv.vllm.w4a16-a.ctx1024", "jbeqa.0shot.constrained")] is None  # no W4A16 base: the reference
     moved = {(c["run"], c["against"]) for c in verdicts["adapter_transfer"]}
-    assert moved == {("tv.vllm.w8a8-a.ctx1024", "tv.vllm.a.ctx1024"), ("tv.vllm.w4a16-a.ctx1024", "tv.vllm.a.ctx1024")}
+    assert moved == {("tv.vllm.w8a8-a.ctx1024", "tv.vllm.a.ctx1024")} | (
+        {("tv.vllm.w4a16-a.ctx1024", "tv.vllm.a.ctx1024")} if int4 else set()
+    )
     first = (out / "report.md").read_text()
     assert "Adapter: tv.vllm.a.ctx1024 against its base tv.vllm.base.ctx1024: accuracy " in first
-    assert "Adapter on another base: tv.vllm.w4a16-a.ctx1024 against the same adapter on tv.vllm.a.ctx1024: " in first
+    quant = "w4a16" if int4 else "w8a8"
+    assert (
+        f"Adapter on another base: tv.vllm.{quant}-a.ctx1024 against the same adapter on tv.vllm.a.ctx1024: " in first
+    )
     check = run_cli("verify", str(out))
     assert check.returncode == 0 and "OK" in check.stdout, check.stdout[-2000:] + check.stderr[-2000:]
 

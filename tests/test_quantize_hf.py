@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DATA, TINY, metric, run_cli
+from conftest import DATA, TINY, int4_kernel_problem, metric, run_cli
 from test_bad_input import assert_one_line_error
 
 QUANT = TINY / "quant"
@@ -122,6 +122,14 @@ def test_each_scheme_runs_on_vllm_and_agrees_with_transformers(tmp_path, quantiz
     ]  # fmt: skip
     out = tmp_path / "out"
     proc = run_cli("sweep", str(_sweep(tmp_path, models)))
+    if (no_int4 := int4_kernel_problem()) is not None:  # an AVX2 processor: each int4 run fails in one line
+        summary = json.loads((out / "summary.json").read_text())
+        failed = {f["run"]: f["reason"] for f in summary["failures"]}
+        assert set(failed) == {"tq.vllm.w4a16.ctx1024", "tq.vllm.gptq.ctx1024", "tq.vllm.awq.ctx1024",
+                               "vl-w4a16.vllm.default.ctx1024"}, failed  # fmt: skip
+        assert all("cpu_gemm_wna16 needs AVX-512" in r and "Traceback" not in r for r in failed.values()), failed
+        assert metric(summary["runs"][0], "faithfulness") == 1.0 and "Traceback" not in proc.stderr
+        pytest.skip(f"int4 on vLLM's CPU build, here: {no_int4}")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     runs = {(r["run"], r["setting"]): r for r in summary["runs"]}
@@ -262,6 +270,9 @@ def test_gpu_check_without_a_gpu_says_so_in_one_line(tmp_path):
 def test_gpu_check_cpu_quick_runs_each_scheme(tmp_path, quantized):
     import subprocess
     import sys
+
+    if (no_int4 := int4_kernel_problem()) is not None:
+        pytest.skip(f"the rehearsal runs w4a16 on vLLM's CPU build, which here cannot: {no_int4}")
 
     proc = subprocess.run(
         [sys.executable, "scripts/gpu_check.py", "--cpu-quick", "--out", str(tmp_path)],

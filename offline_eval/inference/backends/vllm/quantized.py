@@ -30,6 +30,8 @@ def quantized_on_cpu(
         )
     kwargs["dtype"] = "bfloat16"
     kernel = int4_kernel(q, in_process)
+    if kernel is not None and kernel != W4A8 and (why := int4_kernel_problem()):
+        raise InputError(why, file=config, field="quantization_config")
     if kernel == W4A16_AMX and in_process:
         import torch
 
@@ -40,6 +42,21 @@ def quantized_on_cpu(
 
 
 W4A16_AMX = "w4a16 (cpu_gemm_wna16, AMX)"
+
+
+def int4_kernel_problem() -> str | None:
+    """Why this machine's vLLM CPU build cannot run a W4A16 (GPTQ, AWQ) folder: its kernels for a processor without
+    AVX-512 (the AVX2 build, e.g. on AMD EPYC) have no cpu_gemm_wna16, and the engine died on it mid-run with an
+    AttributeError. None: the kernel is there."""
+    import torch
+    import vllm._custom_ops  # noqa: F401 - loads the build's kernels for this processor into torch.ops._C
+
+    if hasattr(torch.ops._C, "cpu_gemm_wna16"):
+        return None
+    return (
+        "vLLM's CPU build has no int4 kernel on this processor (cpu_gemm_wna16 needs AVX-512; this one runs the "
+        "AVX2 build): run the folder on transformers (backend: transformers), or a GGUF Q4 on llama.cpp"
+    )
 
 
 def int4_kernel(q: FolderQuantization | None, in_process: bool) -> str | None:
