@@ -99,6 +99,7 @@ def calibrated_text(row: CalibrationRow | None, judge_value: float | None, digit
     """A leaderboard cell of a judged number: the PPI++ estimate [CI] "calibrated on n labels" where human labels
     corrected it, else the judge's value marked uncalibrated."""
     if row is not None and row.calibrated:
-        cell = f"{interval_text(row.ppi_pp, digits)} calibrated on {row.n} labels (judges {fmt(judge_value, digits)})"
+        labels = f"{row.n} label" + ("s" if row.n != 1 else "")
+        cell = f"{interval_text(row.ppi_pp, digits)} calibrated on {labels} (judges {fmt(judge_value, digits)})"
         return cell + (f"; {row.reason}" if row.reason else "")
     return f"{fmt(judge_value, digits)} uncalibrated"
