@@ -341,7 +341,8 @@ def test_annotate_in_chromium_blind_then_export_and_sweep_again(rikai, tmp_path,
     context.close()
     rows = list(csv.DictReader(export.read_text(encoding="utf-8-sig").splitlines()))
     assert list(rows[0]) == ["task", "item_id", "case", "criterion", "score", "annotator", "comment", "sample",
-                             "output_sha256"]  # fmt: skip
+                             "output_sha256", "draw"]  # fmt: skip
+    assert {r["draw"] for r in rows} == {"random"}  # the page's seeded draw: its scores calibrate
     assert len({(r["task"], r["item_id"]) for r in rows}) == 3 and {r["annotator"] for r in rows} == {"弁護士A"}
     # The sweep again, with the export: the agreement tables from the store.
     cfg = tmp_path / "again.yaml"
@@ -355,6 +356,8 @@ def test_annotate_in_chromium_blind_then_export_and_sweep_again(rikai, tmp_path,
     summary = json.loads((_sweep(cfg, log) / "summary.json").read_text(encoding="utf-8"))
     assert not [line for line in log if re.search(r"\b[1-9]\d* generated", line)]
     assert summary["task_reports"]["legalrikai"]["human"]["matched_outputs"] == 3
+    labelled = [c for c in summary["calibration"] if c["headline"] and c.get("n")]
+    assert len(labelled) == 3 and all(c["status"] == "calibrated" for c in labelled), summary["calibration"]
     md = (tmp_path / "again" / "report.md").read_text(encoding="utf-8")
     assert "human scores (Table 6)" in md and "(n=1)" in md
 
