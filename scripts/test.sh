@@ -11,4 +11,4 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
     echo "could not install chromium: the report-in-a-browser test will be skipped" >&2
 fi
 bash scripts/lint.sh
-exec bash scripts/run_pytest.sh .venv -q -ra "$@"
+exec bash scripts/run_pytest.sh .venv -q -ra --durations=30 "$@"

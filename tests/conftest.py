@@ -165,3 +165,14 @@ def int4_kernel_problem() -> str | None:
     from offline_eval.inference.backends.vllm.quantized import int4_kernel_problem as problem
 
     return problem()
+
+
+@pytest.fixture(autouse=True)
+def _llvmlite_stays_out():  # type: ignore[no-untyped-def]
+    """numba's llvmlite.binding, once imported, crashes every later vLLM start in this process (vLLM's CPU kernel
+    rebinding scans sys.modules and trips on llvmlite's lazy library object): the test that imports it fails here,
+    not the next twenty vLLM tests. Run such a library in a child, as tests/ppi_child.py does."""
+    before = "llvmlite.binding" in sys.modules
+    yield
+    if not before and "llvmlite.binding" in sys.modules:
+        pytest.fail("this test imported llvmlite.binding (numba) in the test process; run it in a child process")

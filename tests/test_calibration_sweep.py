@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import ROOT, run_cli
+from ppi_child import ppi_py_reference
 
 from offline_eval.tasks.legalrikai import rubric
 
@@ -211,17 +212,14 @@ def test_every_judged_number_is_the_ppi_plus_plus_estimate_an_independent_comput
 
 
 def test_ppi_py_itself_agrees(swept):  # type: ignore[no-untyped-def]
-    ppi_py = pytest.importorskip("ppi_py")
     _, summary, _ = swept
     run, code = REF, "CA"
-    y = np.array([_norm(code, _human(i, run)[code]) for i in PICKS[run]])
-    yhat = np.array([_norm(code, _judge_scores(i)[code]) for i in PICKS[run]])
-    yu = np.array([_norm(code, _judge_scores(i)[code]) for i in range(N_ITEMS) if i not in PICKS[run]])
-    lo, hi = ppi_py.ppi_mean_ci(y, yhat, yu, alpha=0.05)
+    y = [_norm(code, _human(i, run)[code]) for i in PICKS[run]]
+    yhat = [_norm(code, _judge_scores(i)[code]) for i in PICKS[run]]
+    yu = [_norm(code, _judge_scores(i)[code]) for i in range(N_ITEMS) if i not in PICKS[run]]
+    (ref,) = ppi_py_reference([(y, yhat, yu)])
     row = _row(summary, run, code)
-    assert (row["ppi_pp"]["ci_low"], row["ppi_pp"]["ci_high"]) == pytest.approx(
-        (np.asarray(lo).item(), np.asarray(hi).item()), abs=2e-6
-    )
+    assert (row["ppi_pp"]["ci_low"], row["ppi_pp"]["ci_high"]) == pytest.approx(tuple(ref["pp"][1:]), abs=2e-6)  # type: ignore[index]
 
 
 def test_leaderboard_verdict_and_report_read_the_calibrated_numbers(swept):  # type: ignore[no-untyped-def]

@@ -242,7 +242,9 @@ def test_bench_compile_crossover(tiny: Path):
     eager = numbers(r"eager: start NUM s \(eager\); " + phase, out)
     assert compiled[2] == eager[2]  # the same prompts
     same, total = numbers(r"eager gives the same answer as compiled on NUM/NUM", out)
-    assert same == total == 20
+    # bf16: inductor's fused kernels round in another order than eager, so a near-tie of the random weights can
+    # flip (19 of 20 on CI's AVX2 machine); more than one flip is a wrong compiled model, not rounding
+    assert total == 20 and same >= total - 1, (same, total)
     assert "model in the cache" not in out  # --quick: no second compiled load
     end = last_line(out)
     if not end.startswith("eager was not slower"):
