@@ -12,7 +12,7 @@ from typing import Any
 
 from offline_eval.runtime.errors import InputError
 
-from .quantized import safetensors_header
+from .quantized import non_finite_tensors, safetensors_header
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 _PEFT_KEY = re.compile(r"^base_model\.model\.(.+)\.lora_([AB])\.weight$")
@@ -112,6 +112,10 @@ def read_peft(path: str | Path) -> PeftAdapter:
                              file=str(weights), field=mod)  # fmt: skip
     if not modules:
         raise InputError("holds no LoRA tensors", file=str(weights))
+    if broken := non_finite_tensors(weights):
+        raise InputError(f"holds NaN or infinite weights ({len(broken)} tensor{'s' if len(broken) > 1 else ''}): a diverged "
+                         "training run; its answers would be noise, and vLLM's shared engine would pass the NaNs on "
+                         "to the next adapter", file=str(weights), field=broken[0])  # fmt: skip
     targets = listed or sorted({m.rsplit(".", 1)[-1] for m in modules})
     return PeftAdapter(
         path=str(p),

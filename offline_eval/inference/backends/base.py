@@ -8,12 +8,29 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from offline_eval.inference.requests import Request, Result
-from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.errors import EngineError, InputError
 
 from .fingerprint import HashCache, files_fingerprint
 from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 Progress = Callable[[int], None] | None
+
+
+class NonFiniteLogits(EngineError):
+    """The model's logits were NaN or +inf (-inf only rules a token out): whatever it decoded is noise, even where
+    a grammar made it parse. Nothing of the call is stored, the run fails, and its engine serves no other run."""
+
+    def __init__(self, engine: str) -> None:
+        super().__init__(
+            f"{engine}: the model's logits were NaN or infinite, so its answers are noise and none is stored: the "
+            "weights or the adapter diverged (an adapter trained too hot, or too large an adapter_scale)"
+        )
+
+
+def finite_logprobs(engine: str, values: Any) -> None:
+    """Raises NonFiniteLogits where a choice's log-probability is NaN or +inf."""
+    if any(v != v or v == float("inf") for v in values):
+        raise NonFiniteLogits(engine)
 
 
 class Backend(ABC):

@@ -13,7 +13,7 @@ from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import InputError
 
 from .adapters import with_peft
-from .base import Progress, TokenizingBackend, check_engine_args, faithful_ids
+from .base import NonFiniteLogits, Progress, TokenizingBackend, check_engine_args, faithful_ids, finite_logprobs
 from .chat import choose_template, hf_encode, hf_own_template
 from .declare import Declared
 from .grammars import xgrammar_ebnf
@@ -125,6 +125,12 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         eos = self.model.generation_config.eos_token_id
         return set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
 
+    def _finite(self, input_ids: Any, scores: Any) -> Any:
+        """The first logits processor: NaN or +inf logits fail the call (a grammar would make noise parse)."""
+        if bool(self.torch.isnan(scores).any()) or bool(self.torch.isposinf(scores).any()):
+            raise NonFiniteLogits(self.name)
+        return scores
+
     def _processor(self, constraint: Any, n: int) -> list[Any]:
         if constraint is None:
             return []
@@ -161,7 +167,7 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                 max_new_tokens=s.max_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=list(eos_ids),
-                logits_processor=LogitsProcessorList(self._processor(constraint, len(idx))),
+                logits_processor=LogitsProcessorList([self._finite, *self._processor(constraint, len(idx))]),
             )
             if s.stop:
                 kw.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
@@ -241,6 +247,7 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             per = (time.perf_counter() - t0) / len(chunk)
             for row, e in enumerate(chunk):
                 scores = {c: float(self.torch.logsumexp(lp[row, g], dim=0)) for c, g in zip(choices, groups)}
+                finite_logprobs(self.name, scores.values())
                 out.append(
                     Result(
                         text=max(choices, key=lambda c: scores[c]),

@@ -17,11 +17,19 @@ import numpy as np
 from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import EngineError
 
-from .base import Progress, TokenizingBackend, carried_ids, check_engine_args, faithful_ids, signature_params
+from .base import (
+    Progress,
+    TokenizingBackend,
+    carried_ids,
+    check_engine_args,
+    faithful_ids,
+    finite_logprobs,
+    signature_params,
+)
 from .chat import adds_special_tokens, choose_template, render_request
 from .declare import Declared
 from .grammars import gbnf
-from .llamacpp_greedy import GrammarCheck, greedy
+from .llamacpp_greedy import GrammarCheck, check_finite, greedy
 from .llamacpp_prefill import PromptCache, last_logits
 from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
@@ -251,11 +259,13 @@ class LlamaCppBackend(TokenizingBackend):
         return out
 
     def _constrained(self, r: Request, prompt_len: int) -> dict[str, Any]:
-        if r.constraint is not None and self.spec.constraint_backend is not None:
-            from llama_cpp import LogitsProcessorList
+        """The sampler's constraint, after a processor that fails the call on NaN or +inf logits."""
+        from llama_cpp import LogitsProcessorList
 
-            return {"logits_processor": LogitsProcessorList([self._mask_check(r).start(prompt_len)])}
-        return {"grammar": self._grammar(r)}
+        finite = [lambda _ids, scores: check_finite(scores)]
+        if r.constraint is not None and self.spec.constraint_backend is not None:
+            return {"logits_processor": LogitsProcessorList([*finite, self._mask_check(r).start(prompt_len)])}
+        return {"grammar": self._grammar(r), "logits_processor": LogitsProcessorList(finite)}
 
     def _complete(self, ids: Sequence[int], r: Request) -> tuple[str, str, int]:
         s = r.sampling
@@ -291,6 +301,7 @@ class LlamaCppBackend(TokenizingBackend):
             scores = {
                 c: float(np.logaddexp.reduce(logits[g].astype(np.float64))) - lse for c, g in zip(choices, groups)
             }
+            finite_logprobs(self.name, scores.values())
             out.append(
                 Result(
                     text=max(choices, key=lambda c: scores[c]),

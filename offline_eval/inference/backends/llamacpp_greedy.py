@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .base import NonFiniteLogits
 from .llamacpp_prefill import last_logits
 
 TOP = 64  # a refused step asks about this many best tokens before it filters the whole vocabulary
@@ -88,6 +89,13 @@ class GrammarCheck:
             self.ptr = None
 
 
+def check_finite(logits: np.ndarray) -> np.ndarray:
+    """The logits, or NonFiniteLogits where one is NaN or +inf (a grammar would make noise parse)."""
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        raise NonFiniteLogits("llama.cpp")
+    return logits
+
+
 def _ends_inside_utf8(text: bytes, pending: int) -> int:
     """create_completion's count of tokens still to hold back because the text ends inside a UTF-8 sequence."""
     for k, char in enumerate(text[-3:]):
@@ -125,6 +133,7 @@ def greedy(
     finish, pending = "length", 0
     while True:
         logits = last_logits(llm)
+        check_finite(logits)
         token = int(np.argmax(logits))
         if grammar is not None:
             if not grammar.allows(token):

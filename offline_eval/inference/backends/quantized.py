@@ -152,6 +152,32 @@ def safetensors_header(path: Path) -> dict[str, Any]:
 
 MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors format's own bound on its JSON header
 
+# A float is NaN or infinite exactly when its exponent bits are all ones: (bytes per value, the exponent's mask).
+_EXPONENT = {"F16": (2, 0x7C00), "BF16": (2, 0x7F80), "F32": (4, 0x7F800000), "F64": (8, 0x7FF0000000000000)}
+
+
+def non_finite_tensors(path: Path) -> list[str]:
+    """The float tensors of a safetensors file holding a NaN or an infinity (read through a memory map, a tensor
+    at a time)."""
+    import numpy as np
+
+    header = safetensors_header(path)
+    with path.open("rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if path.stat().st_size > 8 + n else None
+    bad = []
+    for name, info in header.items():
+        width, mask = _EXPONENT.get(str(info.get("dtype")), (0, 0))
+        begin, end = (info.get("data_offsets") or [0, 0])[:2]
+        if not width or data is None or not isinstance(begin, int) or not isinstance(end, int):
+            continue
+        if end > len(data) or (end - begin) % width:
+            raise InputError(f"tensor {name}'s data_offsets lie outside the file", file=str(path), field=name)
+        bits = data[begin:end].view(f"<u{width}")
+        if bool(np.any((bits & mask) == mask)):
+            bad.append(name)
+    return bad
+
 
 def checked(path: str | Path, quantization: str | None) -> FolderQuantization | None:
     """The folder's quantization, refused in one line where a models.yaml `quantization:` contradicts it or its

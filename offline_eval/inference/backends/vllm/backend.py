@@ -15,6 +15,7 @@ from offline_eval.inference.backends.base import (
     TokenizingBackend,
     check_engine_args,
     faithful_ids,
+    finite_logprobs,
     logsumexp,
     signature_params,
 )
@@ -260,6 +261,8 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
                 kw["stop_token_ids"] = ids
         if r.constraint is not None:
             kw["structured_outputs"] = _structured(r.constraint, self.spec.constraint_backend)
+        if "logprob_token_ids" not in over:  # the chosen tokens' raw logprobs: NaN logits show in their sum
+            kw["logprobs"] = 0
         kw.update(over)
         return SamplingParams(**kw)
 
@@ -283,6 +286,9 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         outs, t0, t1 = self._run(encoded, [self._params(r) for r in requests])
         per = (t1 - t0) / max(len(outs), 1)
         results = []
+        for o in outs:
+            if (got := o.outputs[0].cumulative_logprob) is not None:
+                finite_logprobs(self.name, [got])
         for r, o in zip(requests, outs):
             c = o.outputs[0]
             results.append(
@@ -321,6 +327,7 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         for o in outs:
             lp = o.outputs[0].logprobs[0]
             scores = {c: logsumexp([float(lp[i].logprob) for i in g]) for c, g in zip(choices, groups)}
+            finite_logprobs(self.name, scores.values())
             best = max(choices, key=lambda c: scores[c])
             results.append(
                 Result(
