@@ -226,3 +226,44 @@ def test_a_random_or_oversized_safetensors_header_is_one_line_naming_the_file(tm
     got = run_cli("models", "check", str(cfg))
     assert got.returncode != 0 and "MemoryError" not in got.stderr and "OverflowError" not in got.stderr
     assert needle in got.stderr and str(folder / "adapter_model.safetensors") in got.stderr, got.stderr
+
+
+@pytest.mark.engine
+def test_an_adapter_rewritten_in_place_with_its_mtime_set_back_is_hashed_again(tmp_path, tiny):  # type: ignore[no-untyped-def]
+    """The file-digest cache was keyed by (path, size, mtime, inode): one weight of the adapter changed in place,
+    then os.utime set the old mtime back, and the sweep served the old adapter's answers from the store (issue 62,
+    item 7). ctime, which no tool can set back, is in the key now, for adapters and weights alike."""
+    import os
+    import re
+
+    adapter = tmp_path / "a.gguf"
+    adapter.write_bytes((tiny / "adapters" / "a.gguf").read_bytes())
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "tl", "backend": "llamacpp", "path": str(tiny / "gguf" / "tiny-f16.gguf"),
+                    "max_model_len": 1024, "variants": {"a": {"adapter": str(adapter)}}}],
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(ROOT / "data" / "jbeqa"), "shots": [0],
+                            "mode": ["logprob"], "limit": 4}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+    def counts() -> tuple[int, int]:
+        got = run_cli("sweep", str(path))
+        assert got.returncode == 0, got.stderr[-2000:]
+        found = re.search(r"\((\d+) generated, (\d+) cached", got.stdout + got.stderr)
+        assert found, got.stderr[-2000:]
+        return int(found.group(1)), int(found.group(2))
+
+    assert counts() == (4, 0)
+    assert counts() == (0, 4)  # unchanged: from the store
+    before = adapter.stat()
+    with adapter.open("r+b") as f:  # the low byte of the last weight: same size, same inode
+        f.seek(-2, os.SEEK_END)
+        low = f.read(1)[0]
+        f.seek(-2, os.SEEK_END)
+        f.write(bytes([low ^ 1]))
+    os.utime(adapter, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = adapter.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    assert counts() == (4, 0)  # another adapter: asked again

@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS file_hashes (
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     inode INTEGER NOT NULL,
-    sha256 TEXT NOT NULL
+    sha256 TEXT NOT NULL,
+    ctime_ns INTEGER
 );
 """
 
@@ -162,6 +163,8 @@ class Store:
                     db.execute("ALTER TABLE outputs ADD COLUMN focused INTEGER NOT NULL DEFAULT 0")
                 if "reasoning" not in columns:  # a store from before reasoning models
                     db.execute("ALTER TABLE outputs ADD COLUMN reasoning TEXT")
+                if "ctime_ns" not in {r[1] for r in db.execute("PRAGMA table_info(file_hashes)")}:
+                    db.execute("ALTER TABLE file_hashes ADD COLUMN ctime_ns INTEGER")  # NULL: hashed again once
                 db.commit()
                 db.execute("SELECT COUNT(*) FROM outputs WHERE key = ''").fetchone()
                 return db
@@ -256,13 +259,15 @@ class Store:
         return int(self._guard(lambda: self.db.execute("SELECT COUNT(*) FROM outputs").fetchone()[0]))
 
     def file_hash(self, path: str, stat: os.stat_result) -> str | None:
-        """The stored sha256 of a file, if its path, size, mtime and inode are unchanged since it was hashed."""
+        """The stored sha256 of a file, if its path, size, mtime, inode and ctime are unchanged since it was hashed
+        (ctime: a rewrite in place whose mtime was set back still moves it)."""
         if self.read_only:
             return None
         row = self._guard(
             lambda: self.db.execute(
-                "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ?",
-                (path, stat.st_size, stat.st_mtime_ns, stat.st_ino),
+                "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ? AND inode = ? "
+                "AND ctime_ns = ?",
+                (path, stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns),
             ).fetchone()
         )
         return row[0] if row else None
@@ -274,8 +279,9 @@ class Store:
         def put() -> Any:
             with self.db:
                 self.db.execute(
-                    "INSERT OR REPLACE INTO file_hashes (path, size, mtime_ns, inode, sha256) VALUES (?,?,?,?,?)",
-                    (path, stat.st_size, stat.st_mtime_ns, stat.st_ino, sha256),
+                    "INSERT OR REPLACE INTO file_hashes (path, size, mtime_ns, inode, sha256, ctime_ns) "
+                    "VALUES (?,?,?,?,?,?)",
+                    (path, stat.st_size, stat.st_mtime_ns, stat.st_ino, sha256, stat.st_ctime_ns),
                 )
 
         self._guard(put)

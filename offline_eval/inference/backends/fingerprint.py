@@ -1,7 +1,9 @@
 """The store key's model part: the identity of the weights, the engine version and the load options.
 
-Every weights file is hashed in full (sha256) once; the digest is cached by (path, size, mtime, inode), in
-the run store and in this process, so a re-run does not read a 15 GB checkpoint again.
+Every weights file is hashed in full (sha256) once; the digest is cached by (path, size, mtime, inode, ctime), in
+the run store and in this process, so a re-run does not read a 15 GB checkpoint again. ctime is there because a
+tool can set a rewritten file's mtime back (os.utime) but not its ctime: an adapter rewritten in place is hashed
+again. The price: a rename, chmod or chown of a checkpoint (which moves its ctime) reads it once more.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class HashCache(Protocol):
     def put_file_hash(self, path: str, stat: os.stat_result, sha256: str) -> None: ...
 
 
-_MEMO: dict[tuple[str, int, int, int], str] = {}
+_MEMO: dict[tuple[str, int, int, int, int], str] = {}
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,10 @@ def forget_hashes() -> None:
 
 
 def file_sha256(path: Path, cache: HashCache | None = None) -> str:
-    """The file's full sha256, read from disk only when (path, size, mtime, inode) is new."""
+    """The file's full sha256, read from disk only when (path, size, mtime, inode, ctime) is new."""
     real = str(path.resolve())
     st = path.stat()
-    memo_key = (real, st.st_size, st.st_mtime_ns, st.st_ino)
+    memo_key = (real, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
     digest = _MEMO.get(memo_key) or (cache.file_hash(real, st) if cache is not None else None)
     if digest is None:
         with path.open("rb") as fh:
