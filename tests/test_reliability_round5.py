@@ -267,3 +267,32 @@ def test_an_adapter_rewritten_in_place_with_its_mtime_set_back_is_hashed_again(t
     after = adapter.stat()
     assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
     assert counts() == (4, 0)  # another adapter: asked again
+
+
+@pytest.mark.parametrize("command", [("models", "check"), ("sweep", "--dry-run"), ("sweep",)])
+def test_an_output_folder_inside_a_model_or_adapter_folder_is_refused(tmp_path, command):  # type: ignore[no-untyped-def]
+    """Every file under a model folder is hashed as its weights: a store inside it changed the weights' digest on
+    every write, so each sweep generated everything again and verify never passed (issue 62, item 8)."""
+    model, adapter = tmp_path / "model", tmp_path / "adapter"
+    for folder in (model, adapter):
+        folder.mkdir()
+    (model / "config.json").write_text("{}")
+    cfg = {
+        "output_dir": "model/runs",  # relative: read from the config's folder
+        "models": [{"name": "t", "backend": "transformers", "path": "model",
+                    "variants": {"a": {"adapter": str(adapter)}}}],
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(ROOT / "data" / "jbeqa"), "shots": [0]}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    got = run_cli(*command, str(path))
+    assert got.returncode == 2
+    assert_one_line_error(got, str(path), "field 'output_dir'", f"inside models.0.path ({model})")
+    assert not (model / "runs").exists()
+    if command == ("sweep",):
+        cfg["output_dir"] = str(tmp_path / "out")
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        got = run_cli("sweep", str(path), "--out", str(adapter / "runs"))
+        assert got.returncode == 2
+        assert_one_line_error(got, "field '--out'", f"inside models.0.variants.a.adapter ({adapter})")
+        assert not (adapter / "runs").exists()

@@ -64,6 +64,20 @@ class SweepConfig(Strict):
                     )
         return v
 
+    def output_inside_input(self, out: Path) -> str | None:
+        """Why `out` cannot be the output folder: it lies inside a model folder or an adapter the sweep reads (the
+        store would be hashed as the model's weights, so every sweep would generate again and verify never pass)."""
+        where = out.resolve()
+        for i, m in enumerate(self.models):
+            reads = [(f"models.{i}.path", m.path)]
+            for name, v in m.variants.items():
+                reads += [(f"models.{i}.variants.{name}.{k}", getattr(v, k)) for k in ("file", "adapter")]
+            for field, value in reads:
+                folder = Path(value).resolve() if isinstance(value, str) and not is_url(value) else None
+                if folder is not None and folder.is_dir() and where.is_relative_to(folder):
+                    return f"the output folder {out} is inside {field} ({folder}): give a folder outside it"
+        return None
+
     def backends(
         self, source: str | None = None, only: list[str] | None = None, only_tasks: list[str] | None = None
     ) -> set[str]:
@@ -190,6 +204,8 @@ def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:
         raise format_validation_error(e, source) from None
+    if problem := cfg.output_inside_input(Path(cfg.output_dir)):
+        raise InputError(problem, file=source, field="output_dir")
     check_task_seeds(cfg, source)
     for key, value in cfg.margin.items():
         if why := margin_problem(key, value, declared):

@@ -48,6 +48,8 @@ def run_sweep(cfg: SweepConfig, options: SweepOptions | None = None) -> Summary:
         provenance.config_digest(config_file, cfg.model_dump(mode="json")),
     )
     out = Path(out_dir or cfg.output_dir)
+    if problem := cfg.output_inside_input(out):
+        raise InputError(problem, file=source if config_file else None, field="--out" if out_dir else "output_dir")
     with timings.stage("data"):
         sweep_plan = plan(cfg, source, o.only, o.only_tasks, o.limit)
     folder = ResultsFolder(out)
