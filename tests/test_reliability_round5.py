@@ -296,3 +296,31 @@ def test_an_output_folder_inside_a_model_or_adapter_folder_is_refused(tmp_path, 
         assert got.returncode == 2
         assert_one_line_error(got, "field '--out'", f"inside models.0.variants.a.adapter ({adapter})")
         assert not (adapter / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("backend", "quantization", "needle"),
+    [
+        ("vllm", "fp8", "vLLM's CPU build quantizes no weights as it loads them"),
+        ("vllm", "int8", "quantization 'int8' is transformers' (torchao)"),
+        ("transformers", "fp8", "transformers quantizes unquantized weights as int8 or int4"),
+    ],
+)
+def test_a_quantization_the_engine_cannot_apply_is_one_line_before_it_starts(tmp_path, tiny, backend, quantization, needle):  # type: ignore[no-untyped-def]
+    """`quantization: fp8` on vLLM's CPU build died with vLLM's RuntimeError, and `int8` (transformers' name) with
+    its ValidationError (issue 62, item 16): both are refused by models check, and the dry run says the run will
+    fail, naming the field."""
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "t", "backend": backend, "path": str(tiny / "hf"), "max_model_len": 1024,
+                    "variants": {"q": {"quantization": quantization}}}],
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(ROOT / "data" / "jbeqa"), "shots": [0]}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    got = run_cli("models", "check", str(path))
+    assert got.returncode == 2
+    said = got.stdout + got.stderr
+    assert "Traceback" not in said and "field 'models.0.variants.q.quantization'" in said and needle in said, said
+    plan = run_cli("sweep", "--dry-run", str(path))
+    assert "(will fail: " in plan.stdout + plan.stderr and needle in plan.stdout + plan.stderr, plan.stderr[-2000:]

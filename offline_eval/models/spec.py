@@ -418,9 +418,10 @@ class ModelSpec(Strict):
             return f"{source}: field '{field}': URLs are refused, give a local path: {value}"
         if why := missing(value):
             return f"{source}: field '{field}': path {why}: {value}"
-        problem = get_engine(self.backend).path_problem(value) or quantization_problem(value, v.quantization)
-        if problem:
+        if problem := get_engine(self.backend).path_problem(value) or quantization_problem(value, v.quantization):
             return f"{source}: field '{field}': {problem}: {value}"
+        if why := get_engine(self.backend).load_quantization_problem(value, v.quantization):
+            return f"{source}: field 'models.{index}.variants.{variant}.quantization': {why}"
         if v.adapter is None:
             return None
         field = f"models.{index}.variants.{variant}.adapter"

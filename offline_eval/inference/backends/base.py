@@ -87,6 +87,12 @@ class Backend(ABC):
         return Reservation(cpus=spec.threads or 1)
 
     @classmethod
+    def load_quantization_problem(cls, quantization: str) -> str | None:
+        """Why this engine cannot quantize unquantized weights as `quantization` while it loads them (None: it
+        can, or its library says why in one line itself)."""
+        return None
+
+    @classmethod
     def weights_identity(cls, spec: LoadSpec, cache: HashCache | None = None) -> dict[str, Any]:
         """What identifies the weights in the store key: by default every weights file's sha256."""
         return {"files": files_fingerprint(spec.path, cache)}

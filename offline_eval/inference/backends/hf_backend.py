@@ -125,6 +125,12 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         eos = self.model.generation_config.eos_token_id
         return set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
 
+    @classmethod
+    def load_quantization_problem(cls, quantization: str) -> str | None:
+        if quantization in ("int8", "int4"):
+            return None
+        return f"quantization '{quantization}': transformers quantizes unquantized weights as int8 or int4 (torchao)"
+
     def _finite(self, input_ids: Any, scores: Any) -> Any:
         """The first logits processor: NaN or +inf logits fail the call (a grammar would make noise parse)."""
         if bool(self.torch.isnan(scores).any()) or bool(self.torch.isposinf(scores).any()):

