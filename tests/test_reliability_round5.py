@@ -306,7 +306,9 @@ def test_an_output_folder_inside_a_model_or_adapter_folder_is_refused(tmp_path, 
         ("transformers", "fp8", "transformers quantizes unquantized weights as int8 or int4"),
     ],
 )
-def test_a_quantization_the_engine_cannot_apply_is_one_line_before_it_starts(tmp_path, tiny, backend, quantization, needle):  # type: ignore[no-untyped-def]
+def test_a_quantization_the_engine_cannot_apply_is_one_line_before_it_starts(
+    tmp_path, tiny, backend, quantization, needle
+):  # type: ignore[no-untyped-def]
     """`quantization: fp8` on vLLM's CPU build died with vLLM's RuntimeError, and `int8` (transformers' name) with
     its ValidationError (issue 62, item 16): both are refused by models check, and the dry run says the run will
     fail, naming the field."""

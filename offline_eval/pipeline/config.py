@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, StrictFloat, StrictInt, ValidationError, field_validator
 
+from offline_eval.inference.backends.registry import get_engine
 from offline_eval.models.decoding import seed_problem
 from offline_eval.models.paths import resolve_model_paths, resolve_path
 from offline_eval.models.spec import ModelSpec, Strict, VariantSpec, greedy
@@ -69,6 +70,8 @@ class SweepConfig(Strict):
         store would be hashed as the model's weights, so every sweep would generate again and verify never pass)."""
         where = out.resolve()
         for i, m in enumerate(self.models):
+            if get_engine(m.backend).remote:  # its path names the server's model
+                continue
             reads = [(f"models.{i}.path", m.path)]
             for name, v in m.variants.items():
                 reads += [(f"models.{i}.variants.{name}.{k}", getattr(v, k)) for k in ("file", "adapter")]
