@@ -326,3 +326,33 @@ def test_a_quantization_the_engine_cannot_apply_is_one_line_before_it_starts(
     assert "Traceback" not in said and "field 'models.0.variants.q.quantization'" in said and needle in said, said
     plan = run_cli("sweep", "--dry-run", str(path))
     assert "(will fail: " in plan.stdout + plan.stderr and needle in plan.stdout + plan.stderr, plan.stderr[-2000:]
+
+
+def test_runs_of_another_protocol_leave_the_summary_of_an_only_sweep(tmp_path):  # type: ignore[no-untyped-def]
+    """The setting name does not carry the protocol: after the config's protocol was switched, `sweep --only a` kept
+    model b's runs of the old protocol beside a's new ones, under one setting name (issue 62, item 13)."""
+    import json
+
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"weights")
+    data = str(ROOT / "data" / "jbeqa" / "test.jsonl")
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": n, "backend": "fake", "path": str(weights)} for n in ("a", "b")],
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": data, "shots": [0], "mode": ["constrained"],
+                            "limit": 3}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+
+    def sweep(*extra: str) -> list[tuple[str, str, str]]:
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        got = run_cli("sweep", str(path), *extra)
+        assert got.returncode == 0, got.stderr[-2000:]
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+        return sorted((r["run"].split(".")[0], r["setting"], r["protocol"]) for r in summary["runs"])
+
+    setting = "jbeqa.0shot.constrained"
+    assert sweep() == [("a", setting, "offline-eval"), ("b", setting, "offline-eval")]
+    cfg["tasks"]["jbeqa"]["protocol"] = "paper"
+    assert sweep("--only", "a") == [("a", setting, "paper")]  # b's offline-eval run is not this config's
+    assert sweep() == [("a", setting, "paper"), ("b", setting, "paper")]

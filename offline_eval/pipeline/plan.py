@@ -118,27 +118,33 @@ def thinking_runs(loads: list[Load], tasks: list[PlannedTask], source: str) -> l
 class Configured:
     """Every run x setting the whole config plans, whatever --only and --tasks choose; `unread`: tasks not chosen
     this time whose settings depend on data that cannot be read now (a LegalRikai folder's sub-tasks): their
-    earlier runs of configured models are kept as they are."""
+    earlier runs of configured models are kept as they are. `protocols`: each task's protocol now; an earlier run
+    under another one is not this config's, whatever its setting is called."""
 
     keys: frozenset[RunKey]
     runs: frozenset[str]
     unread: frozenset[str]
+    protocols: dict[str, str] = field(default_factory=dict)
 
     def __contains__(self, key: RunKey) -> bool:
         return key in self.keys
 
+    def same_protocol(self, task: str, protocol: str) -> bool:
+        return self.protocols.get(task, protocol) == protocol
+
 
 def configured_keys(cfg: SweepConfig, source: str) -> Configured:
     """What the config plans (no items are read; a task whose settings need its data folder lists it)."""
-    settings, unread = [], set()
+    settings, unread, protocols = [], set(), {}
     for name, opts in cfg.tasks.items():
         task = make_task(name, dict(opts), source)
+        protocols[name] = task.protocol
         try:
             settings += [task.setting_name(o) for o in task.settings()]
         except InputError:
             unread.add(name)  # a chosen task's data was read (and refused) by the plan before this
     runs = frozenset(m.run_name(v, c) for m in cfg.models for v, c in m.runs())
-    return Configured(frozenset(RunKey(r, s) for r in runs for s in settings), runs, frozenset(unread))
+    return Configured(frozenset(RunKey(r, s) for r in runs for s in settings), runs, frozenset(unread), protocols)
 
 
 def plan_tasks(

@@ -45,7 +45,8 @@ class State:
         earlier = read_earlier(folder, log)
 
         def planned(r: RunEntry) -> bool:
-            return r.key in configured or (r.task in configured.unread and r.run in configured.runs)
+            ours = r.key in configured or (r.task in configured.unread and r.run in configured.runs)
+            return ours and configured.same_protocol(r.task, r.protocol)
 
         runs = [r for r in earlier.runs if planned(r)]
         names = configured.runs
