@@ -356,3 +356,56 @@ def test_runs_of_another_protocol_leave_the_summary_of_an_only_sweep(tmp_path): 
     cfg["tasks"]["jbeqa"]["protocol"] = "paper"
     assert sweep("--only", "a") == [("a", setting, "paper")]  # b's offline-eval run is not this config's
     assert sweep() == [("a", setting, "paper"), ("b", setting, "paper")]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"target_modules": ["nosuch_proj"]}, "which target_modules ['nosuch_proj'] leaves out"),
+        ({"target_modules": []}, "which target_modules [] leaves out"),
+        ({"layers_to_transform": [0]}, "model.layers.1.mlp.down_proj, which target_modules"),
+        ({"target_modules": "model\\.layers\\.0\\..*"}, "model.layers.1.mlp.down_proj, which target_modules"),
+        ({"target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                             "nosuch_proj"]}, "field 'target_modules': the base model"),
+        ({"target_modules": "(unclosed"}, "is not a regular expression"),
+    ],
+)  # fmt: skip
+def test_an_adapter_whose_config_leaves_out_modules_its_weights_adapt_is_refused(tmp_path, tiny, change, needle):  # type: ignore[no-untyped-def]
+    """peft applies only the modules target_modules and layers_to_transform name; vLLM and `adapter gguf` applied
+    every tensor in the file, so one adapter answered differently per engine, and `target_modules: [nosuch_proj]`
+    ran silently on vLLM (issue 62, item 6). Config and weights must agree; a module the base lacks is refused."""
+    import json
+    import shutil
+
+    adapter = tmp_path / "adapter"
+    shutil.copytree(tiny / "adapters" / "a", adapter)
+    cfg_file = adapter / "adapter_config.json"
+    cfg_file.write_text(json.dumps({**json.loads(cfg_file.read_text()), **change}))
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "t", "backend": "vllm", "path": str(tiny / "hf"), "max_model_len": 1024,
+                    "variants": {"a": {"adapter": str(adapter)}}}],
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(ROOT / "data" / "jbeqa"), "shots": [0]}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    got = run_cli("models", "check", str(path))
+    said = got.stdout + got.stderr
+    assert got.returncode == 2 and "Traceback" not in said and needle in said and str(cfg_file) in said, said
+    converted = run_cli("adapter", "gguf", str(adapter), "--base", str(tiny / "hf"), "--out", str(tmp_path / "a.gguf"))
+    if "field 'target_modules': the base model" not in needle:  # adapter gguf reads the config as the engines do
+        assert_one_line_error(converted, str(cfg_file), needle)
+        assert not (tmp_path / "a.gguf").exists()
+
+
+def test_adapter_gguf_refuses_an_adapter_trained_on_another_architecture(tmp_path, tiny):  # type: ignore[no-untyped-def]
+    """`adapter gguf` converted the tiny llama adapter against Gemma 3's GGUF and exited 0 (issue 62, item 10): the
+    shapes are checked against the base, as models check does, and nothing is written."""
+    gemma = ROOT / "models" / "gemma-3-270m" / "gguf" / "gemma-3-270m-q4_k_m.gguf"
+    if not gemma.is_file():
+        pytest.skip("set-up builds the Gemma GGUF (scripts/setup.sh)")
+    out = tmp_path / "a.gguf"
+    got = run_cli("adapter", "gguf", str(tiny / "adapters" / "a"), "--base", str(gemma), "--out", str(out))
+    assert got.returncode == 2
+    assert_one_line_error(got, "field 'model.layers.0.mlp.down_proj'", "256 -> 128", "2048 -> 640", "(gemma3 here)")
+    assert not out.exists() and not list(tmp_path.iterdir())

@@ -69,6 +69,17 @@ def peft_to_gguf(folder: str, base: str, out: str | None = None, force: bool = F
     arch_enum = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch)
     names = gguf.get_tensor_name_map(arch_enum, blocks)
     base_tensors = {t.name for t in reader.tensors}
+    shapes = {t.name: [int(x) for x in t.shape] for t in reader.tensors}  # GGUF lists the input size first
+    for module, (a_shape, b_shape) in sorted(adapter.modules.items()):
+        name = names.get_name(module)
+        have = shapes.get(f"{name}.weight") if name else None
+        if have is not None and len(have) == 2 and have != [a_shape[1], b_shape[0]]:
+            raise InputError(
+                f"the adapter maps {a_shape[1]} -> {b_shape[0]}, but the base's {name}.weight is {have[0]} -> "
+                f"{have[1]}: it was trained on another model ({arch} here)",
+                file=str(Path(folder) / WEIGHTS),
+                field=module,
+            )
     tensors = load_file(str(Path(folder) / WEIGHTS))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")

@@ -97,6 +97,12 @@ def read_peft(path: str | Path) -> PeftAdapter:
         isinstance(listed, str) or (isinstance(listed, list) and all(isinstance(x, str) for x in listed))
     ):
         raise bad("target_modules", f"must be a module name or a list of them, not {listed!r}")
+    for key in ("target_modules", "exclude_modules"):
+        if isinstance(cfg.get(key), str):
+            try:
+                re.compile(cfg[key])
+            except re.error as e:
+                raise bad(key, f"{cfg[key]!r} is not a regular expression ({e})") from None
     modules: dict[str, tuple[list[int], list[int]]] = {}
     for name, info in safetensors_header(weights).items():
         m = _PEFT_KEY.match(name)
@@ -112,6 +118,10 @@ def read_peft(path: str | Path) -> PeftAdapter:
                              file=str(weights), field=mod)  # fmt: skip
     if not modules:
         raise InputError("holds no LoRA tensors", file=str(weights))
+    if why := _untargeted(
+        modules, listed, cfg.get("layers_to_transform"), cfg.get("layers_pattern"), cfg.get("exclude_modules")
+    ):
+        raise InputError(why, file=str(cfg_file), field="target_modules")
     if broken := non_finite_tensors(weights):
         raise InputError(f"holds NaN or infinite weights ({len(broken)} tensor{'s' if len(broken) > 1 else ''}): a diverged "
                          "training run; its answers would be noise, and vLLM's shared engine would pass the NaNs on "
@@ -126,6 +136,44 @@ def read_peft(path: str | Path) -> PeftAdapter:
         base=said_base,
         modules=modules,
     )
+
+
+def _untargeted(modules: dict[str, Any], listed: Any, layers: Any, pattern: Any, exclude: Any) -> str | None:
+    """Where the config and the weights disagree: peft applies a tensor only to a module that `target_modules` and
+    `layers_to_transform` name, while vLLM and llama.cpp apply every tensor in the file, so the same adapter would
+    answer differently per engine. Matched as peft matches: a string is a regular expression the whole module name
+    matches (`all-linear`: every linear module), a list names module suffixes."""
+    if layers is not None and not (
+        (isinstance(layers, int) and not isinstance(layers, bool))
+        or (isinstance(layers, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in layers))
+    ):
+        return f"layers_to_transform must be a layer number or a list of them, not {layers!r}"
+    if pattern is not None and not (isinstance(pattern, str) or isinstance(pattern, list)):
+        return f"layers_pattern must be a name or a list of names, not {pattern!r}"
+    wanted = {layers} if isinstance(layers, int) else set(layers) if layers is not None else None
+    names = [pattern] if isinstance(pattern, str) else list(pattern or ["layers", "h", "blocks", "layer"])
+    for mod in sorted(modules):
+        targeted = listed is None or listed == "all-linear" or _named(mod, listed)
+        if targeted and exclude:
+            targeted = not _named(mod, exclude)
+        if targeted and wanted is not None:
+            at = re.search(r"\.(?:" + "|".join(map(re.escape, names)) + r")\.(\d+)\.", f".{mod}")
+            targeted = at is not None and int(at.group(1)) in wanted
+        if not targeted:
+            return (
+                f"the weights adapt {mod}, which target_modules {listed!r}"
+                + (f" with layers_to_transform {layers!r}" if wanted is not None else "")
+                + " leaves out: peft would skip those tensors and vLLM and llama.cpp apply them, so each engine "
+                "would run another adapter; make the config name exactly the modules the weights hold"
+            )
+    return None
+
+
+def _named(module: str, names: Any) -> bool:
+    """peft's match: a string is a regular expression of the whole name, a list names suffixes."""
+    if isinstance(names, str):
+        return re.fullmatch(names, module) is not None
+    return any(module == t or module.endswith(f".{t}") for t in names)
 
 
 def base_shapes(folder: str | Path) -> dict[str, list[int]]:
@@ -153,6 +201,10 @@ def peft_fit_problem(adapter: PeftAdapter, base: str | Path) -> str | None:
                 f"{weights}: field '{mod}': the adapter maps {a[1]} -> {b[0]}, but the base's {mod}{suffix} is "
                 f"{shape}: it was trained on another model"
             )
+    bases = {k.rsplit(".", 1)[0] for k in shapes}
+    for t in adapter.targets:  # a name (not a regular expression) that no module of the base ends with
+        if re.fullmatch(r"\w+", t) and not any(m == t or m.endswith(f".{t}") for m in bases):
+            return f"{Path(adapter.path) / CONFIG}: field 'target_modules': the base model {base} has no module {t}"
     return None
 
 

@@ -156,9 +156,20 @@ MAX_SAFETENSORS_HEADER = 100_000_000  # the safetensors format's own bound on it
 _EXPONENT = {"F16": (2, 0x7C00), "BF16": (2, 0x7F80), "F32": (4, 0x7F800000), "F64": (8, 0x7FF0000000000000)}
 
 
+_SCANNED: dict[tuple[str, int, int, int, int], list[str]] = {}
+
+
 def non_finite_tensors(path: Path) -> list[str]:
     """The float tensors of a safetensors file holding a NaN or an infinity (read through a memory map, a tensor
-    at a time)."""
+    at a time; once per version of the file in this process)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if key not in _SCANNED:
+        _SCANNED[key] = _scan(path)
+    return list(_SCANNED[key])
+
+
+def _scan(path: Path) -> list[str]:
     import numpy as np
 
     header = safetensors_header(path)
