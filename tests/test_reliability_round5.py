@@ -409,3 +409,34 @@ def test_adapter_gguf_refuses_an_adapter_trained_on_another_architecture(tmp_pat
     assert got.returncode == 2
     assert_one_line_error(got, "field 'model.layers.0.mlp.down_proj'", "256 -> 128", "2048 -> 640", "(gemma3 here)")
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_a_killed_quantize_leaves_nothing_a_later_one_does_not_remove_and_name(tmp_path, tiny):  # type: ignore[no-untyped-def]
+    """SIGKILL runs no clean-up: the hidden temporary folder of a 7B model's quantized copy (gigabytes) stayed
+    forever, and a killed GGUF quantize left a truncated file under the final name (issue 62, item 16). The
+    temporaries name their process; the next quantize into the folder removes those of dead processes, one line
+    each, and leaves a running one's alone."""
+    import os
+    import subprocess
+    import sys
+
+    dest = tmp_path / "out"
+    dest.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process that no longer runs, as after a SIGKILL
+    stale = dest / f".tiny-w8a8.offline-eval-{gone.pid}.x1y2"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"\0" * 2**20)
+    stale_part = dest / f".tiny-q8_0.gguf.offline-eval-{gone.pid}.part"
+    stale_part.write_bytes(b"\0" * 1024)
+    running = dest / f".other-w8a8.offline-eval-{os.getpid()}.abc"
+    running.mkdir()
+    got = run_cli("quantize", str(tiny / "hf"), "--to", "w8a8", "--out", str(dest))
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert f"removed {stale} (1.0 MiB), which a killed offline-eval (pid {gone.pid}) left" in got.stderr
+    assert f"removed {stale_part}" in got.stderr
+    assert not stale.exists() and not stale_part.exists() and running.is_dir()
+    assert sorted(p.name for p in dest.iterdir()) == sorted([running.name, "tiny-w8a8"])
+    q = run_cli("quantize", str(tiny / "gguf" / "tiny-f16.gguf"), "--to", "q8_0", "--out", str(dest / "gguf"))
+    assert q.returncode == 0, q.stderr[-2000:]
+    assert [p.name for p in (dest / "gguf").iterdir()] == ["tiny-q8_0.gguf"]  # written aside, renamed into place

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from offline_eval.inference.backends.adapters import WEIGHTS, gguf_field, read_peft
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.fileio import remove_stale_temps, temp_prefix
 
 # llama.cpp's converter interleaves the rotary halves of q and k for these architectures (LlamaModel.permute), so
 # an adapter's lora_B rows for them are permuted the same way; the others keep HF's order.
@@ -82,7 +84,9 @@ def peft_to_gguf(folder: str, base: str, out: str | None = None, force: bool = F
             )
     tensors = load_file(str(Path(folder) / WEIGHTS))
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    for line in remove_stale_temps(target.parent):
+        print(line, file=sys.stderr, flush=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=temp_prefix(target), suffix=".part")
     os.close(fd)
     try:
         w = gguf.GGUFWriter(tmp, arch)

@@ -18,6 +18,48 @@ def _umask() -> int:
     return mask
 
 
+_TEMP = re.compile(r"^\..+\.offline-eval-(\d+)\.")
+
+
+def temp_prefix(target: Path) -> str:
+    """The name a temporary file or folder for `target` starts with: hidden, beside it, naming this process, so a
+    later run can tell one a killed process left (remove_stale_temps) from one still being written."""
+    return f".{target.name}.offline-eval-{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _size(p: Path) -> int:
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def remove_stale_temps(folder: Path) -> list[str]:
+    """Removes the temporary files and folders (temp_prefix) that killed offline-eval processes left in `folder`
+    (a SIGKILL runs no clean-up: gigabytes for a 7B model's quantized copy); one line for each. A temporary whose
+    process still runs is left alone."""
+    import shutil
+
+    said = []
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        m = _TEMP.match(p.name)
+        if m is None or _alive(int(m.group(1))) or p.is_symlink():
+            continue
+        size = _size(p)
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        said.append(f"removed {p} ({size / 2**20:,.1f} MiB), which a killed offline-eval (pid {m.group(1)}) left")
+    return said
+
+
 def _writable_at(p: Path) -> None:
     """A folder where the file goes, or a file where a folder must be, is one line naming it."""
     from .errors import InputError

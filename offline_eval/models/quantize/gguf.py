@@ -6,10 +6,13 @@ is named `<stem>-<type>-from-<source type>.gguf` and each one prints a line sayi
 
 from __future__ import annotations
 
+import os
 import struct
+import sys
 from pathlib import Path
 
 from offline_eval.runtime.errors import InputError, MissingExtraError, is_url
+from offline_eval.runtime.fileio import remove_stale_temps, temp_prefix
 from offline_eval.runtime.quiet import native_stderr_silenced
 
 # Names users write -> llama.cpp's LLAMA_FTYPE_MOSTLY_* constant.
@@ -106,6 +109,8 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
         raise MissingExtraError("llamacpp", "llamacpp") from None
     dest = Path(out_dir) if out_dir else p.parent
     dest.mkdir(parents=True, exist_ok=True)
+    for line in remove_stale_temps(dest):
+        print(line, file=sys.stderr, flush=True)
     stem = p.stem
     for suffix in ("f16", "bf16", "F16", "BF16") + ((src_type, src_type.upper()) if src_type else ()):
         stem = stem.removesuffix(f"-{suffix}").removesuffix(f".{suffix}")
@@ -116,11 +121,15 @@ def quantize(src: str, to: list[str], out_dir: str | None = None, threads: int =
         params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{t.upper()}")
         params.nthread = threads
         params.allow_requantize = requant
-        with native_stderr_silenced():
-            rc = llama_cpp.llama_model_quantize(str(p).encode(), str(target).encode(), params)
-        if rc != 0:
-            target.unlink(missing_ok=True)
-            raise InputError(f"llama.cpp could not quantize to {t} (code {rc}); is it a valid GGUF?", file=src)
+        part = target.with_name(f"{temp_prefix(target)}part")  # renamed into place whole: a kill leaves no half
+        try:
+            with native_stderr_silenced():
+                rc = llama_cpp.llama_model_quantize(str(p).encode(), str(part).encode(), params)
+            if rc != 0:
+                raise InputError(f"llama.cpp could not quantize to {t} (code {rc}); is it a valid GGUF?", file=src)
+            os.replace(part, target)
+        finally:
+            part.unlink(missing_ok=True)
         if src_type:
             effect = "no more precise than its source" if _bits(t) > _bits(src_type) else "rounding errors compound"
             print(

@@ -27,6 +27,7 @@ from typing import Any
 from offline_eval.inference.backends.fingerprint import files_fingerprint
 from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.runtime.errors import InputError, MissingExtraError
+from offline_eval.runtime.fileio import remove_stale_temps, temp_prefix
 from offline_eval.runtime.quiet import native_stderr_silenced
 
 SCHEMES = ("w8a8", "w4a16", "gptq", "awq")
@@ -85,7 +86,7 @@ def _umask() -> int:
 
 def make(src: Path, scheme: str, target: Path, group: int) -> None:
     """Write one variant to `target` (absent), through a temporary folder renamed into place."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(target), dir=target.parent))
     try:
         if scheme in ("gptq", "awq"):
             _compressed(src, "w4a16", tmp, group)
@@ -266,6 +267,8 @@ def quantize_folder(
         _imports()
         import transformers  # noqa: F401
     dest.mkdir(parents=True, exist_ok=True)
+    for line in remove_stale_temps(dest):
+        say(line)
     name = src.resolve().name
     if name in ("hf", "bf16", "f16", "fp16"):  # models/gemma-3-270m/hf -> gemma-3-270m-w8a8
         name = src.resolve().parent.name
