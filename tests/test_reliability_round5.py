@@ -440,3 +440,44 @@ def test_a_killed_quantize_leaves_nothing_a_later_one_does_not_remove_and_name(t
     q = run_cli("quantize", str(tiny / "gguf" / "tiny-f16.gguf"), "--to", "q8_0", "--out", str(dest / "gguf"))
     assert q.returncode == 0, q.stderr[-2000:]
     assert [p.name for p in (dest / "gguf").iterdir()] == ["tiny-q8_0.gguf"]  # written aside, renamed into place
+
+
+def test_one_adapter_of_a_rank_vllm_cannot_hold_fails_alone(tmp_path, tiny):  # type: ignore[no-untyped-def]
+    """A rank-1024 adapter in a shared group set the group's max_lora_rank past vLLM's largest (512): every adapter
+    variant failed, each blaming its own adapter, while models check and the dry run said OK (issue 62, item 16).
+    It is refused there now, and in a sweep it fails alone; the others share their engine as before."""
+    import json
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    big = tmp_path / "big"
+    shutil.copytree(tiny / "adapters" / "a", big)
+    tensors = load_file(big / "adapter_model.safetensors")
+    for name, t in list(tensors.items()):  # rank 8 -> 1024 with zeros: the same update, a rank vLLM cannot hold
+        pad = [(0, 1016), (0, 0)] if ".lora_A." in name else [(0, 0), (0, 1016)]
+        tensors[name] = np.pad(t, pad)
+    save_file(tensors, big / "adapter_model.safetensors")
+    cfg_file = big / "adapter_config.json"
+    cfg_file.write_text(json.dumps({**json.loads(cfg_file.read_text()), "r": 1024, "lora_alpha": 2048}))
+    adapters = {"a": tiny / "adapters" / "a", "big": big, "b": tiny / "adapters" / "b"}
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "tv", "backend": "vllm", "path": str(tiny / "hf"), "max_model_len": 1024,
+                    "variants": {k: {"adapter": str(v)} for k, v in adapters.items()}}],
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(ROOT / "data" / "jbeqa"), "shots": [0],
+                            "mode": ["constrained"], "limit": 2}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    needle = f"{cfg_file}: field 'r': rank 1024 is above vLLM's largest max_lora_rank (512)"
+    check = run_cli("models", "check", str(path))
+    assert check.returncode == 2 and needle in check.stdout + check.stderr, check.stdout + check.stderr
+    plan = run_cli("sweep", "--dry-run", str(path))
+    assert f"load tv.vllm.big.ctx1024  (will fail: {needle}" in plan.stdout + plan.stderr, plan.stderr[-2000:]
+    got = run_cli("sweep", str(path))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [(f["run"], needle in f["reason"]) for f in summary["failures"]] == [("tv.vllm.big.ctx1024", True)]
+    assert {r["run"] for r in summary["runs"]} == {"tv.vllm.a.ctx1024", "tv.vllm.b.ctx1024"}, got.stderr[-3000:]
+    assert "(no new start)" in got.stderr.split("[tv.vllm.b.ctx1024]", 2)[2], got.stderr[-3000:]  # a's engine

@@ -19,7 +19,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from offline_eval.inference.backends.adapters import SERVED, adapter_problem
+from offline_eval.inference.backends.adapters import SERVED
 from offline_eval.inference.backends.chat import checked_setting, spec_template
 from offline_eval.inference.backends.constraint_backends import backend_problem, normalized
 from offline_eval.inference.backends.quantized import quantization_problem
@@ -427,7 +427,7 @@ class ModelSpec(Strict):
         field = f"models.{index}.variants.{variant}.adapter"
         if why := missing(v.adapter):
             return f"{source}: field '{field}': path {why}: {v.adapter}"
-        return adapter_problem(get_engine(self.backend).weights, v.adapter, value)
+        return get_engine(self.backend).adapter_problem(v.adapter, value)
 
 
 def _block(cls: type[Any], data: dict[str, Any], where: str) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -291,16 +292,20 @@ SERVED = (
 )
 
 
-def adapter_problem(weights: str, adapter: str, base: str) -> str | None:
-    """Why `adapter` cannot run on the base `base` of an engine reading `weights` (declare.Weights); None: it can."""
+def adapter_problem(
+    weights: str, adapter: str, base: str, engine_problem: Callable[[PeftAdapter], str | None] = lambda a: None
+) -> str | None:
+    """Why `adapter` cannot run on the base `base` of an engine reading `weights` (declare.Weights), or on the
+    engine itself (`engine_problem`: a rank it cannot hold, say); None: it can."""
     if weights == "remote":
         return SERVED
     if weights == "gguf":
         return gguf_adapter_problem(adapter, base)
     try:
-        return peft_fit_problem(read_peft(adapter), base)
+        peft = read_peft(adapter)
     except InputError as e:
         return str(e)
+    return peft_fit_problem(peft, base) or engine_problem(peft)
 
 
 def describe_adapter(path: str | Path) -> dict[str, Any]:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import EngineError, InputError
 
 from .fingerprint import HashCache, files_fingerprint
 from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
+
+if TYPE_CHECKING:
+    from .adapters import PeftAdapter
 
 Progress = Callable[[int], None] | None
 
@@ -85,6 +88,11 @@ class Backend(ABC):
     def reservation(cls, spec: LoadSpec) -> Reservation:
         """CPU cores from `threads`; no GPU unless the engine says otherwise."""
         return Reservation(cpus=spec.threads or 1)
+
+    @classmethod
+    def peft_problem(cls, adapter: PeftAdapter) -> str | None:
+        """Why this engine cannot hold a PEFT adapter that fits its base (None: it can)."""
+        return None
 
     @classmethod
     def load_quantization_problem(cls, quantization: str) -> str | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from offline_eval.runtime.errors import InputError, MissingExtraError, OfflineEvalError
 
+from .adapters import adapter_problem
 from .declare import Declared
 from .fingerprint import PINS, HashCache, files_fingerprint, served_key
 from .quantized import folder_quantization
@@ -43,6 +44,10 @@ class Engine(Declared):
     def declared_class(self) -> type[Backend]:
         """The class alone: the module imports its engine library lazily, so this is cheap."""
         return getattr(importlib.import_module(self.module), self.backend_class)
+
+    def adapter_problem(self, adapter: str, base: str) -> str | None:
+        """Why this engine cannot run `adapter` over `base` (None: it can)."""
+        return adapter_problem(self.weights, adapter, base, self.declared_class().peft_problem)
 
     def load_quantization_problem(self, path: str, quantization: str | None) -> str | None:
         """Why this engine cannot quantize these unquantized weights as a variant's `quantization:` says while it

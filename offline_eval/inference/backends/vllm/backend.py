@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from offline_eval.inference.backends.adapters import PeftAdapter
 from offline_eval.inference.backends.base import (
     Progress,
     TokenizingBackend,
@@ -32,7 +33,7 @@ from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.preload import tcmalloc_loaded
 
 from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph, loaded_from
-from .lora import Lora, lora_args
+from .lora import Lora, lora_args, rank_problem
 from .options import VLLMOptions, compile_choice
 from .outlines import refuse_misspelled
 from .patches import Installed, aot_loaded
@@ -89,6 +90,10 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
             gpus=shards,
             engine_places_workers=spec.engine_args.get("distributed_executor_backend") == "ray",
         )
+
+    @classmethod
+    def peft_problem(cls, adapter: PeftAdapter) -> str | None:
+        return rank_problem(adapter)
 
     @classmethod
     def load_quantization_problem(cls, quantization: str) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from offline_eval.runtime.errors import InputError
 
-from ..adapters import CONFIG, WEIGHTS, read_peft
+from ..adapters import CONFIG, WEIGHTS, PeftAdapter, read_peft
 
 # vLLM's LoRAConfig.max_lora_rank accepts these values alone (config/lora.py, MaxLoRARanks).
 RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -19,17 +19,27 @@ RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 def lora_args(adapter: str, others: Sequence[str] = ()) -> dict[str, Any]:
     """enable_lora with the smallest max_lora_rank vLLM accepts that holds the adapter's rank and those of the
     others this load may serve next (one that cannot be read fails its own run, not this one)."""
-    ranks = [read_peft(adapter).rank]
+    own = read_peft(adapter)
+    if why := rank_problem(own):
+        raise InputError(why)
+    ranks = [own.rank]
     for other in others:
         try:
             ranks.append(read_peft(other).rank)
         except InputError:
             pass
-    rank = max(ranks)
-    fits = [r for r in RANKS if r >= rank]
-    if not fits:
-        raise ValueError(f"{adapter}: rank {rank} is above vLLM's largest max_lora_rank ({RANKS[-1]})")
-    return {"enable_lora": True, "max_lora_rank": fits[0], "max_loras": 1}
+    rank = max(r for r in ranks if r <= RANKS[-1])  # one vLLM cannot hold fails its own run, not the others'
+    return {"enable_lora": True, "max_lora_rank": next(r for r in RANKS if r >= rank), "max_loras": 1}
+
+
+def rank_problem(adapter: PeftAdapter) -> str | None:
+    """Why vLLM cannot hold this adapter's rank (None: it can)."""
+    if adapter.rank <= RANKS[-1]:
+        return None
+    return (
+        f"{Path(adapter.path) / CONFIG}: field 'r': rank {adapter.rank} is above vLLM's largest max_lora_rank "
+        f"({RANKS[-1]}): run it on transformers, or merge it into the weights"
+    )
 
 
 class Lora:
