@@ -310,3 +310,27 @@ def test_int4_answers_of_vllms_w4a8_path_get_their_own_store_key(quantized, monk
     assert w4a8["bf16"] == w4a16["bf16"] and w4a8["w8a8"] == w4a16["w8a8"]
     for s in ("w4a16", "gptq", "awq"):
         assert (w4a8[s] != w4a16[s]) == amx, s  # without AMX both settings run the same W4A16 kernel
+
+
+def test_a_rebuild_keys_an_int4_load_by_the_kernel_the_sweep_ran(quantized, monkeypatch):
+    """verify of a folder swept with VLLM_CPU_INT4_W4A8=1, run without it, looked for W4A16's keys and said the store
+    lacked the answers (issue 62, item 16): a rebuild takes the kernel from the provenance (engine_start's
+    int4_kernel, through the pins), whatever its own environment, or its processor, would choose."""
+    from offline_eval.inference.backends.fingerprint import Pins, pinned
+    from offline_eval.inference.backends.registry import spec_fingerprint
+    from offline_eval.inference.backends.spec import LoadSpec
+    from offline_eval.inference.backends.vllm.quantized import W4A8, W4A16_AMX
+
+    folder = str((quantized / "tiny-w4a16").resolve())
+    spec = LoadSpec(name="t", backend="vllm", path=folder)
+    monkeypatch.delenv("VLLM_CPU_INT4_W4A8", raising=False)
+    here = spec_fingerprint(spec)
+    with pinned(Pins(int4={folder: W4A8})):
+        w4a8 = spec_fingerprint(spec)
+    with pinned(Pins(int4={folder: W4A16_AMX})):
+        w4a16 = spec_fingerprint(spec)
+    monkeypatch.setenv("VLLM_CPU_INT4_W4A8", "1")
+    with pinned(Pins(int4={folder: W4A16_AMX})):
+        assert spec_fingerprint(spec) == w4a16  # the auditor's environment does not count
+    assert w4a8 != w4a16
+    assert here in (w4a8, w4a16)  # this machine's own choice is one of the two

@@ -63,10 +63,13 @@ class Rebuilt:
 
 
 def pins(prov: Provenance) -> Pins:
-    """The engine versions the sweep ran, and its served models' identities: claimed, since no engine runs."""
+    """The engine versions the sweep ran, its served models' identities and the int4 kernel each load took:
+    claimed, since no engine runs."""
     versions = {x.engine: x.engine_version for x in prov.loads}
     served = {served_key(x.path, x.load_options): x.store_fingerprint for x in prov.loads if x.files is None}
-    return Pins(versions=versions, served=served)
+    started = [(x.path, x.engine_start or {}) for x in prov.loads]
+    int4 = {path: str(start["int4_kernel"]) for path, start in started if start.get("int4_kernel")}
+    return Pins(versions=versions, served=served, int4=int4)
 
 
 def rebuild(folder: ResultsFolder, claimed: Summary) -> Rebuilt:

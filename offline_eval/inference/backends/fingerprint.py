@@ -36,6 +36,9 @@ class Pins:
 
     versions: dict[str, str] = field(default_factory=dict)
     served: dict[str, str] = field(default_factory=dict)
+    # the int4 kernel each load ran (its path -> engine_start.int4_kernel): the environment chose it then
+    # (VLLM_CPU_INT4_W4A8), and an auditor's may differ
+    int4: dict[str, str] = field(default_factory=dict)
 
 
 PINS: ContextVar[Pins | None] = ContextVar("offline_eval_fingerprint_pins", default=None)

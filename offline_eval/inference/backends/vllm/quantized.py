@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from offline_eval.inference.backends.fingerprint import PINS
 from offline_eval.inference.backends.quantized import FolderQuantization, folder_quantization
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.runtime.errors import EngineError, InputError
@@ -101,6 +102,10 @@ def int4_identity(path: str, in_process: bool) -> dict[str, Any]:
     q = folder_quantization(path)
     if q is None or q.bits != 4:
         return {}
+    pins = PINS.get()
+    ran = pins.int4.get(str(Path(path).resolve())) if pins is not None else None
+    if ran is not None:  # a rebuild: the kernel the sweep ran, whatever this environment says
+        return {"int4_kernel": "w4a8"} if ran == W4A8 else {}
     from vllm.platforms import current_platform
 
     return {"int4_kernel": "w4a8"} if current_platform.is_cpu() and int4_kernel(q, in_process) == W4A8 else {}
