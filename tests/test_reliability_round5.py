@@ -481,3 +481,40 @@ def test_one_adapter_of_a_rank_vllm_cannot_hold_fails_alone(tmp_path, tiny):  # 
     assert [(f["run"], needle in f["reason"]) for f in summary["failures"]] == [("tv.vllm.big.ctx1024", True)]
     assert {r["run"] for r in summary["runs"]} == {"tv.vllm.a.ctx1024", "tv.vllm.b.ctx1024"}, got.stderr[-3000:]
     assert "(no new start)" in got.stderr.split("[tv.vllm.b.ctx1024]", 2)[2], got.stderr[-3000:]  # a's engine
+
+
+def test_a_paper_labelled_run_names_what_departs_from_the_paper(tmp_path):  # type: ignore[no-untyped-def]
+    """Model-level settings never counted as departures, so a run with its own sampling was labelled "paper" bare;
+    LegalRikai's paper runs named none of their departures (issue 62, item 12). The summary, the dry run and the
+    first screen name them now, a model's own with its run."""
+    import json
+
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"weights")
+    model = {"name": "m", "backend": "fake", "path": str(weights), "sampling": {"temperature": 0.7, "seed": 3}}
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [model, {"name": "g", "backend": "fake", "path": str(weights)}],
+        "tasks": {"jbeqa": {"data": str(ROOT / "data" / "jbeqa" / "test.jsonl"), "shots": [0], "mode": ["free"],
+                            "limit": 2}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    phrase = "m.fake.default.ctx4096: sampling from models.yaml (temperature 0.7, seed 3; the paper's: greedy)"
+    plan = run_cli("sweep", "--dry-run", str(path))
+    assert f"departing: {phrase}" in plan.stdout + plan.stderr, plan.stdout + plan.stderr
+    got = run_cli("sweep", str(path))
+    assert got.returncode == 0, got.stderr[-2000:]
+    runs = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))["runs"]
+    own = {r["run"].split(".")[0]: [d for d in r["departures"] if d.startswith(r["run"])] for r in runs}
+    assert own == {"m": [phrase], "g": []}, own
+    assert phrase in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+
+    cfg["tasks"] = {"legalrikai": {"data": str(ROOT / "data" / "legalrikai"), "judges": [
+        {"name": "j", "backend": "fake", "path": str(weights)}]}}  # fmt: skip
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    plan = run_cli("sweep", "--dry-run", str(path))
+    said = plan.stdout + plan.stderr
+    for needle in ("paper protocol, departing: candidate and judge prompts ours", "LLM judges from the config",
+                   "an answer its cap cuts is left out of every mean", "overflow: focus"):  # fmt: skip
+        assert needle in said, (needle, said[-3000:])

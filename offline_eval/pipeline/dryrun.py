@@ -15,6 +15,7 @@ from offline_eval.inference.fit import fits, place, tokens_needed
 from offline_eval.inference.requests import Request
 from offline_eval.models.thinking import planned, settings_of
 
+from .departures import model_departures
 from .plan import Load, Plan, PlannedTask
 
 
@@ -215,6 +216,9 @@ def print_plan(sweep_plan: Plan, source: str, log: Callable[[str], None]) -> lis
             departing = "; ".join(t.task.departures(s.options))
             protocol = f"{t.task.protocol} protocol" + (f", departing: {departing}" if departing else "")
             log(f"{s.name} ({protocol}): what the model gets for item {_first_id(s.phase.item_ids)}")
+            for ld in loads:
+                for line in model_departures(t.task, ld.model, ld.variant, ld.run):
+                    log(f"    departing: {line}")
             for line in example_messages(s.phase.requests[:1]):
                 log(f"    {line}")
     for t in tasks:

@@ -25,6 +25,7 @@ from offline_eval.runtime.memory import PeakMemory, weights_bytes
 from offline_eval.runtime.timings import Timings
 
 from . import provenance
+from .departures import model_departures
 from .dryrun import planned_tokens
 from .executors import Executor
 from .options import Log, SweepOptions
@@ -171,7 +172,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                         setting=s.name,
                         options=s.options,
                         protocol=t.task.protocol,
-                        departures=list(t.task.departures(s.options)),
+                        departures=[*t.task.departures(s.options), *model_departures(t.task, m, ld.variant, run)],
                         prompt_format=engine.prompt_format,
                         n_items=len(s.items),
                         primary_metric=t.task.primary_metric,

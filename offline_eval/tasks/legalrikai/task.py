@@ -42,6 +42,8 @@ from offline_eval.tasks.kit.calibration import HUMAN_SAMPLE_HELP, HumanLabels, H
 
 from . import annotate, prompts, rubric
 from .calibration import judged_numbers
+from .departures import paper_departures
+from .gold import gold, judge_gold
 from .metrics import COUNTS, SCORE, aggregate
 from .record import LegalRikaiRecord
 from .report import LegalRikaiReportParts
@@ -276,6 +278,9 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         chars = len(item.contract) + (sum(len(x) for x in item.instructions) if isinstance(item, RevisionItem) else 0)
         return max(o.max_tokens, math.ceil(o.answer_tokens_per_char * chars))
 
+    def departures(self, setting: Setting) -> tuple[str, ...]:
+        return (*super().departures(setting), *paper_departures(self.options)) if self.protocol == "paper" else ()
+
     @property
     def judges_cut_answers(self) -> bool:
         """Whether an answer cut off by its cap (finish_reason 'length') goes to the judges: not under the paper's
@@ -418,26 +423,6 @@ class LegalRikaiJudges(Evaluation[LegalRikaiItem, LegalRikaiRecord]):
 
     def answers(self, record: LegalRikaiRecord) -> list[str]:
         return [v["raw"] for v in record.judges.values() if v.get("scores") is not None and "raw" in v]
-
-
-def gold(item: LegalRikaiItem) -> Any:
-    if isinstance(item, AmendExpItem):
-        return {"summary": item.gold_summary, "impact": item.gold_impact}
-    assert isinstance(item, StatRevItem | RevisionItem)
-    return item.gold
-
-
-def judge_gold(item: LegalRikaiItem) -> str:
-    """What the judge compares against: the two gold sections; for StatRev, only the gold's revised articles
-    (the form the answer takes); the whole gold contract otherwise."""
-    if isinstance(item, AmendExpItem):
-        return f"## 改正の概要\n{item.gold_summary}\n\n## 契約への影響\n{item.gold_impact}"
-    if isinstance(item, StatRevItem):
-        from .checks import revised_articles
-
-        return revised_articles(item.contract, item.gold) or "（修正不要）"
-    assert isinstance(item, RevisionItem)
-    return item.gold
 
 
 def judge_entry(subtask: str, x: Result) -> dict[str, Any]:

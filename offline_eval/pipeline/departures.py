@@ -1,0 +1,38 @@
+"""Where a run labelled with a paper's protocol decodes otherwise than the paper (issue 62, item 12): the task's own
+departures (Task.departures) are the same for every model; these come from the model's settings in models.yaml,
+so each names its run. The summary, the dry run and the report's first screen show them beside the paper label."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from offline_eval.inference.backends.registry import get_engine
+from offline_eval.models.decoding import SamplingSpec
+from offline_eval.models.spec import ModelSpec
+
+
+def _spelled(s: SamplingSpec) -> str:
+    fields = s.model_dump(exclude_unset=True) or {"temperature": s.temperature}
+    return ", ".join(f"{k} {v}" for k, v in fields.items())
+
+
+def model_departures(task: Any, m: ModelSpec, variant: str, run: str) -> list[str]:
+    """One phrase per way this run's decoding departs from the paper's: models.yaml's own sampling or thinking,
+    and a served model sent greedy decoding where the paper decodes as the weights' files say (only the server
+    knows those, and the docs promise a served model decodes as its server does)."""
+    if task.protocol != "paper":
+        return []
+    theirs = "as the weights' generation_config says" if task.model_sampling else "greedy"
+    sampling, reasoning, out = m.sampling_of(variant), m.reasoning_of(variant), []
+    if isinstance(sampling, SamplingSpec):
+        out.append(f"{run}: sampling from models.yaml ({_spelled(sampling)}; the paper's: {theirs})")
+    elif sampling == "model" and not task.model_sampling:
+        out.append(f"{run}: sampling: model, the weights' own (the paper's: greedy)")
+    if reasoning is not None and reasoning.think:
+        out.append(f"{run}: thinking as models.yaml sets it (budget {reasoning.budget}), not the paper's decoding")
+    if task.model_sampling and sampling is None and get_engine(m.backend).remote:
+        out.append(
+            f"{run}: the served model was sent temperature 0.0 (the paper's decode {theirs}, which only the server "
+            "knows: give its settings as the model's sampling)"
+        )
+    return out
