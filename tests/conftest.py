@@ -26,9 +26,19 @@ def tiny() -> Path:
     return TINY
 
 
+# vLLM eager in the tests that load it directly: a compile of the model (a minute or more on two cores, the first
+# time) costs more than their few requests; compiling is test_compile_cache's and the compile benchmark's to test.
+EAGER = {"compile": "never"}
+
+
+def eager(backend: str) -> dict[str, str]:
+    return dict(EAGER) if backend == "vllm" else {}
+
+
 def spec_for(backend: str, tiny: Path, **kw):  # type: ignore[no-untyped-def]
     from offline_eval.inference.backends.spec import LoadSpec
 
+    kw.setdefault("engine_options", eager(backend))
     path = tiny / "gguf" / "tiny-q8_0.gguf" if backend == "llamacpp" else tiny / "hf"
     return LoadSpec(name=f"tiny-{backend}", backend=backend, path=str(path), max_model_len=kw.pop("ctx", 2048), **kw)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DATA, TINY, metric, run_cli
+from conftest import DATA, EAGER, TINY, metric, run_cli
 
 
 def gguf_config(
@@ -181,7 +181,7 @@ def test_engines_release_memory_between_loads(tiny):
     # On CPU vLLM's engine core runs in this process: what a load holds (its reserved KV cache, the weights) comes
     # back on close, and no engine process is left behind.
     already = {p.pid for p in engine_processes()}  # e.g. a session-wide engine of another test module
-    spec = LoadSpec(name="t", backend="vllm", path=str(TINY / "hf"), max_model_len=1024)
+    spec = LoadSpec(name="t", backend="vllm", path=str(TINY / "hf"), max_model_len=1024, engine_options=EAGER)
     first = load_backend(spec)  # torch and vLLM imported, the model traced: those stay for the process's life
     first.close()
     del first

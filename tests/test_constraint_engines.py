@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import eager
 
 from offline_eval.inference.backends.registry import get_engine, load_backend
 from offline_eval.inference.backends.spec import LoadSpec
@@ -40,7 +41,8 @@ def _path(engine: str, folder: Path, gguf: str) -> str:
 
 
 def _answers(engine: str, backend: str | None, path: str, requests: list[Request]) -> list[Any]:
-    b = load_backend(LoadSpec(name="m", backend=engine, path=path, max_model_len=1024, constraint_backend=backend))
+    b = load_backend(LoadSpec(name="m", backend=engine, path=path, max_model_len=1024, constraint_backend=backend,
+                              engine_options=eager(engine)))  # fmt: skip
     try:
         return b.generate(requests)
     finally:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, eager
 
 from offline_eval.inference.backends.chat import PLAIN_ANSWER, PLAIN_QUESTION
 from offline_eval.inference.backends.registry import load_backend
@@ -41,7 +41,12 @@ def engines(gemma):  # type: ignore[no-untyped-def]
     loaded = {
         b: load_backend(
             LoadSpec(
-                name=f"gemma-{b}", backend=b, path=p, max_model_len=2048, dtype="bfloat16" if b != "llamacpp" else None
+                name=f"gemma-{b}",
+                backend=b,
+                path=p,
+                max_model_len=2048,
+                dtype="bfloat16" if b != "llamacpp" else None,
+                engine_options=eager(b),
             )
         )
         for b, p in specs.items()

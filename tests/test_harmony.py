@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from conftest import eager
 
 from offline_eval.inference.backends.chat import render_chat, template_strftime
 from offline_eval.inference.backends.registry import load_backend
@@ -94,7 +95,8 @@ def _spec(backend: str, tiny: Path) -> LoadSpec:
     if backend == "llamacpp":
         return LoadSpec(name="harmony", backend=backend, path=str(h / "gguf" / "tiny-harmony-f32.gguf"),
                         max_model_len=1024)  # fmt: skip
-    return LoadSpec(name="harmony", backend=backend, path=str(h / "hf"), max_model_len=1024, dtype="float32")
+    return LoadSpec(name="harmony", backend=backend, path=str(h / "hf"), max_model_len=1024, dtype="float32",
+                    engine_options=eager(backend))  # fmt: skip
 
 
 def _phase() -> Phase:

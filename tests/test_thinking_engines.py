@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import eager
 
 from offline_eval.inference.backends.registry import load_backend
 from offline_eval.inference.backends.spec import LoadSpec
@@ -40,7 +41,8 @@ def _spec(backend: str, tiny: Path) -> LoadSpec:
     if backend == "llamacpp":
         return LoadSpec(name="think", backend=backend, path=str(think / "gguf" / "tiny-think-f32.gguf"),
                         max_model_len=1024)  # fmt: skip
-    return LoadSpec(name="think", backend=backend, path=str(think / "hf"), max_model_len=1024, dtype="float32")
+    return LoadSpec(name="think", backend=backend, path=str(think / "hf"), max_model_len=1024, dtype="float32",
+                    engine_options=eager(backend))  # fmt: skip
 
 
 def _phase(method: str = "generate") -> Phase:
