@@ -182,7 +182,7 @@ def _scan(path: Path) -> list[str]:
         begin, end = (info.get("data_offsets") or [0, 0])[:2]
         if not width or data is None or not isinstance(begin, int) or not isinstance(end, int):
             continue
-        if end > len(data) or (end - begin) % width:
+        if not 0 <= begin <= end <= len(data) or (end - begin) % width:
             raise InputError(f"tensor {name}'s data_offsets lie outside the file", file=str(path), field=name)
         bits = data[begin:end].view(f"<u{width}")
         if bool(np.any((bits & mask) == mask)):
