@@ -269,6 +269,43 @@ def test_an_adapter_rewritten_in_place_with_its_mtime_set_back_is_hashed_again(t
     assert counts() == (4, 0)  # another adapter: asked again
 
 
+def test_only_the_files_an_engine_reads_are_the_weights_identity(tmp_path, tiny):  # type: ignore[no-untyped-def]
+    """Every file under a model folder was hashed as weights: a model card edited, or a folder of notes dropped
+    beside the weights, regenerated every answer (issue 62, item 8). The weights' identity is now the files an engine
+    reads (fingerprint.ENGINE_READS); a change to one of those still asks again."""
+    import re
+    import shutil
+
+    model = tmp_path / "m"
+    shutil.copytree(tiny / "hf", model)
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [{"name": "t", "backend": "transformers", "path": str(model), "max_model_len": 1024,
+                    "variants": {"bf16": {"dtype": "bfloat16"}}}],
+        "tasks": {"jbeqa": {"protocol": "offline-eval", "data": str(ROOT / "data" / "jbeqa"), "shots": [0],
+                            "mode": ["logprob"], "limit": 2}},
+    }  # fmt: skip
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+    def counts() -> tuple[int, int]:
+        got = run_cli("sweep", str(path))
+        assert got.returncode == 0, got.stderr[-2000:]
+        found = re.search(r"\((\d+) generated, (\d+) cached", got.stdout + got.stderr)
+        assert found, got.stderr[-2000:]
+        return int(found.group(1)), int(found.group(2))
+
+    assert counts() == (2, 0)
+    (model / "README.md").write_text("# a model card, edited\n", encoding="utf-8")
+    (model / "notes").mkdir()
+    (model / "notes" / "eval.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    (model / "LICENSE").write_text("terms\n", encoding="utf-8")
+    assert counts() == (0, 2)  # none of them is read by an engine: the answers are the store's
+    config = model / "generation_config.json"
+    config.write_text(config.read_text(encoding="utf-8").replace("{", '{"_note": 1,', 1), encoding="utf-8")
+    assert counts() == (2, 0)  # a file the engine reads changed: asked again
+
+
 @pytest.mark.parametrize("command", [("models", "check"), ("sweep", "--dry-run"), ("sweep",)])
 def test_an_output_folder_inside_a_model_or_adapter_folder_is_refused(tmp_path, command):  # type: ignore[no-untyped-def]
     """Every file under a model folder is hashed as its weights: a store inside it changed the weights' digest on

@@ -94,13 +94,25 @@ def model_files(folder: Path) -> list[Path]:
     return sorted(out, key=lambda f: f.relative_to(folder).as_posix())
 
 
+# What an engine reads from a model or adapter folder: weights (safetensors, PyTorch, GGUF), configs and
+# tokenizers (JSON, SentencePiece, tiktoken, merges and vocab text), chat templates, remote code and quantization
+# recipes. Anything else there (a README, a licence, images, a sweep's output) changes no answer, so it is not
+# part of the weights' identity: a model card edited in place regenerates nothing.
+ENGINE_READS = frozenset(
+    (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".json", ".model", ".tiktoken", ".txt", ".jinja", ".py",
+     ".yaml", ".yml", ".msgpack", ".h5", ".npz")
+)  # fmt: skip
+
+
+def engine_reads(f: Path) -> bool:
+    return not f.name.startswith(".") and f.suffix.lower() in ENGINE_READS
+
+
 def files_fingerprint(path: str | os.PathLike[str], cache: HashCache | None = None) -> dict[str, str]:
-    """name -> "size:sha256" for a file, or for every file in a model folder."""
+    """name -> "size:sha256" for a file, or for every file an engine reads in a model folder (ENGINE_READS)."""
     p = Path(path)
-    files = model_files(p) if p.is_dir() else [p]
+    files = [f for f in model_files(p) if engine_reads(f)] if p.is_dir() else [p]
     out = {}
     for f in files:
-        if f.name.startswith(".") or f.suffix in (".lock", ".pyc"):
-            continue
         out[str(f.relative_to(p) if p.is_dir() else f.name)] = f"{f.stat().st_size}:{file_sha256(f, cache)}"
     return out
