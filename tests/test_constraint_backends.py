@@ -105,7 +105,7 @@ def test_run_refuses_an_unknown_backend_in_one_line(tmp_path):
 
 def test_outlines_regex_keeps_our_json_form():
     pytest.importorskip("outlines_core")  # the `outlines` extra
-    from offline_eval.inference.backends.masking import outlines_regex
+    from offline_eval.inference.backends.grammars import outlines_regex
     from offline_eval.inference.constraints import Choice, JsonSchema
 
     schema = {"type": "object", "required": ["a", "s"], "additionalProperties": False,

@@ -138,9 +138,9 @@ def _walk(masks: dict[str, Any], tokens: list[int], n: int) -> list[dict[str, se
 
 def test_transformers_masks_differ_only_where_named(tiny):
     """xgrammar, llguidance and outlines-core step by step along a Japanese rubric answer and a choice. Their masks
-    differ only in these classes of tokens, and so do the answers wherever a model ranks one of them first:
-    - a backslash: xgrammar 0.2.8 compiles a string with maxLength without escapes (no quote, backslash or newline
-      in a bounded rationale); outlines-core and llguidance allow them;
+    differ only in these classes of tokens, and so do the answers wherever a model ranks one of them first (a
+    backslash no more: xgrammar 0.2.8 compiled a string with maxLength without escapes, and grammars.py gives it
+    JSON's, as outlines-core and llguidance have them):
     - U+007F-U+009F: strict JSON allows them raw and xgrammar does; outlines-core and llguidance do not;
     - added tokens (<s>, <|user|>, ...): xgrammar lets them into a string as their text, llguidance does not;
     - a span the grammar forces (`","score":`): llguidance allows only the tokenizer's own first token of it, xgrammar
@@ -155,7 +155,7 @@ def test_transformers_masks_differ_only_where_named(tiny):
     info = xgr.TokenizerInfo.from_huggingface(tok)
     vocab = [bytes(b) for b in info.decoded_vocab]
     n = len(vocab)
-    escape = {i for i, b in enumerate(vocab) if b.startswith(b"\\")}
+    escape = {i for i, b in enumerate(vocab) if b.startswith(b"\\")}  # tokens that open an escape
     c1 = {i for i, b in enumerate(vocab) if b"\x7f" in b or any(f"{chr(x)}".encode() in b for x in range(0x80, 0xA0))}
     added = set(tok.added_tokens_decoder)
     rationale = "第1条「甲」①の齟齬"
@@ -183,14 +183,20 @@ def test_transformers_masks_differ_only_where_named(tiny):
         seen: set[str] = set()
         for k, step in enumerate(_walk(masks, tokens, n)):
             x = step["xgrammar"]
-            assert step["outlines"] ^ x <= escape | c1, (k, [vocab[i] for i in step["outlines"] ^ x])
+            assert step["outlines"] ^ x <= c1, (k, [vocab[i] for i in step["outlines"] ^ x])
             g = step["guidance"]
             forced = {i for i in x if len(g) == 1 and vocab[next(iter(g))].startswith(vocab[i])}
-            assert g ^ x <= escape | c1 | added | forced, (k, [vocab[i] for i in g ^ x])
-            seen |= {name for name, cls in (("escape", escape), ("c1", c1), ("added", added), ("forced", forced))
+            assert g ^ x <= c1 | added | forced, (k, [vocab[i] for i in g ^ x])
+            seen |= {name for name, cls in (("c1", c1), ("added", added), ("forced", forced))
                      if (g ^ x) & cls}  # fmt: skip
         if c == RIKAI:
-            assert seen == {"escape", "c1", "added", "forced"}, seen  # each class occurs on this path
+            assert seen == {"c1", "added", "forced"}, seen  # each class occurs on this path
+            assert escape and not any(
+                escape & (step["outlines"] ^ step["xgrammar"])
+                for step in _walk(
+                    {"xgrammar": Xgr(xgrammar_ebnf(c)), "outlines": hf_masks("outlines", tok).matcher(c)}, tokens, n
+                )
+            )
 
 
 def test_llamacpp_masks_differ_only_where_named(tiny):

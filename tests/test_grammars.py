@@ -61,3 +61,33 @@ def test_gbnf_json_rules_are_tightened():
         )
     )
     assert '"1"' in small and '"3"' in small  # llama-cpp-python ignores min/max: the range became an enum
+
+
+QUOTING = [
+    ('{"r":"a\\"b\\\\c"}', True),  # a quote and a backslash, escaped: 5 characters
+    ('{"r":"1\\n2\\t3"}', True),  # a line break and a tab, escaped
+    ('{"r":"\\u00e9\\u6761"}', True),
+    ('{"r":"\\"\\"\\"\\"\\"\\"\\"\\""}', True),  # 8 escaped quotes: 8 characters, maxLength 8
+    ('{"r":"\\"\\"\\"\\"\\"\\"\\"\\"\\""}', False),  # 9
+    ('{"r":"123456789"}', False),
+    ('{"r":"a"b"}', False),  # a bare quote
+    ('{"r":"\\x"}', False),  # no such escape
+    ('{"r":"\\ud800"}', False),  # half a surrogate pair is no character
+]
+
+
+@pytest.mark.parametrize("text, ok", QUOTING)
+def test_a_bounded_string_takes_jsons_escapes_under_every_backend(text, ok):
+    """xgrammar's bounded strings took no escape at all, so a judge's rationale with maxLength could not quote a
+    statute's 「"」 or break a line, while llguidance and outlines-core let it (issue 62, item 14). Now xgrammar and
+    outlines-core (given \\u escapes here) accept and refuse the same strings, and llama.cpp's GBNF character is JSON's (escapes included)."""
+    import re
+
+    from offline_eval.inference.backends.grammars import outlines_regex
+
+    assert accepts(xgrammar_ebnf(BOUNDED), text) is ok
+    assert bool(re.fullmatch(outlines_regex(BOUNDED), text)) is ok
+    if ok:
+        assert len(json.loads(text)["r"]) <= 8
+    char = next(line for line in gbnf(BOUNDED).splitlines() if line.startswith("char ::="))
+    assert '[\\\\] (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})' in char

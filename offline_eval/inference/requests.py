@@ -188,13 +188,19 @@ def request_json(request: Request) -> str:
 
 
 def request_key(
-    fingerprint: str, request: Request | str, method: Method, choices: tuple[str, ...] | None = None
+    fingerprint: str,
+    request: Request | str,
+    method: Method,
+    choices: tuple[str, ...] | None = None,
+    grammar: str | None = None,
 ) -> str:
     """sha256 over what the engine computes: the model fingerprint (weights, engine version, the load options that
-    change outputs), the method, choices and the full request incl. sampling and constraint. No run or variant
+    change outputs), the method, choices and the full request incl. sampling and constraint, and for a constrained
+    request `grammar`, the digest of the text its library compiles (Backend.constraint_text). No run or variant
     name: renaming a variant, or giving it a list of budgets, finds every output it stored before."""
     rj = request if isinstance(request, str) else request_json(request)
-    head = json.dumps([fingerprint, method, list(choices) if choices else None], separators=(",", ":"))
+    fields: list[object] = [fingerprint, method, list(choices) if choices else None]
+    head = json.dumps(fields if grammar is None else [*fields, grammar], separators=(",", ":"))
     return hashlib.sha256(f"{head}\n{rj}".encode()).hexdigest()
 
 

@@ -3,6 +3,7 @@ send the misses in as few engine calls as memory allows, and store each chunk as
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import time
@@ -14,12 +15,14 @@ from typing import Any
 from tqdm import tqdm
 
 from offline_eval.inference.backends.base import Backend, TokenizingBackend
+from offline_eval.inference.backends.constraint_backends import resolved
+from offline_eval.inference.backends.grammars import keyed_before_digests
 from offline_eval.inference.backends.lazy import LazyBackend
 from offline_eval.inference.backends.registry import get_engine, spec_fingerprint
 from offline_eval.runtime.enginelog import terminal
 from offline_eval.runtime.errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
 
-from .constraints import violation
+from .constraints import Constraint, violation
 from .fit import fits, place, tokens_needed
 from .requests import Phase, Request, Result, legacy_request_key, request_json, request_key
 from .store import Row, Store
@@ -124,12 +127,44 @@ class Runner:
         self._get = engine.get if isinstance(engine, LazyBackend) else (lambda: engine)
         self.store, self.variant = store, variant
         self.chunk_size, self.fresh, self.progress = chunk_size, fresh, progress
+        self._grammars: dict[Constraint, str | None] = {}
 
     def _declared(self, name: str, default: Any) -> Any:
         """What the engine's class declares (nothing is loaded; an engine on a Ray worker is read by its name)."""
         e = self._engine
         cls = get_engine(e.spec.backend).declared_class() if isinstance(e, LazyBackend) else type(e)
         return getattr(cls, name, default)
+
+    @property
+    def library(self) -> str | None:
+        """The constraint library the engine runs (`auto` resolved; None: a server chooses)."""
+        spec = self._engine.spec
+        return resolved(get_engine(spec.backend).constraint_backends, spec.constraint_backend)
+
+    def grammar(self, c: Constraint | None) -> str | None:
+        """sha256 of the text the engine's library compiles `c` from (None: unconstrained, or none of ours)."""
+        if c is None:
+            return None
+        if c not in self._grammars:
+            text_of = self._declared("constraint_text", None)
+            try:
+                text = text_of(c, self.library) if text_of else None
+            except Exception as e:  # noqa: BLE001 - the engine says why in one line when it is asked to compile it
+                text = f"not compiled here: {type(e).__name__}: {e}"
+            self._grammars[c] = None if text is None else hashlib.sha256(text.encode()).hexdigest()
+        return self._grammars[c]
+
+    def key(self, request: Request, rj: str, phase: Phase) -> str:
+        return request_key(self.fingerprint, rj, phase.method, phase.choices, self.grammar(request.constraint))
+
+    def _older_keys(self, request: Request, rj: str, phase: Phase) -> list[str]:
+        """Where an older store holds this request's output: without the grammar's digest (before 2026-12-07, where
+        the text compiled then is today's) and with the variant's name (before 2026-12-05)."""
+        grammar = self.grammar(request.constraint)
+        if grammar is not None and not keyed_before_digests(request.constraint, self.library):  # type: ignore[arg-type]
+            return []
+        older = [request_key(self.fingerprint, rj, phase.method, phase.choices)] if grammar is not None else []
+        return [*older, legacy_request_key(self.fingerprint, self.variant, rj, phase.method, phase.choices)]
 
     @property
     def cached_sequences(self) -> int | None:
@@ -155,9 +190,8 @@ class Runner:
 
     def run(self, phase: Phase) -> tuple[list[Result], PhaseStats]:
         t0 = time.perf_counter()
-        fp = self.fingerprint
         rjson = [request_json(r) for r in phase.requests]
-        keys = [request_key(fp, rj, phase.method, phase.choices) for rj in rjson]
+        keys = [self.key(r, rj, phase) for r, rj in zip(phase.requests, rjson)]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)
@@ -243,15 +277,19 @@ class Runner:
                 rows.append(Row(pk, fp, self.variant, rjson[first[pk]], done[pk]))
         self.store.put_many(rows)
 
-    def _lookup(self, keys: list[str], rjson: list[str], phase: Phase) -> dict[str, Result]:
-        """Stored results by key; a key not found is looked up as a store from before 2026-12-05 keyed it (with
-        the variant's name), so those outputs are served too, returned under the new key."""
+    def _lookup(self, keys: list[str], requests: list[Request], rjson: list[str], phase: Phase) -> dict[str, Result]:
+        """Stored results by key; a key not found is looked up as older stores keyed it (_older_keys), so those
+        outputs are served too, returned under the new key."""
         found = self.store.get_many(keys)
-        rest = [(k, legacy_request_key(self.fingerprint, self.variant, rj, phase.method, phase.choices))
-                for k, rj in zip(keys, rjson) if k not in found]  # fmt: skip
+        rest = [(k, self._older_keys(r, rj, phase)) for k, r, rj in zip(keys, requests, rjson) if k not in found]
         if rest:
-            old = self.store.get_many([lk for _, lk in rest])
-            found.update({k: old[lk] for k, lk in rest if lk in old})
+            old = self.store.get_many([ok for _, oks in rest for ok in oks])
+            moved = []
+            for k, oks in rest:
+                if hit := next((ok for ok in oks if ok in old), None):
+                    found[k] = old[hit]
+                    moved.append((hit, k))
+            self.store.rekey(moved)
         return found
 
     def _stored(self, phase: Phase, keys: list[str], first: dict[str, int]) -> dict[str, Result]:
@@ -259,8 +297,8 @@ class Runner:
         only serves 'focus'; a plain overflow must fail again under 'fail' and is retried with the item's
         fallback under 'focus'."""
         out = {}
-        rjson = [request_json(phase.requests[first[k]]) for k in keys]
-        for k, r in self._lookup(keys, rjson, phase).items():
+        requests = [phase.requests[first[k]] for k in keys]
+        for k, r in self._lookup(keys, requests, [request_json(q) for q in requests], phase).items():
             if r.focused and phase.overflow != "focus":
                 continue
             if r.finish_reason == "overflow" and not r.focused:
@@ -309,7 +347,7 @@ class Runner:
                 continue
             if placement == "fallback" and fb is not None:
                 fj = request_json(fb)
-                fk = request_key(self.fingerprint, fj, phase.method, phase.choices)
+                fk = self.key(fb, fj, phase)
                 retry.setdefault(fk, (fb, fj, []))[2].append(k)
                 continue
             if placement == "fail":
@@ -322,7 +360,11 @@ class Runner:
                 )
             done[k] = Result(text="", finish_reason="overflow", prompt_tokens=n)
             rows.append(Row(k, self.fingerprint, self.variant, rj, done[k]))
-        hits = self._lookup(list(retry), [retry[k][1] for k in retry], phase) if retry and not self.fresh else {}
+        hits = (
+            self._lookup(list(retry), [v[0] for v in retry.values()], [v[1] for v in retry.values()], phase)
+            if retry and not self.fresh
+            else {}
+        )
         for fk, res in hits.items():
             for pk in retry[fk][2]:
                 done[pk] = Result(**{**res.__dict__, "focused": True})

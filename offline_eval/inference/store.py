@@ -222,6 +222,19 @@ class Store:
             self._has_reasoning = "reasoning" in {r[1] for r in self.db.execute("PRAGMA table_info(outputs)")}
         return "reasoning" if self._has_reasoning else "NULL"
 
+    def rekey(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Move each output from an older key to its key today, (old, new) pairs, so the older key serves it no
+        more (a later change to what keys it would otherwise still find it). A read-only store is left as it is."""
+        if self.read_only or not pairs:
+            return
+
+        def move() -> None:
+            with self.db:
+                self.db.executemany("UPDATE OR IGNORE outputs SET key = ? WHERE key = ?", [(n, o) for o, n in pairs])
+                self.db.executemany("DELETE FROM outputs WHERE key = ?", [(o,) for o, _ in pairs])
+
+        self._guard(move)
+
     def put_many(self, rows: Iterable[Row]) -> None:
         """Every row in one transaction."""
         self._guard(lambda: self._put_many(list(rows)))

@@ -7,10 +7,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from offline_eval.inference.constraints import Constraint
 from offline_eval.inference.requests import Request, Result
 from offline_eval.runtime.errors import EngineError, InputError
 
 from .fingerprint import HashCache, files_fingerprint
+from .grammars import compiled_text
 from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
 
 if TYPE_CHECKING:
@@ -99,6 +101,12 @@ class Backend(ABC):
         """Why this engine cannot quantize unquantized weights as `quantization` while it loads them (None: it
         can, or its library says why in one line itself)."""
         return None
+
+    @classmethod
+    def constraint_text(cls, c: Constraint, library: str | None) -> str | None:
+        """The text this engine's constraint library (`library`, auto resolved) compiles `c` from: its digest keys
+        the constrained outputs in the store (None: no converter of ours is involved)."""
+        return compiled_text(c, library)
 
     @classmethod
     def weights_identity(cls, spec: LoadSpec, cache: HashCache | None = None) -> dict[str, Any]:

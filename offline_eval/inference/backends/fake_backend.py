@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from offline_eval.inference.constraints import Choice, JsonSchema, Regex
+from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
 from offline_eval.inference.requests import Request, Result
 
 from .base import Progress, TokenizingBackend, carried_ids, check_engine_args
@@ -51,6 +51,10 @@ class FakeBackend(TokenizingBackend):
     @classmethod
     def prompt_counter(cls, spec: LoadSpec) -> PromptCounter:
         return cls(spec)
+
+    @classmethod
+    def constraint_text(cls, c: Constraint, library: str | None) -> str | None:
+        return None  # its answers follow from the request alone: nothing is compiled
 
     def __init__(self, spec: LoadSpec) -> None:
         super().__init__(spec)

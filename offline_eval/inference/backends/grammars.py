@@ -25,9 +25,16 @@ def choice_grammar(c: Choice) -> str:
     return "root ::= " + " | ".join(_literal(x) for x in c.choices)
 
 
-# xgrammar 0.2.8: strings with minLength/maxLength use [^"\\\r\n], which admits \x00-\x1f; and every string
-# rule admits UTF-8-encoded surrogates (U+D800-U+DFFF), which are not valid UTF-8 and decode to U+FFFD.
+# xgrammar 0.2.8: strings with minLength/maxLength use [^"\\\r\n], which admits \x00-\x1f and no escape at all
+# (a bounded rationale could not quote, or hold a line break, where llguidance and outlines-core let it); and every
+# string rule admits UTF-8-encoded surrogates (U+D800-U+DFFF), which are not valid UTF-8 and decode to U+FFFD.
+# A bounded string's character is here what JSON calls one: a strict character or one escape (\u of a surrogate
+# left out: alone it is not a character), so maxLength counts characters as the schema means them.
 _XGR_STRICT_CHAR = r"[^\0-\x1f\"\\\ud800-\udfff]"
+_XGR_BOUNDED_CHAR = (
+    "(" + _XGR_STRICT_CHAR + r' | ("\\" ([\"\\/bfnrt] | ("u" ([0-9A-Ca-cE-Fe-f] [0-9A-Fa-f]{3} | [Dd] [0-7] '
+    r"[0-9A-Fa-f]{2})))))"
+)
 _XGR_LOOSE_CHARS = (r"[^\"\\\r\n]", r"[^\0-\x1f\"\\\r\n]")
 
 
@@ -43,9 +50,71 @@ def xgrammar_ebnf(c: Constraint) -> str:
     if isinstance(c, JsonSchema):
         g = str(xgr.Grammar.from_json_schema(c.schema_json, any_whitespace=False, separators=(",", ":")))
         for loose in _XGR_LOOSE_CHARS:
-            g = g.replace(loose, _XGR_STRICT_CHAR)
+            g = g.replace(loose, _XGR_BOUNDED_CHAR)
         return g
     raise TypeError(f"unknown constraint {c!r}")
+
+
+_JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+
+
+@lru_cache(maxsize=256)
+def guidance_grammar(c: Constraint) -> str:
+    """llguidance's grammar for `c` (no whitespace in JSON, as the other backends)."""
+    import llguidance as llg
+
+    if isinstance(c, Choice):
+        return str(llg.grammar_from("choice", json.dumps(list(c.choices))))
+    if isinstance(c, Regex):
+        return str(llg.LLMatcher.grammar_from_regex(c.pattern))
+    if isinstance(c, JsonSchema):
+        return str(llg.LLMatcher.grammar_from_json_schema(c.schema_json, overrides=_JSON_OPTIONS))  # type: ignore[arg-type]
+    raise TypeError(f"unknown constraint {c!r}")
+
+
+@lru_cache(maxsize=256)
+def outlines_regex(c: Constraint) -> str:
+    """The regular expression outlines-core matches for `c` (bounded integers as enums, as the GBNF has them:
+    outlines-core's converter drops minimum and maximum)."""
+    from outlines_core import json_schema
+
+    if isinstance(c, Choice):
+        return "(" + "|".join(re.escape(x) for x in c.choices) + ")"
+    if isinstance(c, Regex):
+        return c.pattern
+    schema = json.dumps(bounded_ints_as_enums(c.schema), ensure_ascii=False)
+    regex = str(json_schema.build_regex_from_schema(schema, whitespace_pattern=""))
+    return regex.replace(_OUTLINES_ESCAPE, _OUTLINES_ESCAPES)
+
+
+# outlines-core's JSON strings take no \u escape; the other backends' do (a surrogate's half left out, as above).
+_OUTLINES_ESCAPE = r'\\["\\/bfnrt]'
+_OUTLINES_ESCAPES = r'\\(?:["\\/bfnrt]|u(?:[0-9A-Ca-cE-Fe-f][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))'
+
+
+_COMPILERS = {"xgrammar": xgrammar_ebnf, "guidance": guidance_grammar, "outlines": outlines_regex}
+
+
+def compiled_text(c: Constraint, library: str | None) -> str | None:
+    """The text `library` compiles `c` from, as offline-eval hands it over (None: no library of ours compiles it,
+    a server does). Its digest is in the store key of every constrained output (Runner): a change to these
+    converters, or to the library's own, asks again instead of serving answers decoded under other rules."""
+    if library is None:
+        return None
+    compile_ = gbnf if library == "gbnf" else _COMPILERS[library]
+    return compile_(c)
+
+
+def keyed_before_digests(c: Constraint, library: str | None) -> bool:
+    """Whether an output stored before constrained keys held the grammar's digest (2026-12-07) was decoded under
+    the text compiled_text gives today: every constraint but xgrammar's bounded JSON strings (which admit escapes
+    since) and outlines-core's JSON strings (which admit \\u since). Those older outputs are served; the others
+    are asked again."""
+    if not isinstance(c, JsonSchema):
+        return True
+    if library == "outlines":
+        return '"string"' not in c.schema_json
+    return not (library == "xgrammar" and any(k in c.schema_json for k in ('"maxLength"', '"minLength"')))
 
 
 @lru_cache(maxsize=256)

@@ -7,19 +7,15 @@ with no whitespace and "," / ":" separators, as our xgrammar and GBNF grammars a
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from offline_eval.inference.constraints import Choice, Constraint, Regex
+from offline_eval.inference.constraints import Constraint
 from offline_eval.runtime.errors import EngineError
 
-from .grammars import bounded_ints_as_enums
-
-_JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+from .grammars import guidance_grammar, outlines_regex
 
 
 class Matcher(Protocol):
@@ -65,12 +61,7 @@ class Masks:
     def _guidance(self, c: Constraint) -> str:
         import llguidance as llg
 
-        if isinstance(c, Choice):
-            grammar = llg.grammar_from("choice", json.dumps(list(c.choices)))
-        elif isinstance(c, Regex):
-            grammar = llg.LLMatcher.grammar_from_regex(c.pattern)
-        else:
-            grammar = llg.LLMatcher.grammar_from_json_schema(c.schema_json, overrides=_JSON_OPTIONS)  # type: ignore[arg-type]
+        grammar = guidance_grammar(c)
         failed, messages = llg.LLMatcher.validate_grammar_with_warnings(grammar, self._tok)
         if failed:
             raise ValueError("; ".join(messages))
@@ -86,19 +77,6 @@ class Masks:
         if self.backend == "guidance":
             return _Guidance(self._tok, compiled)
         return _Outlines(compiled, self.n_vocab)
-
-
-def outlines_regex(c: Constraint) -> str:
-    """The regular expression outlines-core matches for `c` (bounded integers as enums, as the GBNF has them:
-    outlines-core's converter drops minimum and maximum)."""
-    from outlines_core import json_schema
-
-    if isinstance(c, Choice):
-        return "(" + "|".join(re.escape(x) for x in c.choices) + ")"
-    if isinstance(c, Regex):
-        return c.pattern
-    schema = json.dumps(bounded_ints_as_enums(c.schema), ensure_ascii=False)
-    return str(json_schema.build_regex_from_schema(schema, whitespace_pattern=""))
 
 
 class _Guidance:

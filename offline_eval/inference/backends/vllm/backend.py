@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -23,9 +24,8 @@ from offline_eval.inference.backends.base import (
 from offline_eval.inference.backends.chat import adds_special_tokens, choose_template, hf_own_template
 from offline_eval.inference.backends.declare import Declared
 from offline_eval.inference.backends.fingerprint import HashCache
-from offline_eval.inference.backends.grammars import xgrammar_ebnf
+from offline_eval.inference.backends.grammars import outlines_regex, xgrammar_ebnf
 from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from offline_eval.inference.backends.masking import outlines_regex
 from offline_eval.inference.backends.quantized import checked
 from offline_eval.inference.backends.spec import LoadSpec, PromptCount, Reservation
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
@@ -325,6 +325,16 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         if progress:
             progress(len(results))
         return results
+
+    @classmethod
+    def constraint_text(cls, c: Constraint, library: str | None) -> str | None:
+        """What _structured hands vLLM: its own choice, regex and guidance JSON compilers take the request's text;
+        a JSON schema goes through our EBNF (xgrammar) or regex (outlines)."""
+        if isinstance(c, JsonSchema) and library == "outlines":
+            return outlines_regex(c)
+        if isinstance(c, JsonSchema) and library != "guidance":
+            return xgrammar_ebnf(c)
+        return json.dumps(c.to_dict(), sort_keys=True, ensure_ascii=False)
 
     def choice_logprobs(
         self,
