@@ -303,10 +303,11 @@ def test_adapters_over_one_base_are_one_vllm_load(tmp_path, tiny):
 def test_a_gemma_adapter_on_the_three_engines(tmp_path, tiny):
     """Gemma 3 270M's real weights with set-up's adapter (random, B at 0.05): what random tiny weights cannot show,
     an adapter that moves a real model's answers a little. Measured on the 26 sample statements, logprob mode: the
-    adapter flips 1 answer against the base on each engine and moves the log-odds by up to 3.6; with it, vLLM and
-    transformers (the BF16 folder) give 26/26 identical answers, P(true) 0.0007 apart on average, and llama.cpp (the
-    Q4_K_M GGUF, which holds the same values, with the converted adapter) the same answers, log-odds within 0.34 (0.37
-    without the adapter: engine arithmetic)."""
+    adapter flips 1 answer (the 20th) against the base on each engine and moves the log-odds by 1.0 to 3.7; with it,
+    vLLM and transformers (the BF16 folder) give 26/26 identical answers, P(true) 0.0007 apart on average, and
+    llama.cpp (the Q4_K_M GGUF, which holds the same values, with the converted adapter) the same answers, log-odds
+    within 0.34 (0.37 without the adapter: engine arithmetic). The test runs the first 6 statements: vLLM's CPU LoRA
+    kernels (torch einsum per token) made the 26 cost four minutes."""
     gemma = tiny.parent / "gemma-3-270m"
     hf, gguf, adapters = gemma / "hf", gemma / "gguf" / "gemma-3-270m-q4_k_m.gguf", gemma / "adapters"
     if not (adapters / "legal.gguf").exists():
@@ -321,7 +322,7 @@ def test_a_gemma_adapter_on_the_three_engines(tmp_path, tiny):
     ]  # fmt: skip
     config = _config(tmp_path, models)
     cfg = yaml.safe_load(config.read_text())
-    cfg["tasks"]["jbeqa"]["mode"] = ["logprob"]
+    cfg["tasks"]["jbeqa"].update(mode=["logprob"], limit=6)
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     proc = run_cli("sweep", str(config))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -338,12 +339,12 @@ def test_a_gemma_adapter_on_the_three_engines(tmp_path, tiny):
                                       "gg.llamacpp.legal") for run in [f"{run}.ctx2048"]}  # fmt: skip
     for engine in ("g.vllm", "gg.llamacpp"):
         base, legal = got[f"{engine}.base.ctx2048"], got[f"{engine}.legal.ctx2048"]
-        assert sum(x["pred"] != y["pred"] for x, y in zip(base, legal)) >= 1, engine
-        assert max(abs(odds(x) - odds(y)) for x, y in zip(base, legal)) > 1.0, engine
+        moved = [abs(odds(x) - odds(y)) for x, y in zip(base, legal)]
+        assert len(moved) == 6 and min(moved) > 0.5 and max(moved) > 2.0, (engine, moved)  # 1.0-2.9 measured
     vl, tf, ll = got["g.vllm.legal.ctx2048"], got["gh.transformers.legal.ctx2048"], got["gg.llamacpp.legal.ctx2048"]
     assert [r["pred"] for r in vl] == [r["pred"] for r in tf]
     assert max(abs(odds(x) - odds(y)) for x, y in zip(vl, tf)) < 0.2
-    assert sum(x["pred"] == y["pred"] for x, y in zip(vl, ll)) >= 25
+    assert sum(x["pred"] == y["pred"] for x, y in zip(vl, ll)) >= 5
     assert max(abs(odds(x) - odds(y)) for x, y in zip(vl, ll)) < 0.8
 
 

@@ -461,7 +461,14 @@ def test_paper_sweep_on_the_fake_engine_scores_the_authors_tags(tmp_path):
     (load,) = [x for x in s["provenance"]["loads"] if x["role"] == "candidate"]
     sampling = load["decoding"]["tasks"]["legalevalq"]["sampling"]
     assert (sampling["temperature"], sampling["top_p"], sampling["top_k"]) == (0.6, 0.9, 30)
-    assert run["departures"] == []
+    # the evaluator's load records how it decoded (it read null); the evaluator and the scorer are named as
+    # departures with where their identity is recorded: nothing here shows they are the authors' (issue 62, item 12)
+    (ev_load,) = [x for x in s["provenance"]["loads"] if x["role"] == "evaluator"]
+    got = ev_load["decoding"]["sampling"]
+    assert (got["temperature"], got["top_p"], got["top_k"]) == (0.7, 0.8, 20) and ev_load["weights_digest"]
+    assert [d.split(" (")[0] for d in run["departures"]] == ["the evaluator is judge", f"the scorer is {SCORER}, "
+                                                              "trained by `offline-eval legaleval-q train`"]  # fmt: skip
+    assert "not known to be the authors' fine-tuned Qwen2.5-7B" in run["departures"][0]
 
 
 def test_paper_sweep_on_real_engines_sends_the_authors_requests(tmp_path, tiny):

@@ -61,7 +61,7 @@ def _config(tmp: Path) -> Path:
                 "protocol": "offline-eval",
                 "max_tokens": 48,
                 "judge_max_tokens": 400,
-                "rationale_max_chars": 30,
+                "rationale_max_chars": 10,
                 "human_scores": str(tmp / "human.csv"),
                 "judges": [
                     {
@@ -112,7 +112,7 @@ def test_all_four_tasks_with_tiny_candidates_and_judges_on_two_backends(tmp_path
                 # Every judge answer parses and validates against the rubric's schema.
                 assert j["scores"] is not None, j
                 jsonschema.validate(json.loads(j["raw"]), schema)
-                assert all(len(x) <= 30 for x in j["rationales"].values())
+                assert all(len(x) <= 10 for x in j["rationales"].values())
                 n_judged += 1
             for c in crits:  # Avg = mean over judges of (s - min)/(max - min)
                 want = np.mean([(j["scores"][c.code] - c.lo) / (c.hi - c.lo) for j in r["judges"].values()])
@@ -212,7 +212,7 @@ def _overflow_config(tmp: Path, policy: str) -> Path:
                 "protocol": "offline-eval",  # a 48-token cap: the focused prompt fits 2k (paper's cap would not)
                 "max_tokens": 48,
                 "judge_max_tokens": 400,
-                "rationale_max_chars": 30,
+                "rationale_max_chars": 10,
                 "judges": [
                     {
                         "name": "judge",

@@ -83,6 +83,7 @@ def _evaluate(stage: Stage, ev: ModelSpec, users: list[_Staged], failures: list[
         prov = new_load_provenance(spec, run, "evaluator", stage.store)
         runner = stage.runner(engine, stage.store, f"evaluator:{variant}", stage.progress)
         settings = settings_of(ev, variant)
+        prov.decoding = settings.describe()  # as a candidate's: None is greedy
         if settings.samples > 1:  # one judgement per output: its samples are the candidates' answers
             log(f"[evaluator] {run}: samples: {settings.samples} is for candidates; a judge answers each output once")
             settings = replace(settings, samples=1)

@@ -204,6 +204,15 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         ):
             if got != theirs:
                 out.append(f"{what} cut at {got} tokens (the paper's {theirs})")
+        e = o.evaluator
+        out.append(
+            f"the evaluator is {e.name} ({e.backend}, {e.path}; its weights' digest: provenance.loads), not known to be "
+            "the authors' fine-tuned Qwen2.5-7B"
+        )
+        out.append(
+            f"the scorer is {o.scorer}, trained by `offline-eval legaleval-q train` (its files' digests: the setting's "
+            "provenance), not the authors' released regression model"
+        )
         return tuple(out)
 
     @property
