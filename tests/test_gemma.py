@@ -102,3 +102,35 @@ def test_bf16_copy_continues_like_the_gguf(engines):
     # weights but llama.cpp computes with its own kernels, so later tokens may part ways.
     assert hf_ids[:6] == cpp_ids[:6], (hf_text, cpp_text)
     assert vllm_ids[:6] == hf_ids[:6], (vllm_text, hf_text)
+
+
+def test_the_demo_gives_gemma_a_number_in_every_task_and_mode(gemma, tmp_path):  # type: ignore[no-untyped-def]
+    """demo.yaml's own settings, on its Gemma GGUF (issue 62, item 17): LegalEval-Q read "no items" for every run
+    (the 270M stand-in never writes the authors' <ans> tags, so the demo runs our JSON evaluator), and every free
+    JBE-QA row read F1 0.000 (a base model answers, then writes the next question: the demo's free answers end at
+    a line break). Each task and mode now scores what Gemma answered, and the departures say how."""
+    import json
+
+    from conftest import has_metric, metric
+
+    out = tmp_path / "demo"
+    got = subprocess.run(
+        [sys.executable, "-m", "offline_eval.cli", "sweep", str(ROOT / "demo.yaml"), "--only", "gemma-gguf",
+         "--tasks", "jbeqa,legalevalq", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr[-3000:]
+    runs = json.loads((out / "summary.json").read_text(encoding="utf-8"))["runs"]
+    jb = {(r["run"], r["setting"]): r for r in runs if r["task"] == "jbeqa"}
+    assert len(jb) == 2 * 6
+    for (run, setting), r in jb.items():
+        assert metric(r, "n_scored") == 4, (run, setting)
+        if setting.startswith("jbeqa.4shot"):  # with the exemplars, every answer is a bare 0 or 1 in every mode
+            for name, want in (("faithfulness", 1.0), ("parse_failures", 0.0)):
+                assert not has_metric(r, name) or metric(r, name) == want, (run, setting, name)
+        if setting.endswith("free"):
+            assert "answers end at '\\n' (the paper's run to their cap)" in r["departures"], r["departures"]
+    quality = [r for r in runs if r["task"] == "legalevalq"]
+    assert len(quality) == 2 and all(r["protocol"] == "offline-eval" for r in quality)
+    assert all(metric(r, "n_scored") == 1 for r in quality), [r["metrics"] for r in quality]
+    assert "no items" not in (out / "report.md").read_text(encoding="utf-8").split("Leaderboard: legalevalq")[1][:3000]

@@ -161,11 +161,15 @@ class TokenizingBackend(Backend):
     def vocab_bytes(self) -> Sequence[bytes]:
         """Each token's exact bytes."""
 
+    def spelling(self, want: bytes) -> list[int]:
+        """The ids of every token whose bytes are exactly `want`."""
+        return [i for i, b in enumerate(self.vocab_bytes()) if b == want]
+
     def label_token_ids(self, request: Request, choices: Sequence[str]) -> list[list[int]]:
         cache: dict[tuple[str, ...], list[list[int]]] = self.__dict__.setdefault("_label_ids", {})
         key = tuple(choices)
         if key not in cache:
-            cache[key] = choice_token_ids(self.encode_text, self.render(request), choices, self.vocab_bytes)
+            cache[key] = choice_token_ids(self.encode_text, self.render(request), choices, self.spelling)
         return cache[key]
 
 
@@ -215,7 +219,7 @@ def choice_token_ids(
     encode_text: Callable[[str], list[int]],
     prefix: str,
     choices: Sequence[str],
-    vocab_bytes: Callable[[], Sequence[bytes]],
+    spelling: Callable[[bytes], list[int]],
 ) -> list[list[int]]:
     """For each choice, the next-token ids that score it in logprob mode.
 
@@ -225,22 +229,37 @@ def choice_token_ids(
     """
     base = encode_text(prefix)
     ids: list[list[int]] = []
-    vocab: Sequence[bytes] | None = None
     for c in choices:
         full = encode_text(prefix + c)
         if full[: len(base)] != base or len(full) == len(base):
             raise InputError(f"cannot find the token for choice {c!r} after the chat template")
         if len(full) == len(base) + 1:
-            vocab = vocab if vocab is not None else vocab_bytes()
-            want = c.encode("utf-8")
-            same = [i for i, b in enumerate(vocab) if b == want]
-            ids.append(sorted(set(same) | {full[len(base)]}))
+            ids.append(sorted(set(spelling(c.encode("utf-8"))) | {full[len(base)]}))
         else:
             ids.append([full[len(base)]])
     flat = [i for group in ids for i in group]
     if len(set(flat)) != len(flat):
         raise InputError(f"choices {list(choices)} share a first token; logprob mode needs distinct ones")
     return ids
+
+
+def _byte_level(b: int) -> str:
+    """GPT-2's byte-level BPE character for byte `b` (printable Latin-1 as itself, the rest shifted past 255)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    return chr(b) if b in keep else chr(256 + sorted(set(range(256)) - set(keep)).index(b))
+
+
+def hf_spelling(vocab: dict[str, int], want: bytes) -> list[int]:
+    """HFTokenized.spelling: the ids of the tokens whose bytes are `want`, in `vocab` (the tokenizer's piece -> id),
+    found by the forms a vocabulary writes them in. One with byte-fallback tokens (<0x0A>: SentencePiece) writes
+    text as it is with ▁ for a space, and a byte as <0xNN>; one without (byte-level BPE, or raw) writes GPT-2's
+    character for each byte, which is the text itself for printable ASCII."""
+    text = want.decode("utf-8", errors="replace")
+    if "<0x0A>" in vocab:
+        forms = {text, text.replace(" ", "\u2581"), *([f"<0x{want[0]:02X}>"] if len(want) == 1 else [])}
+    else:
+        forms = {text, "".join(_byte_level(b) for b in want)}
+    return sorted({vocab[f] for f in forms if f in vocab})
 
 
 def hf_vocab_bytes(tokenizer: Any) -> list[bytes]:

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
@@ -74,6 +74,9 @@ class JBEQAOptions(BaseModel):
     overflow: Literal["skip", "fail"] = "skip"
     exemplar_ids: list[str] | None = None
     max_tokens: StrictInt | None = Field(None, ge=1, description="default: 4 constrained; free 1000 (paper), 32 (ours)")
+    stop: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="free answers end before the first of these (default: none, as the paper)"
+    )
     bootstrap: StrictInt = Field(1000, ge=0, le=MAX_BOOTSTRAP)
     seed: int = 0
 
@@ -268,6 +271,8 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
             out.append(f"{setting['shots']} shots (the paper's: 0 and {len(authors.EXEMPLAR_ROWS)})")
         if mode == "free" and self._max_tokens(mode) != authors.MAX_NEW_TOKENS:
             out.append(f"answers cut at {self._max_tokens(mode)} tokens (the paper's {authors.MAX_NEW_TOKENS})")
+        if mode == "free" and o.stop:
+            out.append(f"answers end at {' or '.join(map(repr, o.stop))} (the paper's run to their cap)")
         return tuple(out)
 
     def _max_tokens(self, mode: str) -> int:
@@ -286,7 +291,12 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
                 {"role": "user", "content": message(e, protocol)},
                 {"role": "assistant", "content": "1" if e.answer else "0"},
             ]
-        sampling = Sampling(temperature=0.0, seed=self.options.seed, max_tokens=self._max_tokens(mode))
+        sampling = Sampling(
+            temperature=0.0,
+            seed=self.options.seed,
+            max_tokens=self._max_tokens(mode),
+            stop=tuple(self.options.stop) if mode == "free" else (),
+        )
         constraint = Choice(list(LABELS)) if mode == "constrained" else None
         reqs = [
             Request.chat(
