@@ -44,7 +44,8 @@ def test_a_thinking_the_budget_ends_has_no_answer_under_run_out_no_answer(tmp_pa
             r.reasoning == "考" * 10 and r.reasoning_cut is True and r.scores == {"correct": 1 - r.gold, "faithful": 0}
         )
     assert rows == 4  # the thinking only: no answer was asked for
-    forced, rows = _sweep(tmp_path / "forced", {"think": True, "budget": 30})
+    # budget forcing (ours) where models.yaml says so; under paper, left unsaid, the paper's no-answer applies
+    forced, rows = _sweep(tmp_path / "forced", {"think": True, "budget": 30, "run_out": "force"})
     assert rows == 8 and all(r.reasoning_cut is True and r.finish_reason != "length" for r in forced)
 
 

@@ -555,3 +555,53 @@ def test_a_paper_labelled_run_names_what_departs_from_the_paper(tmp_path):  # ty
     for needle in ("paper protocol, departing: candidate and judge prompts ours", "LLM judges from the config",
                    "an answer its cap cuts is left out of every mean", "overflow: focus"):  # fmt: skip
         assert needle in said, (needle, said[-3000:])
+
+
+def test_a_reasoning_model_runs_jbeqas_paper_reasoning_protocol_under_paper(tmp_path):  # type: ignore[no-untyped-def]
+    """JBE-QA's paper ran its reasoning models sampled at temperature 1.0 and top_k 50, thinking up to a quarter of
+    the model's length, a thinking that ran out scored 0. That lived only in a docs recipe: under paper a model
+    declared as reasoning ran greedy with models.yaml's budget, named as a departure (issue 62, item 12). The preset
+    applies now where models.yaml leaves it, and what models.yaml sets otherwise is named."""
+    import json
+    import sqlite3
+
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"weights")
+    model = {"name": "r", "backend": "fake", "path": str(weights), "max_model_len": 4096, "reasoning": {"think": True},
+             "engine_args": {"default": "<think>" + "考" * 1500}}  # fmt: skip
+    cfg = {
+        "output_dir": str(tmp_path / "out"),
+        "models": [model],
+        "tasks": {"jbeqa": {"data": str(ROOT / "data" / "jbeqa" / "test.jsonl"), "shots": [0], "limit": 2}},
+    }
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    plan = run_cli("sweep", "--dry-run", str(path))
+    assert plan.returncode == 0 and "departing: r.fake" not in plan.stdout + plan.stderr, plan.stdout + plan.stderr
+    got = run_cli("sweep", str(path))
+    assert got.returncode == 0, got.stderr[-2000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    (run,) = summary["runs"]
+    assert not [d for d in run["departures"] if d.startswith("r.fake")], run["departures"]
+    with sqlite3.connect(tmp_path / "out" / "store.sqlite") as db:
+        asked = [json.loads(r) for (r,) in db.execute("SELECT request FROM outputs")]
+    thinking = [a["sampling"] for a in asked]
+    assert thinking and all((s["temperature"], s["top_k"]) == (1.0, 50) for s in thinking), thinking
+    assert {s["max_tokens"] for s in thinking} == {4096 // 4}  # the thinking's budget: a quarter of the length
+    recs = [json.loads(x) for x in (tmp_path / "out" / "results" / run["run"] / f"{run['setting']}.jsonl")
+            .read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    assert len(recs) == 2 and all(r["parsed"] is None and r["scores"]["correct"] == int(r["gold"] == 0) for r in recs)
+    (load,) = summary["provenance"]["loads"]
+    how = load["decoding"]["tasks"]["jbeqa"]
+    assert (how["sampling"]["temperature"], how["reasoning"]["budget"], how["reasoning"]["run_out"]) == (
+        1.0, 1024, "no-answer")  # fmt: skip
+
+    # models.yaml's own settings stay, each named
+    model.update(sampling={"temperature": 0.6}, reasoning={"think": True, "budget": 64, "run_out": "force"})
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    plan = run_cli("sweep", "--dry-run", str(path))
+    said = plan.stdout + plan.stderr
+    for phrase in ("sampling from models.yaml (temperature 0.6; the paper's: temperature 1.0, top_k 50)",
+                   "a thinking budget of 64 (the paper's: the context // 4, 1024)",
+                   "run_out: force (the paper's: no-answer, a thinking that runs out scores 0)"):  # fmt: skip
+        assert f"departing: r.fake.default.ctx4096: {phrase}" in said, (phrase, said[-3000:])

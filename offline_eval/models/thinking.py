@@ -100,6 +100,56 @@ class ModelSettings:
         return r
 
 
+def explicit_settings(m: ModelSpec, variant: str) -> frozenset[str]:
+    """What models.yaml itself sets of a variant's decoding: `sampling`, and the reasoning keys it names (the model's
+    and the variant's), as opposed to their defaults."""
+    keys = {"sampling"} if m.sampling_of(variant) is not None else set()
+    keys |= set(m.reasoning.model_fields_set) if m.reasoning else set()
+    return frozenset(keys | set(m.variants[variant].reasoning or {}))
+
+
+@dataclass(frozen=True)
+class ReasoningPreset:
+    """A paper's decoding of reasoning models, where models.yaml leaves it to the protocol: sampled at `temperature`
+    and `top_k`, thinking up to the context length // `share`, and a thinking the budget ends left unanswered
+    (`run_out`)."""
+
+    temperature: float
+    top_k: int
+    share: int
+    run_out: str
+    source: str
+
+    def budget(self, ctx: int) -> int:
+        return ctx // self.share
+
+    def apply(self, s: ModelSettings, explicit: frozenset[str], ctx: int) -> ModelSettings:
+        """The settings a thinking model runs under this preset: what models.yaml sets stays (a departure)."""
+        r = s.reasoning
+        if r is None or not r.think:
+            return s
+        sampling = s.sampling
+        if "sampling" not in explicit:
+            sampling = SamplingSpec(temperature=self.temperature, top_k=self.top_k)
+        update: dict[str, Any] = {}
+        if "budget" not in explicit:
+            update["budget"] = self.budget(ctx)
+        if "run_out" not in explicit:
+            update["run_out"] = self.run_out
+        return replace(s, sampling=sampling, reasoning=r.model_copy(update=update))
+
+    def departures(self, r: ReasoningSpec, explicit: frozenset[str], ctx: int) -> list[str]:
+        """Where models.yaml's thinking settings are not the preset's, one phrase each."""
+        out = []
+        if "budget" in explicit and r.budgets() != [self.budget(ctx)]:
+            out.append(
+                f"a thinking budget of {r.budget} (the paper's: the context // {self.share}, {self.budget(ctx)})"
+            )
+        if "run_out" in explicit and (r.run_out or "force") != self.run_out:
+            out.append(f"run_out: {r.run_out} (the paper's: {self.run_out}, a thinking that runs out scores 0)")
+        return out
+
+
 def settings_of(m: ModelSpec, variant: str, own_sampling: bool = False) -> ModelSettings:
     """`own_sampling`: a task's protocol decodes as the weights' files say where the model declares no sampling of
     its own (as `sampling: model`; a served model's server decides)."""

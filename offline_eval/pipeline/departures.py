@@ -9,6 +9,7 @@ from typing import Any
 from offline_eval.inference.backends.registry import get_engine
 from offline_eval.models.decoding import SamplingSpec
 from offline_eval.models.spec import ModelSpec
+from offline_eval.models.thinking import explicit_settings
 
 
 def _spelled(s: SamplingSpec) -> str:
@@ -16,20 +17,27 @@ def _spelled(s: SamplingSpec) -> str:
     return ", ".join(f"{k} {v}" for k, v in fields.items())
 
 
-def model_departures(task: Any, m: ModelSpec, variant: str, run: str) -> list[str]:
-    """One phrase per way this run's decoding departs from the paper's: models.yaml's own sampling or thinking,
-    and a served model sent greedy decoding where the paper decodes as the weights' files say (only the server
-    knows those, and the docs promise a served model decodes as its server does)."""
+def model_departures(task: Any, m: ModelSpec, variant: str, ctx: int) -> list[str]:
+    """One phrase per way this run's decoding departs from the paper's: models.yaml's own sampling or thinking
+    (where the task's protocol has a reasoning preset, only what models.yaml sets otherwise than the preset), and a
+    served model sent greedy decoding where the paper decodes as the weights' files say (only the server knows
+    those, and the docs promise a served model decodes as its server does)."""
     if task.protocol != "paper":
         return []
-    theirs = "as the weights' generation_config says" if task.model_sampling else "greedy"
+    run, preset = m.run_name(variant, ctx), task.reasoning_preset
     sampling, reasoning, out = m.sampling_of(variant), m.reasoning_of(variant), []
+    thinks = reasoning is not None and reasoning.think
+    theirs = "as the weights' generation_config says" if task.model_sampling else "greedy"
+    if preset is not None and thinks:
+        theirs = f"temperature {preset.temperature}, top_k {preset.top_k}"
     if isinstance(sampling, SamplingSpec):
         out.append(f"{run}: sampling from models.yaml ({_spelled(sampling)}; the paper's: {theirs})")
     elif sampling == "model" and not task.model_sampling:
-        out.append(f"{run}: sampling: model, the weights' own (the paper's: greedy)")
-    if reasoning is not None and reasoning.think:
-        out.append(f"{run}: thinking as models.yaml sets it (budget {reasoning.budget}), not the paper's decoding")
+        out.append(f"{run}: sampling: model, the weights' own (the paper's: {theirs})")
+    if thinks and preset is not None:
+        out += [f"{run}: {d}" for d in preset.departures(reasoning, explicit_settings(m, variant), ctx)]
+    elif thinks:
+        out.append(f"{run}: thinking as models.yaml sets it (budget {reasoning.budget}), not the paper's decoding")  # type: ignore[union-attr]
     if task.model_sampling and sampling is None and get_engine(m.backend).remote:
         out.append(
             f"{run}: the served model was sent temperature 0.0 (the paper's decode {theirs}, which only the server "

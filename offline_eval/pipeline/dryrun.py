@@ -217,7 +217,7 @@ def print_plan(sweep_plan: Plan, source: str, log: Callable[[str], None]) -> lis
             protocol = f"{t.task.protocol} protocol" + (f", departing: {departing}" if departing else "")
             log(f"{s.name} ({protocol}): what the model gets for item {_first_id(s.phase.item_ids)}")
             for ld in loads:
-                for line in model_departures(t.task, ld.model, ld.variant, ld.run):
+                for line in model_departures(t.task, ld.model, ld.variant, ld.ctx):
                     log(f"    departing: {line}")
             for line in example_messages(s.phase.requests[:1]):
                 log(f"    {line}")

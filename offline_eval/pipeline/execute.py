@@ -16,7 +16,7 @@ from offline_eval.inference.runner import PhaseStats, Runner
 from offline_eval.inference.store import Store
 from offline_eval.metrics.ranking import has_score
 from offline_eval.models.spec import ModelSpec
-from offline_eval.models.thinking import settings_of, solve
+from offline_eval.models.thinking import explicit_settings, settings_of, solve
 from offline_eval.results.records import ItemRecord, Records, RunEntry, RunKey, with_sample, with_thinking
 from offline_eval.results.summary import Failure, LoadProvenance
 from offline_eval.runtime.enginelog import EngineLog
@@ -145,6 +145,8 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
     try:
         for t in tasks:
             own = settings_of(m, ld.variant, True) if t.task.model_sampling else settings
+            if (preset := t.task.reasoning_preset) is not None:  # a paper's reasoning protocol, where models.yaml
+                own = preset.apply(own, explicit_settings(m, ld.variant), ld.ctx)  # leaves it to the task
             if own is not settings and (how := own.describe()) != settings.describe():
                 # a task whose protocol decodes as the weights' files say: the provenance names how, per task
                 prov.decoding = prov.decoding or {}
@@ -172,7 +174,7 @@ def run_model(stage: Stage, ld: Load, tasks: list[PlannedTask], store: Store, un
                         setting=s.name,
                         options=s.options,
                         protocol=t.task.protocol,
-                        departures=[*t.task.departures(s.options), *model_departures(t.task, m, ld.variant, run)],
+                        departures=[*t.task.departures(s.options), *model_departures(t.task, m, ld.variant, ld.ctx)],
                         prompt_format=engine.prompt_format,
                         n_items=len(s.items),
                         primary_metric=t.task.primary_metric,

@@ -31,6 +31,7 @@ from .kit import (
 
 if TYPE_CHECKING:
     from offline_eval.metrics.bootstrap import Bootstrapped
+    from offline_eval.models.thinking import ReasoningPreset
 
     from .kit import Case, Form
     from .kit.calibration import HumanLabels, JudgedNumber
@@ -167,6 +168,12 @@ class Task(ABC, Generic[ItemT, R]):
         authors' code calls generate() without sampling arguments) where models.yaml gives the model no sampling
         of its own; False: greedy, as every task asks by default."""
         return False
+
+    @property
+    def reasoning_preset(self) -> ReasoningPreset | None:
+        """How the task's protocol decodes a model that thinks, where models.yaml leaves it (a paper's reasoning
+        protocol); None: as models.yaml says."""
+        return None
 
     def resamples(self) -> tuple[int, int]:
         """(resamples, seed) of the clustered bootstrap: the task's `bootstrap` and `seed` options (0: none)."""

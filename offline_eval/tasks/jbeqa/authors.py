@@ -31,6 +31,9 @@ EXEMPLAR_SPLIT = "train"
 # Decoding of a model that does not reason (src/evaluate_open_model.py lines 174-177): greedy, 1,000 new tokens.
 MAX_NEW_TOKENS = 1000
 DECODING_SOURCE = Source(CONFIG.repo, COMMIT, "src/evaluate_open_model.py", "174-177")
+# Decoding of a reasoning model (the same lines): sampled at temperature 1.0 and top_k 50, the output capped at a
+# quarter of the model's maximum, and an answer that never came (the thinking ran out) scored 0.
+REASONING = {"temperature": 1.0, "top_k": 50, "share": 4, "run_out": "no-answer"}
 
 INSTRUCTIONS_SOURCE = _at("29-80")
 # The authors' instruction table, in their order (hancules/JBE-QA src/config.py lines 29-80, inside

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, m
 
 from offline_eval.metrics.classification import precision_recall_f1
 from offline_eval.metrics.values import N_UNCLUSTERED
+from offline_eval.models.thinking import ReasoningPreset
 from offline_eval.tasks.base import Metric, Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
@@ -274,6 +275,13 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
         if mode == "free" and o.stop:
             out.append(f"answers end at {' or '.join(map(repr, o.stop))} (the paper's run to their cap)")
         return tuple(out)
+
+    @property
+    def reasoning_preset(self) -> ReasoningPreset | None:
+        """Under paper, a model that thinks runs as the paper ran its reasoning models (authors.REASONING)."""
+        if self.options.protocol != "paper":
+            return None
+        return ReasoningPreset(**authors.REASONING, source=str(authors.DECODING_SOURCE))  # type: ignore[arg-type]
 
     def _max_tokens(self, mode: str) -> int:
         if self.options.max_tokens:
