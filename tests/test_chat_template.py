@@ -110,7 +110,8 @@ def test_relative_template_file_resolves_against_models_yaml(tmp_path: Path, mon
 
 
 def test_store_keys_differ_between_none_and_auto_and_follow_the_template_file(tmp_path: Path):
-    gguf = TINY / "gguf" / "tiny-q8_0.gguf"
+    gguf = tmp_path / "m.gguf"  # any file: the key is what is compared, and the fast tier has no tiny models
+    gguf.write_bytes(b"GGUF" + bytes(60))
 
     def key(**kw: object) -> str:
         return spec_fingerprint(ModelSpec.model_validate(gguf_model("m", gguf, **kw)).load_spec("default"))

@@ -61,8 +61,9 @@ def recorded_task(name: str, options: dict[str, Any], source: str | None = None)
 
 
 def load_items(task: Task, source: str | None) -> list[Any]:
-    """task.load(), with errors that name no file of their own attributed to the config."""
+    """task.check_files() and task.load(), with errors that name no file of their own attributed to the config."""
     try:
+        task.check_files()
         return task.load()
     except InputError as e:
         if e.file is None and source:

@@ -96,6 +96,11 @@ class Task(ABC, Generic[ItemT, R]):
     def load(self) -> list[ItemT]:
         """Read and schema-check the evaluation items (errors name file, record and field)."""
 
+    def check_files(self) -> None:
+        """Refuse, in one line, a missing file the task's runs need besides its items (a judge, an evaluator, a
+        scorer, human labels). A sweep checks them before any engine starts; annotate and the report, which run
+        none of them, do not, so a results folder opens where those files are absent."""
+
     @abstractmethod
     def build(self, items: Sequence[ItemT], setting: Setting) -> Phase: ...
 

@@ -221,7 +221,7 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         with max_new_tokens only (authors.ANSWER_DECODING_SOURCE)."""
         return self.options.protocol == "paper"
 
-    def load(self) -> list[LegalEvalQItem]:
+    def check_files(self) -> None:
         o = self.options
         for name, value in (("scorer", o.scorer), ("evaluator.path", o.evaluator.path)):
             if is_url(value):
@@ -240,6 +240,9 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
             from .human import read_human_scores
 
             read_human_scores(o.human_scores)  # fail now, not after the models have run
+
+    def load(self) -> list[LegalEvalQItem]:
+        o = self.options
         items = [LegalEvalQItem(**q.model_dump(), id=id_, split="train") for id_, q in query_ids(o.data)]
         if o.validation_data:
             items += [

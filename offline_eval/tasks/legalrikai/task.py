@@ -207,22 +207,24 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             return dict(fm[subtask])  # type: ignore[arg-type]
         return {k: v for k, v in fm.items() if isinstance(v, str)}
 
-    def load(self) -> list[LegalRikaiItem]:
-        from .schema import load_items
-
+    def check_files(self) -> None:
         o = self.options
         for i, j in enumerate(o.judges):
             if is_url(j.path):
                 raise InputError("URLs are refused; give a local path", field=f"tasks.legalrikai.judges.{i}.path")
             if why := missing(j.path):
                 raise InputError(f"path {why}: {j.path}", field=f"tasks.legalrikai.judges.{i}.path")
-        items: list[LegalRikaiItem] = []
-        for sub, path in self.paths().items():
-            items += load_items(sub, path, o.split, self.field_map(sub))[: o.limit]
         if o.human_scores:
             from .agreement import read_human_scores
 
             read_human_scores(o.human_scores)  # fail now, not after the models have run
+
+    def load(self) -> list[LegalRikaiItem]:
+        from .schema import load_items
+
+        items: list[LegalRikaiItem] = []
+        for sub, path in self.paths().items():
+            items += load_items(sub, path, self.options.split, self.field_map(sub))[: self.options.limit]
         return items
 
     def validate_data(self, path: str) -> str:
