@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from offline_eval.inference.backends import fingerprint as fp
 from offline_eval.inference.store import Store
+from offline_eval.modelfiles import fingerprint as fp
 
 
 def main() -> None:

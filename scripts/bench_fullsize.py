@@ -207,7 +207,7 @@ def child_raw(engine: str, data: Path, shots: list[int], gguf: str) -> dict[str,
     entry = model_entry(engine, gguf)
     dtype = "bfloat16" if "variants" in entry else None
     spec = LoadSpec(name="gemma", backend=engine, path=entry["path"], max_model_len=4096, dtype=dtype)
-    from offline_eval.pipeline.dryrun import prompt_counter
+    from offline_eval.inference.backends.registry import prompt_counter
 
     counter = prompt_counter(spec)
     assert counter is not None
@@ -217,7 +217,7 @@ def child_raw(engine: str, data: Path, shots: list[int], gguf: str) -> dict[str,
     if engine == "llamacpp":
         from llama_cpp import Llama, LlamaGrammar
 
-        from offline_eval.inference.backends.grammars import gbnf
+        from offline_eval.inference.constrained.grammars import gbnf
 
         llm = Llama(model_path=gguf, n_ctx=4096, verbose=False)
         for k, (reqs, ids) in phases.items():
@@ -253,7 +253,7 @@ def child_raw(engine: str, data: Path, shots: list[int], gguf: str) -> dict[str,
     from transformers import AutoModelForCausalLM, LogitsProcessorList
     from xgrammar.contrib.hf import LogitsProcessor
 
-    from offline_eval.inference.backends.grammars import xgrammar_ebnf
+    from offline_eval.inference.constrained.grammars import xgrammar_ebnf
 
     model = AutoModelForCausalLM.from_pretrained(HF, dtype=torch.bfloat16)
     tok = counter.tok  # type: ignore[attr-defined]

@@ -233,7 +233,7 @@ def main() -> int:
         print_stages(new)
         new_j, new_v = judge_stage(new), verdicts(out / "sweep")
         if not a.no_compare:
-            from offline_eval.inference.backends import llamacpp_backend
+            from offline_eval.inference.backends.llamacpp import backend as llamacpp_backend
             from offline_eval.tasks.legalrikai import prompts
 
             real, cores = prompts._template, llamacpp_backend.physical_cores

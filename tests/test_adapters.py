@@ -58,7 +58,7 @@ def write_peft(folder: Path, modules: dict[str, int] | None = None, rank: int = 
 
 
 def test_a_peft_folder_is_read_with_its_shapes(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends.adapters import read_peft
+    from offline_eval.modelfiles.peft import read_peft
 
     a = read_peft(write_peft(tmp_path / "a"))
     assert (a.rank, a.alpha, a.scaling, a.base) == (RANK, 2.0 * RANK, 2.0, "base")
@@ -90,7 +90,7 @@ def test_a_peft_folder_is_read_with_its_shapes(tmp_path):  # type: ignore[no-unt
     ],
 )
 def test_a_config_the_engines_cannot_run_names_its_field(tmp_path, change, field, words):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends.adapters import read_peft
+    from offline_eval.modelfiles.peft import read_peft
 
     folder = write_peft(tmp_path / "a", **change)
     with pytest.raises(InputError) as e:
@@ -101,7 +101,7 @@ def test_a_config_the_engines_cannot_run_names_its_field(tmp_path, change, field
 
 
 def test_broken_folders_name_the_file(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends.adapters import read_peft
+    from offline_eval.modelfiles.peft import read_peft
 
     gguf = tmp_path / "a.gguf"
     gguf.write_bytes(b"GGUF")
@@ -128,7 +128,7 @@ def test_broken_folders_name_the_file(tmp_path):  # type: ignore[no-untyped-def]
 
 
 def test_an_adapter_is_checked_against_the_base_shapes(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends.adapters import peft_fit_problem, read_peft
+    from offline_eval.modelfiles.peft import peft_fit_problem, read_peft
 
     base = write_base(tmp_path / "base")
     assert peft_fit_problem(read_peft(write_peft(tmp_path / "fits")), base) is None
@@ -142,7 +142,7 @@ def test_an_adapter_is_checked_against_the_base_shapes(tmp_path):  # type: ignor
 
 
 def test_the_base_named_in_the_adapter_is_a_warning(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends.adapters import base_mismatch, read_peft
+    from offline_eval.modelfiles.peft import base_mismatch, read_peft
 
     base = write_base(tmp_path / "base")
     assert base_mismatch(read_peft(write_peft(tmp_path / "a", base_model_name_or_path="org/base")), base) is None
@@ -277,7 +277,7 @@ def test_the_gguf_adapter_is_in_llama_cpps_layout(tmp_path):  # type: ignore[no-
     gguf = pytest.importorskip("gguf")
     from safetensors.numpy import load_file
 
-    from offline_eval.inference.backends.adapters import describe_adapter, gguf_adapter_problem, gguf_field
+    from offline_eval.modelfiles.peft import describe_adapter, gguf_adapter_problem, gguf_field
     from offline_eval.models.adapter_gguf import peft_to_gguf
 
     base = _base_gguf(tmp_path / "base.gguf")
@@ -313,7 +313,7 @@ def test_the_gguf_adapter_is_in_llama_cpps_layout(tmp_path):  # type: ignore[no-
 
 def test_rslora_alpha_carries_into_llama_cpps_scale(tmp_path):  # type: ignore[no-untyped-def]
     gguf = pytest.importorskip("gguf")
-    from offline_eval.inference.backends.adapters import gguf_field
+    from offline_eval.modelfiles.peft import gguf_field
     from offline_eval.models.adapter_gguf import peft_to_gguf
 
     out = peft_to_gguf(str(write_peft(tmp_path / "a", use_rslora=True)), str(_base_gguf(tmp_path / "b.gguf")))
@@ -352,7 +352,7 @@ def test_an_adapter_variant_knows_its_base_and_its_siblings():  # type: ignore[n
 def test_an_adapter_fits_a_gptq_or_awq_base_by_its_packed_shapes(tmp_path):  # type: ignore[no-untyped-def]
     """GPTQ's qweight is [in/8, out] and AWQ's [in, out/8] (what `offline-eval quantize --to gptq,awq` writes); an
     adapter of the model fits both, one of another width fits neither."""
-    from offline_eval.inference.backends.adapters import peft_fit_problem, read_peft
+    from offline_eval.modelfiles.peft import peft_fit_problem, read_peft
 
     mods = {f"{LAYER}.q_proj": HIDDEN, f"{LAYER}.k_proj": KV}
     gptq = write_base(tmp_path / "gptq", {f"{LAYER}.q_proj.qweight": [HIDDEN // 8, HIDDEN],
@@ -367,7 +367,7 @@ def test_an_adapter_fits_a_gptq_or_awq_base_by_its_packed_shapes(tmp_path):  # t
 
 
 def test_a_peft_key_of_another_form_is_named(tmp_path):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends.adapters import read_peft
+    from offline_eval.modelfiles.peft import read_peft
 
     folder = write_peft(tmp_path / "a")
     tensors = safetensors_numpy.load_file(str(folder / "adapter_model.safetensors"))

@@ -263,7 +263,7 @@ def test_unreadable_model_header_is_an_input_error_naming_the_file(tiny: Path, t
 
 
 def test_plain_prompt_gets_bos_where_the_gguf_asks_for_it(tiny: Path, bare: Path, tmp_path: Path):
-    from offline_eval.inference.backends.llamacpp_backend import LlamaCppBackend
+    from offline_eval.inference.backends.llamacpp.backend import LlamaCppBackend
     from offline_eval.inference.requests import Request
 
     req = Request.chat([{"role": "system", "content": "指示"}, {"role": "user", "content": "民法"}])

@@ -11,8 +11,8 @@ import pytest
 from conftest import DATA, TINY, run_cli
 from pydantic import ValidationError
 
-from offline_eval.inference.backends.constraint_backends import NAMES, backend_problem, normalized, resolved
 from offline_eval.inference.backends.registry import get_engine, spec_fingerprint
+from offline_eval.inference.constrained.libraries import NAMES, backend_problem, normalized, resolved
 from offline_eval.models.spec import ModelSpec
 
 
@@ -105,7 +105,7 @@ def test_run_refuses_an_unknown_backend_in_one_line(tmp_path):
 
 def test_outlines_regex_keeps_our_json_form():
     pytest.importorskip("outlines_core")  # the `outlines` extra
-    from offline_eval.inference.backends.grammars import outlines_regex
+    from offline_eval.inference.constrained.grammars import outlines_regex
     from offline_eval.inference.constraints import Choice, JsonSchema
 
     schema = {"type": "object", "required": ["a", "s"], "additionalProperties": False,

@@ -126,7 +126,7 @@ def test_a_choice_after_thinking_under_every_backend(name, tiny, tmp_path):
 
 def _walk(masks: dict[str, Any], tokens: list[int], n: int) -> list[dict[str, set[int]]]:
     """At each step of the token path, the tokens each backend allows."""
-    from offline_eval.inference.backends.masking import allowed
+    from offline_eval.inference.constrained.masks import allowed
 
     steps = []
     for t in tokens:
@@ -148,8 +148,8 @@ def test_transformers_masks_differ_only_where_named(tiny):
     import xgrammar as xgr
     from transformers import AutoTokenizer
 
-    from offline_eval.inference.backends.grammars import xgrammar_ebnf
-    from offline_eval.inference.backends.masking import hf_masks
+    from offline_eval.inference.backends.hf.masks import hf_masks
+    from offline_eval.inference.constrained.grammars import xgrammar_ebnf
 
     tok = AutoTokenizer.from_pretrained(tiny / "hf")
     info = xgr.TokenizerInfo.from_huggingface(tok)
@@ -205,9 +205,9 @@ def test_llamacpp_masks_differ_only_where_named(tiny):
     string and allows the bytes 0xF5-0xFF, which no UTF-8 text holds; outlines-core leaves control tokens out and
     allows a lone 0xED. llguidance differs also where test_transformers_masks_differ_only_where_named says: it keeps
     user-defined tokens (<|user|>) out of strings, and a forced span to the tokenizer's own first token."""
-    from offline_eval.inference.backends.grammars import gbnf
-    from offline_eval.inference.backends.llamacpp_greedy import GrammarCheck
-    from offline_eval.inference.backends.masking import llamacpp_masks
+    from offline_eval.inference.backends.llamacpp.greedy import GrammarCheck
+    from offline_eval.inference.backends.llamacpp.masks import llamacpp_masks
+    from offline_eval.inference.constrained.grammars import gbnf
 
     b = load_backend(LoadSpec(name="m", backend="llamacpp", path=str(tiny / "gguf" / "tiny-f16.gguf"),
                               max_model_len=512))  # fmt: skip

@@ -38,8 +38,8 @@ from typing import Any
 import pytest
 import yaml
 
-from offline_eval.inference.backends.constraint_backends import LIBRARIES
 from offline_eval.inference.backends.registry import engine_names, get_engine
+from offline_eval.inference.constrained.libraries import LIBRARIES
 from offline_eval.models.spec import ModelSpec
 from offline_eval.pipeline.config import RunnerSpec, SweepConfig, _UniqueKeyLoader, parse_config
 from offline_eval.tasks import get_task_class, task_classes

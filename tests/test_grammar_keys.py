@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from offline_eval.inference.backends.grammars import compiled_text
+from offline_eval.inference.constrained.grammars import compiled_text
 from offline_eval.inference.constraints import Choice, JsonSchema
 from offline_eval.inference.requests import Phase, Request, Sampling, request_json, request_key
 from offline_eval.inference.runner import Runner

@@ -10,7 +10,7 @@ xgrammar_testing = pytest.importorskip("xgrammar.testing")  # grammar engines: t
 accepts = xgrammar_testing._is_grammar_accept_string
 pytestmark = pytest.mark.engine
 
-from offline_eval.inference.backends.grammars import choice_grammar, gbnf, xgrammar_ebnf
+from offline_eval.inference.constrained.grammars import choice_grammar, gbnf, xgrammar_ebnf
 from offline_eval.inference.constraints import Choice, JsonSchema, Regex
 
 BOUNDED = JsonSchema(
@@ -83,7 +83,7 @@ def test_a_bounded_string_takes_jsons_escapes_under_every_backend(text, ok):
     outlines-core (given \\u escapes here) accept and refuse the same strings, and llama.cpp's GBNF character is JSON's (escapes included)."""
     import re
 
-    from offline_eval.inference.backends.grammars import outlines_regex
+    from offline_eval.inference.constrained.grammars import outlines_regex
 
     assert accepts(xgrammar_ebnf(BOUNDED), text) is ok
     assert bool(re.fullmatch(outlines_regex(BOUNDED), text)) is ok

@@ -175,8 +175,15 @@ def test_the_lints_lists_are_the_registries() -> None:
     graph = grimp.build_graph("offline_eval")
     engines = {m for p in by_type["reached_by_name"]["modules"] for m in _matching(graph, p)}
     assert engines == {get_engine(n).module for n in engine_names()}
-    c = by_type["independent_children"]
-    check = IndependentChildrenContract(
-        name="t", session_options={}, contract_options={"container": c["container"], "shared": c["shared"]}
-    ).check(graph, verbose=False)
-    assert set(check.metadata["children"]) == {".".join(t.__module__.split(".")[:3]) for t in task_classes()}
+    independent = {c["container"]: c for c in contracts if c["type"] == "independent_children"}
+
+    def children(container: str) -> set[str]:
+        c = independent[container]
+        options = {"container": container, "shared": c.get("shared", [])}
+        check = IndependentChildrenContract(name="t", session_options={}, contract_options=options)
+        return set(check.check(graph, verbose=False).metadata["children"])
+
+    assert children("offline_eval.tasks") == {".".join(t.__module__.split(".")[:3]) for t in task_classes()}
+    # every engine with modules of its own is a folder the contract keeps apart (fake is one module)
+    folders = {m.rsplit(".", 1)[0] for m in engines if m.endswith(".backend")}
+    assert children("offline_eval.inference.backends") == folders and len(folders) == 4

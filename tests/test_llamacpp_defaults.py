@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from conftest import spec_for
 
-from offline_eval.inference.backends.llamacpp_backend import physical_cores
+from offline_eval.inference.backends.llamacpp.backend import physical_cores
 
 
 def test_physical_cores_agree_with_lscpu() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, spec_for
 
-from offline_eval.inference.backends.llamacpp_greedy import _ends_inside_utf8
+from offline_eval.inference.backends.llamacpp.greedy import _ends_inside_utf8
 from offline_eval.inference.backends.registry import load_backend
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.inference.constraints import Choice, JsonSchema, Regex

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from offline_eval.inference.backends.llamacpp_prefill import PromptCache, batch_starts, last_logits
+from offline_eval.inference.backends.llamacpp.prefill import PromptCache, batch_starts, last_logits
 
 GEMMA_GGUF = ROOT / "models" / "gemma-3-270m" / "gguf" / "gemma-3-270m-q4_k_m.gguf"
 
@@ -199,8 +199,8 @@ def test_a_prompt_that_continues_a_generation_gets_a_fresh_starts_logits(
     (the answer after the thinking) is evaluated in the same batches (carried_starts), so continuing the generation's
     own cache, which computes only what follows, and evaluating it from an empty cache (a resumed sweep) give
     exactly the same logits."""
-    from offline_eval.inference.backends.llamacpp_greedy import greedy
-    from offline_eval.inference.backends.llamacpp_prefill import carried_starts
+    from offline_eval.inference.backends.llamacpp.greedy import greedy
+    from offline_eval.inference.backends.llamacpp.prefill import carried_starts
 
     llama_cpp = pytest.importorskip("llama_cpp")
     model = path or tiny / "think" / "gguf" / "tiny-think-f16.gguf"

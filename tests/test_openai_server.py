@@ -187,7 +187,7 @@ def _answers(out: Path, run_prefix: str, setting: str) -> dict[str, object]:
 def test_served_jbeqa_equals_in_process_in_one_sweep_and_report(kind, tiny, tmp_path, request, monkeypatch):  # type: ignore[no-untyped-def]
     server = request.getfixturevalue(f"{kind}_server")
     if kind == "llamacpp":
-        from offline_eval.inference.backends.llamacpp_backend import LlamaCppBackend
+        from offline_eval.inference.backends.llamacpp.backend import LlamaCppBackend
 
         # llama-cpp-python's server reuses its cache its own way (batches start where the previous prompt stopped
         # sharing); in process, the same path (create_completion) on the same sorted order computes the same logits
@@ -291,7 +291,7 @@ def test_a_constraint_the_server_does_not_honour_is_caught(llamacpp_server, tmp_
 
 
 def test_server_killed_mid_run_keeps_answers_and_rerun_sends_only_the_rest(tiny, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends import openai_backend
+    from offline_eval.inference.backends.openai import backend as openai_backend
 
     server = Server("llamacpp", tiny)
     cfg_path = _config(tmp_path, [served("s", server, retries=1)], ["constrained"])

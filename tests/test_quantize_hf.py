@@ -316,10 +316,10 @@ def test_a_rebuild_keys_an_int4_load_by_the_kernel_the_sweep_ran(quantized, monk
     """verify of a folder swept with VLLM_CPU_INT4_W4A8=1, run without it, looked for W4A16's keys and said the store
     lacked the answers (issue 62, item 16): a rebuild takes the kernel from the provenance (engine_start's
     int4_kernel, through the pins), whatever its own environment, or its processor, would choose."""
-    from offline_eval.inference.backends.fingerprint import Pins, pinned
     from offline_eval.inference.backends.registry import spec_fingerprint
     from offline_eval.inference.backends.spec import LoadSpec
     from offline_eval.inference.backends.vllm.quantized import W4A8, W4A16_AMX
+    from offline_eval.modelfiles.fingerprint import Pins, pinned
 
     folder = str((quantized / "tiny-w4a16").resolve())
     spec = LoadSpec(name="t", backend="vllm", path=folder)

@@ -38,8 +38,8 @@ def _edit(cfg: Path, fn) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_fingerprint_reads_the_whole_file_and_caches_the_digest(tmp_path):
-    from offline_eval.inference.backends import fingerprint as fp
     from offline_eval.inference.store import Store
+    from offline_eval.modelfiles import fingerprint as fp
 
     f = tmp_path / "w.gguf"
     data = bytearray(os.urandom(20 << 20))  # over the old 8 MB head+tail limit
@@ -206,7 +206,7 @@ def test_bounded_strings_compile_and_constrain_on_every_engine(engine, max_chars
 
 def test_gbnf_for_a_long_bound_stays_small_and_exact():
     pytest.importorskip("llama_cpp")
-    from offline_eval.inference.backends.grammars import gbnf
+    from offline_eval.inference.constrained.grammars import gbnf
     from offline_eval.inference.constraints import JsonSchema
 
     text = gbnf(JsonSchema(LONG_SCHEMA))

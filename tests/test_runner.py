@@ -159,8 +159,8 @@ def _varied(n: int) -> Phase:
 
 
 def test_a_padding_engine_gets_its_prompts_shortest_first_and_a_caching_one_by_prefix(tmp_path, lazy, monkeypatch):
-    from offline_eval.inference.backends.hf_backend import HFBackend
-    from offline_eval.inference.backends.llamacpp_backend import LlamaCppBackend
+    from offline_eval.inference.backends.hf.backend import HFBackend
+    from offline_eval.inference.backends.llamacpp.backend import LlamaCppBackend
 
     phase = _varied(12)
     hf = LazyBackend(LoadSpec(name="t", backend="transformers", path=str(TINY / "hf"), max_model_len=512, batch_size=4))

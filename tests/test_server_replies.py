@@ -87,7 +87,7 @@ def rate_line(summary: dict) -> str:
 
 
 def backend(server: HostileServer, **opts: object):  # type: ignore[no-untyped-def]
-    from offline_eval.inference.backends.openai_backend import OpenAIBackend
+    from offline_eval.inference.backends.openai.backend import OpenAIBackend
     from offline_eval.inference.backends.spec import LoadSpec
 
     spec = LoadSpec(

@@ -15,7 +15,7 @@ from conftest import DATA
 
 import offline_eval
 from offline_eval.inference.backends.fake_backend import FakeBackend
-from offline_eval.inference.backends.openai_reply import Reply
+from offline_eval.inference.backends.openai.reply import Reply
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.inference.constraints import Choice
 from offline_eval.inference.requests import Phase, Request, Result, Sampling, legacy_request_key, request_key

@@ -296,7 +296,7 @@ def test_a_folder_that_is_not_a_sweeps_is_exit_2(tmp_path):
 def test_weights_behind_a_symlinked_subfolder_are_hashed_and_key_the_store(tmp_path):
     """A model folder whose shards live behind a symlinked subfolder: replacing them changes the store key, so
     the next sweep generates again instead of serving old outputs for new weights."""
-    from offline_eval.inference.backends.fingerprint import files_fingerprint, forget_hashes
+    from offline_eval.modelfiles.fingerprint import files_fingerprint, forget_hashes
 
     shards = tmp_path / "shards"
     shards.mkdir()

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.fingerprint import file_sha256
+from offline_eval.modelfiles.fingerprint import file_sha256
 from offline_eval.pipeline.config import load_config
 from offline_eval.results.records import ResultsFolder, sample_of
 from offline_eval.results.summary import Summary

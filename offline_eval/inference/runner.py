@@ -15,10 +15,10 @@ from typing import Any
 from tqdm import tqdm
 
 from offline_eval.inference.backends.base import Backend, TokenizingBackend
-from offline_eval.inference.backends.constraint_backends import resolved
-from offline_eval.inference.backends.grammars import keyed_before_digests
 from offline_eval.inference.backends.lazy import LazyBackend
 from offline_eval.inference.backends.registry import get_engine, spec_fingerprint
+from offline_eval.inference.constrained.grammars import keyed_before_digests
+from offline_eval.inference.constrained.libraries import resolved
 from offline_eval.runtime.enginelog import terminal
 from offline_eval.runtime.errors import EngineError, InputError, OfflineEvalError, PartialFailure, described
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offline_eval.inference.backends.adapters import WEIGHTS, gguf_field, read_peft
+from offline_eval.modelfiles.peft import WEIGHTS, gguf_field, read_peft
 from offline_eval.runtime.errors import InputError
 from offline_eval.runtime.fileio import remove_stale_temps, temp_prefix
 

@@ -19,12 +19,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from offline_eval.inference.backends.adapters import SERVED
 from offline_eval.inference.backends.chat import checked_setting, spec_template
-from offline_eval.inference.backends.constraint_backends import backend_problem, normalized
-from offline_eval.inference.backends.quantized import quantization_problem
 from offline_eval.inference.backends.registry import engine_names, get_engine
 from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.constrained.libraries import backend_problem, normalized
+from offline_eval.modelfiles.peft import SERVED
+from offline_eval.modelfiles.quantization import quantization_problem
 from offline_eval.runtime.errors import InputError, is_url, missing
 
 from .adapter_pairs import adapter_group

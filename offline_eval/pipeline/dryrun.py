@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from offline_eval.inference.backends.pool import shared_base
-from offline_eval.inference.backends.quantized import folder_quantization
-from offline_eval.inference.backends.registry import get_engine
+from offline_eval.inference.backends.registry import prompt_counter
 from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
 from offline_eval.inference.fit import fits, place, tokens_needed
 from offline_eval.inference.requests import Request
+from offline_eval.modelfiles.quantization import folder_quantization
 from offline_eval.models.thinking import planned, settings_of
 
 from .departures import model_departures
@@ -28,11 +28,6 @@ class PhasePlan:
     max_output_tokens: int
     overflow_ids: list[str]
     focused_ids: list[str]
-
-
-def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
-    """The engine's own tokenizer-only counter (None: this engine cannot count prompts locally)."""
-    return get_engine(spec.backend).declared_class().prompt_counter(spec)
 
 
 def prompt_format(spec: LoadSpec) -> str:

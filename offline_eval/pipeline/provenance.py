@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.adapters import base_mismatch, describe_adapter, read_peft
-from offline_eval.inference.backends.constraint_backends import resolved
-from offline_eval.inference.backends.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
-from offline_eval.inference.backends.quantized import folder_quantization
 from offline_eval.inference.backends.registry import engine_version, get_engine, spec_fingerprint
 from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.constrained.libraries import resolved
+from offline_eval.modelfiles.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
+from offline_eval.modelfiles.peft import base_mismatch, describe_adapter, read_peft
+from offline_eval.modelfiles.quantization import folder_quantization
 from offline_eval.results.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 from offline_eval.tasks.kit.datafiles import TaskItem
 

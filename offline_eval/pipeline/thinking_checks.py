@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from offline_eval.inference.backends.registry import get_engine
+from offline_eval.inference.backends.registry import get_engine, prompt_counter
 from offline_eval.inference.fit import fits, place, tokens_needed
 from offline_eval.inference.requests import Phase, Request
 from offline_eval.models.decoding import PRESETS
@@ -149,7 +149,7 @@ def _refusal(
     key = (spec.backend, spec.path, str(spec.chat_template))
     if key not in counters:
         counters[key] = None  # closed once, even if opening fails
-        counters[key] = get_engine(m.backend).declared_class().prompt_counter(spec)
+        counters[key] = prompt_counter(spec)
     counter = counters[key]
     vocab = Vocabulary.of(counter) if counter is not None else None
     if vocab is None:

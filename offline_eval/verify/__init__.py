@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.fingerprint import file_sha256, forget_hashes
 from offline_eval.inference.constraints import from_dict, violation
+from offline_eval.modelfiles.fingerprint import file_sha256, forget_hashes
 from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunKey
 from offline_eval.results.summary import FileDigest, Provenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError

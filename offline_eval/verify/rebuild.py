@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from offline_eval.inference.backends.fingerprint import Pins, pinned, served_key
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.inference.store import Store
+from offline_eval.modelfiles.fingerprint import Pins, pinned, served_key
 from offline_eval.models.spec import ModelSpec
 from offline_eval.pipeline.build import execute, summarize
 from offline_eval.pipeline.config import load_config, parse_config

@@ -7,16 +7,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from offline_eval.inference.backends.spec import LoadSpec, PromptCount, PromptCounter, Reservation
+from offline_eval.inference.constrained.grammars import compiled_text
 from offline_eval.inference.constraints import Constraint
 from offline_eval.inference.requests import Request, Result
+from offline_eval.modelfiles.fingerprint import HashCache, files_fingerprint
 from offline_eval.runtime.errors import EngineError, InputError
 
-from .fingerprint import HashCache, files_fingerprint
-from .grammars import compiled_text
-from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
-
 if TYPE_CHECKING:
-    from .adapters import PeftAdapter
+    from offline_eval.modelfiles.peft import PeftAdapter
 
 Progress = Callable[[int], None] | None
 
@@ -58,6 +57,9 @@ class Backend(ABC):
     # An engine that serves several LoRA adapters over one loaded base, one after another (use_adapter): the
     # adapter variants of one base are then one engine load (pool.py).
     swaps_adapters: ClassVar[bool] = False
+    # Prompts encoded as another engine would, without its weights (a served model's local `tokenizer:` file is read
+    # by the engine that reads such files). The registry sets it, so that no engine imports another.
+    counter_of: ClassVar[staticmethod[[LoadSpec], PromptCounter | None]]
 
     def __init__(self, spec: LoadSpec) -> None:
         self.spec = spec

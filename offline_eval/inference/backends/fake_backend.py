@@ -24,13 +24,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from offline_eval.inference.backends.base import Progress, TokenizingBackend, carried_ids, check_engine_args
+from offline_eval.inference.backends.chat import choose_template, render_request
+from offline_eval.inference.backends.declare import Declared
+from offline_eval.inference.backends.spec import LoadSpec, PromptCount, PromptCounter
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
 from offline_eval.inference.requests import Request, Result
-
-from .base import Progress, TokenizingBackend, carried_ids, check_engine_args
-from .chat import choose_template, render_request
-from .declare import Declared
-from .spec import LoadSpec, PromptCount, PromptCounter
 
 ENGINE = Declared(
     name="fake",

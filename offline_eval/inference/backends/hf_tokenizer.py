@@ -6,11 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from offline_eval.inference.backends.base import carried_ids, hf_spelling, hf_vocab_bytes
+from offline_eval.inference.backends.chat import (
+    adds_special_tokens,
+    choose_template,
+    hf_encode,
+    hf_own_template,
+    hf_render,
+)
+from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
 from offline_eval.inference.requests import Request
-
-from .base import carried_ids, hf_spelling, hf_vocab_bytes
-from .chat import adds_special_tokens, choose_template, hf_encode, hf_own_template, hf_render
-from .spec import LoadSpec, PromptCounter
 
 
 class HFPromptCounter:

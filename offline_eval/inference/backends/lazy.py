@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .base import Backend
-from .fingerprint import HashCache
-from .registry import get_engine, load_backend, spec_fingerprint
-from .spec import LoadSpec
+from offline_eval.inference.backends.base import Backend
+from offline_eval.inference.backends.registry import get_engine, load_backend, spec_fingerprint
+from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.modelfiles.fingerprint import HashCache
 
 
 class LazyBackend:

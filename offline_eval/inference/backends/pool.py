@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from .base import Backend
-from .registry import get_engine, load_backend
-from .spec import LoadSpec
+from offline_eval.inference.backends.base import Backend
+from offline_eval.inference.backends.registry import get_engine, load_backend
+from offline_eval.inference.backends.spec import LoadSpec
 
 
 def shared_base(spec: LoadSpec) -> LoadSpec | None:

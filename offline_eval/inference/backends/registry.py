@@ -15,16 +15,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from offline_eval.inference.backends.base import Backend
+from offline_eval.inference.backends.declare import Declared
+from offline_eval.modelfiles.fingerprint import PINS, HashCache, files_fingerprint, served_key
+from offline_eval.modelfiles.peft import adapter_problem
+from offline_eval.modelfiles.quantization import folder_quantization
 from offline_eval.runtime.errors import InputError, MissingExtraError, OfflineEvalError
 
-from .adapters import adapter_problem
-from .declare import Declared
-from .fingerprint import PINS, HashCache, files_fingerprint, served_key
-from .quantized import folder_quantization
-
 if TYPE_CHECKING:
-    from .base import Backend
-    from .spec import LoadSpec
+    from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
 
 
 @dataclass(frozen=True)
@@ -134,3 +133,12 @@ def engine_version(backend: str) -> str:
 
 def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
     return get_engine(spec.backend).fingerprint(spec, cache)
+
+
+def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
+    """Prompts encoded as `spec`'s engine would, without loading the weights (the dry run's planner, a served model's
+    local tokenizer); None: that engine cannot count locally."""
+    return get_engine(spec.backend).declared_class().prompt_counter(spec)
+
+
+Backend.counter_of = staticmethod(prompt_counter)

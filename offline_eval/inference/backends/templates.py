@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import struct
 
+from offline_eval.inference.backends.chat import (
+    NONE,
+    PromptFormat,
+    choose_template,
+    gguf_chat_template,
+    hf_folder_chat_template,
+    normalize_setting,
+)
+from offline_eval.inference.backends.registry import get_engine
 from offline_eval.runtime.errors import InputError
-
-from .chat import NONE, PromptFormat, choose_template, gguf_chat_template, hf_folder_chat_template, normalize_setting
-from .registry import get_engine
 
 
 def model_prompt_format(value: str | None, backend: str, path: str) -> PromptFormat:

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.fingerprint import files_fingerprint
-from offline_eval.inference.backends.quantized import folder_quantization
+from offline_eval.modelfiles.fingerprint import files_fingerprint
+from offline_eval.modelfiles.quantization import folder_quantization
 from offline_eval.runtime.errors import InputError, MissingExtraError
 from offline_eval.runtime.fileio import remove_stale_temps, temp_prefix
 from offline_eval.runtime.quiet import native_stderr_silenced

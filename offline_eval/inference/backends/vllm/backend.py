@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.adapters import PeftAdapter
 from offline_eval.inference.backends.base import (
     Progress,
     TokenizingBackend,
@@ -23,21 +22,28 @@ from offline_eval.inference.backends.base import (
 )
 from offline_eval.inference.backends.chat import adds_special_tokens, choose_template, hf_own_template
 from offline_eval.inference.backends.declare import Declared
-from offline_eval.inference.backends.fingerprint import HashCache
-from offline_eval.inference.backends.grammars import outlines_regex, xgrammar_ebnf
 from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from offline_eval.inference.backends.quantized import checked
 from offline_eval.inference.backends.spec import LoadSpec, PromptCount, Reservation
+from offline_eval.inference.backends.vllm.cache import (
+    CompiledIndex,
+    cache_files,
+    cache_roots,
+    compile_cache,
+    compiled_graph,
+    loaded_from,
+)
+from offline_eval.inference.backends.vllm.lora import Lora, lora_args, rank_problem
+from offline_eval.inference.backends.vllm.options import VLLMOptions, compile_choice
+from offline_eval.inference.backends.vllm.outlines import refuse_misspelled
+from offline_eval.inference.backends.vllm.patches import Installed, aot_loaded
+from offline_eval.inference.backends.vllm.quantized import cpu_build, int4_identity, quantized_on_cpu
+from offline_eval.inference.constrained.grammars import outlines_regex, xgrammar_ebnf
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
 from offline_eval.inference.requests import Request, Result
+from offline_eval.modelfiles.fingerprint import HashCache
+from offline_eval.modelfiles.peft import PeftAdapter
+from offline_eval.modelfiles.quantization import checked
 from offline_eval.runtime.preload import tcmalloc_loaded
-
-from .cache import CompiledIndex, cache_files, cache_roots, compile_cache, compiled_graph, loaded_from
-from .lora import Lora, lora_args, rank_problem
-from .options import VLLMOptions, compile_choice
-from .outlines import refuse_misspelled
-from .patches import Installed, aot_loaded
-from .quantized import cpu_build, int4_identity, quantized_on_cpu
 
 _SHUTDOWN_GRACE_S = 0.5
 

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from offline_eval.modelfiles.peft import CONFIG, WEIGHTS, PeftAdapter, read_peft
 from offline_eval.runtime.errors import InputError
-
-from ..adapters import CONFIG, WEIGHTS, PeftAdapter, read_peft
 
 # vLLM's LoRAConfig.max_lora_rank accepts these values alone (config/lora.py, MaxLoRARanks).
 RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

@@ -6,12 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.fingerprint import PINS
-from offline_eval.inference.backends.quantized import FolderQuantization, folder_quantization
 from offline_eval.inference.backends.spec import LoadSpec
+from offline_eval.inference.backends.vllm.patches import Installed
+from offline_eval.modelfiles.fingerprint import PINS
+from offline_eval.modelfiles.quantization import FolderQuantization, folder_quantization
 from offline_eval.runtime.errors import EngineError, InputError
-
-from .patches import Installed
 
 
 def quantized_on_cpu(

@@ -17,16 +17,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from offline_eval.inference.backends.base import Backend, Progress
+from offline_eval.inference.backends.declare import Declared
+from offline_eval.inference.backends.openai.client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
+from offline_eval.inference.backends.openai.reply import Reply, top_alternatives
+from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema
 from offline_eval.inference.requests import Request, Result
+from offline_eval.modelfiles.fingerprint import HashCache
 from offline_eval.runtime.errors import EngineError, InputError, PartialFailure, is_url, missing
-
-from .base import Backend, Progress
-from .declare import Declared
-from .fingerprint import HashCache
-from .openai_reply import Reply, top_alternatives
-from .server_client import BadReply, KeyRefused, Refused, ServerClient, ServerGone
-from .spec import LoadSpec, PromptCounter
 
 
 class OpenAIOptions(BaseModel):
@@ -191,15 +190,12 @@ class OpenAIBackend(Backend):
             return None
         from dataclasses import replace
 
-        from .hf_backend import HFBackend
-        from .llamacpp_backend import LlamaCppBackend
-
         path = self.o.tokenizer
         if why := missing(path):
             raise InputError(f"path {why}: {path}", field="tokenizer")
         backend = "llamacpp" if path.endswith(".gguf") else "transformers"
         local = replace(self.spec, backend=backend, path=path, chat_template=None, engine_options={})
-        counter = (LlamaCppBackend if backend == "llamacpp" else HFBackend).prompt_counter(local)
+        counter = self.counter_of(local)
         if counter is None:
             raise InputError(f"cannot count tokens with {path}", field="tokenizer")
         return counter
@@ -270,7 +266,7 @@ class OpenAIBackend(Backend):
                 # server in our test; what `json` lets through that strict JSON refuses, the re-check catches.
                 return {"structured_outputs": {"json": c.schema}}
             return {"structured_outputs": {"regex": c.pattern}}
-        from .grammars import choice_grammar, gbnf
+        from offline_eval.inference.constrained.grammars import choice_grammar, gbnf
 
         if isinstance(c, Choice):
             return {"grammar": choice_grammar(c)}

@@ -14,10 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from offline_eval.inference.requests import Request, Result
-from offline_eval.runtime.errors import EngineError
-
-from .base import (
+from offline_eval.inference.backends.base import (
     Progress,
     TokenizingBackend,
     carried_ids,
@@ -26,12 +23,14 @@ from .base import (
     finite_logprobs,
     signature_params,
 )
-from .chat import adds_special_tokens, choose_template, render_request
-from .declare import Declared
-from .grammars import gbnf
-from .llamacpp_greedy import GrammarCheck, check_finite, greedy
-from .llamacpp_prefill import PromptCache, last_logits
-from .spec import LoadSpec, PromptCount, PromptCounter, Reservation
+from offline_eval.inference.backends.chat import adds_special_tokens, choose_template, render_request
+from offline_eval.inference.backends.declare import Declared
+from offline_eval.inference.backends.llamacpp.greedy import GrammarCheck, check_finite, greedy
+from offline_eval.inference.backends.llamacpp.prefill import PromptCache, last_logits
+from offline_eval.inference.backends.spec import LoadSpec, PromptCount, PromptCounter, Reservation
+from offline_eval.inference.constrained.grammars import gbnf
+from offline_eval.inference.requests import Request, Result
+from offline_eval.runtime.errors import EngineError
 
 _RESERVED = {
     "model_path": "path (or a variant's file)",
@@ -181,7 +180,7 @@ class LlamaCppBackend(TokenizingBackend):
         return self._grammars[text]
 
     def _mask_check(self, r: Request) -> Any:
-        from .masking import MaskCheck, llamacpp_masks
+        from offline_eval.inference.backends.llamacpp.masks import MaskCheck, llamacpp_masks
 
         if self._masks is None:
             self._masks = llamacpp_masks(str(self.spec.constraint_backend), self.llm)

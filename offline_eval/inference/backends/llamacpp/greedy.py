@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import NonFiniteLogits
-from .llamacpp_prefill import last_logits
+from offline_eval.inference.backends.base import NonFiniteLogits
+from offline_eval.inference.backends.llamacpp.prefill import last_logits
 
 TOP = 64  # a refused step asks about this many best tokens before it filters the whole vocabulary
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offline_eval.modelfiles.quantization import non_finite_tensors, safetensors_header
 from offline_eval.runtime.errors import InputError
-
-from .quantized import non_finite_tensors, safetensors_header
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 _PEFT_KEY = re.compile(r"^base_model\.model\.(.+)\.lora_([AB])\.weight$")
@@ -326,23 +325,3 @@ def describe_adapter(path: str | Path) -> dict[str, Any]:
         "target_modules": sorted({t.name.split(".")[2] for t in r.tensors if t.name.startswith("blk.")}),
         "base_model_name_or_path": gguf_field(r, "general.base_model.0.name"),
     }
-
-
-def with_peft(model: Any, adapter: str, scale: float) -> Any:
-    """A transformers model with the PEFT adapter over it (unmerged, as vLLM and llama.cpp compute it)."""
-    try:
-        from peft import PeftModel
-    except ImportError:
-        raise InputError(
-            "transformers loads adapters through peft, which is not installed: pip install 'offline-eval[hf]'",
-            file=adapter,
-            field="adapter",
-        ) from None
-    wrapped = PeftModel.from_pretrained(model, adapter, is_trainable=False)
-    if scale != 1.0:
-        for module in wrapped.modules():
-            scaling = getattr(module, "scaling", None)
-            if isinstance(scaling, dict):
-                for k in scaling:
-                    scaling[k] *= scale
-    return wrapped.eval()

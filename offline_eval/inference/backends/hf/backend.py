@@ -9,17 +9,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from offline_eval.inference.backends.base import (
+    NonFiniteLogits,
+    Progress,
+    TokenizingBackend,
+    check_engine_args,
+    faithful_ids,
+    finite_logprobs,
+)
+from offline_eval.inference.backends.chat import choose_template, hf_encode, hf_own_template
+from offline_eval.inference.backends.declare import Declared
+from offline_eval.inference.backends.hf.peft import with_peft
+from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
+from offline_eval.inference.backends.spec import LoadSpec, PromptCount
+from offline_eval.inference.constrained.grammars import xgrammar_ebnf
 from offline_eval.inference.requests import Request, Result
+from offline_eval.modelfiles.quantization import checked
 from offline_eval.runtime.errors import InputError
-
-from .adapters import with_peft
-from .base import NonFiniteLogits, Progress, TokenizingBackend, check_engine_args, faithful_ids, finite_logprobs
-from .chat import choose_template, hf_encode, hf_own_template
-from .declare import Declared
-from .grammars import xgrammar_ebnf
-from .hf_tokenizer import CountsWithHFTokenizer, HFTokenized
-from .quantized import checked
-from .spec import LoadSpec, PromptCount
 
 _DTYPES = {
     "bfloat16": "bfloat16",
@@ -141,7 +147,7 @@ class HFBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         if constraint is None:
             return []
         if (backend := self.spec.constraint_backend) is not None:
-            from .masking import HFProcessor, hf_masks
+            from offline_eval.inference.backends.hf.masks import HFProcessor, hf_masks
 
             if self._masks is None:
                 self._masks = hf_masks(backend, self.tokenizer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .server_client import BadReply
+from offline_eval.inference.backends.openai.client import BadReply
 
 
 class Reply:

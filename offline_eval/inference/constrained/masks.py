@@ -1,5 +1,6 @@
 """Token masks from llguidance and outlines-core, for the engines that mask tokens themselves (transformers,
-llama.cpp): one vocabulary per load, one compiled grammar per constraint, one matcher per sequence.
+llama.cpp, each applying them in its own masks.py): one vocabulary per load, one compiled grammar per constraint, one
+matcher per sequence.
 
 Both read each token's exact bytes (llguidance from the tokenizer or llama.cpp's vocabulary, outlines-core from the
 byte table we give it), so a token that holds part of a UTF-8 character is matched as those bytes. JSON is compiled
@@ -12,10 +13,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from offline_eval.inference.constrained.grammars import guidance_grammar, outlines_regex
 from offline_eval.inference.constraints import Constraint
 from offline_eval.runtime.errors import EngineError
-
-from .grammars import guidance_grammar, outlines_regex
 
 
 class Matcher(Protocol):
@@ -118,116 +118,3 @@ class _Outlines:
 def allowed(words: np.ndarray, n: int) -> np.ndarray:
     """A bitmask's first `n` bits as booleans."""
     return np.unpackbits(words.view(np.uint8), bitorder="little")[:n].astype(bool)
-
-
-class HFProcessor:
-    """transformers' logits processor: one matcher per row of the batch, advanced by the token each row took."""
-
-    def __init__(self, masks: Masks, c: Constraint, rows: int, eos_ids: set[int]) -> None:
-        self._m = [masks.matcher(c) for _ in range(rows)]
-        self._n, self._eos = masks.n_vocab, eos_ids
-        self._start: int | None = None
-        self._done = [False] * rows
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if self._start is None:
-            self._start = input_ids.shape[1]
-        elif input_ids.shape[1] > self._start:
-            for row, token in enumerate(input_ids[:, -1].tolist()):
-                if not self._done[row]:
-                    self._done[row] = token in self._eos
-                    if not self._done[row]:
-                        self._m[row].accept(int(token))
-        keep = torch.zeros(scores.shape, dtype=torch.bool)
-        for row, m in enumerate(self._m):
-            if self._done[row]:
-                keep[row] = True
-            else:
-                keep[row, : self._n] = torch.from_numpy(allowed(m.bitmask(), self._n))
-        return scores.masked_fill(~keep.to(scores.device), float("-inf"))
-
-
-class MaskCheck:
-    """llama.cpp's greedy loop asks its grammar `allows`, `best`, `accept` (llamacpp_greedy.GrammarCheck): the same
-    questions answered from a matcher's mask."""
-
-    def __init__(self, matcher: Matcher, n_vocab: int) -> None:
-        self._m, self._n = matcher, n_vocab
-        self._mask: np.ndarray | None = None
-        self._prompt = 0  # the prompt's length, under llama-cpp-python's logits_processor
-
-    def _allowed(self) -> np.ndarray:
-        if self._mask is None:
-            self._mask = allowed(self._m.bitmask(), self._n)
-        return self._mask
-
-    def reset(self) -> None:
-        self._m.reset()
-        self._mask = None
-
-    def allows(self, token: int) -> bool:
-        return bool(self._allowed()[token])
-
-    def best(self, logits: np.ndarray) -> int:
-        return int(np.argmax(np.where(self._allowed(), logits[: self._n], -np.inf)))
-
-    def accept(self, token: int) -> None:
-        self._m.accept(token)
-        self._mask = None
-
-    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        """llama-cpp-python's logits_processor (sampling): the prompt is set by `start`."""
-        if len(input_ids) > self._prompt:
-            self.accept(int(input_ids[-1]))
-        self._prompt = len(input_ids)
-        out = np.full_like(scores, -np.inf)
-        keep = self._allowed()
-        out[: self._n][keep] = scores[: self._n][keep]
-        return out
-
-    def close(self) -> None:
-        self._mask = None
-
-    def start(self, prompt_len: int) -> MaskCheck:
-        self.reset()
-        self._prompt = prompt_len
-        return self
-
-
-def hf_masks(backend: str, tokenizer: Any) -> Masks:
-    """Masks over a transformers tokenizer's vocabulary (xgrammar's byte table: the same bytes it matches)."""
-    eos = int(tokenizer.eos_token_id)
-    if backend == "guidance":
-        import llguidance.hf
-
-        tok = llguidance.hf.from_tokenizer(tokenizer)
-        return Masks(backend, tok.vocab_size, eos, None, set(), tok)
-    import xgrammar as xgr
-
-    info = xgr.TokenizerInfo.from_huggingface(tokenizer)
-    table = list(info.decoded_vocab)
-    return Masks(backend, len(table), eos, table, set(info.special_token_ids))
-
-
-def llamacpp_masks(backend: str, llm: Any) -> Masks:
-    """Masks over a GGUF's vocabulary, each token's bytes as llama.cpp detokenizes them (control tokens left out)."""
-    import llama_cpp
-
-    vocab = llm._model.vocab
-    eos = int(llama_cpp.llama_vocab_eos(vocab))
-    if backend == "guidance":
-        import warnings
-
-        from llguidance.llamacpp import lltokenizer_from_vocab
-
-        with warnings.catch_warnings():  # it asks llama_token_get_attr, deprecated, once per token
-            warnings.simplefilter("ignore", DeprecationWarning)
-            tok = lltokenizer_from_vocab(vocab)
-        return Masks(backend, tok.vocab_size, eos, None, set(), tok)
-    n = llm.n_vocab()
-    control = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-    special = {i for i in range(n) if llama_cpp.llama_vocab_get_attr(vocab, i) & control}
-    table = [llm.detokenize([i], special=False) for i in range(n)]
-    return Masks(backend, n, eos, table, special)

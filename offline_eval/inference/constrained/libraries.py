@@ -1,6 +1,6 @@
 """Which library turns a constraint into the token mask: the names models.yaml may give and the one-line refusals.
 Each engine declares the backends it runs (`Declared.constraint_backends`, its default first); the engines build
-the masks (masking.py, and vLLM itself)."""
+the masks (constrained/masks.py's matchers in their own masks.py, and vLLM itself)."""
 
 from __future__ import annotations
 
