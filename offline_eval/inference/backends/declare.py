@@ -25,6 +25,8 @@ class Declared:
     options: type[BaseModel] | None = None  # models.yaml keys of this engine alone, validated by config
     path_options: tuple[str, ...] = ()  # those of its keys that are local paths (resolved against models.yaml)
     constraint_backends: tuple[str, ...] = ()  # the libraries it masks tokens with, `auto`'s first (none: a server)
+    libraries: tuple[str, ...] = ()  # other distributions its runs depend on: a sweep records their versions
+    tcmalloc_with: tuple[str, ...] = ()  # installed, any of these makes the CLI preload tcmalloc (runtime/preload.py)
 
     @property
     def remote(self) -> bool:

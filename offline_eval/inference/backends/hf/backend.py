@@ -56,6 +56,7 @@ ENGINE = Declared(
     dists=("transformers",),
     weights="hf",
     constraint_backends=("xgrammar", "guidance", "outlines"),
+    libraries=("torch", "peft", "xgrammar", "llguidance", "outlines-core", "compressed-tensors"),
 )
 
 

@@ -68,6 +68,7 @@ ENGINE = Declared(
     dists=("llama-cpp-python",),
     weights="gguf",
     constraint_backends=("gbnf", "guidance", "outlines"),
+    libraries=("llguidance", "outlines-core"),
 )
 
 

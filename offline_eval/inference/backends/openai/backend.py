@@ -82,6 +82,7 @@ ENGINE = Declared(
     weights="remote",
     options=OpenAIOptions,
     path_options=("tokenizer",),
+    libraries=("httpx",),
 )
 
 
