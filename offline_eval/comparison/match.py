@@ -12,6 +12,7 @@ from offline_eval.pipeline.config import margin_problem
 from offline_eval.results.records import ItemRecord, item_means
 from offline_eval.results.summary import LoadProvenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError, OfflineEvalError, first_line
+from offline_eval.runtime.lock import holder
 from offline_eval.tasks import get_task_class, read_summary, recorded_task, task_names
 from offline_eval.tasks.kit.sections import Metric
 from offline_eval.verify import verify as verify_folder
@@ -153,7 +154,6 @@ def _verified(role: str, folder: str | Path) -> None:
 
 
 def _load(folder: str | Path) -> Summary:
-    from offline_eval.runtime.lock import holder
 
     p = Path(folder)
     if not p.is_dir():

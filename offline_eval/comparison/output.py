@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from offline_eval.metrics.noninferiority import NonInferiority
+from offline_eval.report.browser import browser_html
 from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import ResultsFolder
 from offline_eval.runtime.fileio import write_text_atomic
@@ -51,7 +52,6 @@ def _verification(c: Comparison) -> str:
 
 
 def _html(c: Comparison, d: Path) -> str:
-    from offline_eval.report.browser import browser_html
 
     b, e = _bdi, html.escape
     rows = "".join(

@@ -17,6 +17,7 @@ from .contract import DELETED, GOJUON, IROHA, Document, Item
 from .definitions import Definition, Sentences, definitions, first_uses
 from .numerals import to_int
 from .references import Reference, extract, scan
+from .tokenize import morpheme_spans
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,6 @@ def terms(doc: Document) -> list[Finding]:
 def _word_at(text: str, a: int, b: int) -> bool:
     """Whether text[a:b] is a word of its own (not 本契約 inside 基本契約): morpheme boundaries, found by
     tokenizing only the stretch around it, up to the nearest 。 or line break."""
-    from .tokenize import morpheme_spans
 
     lo = max(text.rfind("。", max(0, a - 200), a), text.rfind("\n", max(0, a - 200), a), a - 200) + 1
     ends = [x for x in (text.find("。", b, b + 200), text.find("\n", b, b + 200)) if x >= 0]

@@ -7,6 +7,11 @@ import argparse
 import sys
 from typing import Any
 
+from offline_eval.runtime.errors import InputError
+
+from .adapter_gguf import peft_to_gguf
+from .quantize import quantize
+
 
 def add_commands(sub: Any) -> None:
     q = sub.add_parser(
@@ -32,9 +37,6 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_quantize(a: argparse.Namespace) -> int:
-    from offline_eval.runtime.errors import InputError
-
-    from .quantize import quantize
 
     to = [x.strip() for x in a.to.split(",") if x.strip()]
     if not to:
@@ -49,7 +51,6 @@ def cmd_quantize(a: argparse.Namespace) -> int:
 
 
 def cmd_adapter_gguf(a: argparse.Namespace) -> int:
-    from .adapter_gguf import peft_to_gguf
 
     path = peft_to_gguf(a.peft_folder, a.base, a.out, a.force)
     print(f"wrote {path} ({path.stat().st_size / 2**20:.2f} MiB)")

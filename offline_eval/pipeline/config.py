@@ -16,6 +16,7 @@ from offline_eval.models.decoding import seed_problem
 from offline_eval.models.paths import resolve_model_paths, resolve_path
 from offline_eval.models.spec import ModelSpec, Strict, VariantSpec, greedy
 from offline_eval.runtime.errors import InputError, format_validation_error, is_url, missing
+from offline_eval.tasks import get_task_class, make_task
 from offline_eval.tasks.kit.sections import Metric
 
 
@@ -86,7 +87,6 @@ class SweepConfig(Strict):
     ) -> set[str]:
         """The engines a sweep of it loads: its models' (those named by --only) and its tasks' evaluators'. A task's
         bad options are an error naming `source`, the config file."""
-        from offline_eval.tasks import make_task
 
         wanted = {m.backend for m in self.models if not only or m.name in only}
         for name, options in self.tasks.items():
@@ -169,7 +169,6 @@ def expanded_size(raw: Any, limit: int) -> int:
 def parse_config(raw: Any, base: Path, source: str) -> SweepConfig:
     """A config as models.yaml would hold it, validated; relative paths resolve against `base`, by one rule
     (resolve_model_paths) for every model, top-level or a task's judge or evaluator."""
-    from offline_eval.tasks import get_task_class
 
     if not isinstance(raw, dict):
         raise InputError("expected a mapping with `models` and `tasks`", file=source)

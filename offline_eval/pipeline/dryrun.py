@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from offline_eval.inference.backends.pool import shared_base
 from offline_eval.inference.backends.registry import prompt_counter
 from offline_eval.inference.backends.spec import LoadSpec, PromptCounter
+from offline_eval.inference.backends.templates import model_prompt_format
 from offline_eval.inference.fit import fits, place, tokens_needed
 from offline_eval.inference.requests import Request
 from offline_eval.modelfiles.quantization import folder_quantization
@@ -32,7 +33,6 @@ class PhasePlan:
 
 def prompt_format(spec: LoadSpec) -> str:
     """chat or plain, as the engine will prompt this model (read from its files, no engine started)."""
-    from offline_eval.inference.backends.templates import model_prompt_format
 
     return model_prompt_format(spec.chat_template, spec.backend, spec.path)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.inference.store import Store
+from offline_eval.report import write_report
 from offline_eval.results.records import ResultsFolder
 from offline_eval.results.summary import SCHEMA_VERSION, Summary, SweepProvenance
 from offline_eval.runtime.enginelog import EngineLog
@@ -28,8 +29,9 @@ from offline_eval.runtime.timings import Timings
 from offline_eval.tasks import record_class
 
 from . import provenance
-from .build import execute, summarize
+from .build import execute, from_plan, summarize
 from .config import SweepConfig
+from .dryrun import print_plan
 from .execute import Stage
 from .executors import make_executor
 from .options import Log, SweepOptions
@@ -55,8 +57,6 @@ def run_sweep(cfg: SweepConfig, options: SweepOptions | None = None) -> Summary:
     folder = ResultsFolder(out)
     with guard_connections(cfg, sweep_plan.tasks):
         if o.dry_run:
-            from .dryrun import print_plan
-
             print_plan(sweep_plan, source, log)
             return Summary(schema_version=SCHEMA_VERSION)
         if problem := folder.blocked(sweep_plan.keys()):
@@ -105,10 +105,6 @@ def _conclude(
                 log(f"warning: verdict of {c.run} on {c.setting}: judges' scale: {c.scale_note}")
     try:
         with timings.stage("report"):
-            from offline_eval.report import write_report
-
-            from .build import from_plan
-
             # What summary.json holds, without reading it back, and the prompts and diffs only the items hold.
             write_report(folder.root, summary, from_plan(sweep_plan.tasks, everything))
     finally:  # summary.json last, so its timings include the report's; written even if the report fails

@@ -13,6 +13,7 @@ from offline_eval.models.spec import ModelSpec
 from offline_eval.results.records import RunKey
 from offline_eval.results.summary import SettingProvenance
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.netguard import allow_only
 from offline_eval.tasks import load_items, make_task
 from offline_eval.tasks.base import Item, Setting, Task
 from offline_eval.tasks.kit.datafiles import reading
@@ -198,7 +199,6 @@ def setting_provenance(t: PlannedTask) -> list[SettingProvenance]:
 
 def guard_connections(cfg: SweepConfig, tasks: list[PlannedTask]) -> AbstractContextManager[None]:
     """A config that names servers: within the block, this process connects to their hosts and nowhere else."""
-    from offline_eval.runtime.netguard import allow_only
 
     specs = [*cfg.models, *(ev for t in tasks if (stage := t.task.evaluation()) for ev in stage.models())]
     urls = [url for m in specs for url in m.server_urls()]

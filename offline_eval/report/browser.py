@@ -9,7 +9,7 @@ from typing import Any
 
 from offline_eval.results.records import ResultsFolder, sample_of
 from offline_eval.results.summary import LoadProvenance, Summary
-from offline_eval.runtime.fileio import script_json
+from offline_eval.runtime.fileio import script_json, write_text_atomic
 
 from .inputs import ItemInputs
 from .tables import task_class
@@ -99,8 +99,6 @@ def browser_html(data: dict[str, Any], folder: ResultsFolder) -> str:
         loader = f'<script id="items-data" type="application/json">{payload}</script>'
         where = ""
     else:
-        from offline_eval.runtime.fileio import write_text_atomic
-
         write_text_atomic(sidecar, f"window.OFFLINE_EVAL_ITEMS = {payload};\n")
         loader = f'<script src="{SIDECAR}"></script>'
         where = (

@@ -9,11 +9,12 @@ from offline_eval.results.records import RunEntry
 from offline_eval.results.summary import Summary
 from offline_eval.tasks.kit.figures import Plot, fig_module, pareto_front, primary_score, safe_name, save
 
+from .tables import task_class
+
 
 def pareto(runs: list[RunEntry]) -> Plot | None:
     """The first screen's plot: per task (its own axes), each run's mean primary metric over the task's settings
     against its peak memory."""
-    from .tables import task_class
 
     tasks = []
     for task in sorted({r.task for r in runs}):
@@ -179,7 +180,6 @@ def context_lines(runs: list[RunEntry]) -> list[Plot]:
 def thinking_curves(runs: list[RunEntry]) -> list[Plot]:
     """Per task: each reasoning run's primary metric (mean over the task's settings) against its thinking tokens
     per item, a line per model variant through its budgets, and the Pareto front (fewer tokens, higher score)."""
-    from .tables import task_class
 
     plt = fig_module()
     out = []
@@ -224,7 +224,6 @@ def thinking_curves(runs: list[RunEntry]) -> list[Plot]:
 
 def all_plots(summary: Summary) -> list[Plot]:
     """The plots every sweep gets, then each task's own."""
-    from .tables import task_class
 
     runs = summary.runs
     out = frontier(runs) + quantization_bars(runs) + context_lines(runs) + thinking_curves(runs)

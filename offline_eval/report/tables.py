@@ -10,6 +10,8 @@ from offline_eval.metrics.stats import PairedResult
 from offline_eval.metrics.values import N_CLUSTERS, N_UNCLUSTERED
 from offline_eval.results.records import PlainRecord, RunEntry
 from offline_eval.results.summary import Summary
+from offline_eval.runtime.errors import InputError
+from offline_eval.tasks import get_task_class
 from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.sections import Table, fmt
 from offline_eval.tasks.sampled import MAJORITY_VOTE, RUN_TO_RUN_SD, SAMPLES, SAMPLES_DISAGREE
@@ -351,8 +353,6 @@ def detail_sections(summary: Summary) -> list[tuple[str, list[Table]]]:
 def task_class(name: str) -> type[Task[Any, Any]]:
     """The task's class, or a stand-in that ranks by the runs' recorded primary metric (a task this
     installation no longer has still gets a leaderboard)."""
-    from offline_eval.runtime.errors import InputError
-    from offline_eval.tasks import get_task_class
 
     try:
         return get_task_class(name)

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from offline_eval.metrics.noninferiority import NonInferiority
 from offline_eval.metrics.stats import PairedResult
-from offline_eval.runtime.errors import InputError, format_validation_error
+from offline_eval.runtime.errors import InputError, MissingExtraError, format_validation_error
 from offline_eval.runtime.fileio import write_json_atomic
+from offline_eval.runtime.lock import holder
 
 from .calibration import CalibrationRow
 from .migrate import forward
@@ -270,8 +271,6 @@ class Summary(_Model):
         try:
             import pandas as pd
         except ImportError:
-            from offline_eval.runtime.errors import MissingExtraError
-
             raise MissingExtraError("pandas", "pandas", "library") from None
         chosen = [r for r in self.runs if (run is None or r.run == run) and (setting is None or r.setting == setting)]
         if not chosen:
@@ -287,7 +286,6 @@ class Summary(_Model):
     def _same_sweep(self) -> None:
         """Records read now belong to the sweep this summary was read from: refused while another sweep writes
         into the folder, or once one has rewritten summary.json since."""
-        from offline_eval.runtime.lock import holder
 
         assert self._folder is not None
         if who := holder(self._folder):

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .errors import InputError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -62,7 +64,6 @@ def remove_stale_temps(folder: Path) -> list[str]:
 
 def _writable_at(p: Path) -> None:
     """A folder where the file goes, or a file where a folder must be, is one line naming it."""
-    from .errors import InputError
 
     if p.is_dir():
         raise InputError("is a folder, where a file is written: move it away and re-run", file=str(p))

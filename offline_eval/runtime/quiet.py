@@ -7,12 +7,13 @@ import os
 import sys
 from collections.abc import Iterator
 
+from .enginelog import capturing
+
 
 @contextlib.contextmanager
 def native_stderr_silenced() -> Iterator[None]:
     """Engines that print from C (llama.cpp) bypass Python's logging; keep their chatter for --debug only, or
     for the sweep's engines.log while one captures it."""
-    from .enginelog import capturing
 
     if os.environ.get("OFFLINE_EVAL_DEBUG") or capturing():
         yield

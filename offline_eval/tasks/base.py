@@ -12,6 +12,7 @@ from offline_eval.metrics.bootstrap import Clusters
 from offline_eval.metrics.declared import with_intervals
 from offline_eval.metrics.values import CONSTRAINT_VIOLATIONS, EVERY_TASK, Count
 from offline_eval.results.records import ItemRecord, R, TaskReport, sample_of
+from offline_eval.runtime.errors import format_validation_error
 
 from .kit import (
     OURS,
@@ -28,6 +29,7 @@ from .kit import (
     RunMetrics,
     TaskItem,
 )
+from .sampled import SAMPLED, sample_metrics
 
 if TYPE_CHECKING:
     from offline_eval.metrics.bootstrap import Bootstrapped
@@ -69,7 +71,6 @@ class Task(ABC, Generic[ItemT, R]):
     @classmethod
     def from_options(cls, options: dict[str, Any], source: str | None = None, prefix: str = "") -> Task:
         """The task from its config block; `samples` is the framework's (any task's), not the task's own."""
-        from offline_eval.runtime.errors import format_validation_error
 
         options = dict(options)
         samples = options.pop("samples", None)
@@ -116,7 +117,6 @@ class Task(ABC, Generic[ItemT, R]):
         """A run's metrics on one setting, as summary.json holds them and `verify` recomputes them: the task's
         values and declared metrics (with their intervals), and the answers that broke their constraint; over k
         samples per item, the aggregate of all of them (each item's mean) and the samples' own statistics."""
-        from .sampled import sample_metrics
 
         metrics = self.declared_metrics(records, setting, *self.resamples())
         metrics.put(CONSTRAINT_VIOLATIONS.name, sum(1 for r in records if r.finish_reason == "violation"))
@@ -130,7 +130,6 @@ class Task(ABC, Generic[ItemT, R]):
     @classmethod
     def declared_names(cls) -> set[str]:
         """Every value a run of the task may hold: its metrics, its counts, and those of every task."""
-        from .sampled import SAMPLED
 
         return {m.name for m in cls.metrics} | {c.name for c in (*cls.counts, *EVERY_TASK, *SAMPLED)}
 

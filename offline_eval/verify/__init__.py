@@ -21,12 +21,15 @@ from typing import Any
 
 from offline_eval.inference.constraints import from_dict, violation
 from offline_eval.modelfiles.fingerprint import file_sha256, forget_hashes
+from offline_eval.pipeline.build import from_plan
+from offline_eval.report import write_report
 from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunKey
 from offline_eval.results.summary import FileDigest, Provenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError
 from offline_eval.runtime.fileio import jsonl_text
-from offline_eval.tasks import read_summary, recorded_task, task_names
+from offline_eval.tasks import get_task_class, read_summary, recorded_task, task_names
 from offline_eval.tasks.base import Task
+from offline_eval.tasks.kit.protocol import unrecorded
 
 from .diff import diff
 from .rebuild import Rebuilt, rebuild
@@ -190,8 +193,6 @@ def _record_lines(path: Path, i: int, rid: str, line: bytes, wanted: bytes) -> l
 def _report(folder: ResultsFolder, again: Rebuilt) -> list[str]:
     """report.md, report.html and plots/ rendered again from the rebuilt summary, as the sweep rendered them (with
     the prompts and diffs of its plan) or as `offline-eval report` does (from the summary alone)."""
-    from offline_eval.pipeline.build import from_plan
-    from offline_eval.report import write_report
 
     assert again.summary is not None and again.plan is not None
     made = _rendered(folder)
@@ -259,8 +260,6 @@ def _options_added_since(claimed: Summary, rebuilt: Summary) -> None:
     `protocol`) is not a mismatch where the rebuild gives it the value the sweep ran (its default, or what the
     option declares runs before it existed ran: `protocol`'s is offline-eval), as the rebuild of every output from
     the store under it shows. Set to anything else, it is compared as usual."""
-    from offline_eval.tasks import get_task_class
-    from offline_eval.tasks.kit.protocol import unrecorded
 
     assert claimed.provenance is not None and rebuilt.provenance is not None
     had = {(s.task, s.setting): s.task_options for s in claimed.provenance.settings}

@@ -135,6 +135,11 @@ def spec_fingerprint(spec: LoadSpec, cache: HashCache | None = None) -> str:
     return get_engine(spec.backend).fingerprint(spec, cache)
 
 
+def tcmalloc_with(backends: set[str]) -> set[str]:
+    """The distributions whose presence makes these engines ask for tcmalloc (runtime/preload.py)."""
+    return {d for b in backends for d in get_engine(b).tcmalloc_with}
+
+
 def prompt_counter(spec: LoadSpec) -> PromptCounter | None:
     """Prompts encoded as `spec`'s engine would, without loading the weights (the dry run's planner, a served model's
     local tokenizer); None: that engine cannot count locally."""

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from offline_eval.pipeline.config import RunnerSpec
 
 from .base import Executor
+from .ray_executor import RayExecutor
+from .serial import SerialExecutor
 
 __all__ = ["Executor", "make_executor"]
 
@@ -20,9 +22,6 @@ def make_executor(
 ) -> Executor:
     """`--ray ADDRESS` wins over models.yaml's `runner: {executor: ray, address: ...}`."""
     if ray is None and runner.executor == "serial":
-        from .serial import SerialExecutor
-
         return SerialExecutor()
-    from .ray_executor import RayExecutor
 
     return RayExecutor(ray or runner.address or "auto", log, progress)

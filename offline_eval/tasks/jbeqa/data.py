@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, computed_field, field_validator
 
+from offline_eval.ja.numerals import kanji_to_int
 from offline_eval.tasks.kit import InputError, TaskItem, read_items
 
 # First Gregorian year of each era, and its last year number where the era has ended.
@@ -54,8 +55,6 @@ def gregorian_year(value: int | str) -> int:
             elif num.isdigit():
                 n = int(num)
             else:
-                from offline_eval.ja.numerals import kanji_to_int
-
                 n = kanji_to_int(num)
             start, last = _ERAS[era]
             if n < 1 or (last is not None and n > last):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from offline_eval.results.calibration import CalibrationRow, Interval
+from offline_eval.runtime.errors import InputError
 
 from .sections import fmt
 
@@ -25,7 +26,6 @@ DRAWS = ("random", "picked")  # an export's `draw`: the annotation page's seeded
 
 def read_draw(value: Any, path: str, where: str) -> str:
     """An export row's sampling design: "random", "picked", or "" where the row records none (a hand-made file)."""
-    from offline_eval.runtime.errors import InputError
 
     v = str(value or "").strip()
     if v and v not in DRAWS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .sections import BrowserView, Metric
+from .sections import BrowserView, Metric, leaderboard
 
 if TYPE_CHECKING:
     from offline_eval.results.records import RunEntry
@@ -36,7 +36,6 @@ class ReportParts:
     @classmethod
     def tables(cls, task: TaskClass, runs: list[RunEntry], summary: Summary) -> list[Table]:
         """The task's sections of report.md/html: by default one leaderboard of its declared metrics."""
-        from .sections import leaderboard
 
         metrics = task.metrics or (Metric(task.primary_metric, task.primary_metric),)
         return [leaderboard(task.name, metrics, task.leaderboard_note, runs, summary)]

@@ -6,8 +6,13 @@ import argparse
 import os
 from typing import Any
 
+from offline_eval.metrics.adjscore import summarize
 from offline_eval.runtime.errors import is_url
+from offline_eval.runtime.fileio import dumps, write_jsonl_atomic
 from offline_eval.tasks.kit import InputError
+
+from .data import load_annotated
+from .scorer import Scorer, train
 
 
 def add_commands(sub: Any) -> None:
@@ -36,8 +41,6 @@ def add_commands(sub: Any) -> None:
 
 
 def _train(a: argparse.Namespace) -> int:
-    from .data import load_annotated
-    from .scorer import train
 
     if is_url(a.encoder) or not os.path.isdir(a.encoder):
         raise InputError("encoder must be a local BERT-like model folder", file=a.encoder)
@@ -62,11 +65,6 @@ def _train(a: argparse.Namespace) -> int:
 
 
 def _predict(a: argparse.Namespace) -> int:
-    from offline_eval.metrics.adjscore import summarize
-    from offline_eval.runtime.fileio import dumps, write_jsonl_atomic
-
-    from .data import load_annotated
-    from .scorer import Scorer
 
     if a.from_pth:
         if not a.encoder:

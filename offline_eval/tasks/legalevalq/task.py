@@ -40,9 +40,12 @@ from offline_eval.tasks.kit.calibration import HUMAN_SAMPLE_HELP, HumanLabels, H
 
 from . import annotate, authors
 from . import evaluator as ev
+from .commands import add_commands
 from .data import LegalEvalQItem, load_annotated, load_queries, query_ids
+from .human import human_labels, read_human_scores
 from .records import LegalEvalQRecord
 from .report import LegalEvalQReport
+from .scorer import Scorer, scorer_files
 from .values import (
     ADJ_SCORE,
     ADJ_SCORE_DELTA,
@@ -173,7 +176,6 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
 
     @classmethod
     def add_commands(cls, sub: Any) -> None:
-        from .commands import add_commands
 
         add_commands(sub)
 
@@ -232,13 +234,10 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
             raise InputError(
                 "not a scorer folder (no scorer_config.json)", file=o.scorer, field="tasks.legalevalq.scorer"
             )
-        from .scorer import scorer_files
 
         for path in scorer_files(o.scorer):  # the scores are made with these: the setting's provenance names them
             note(path)
         if o.human_scores:
-            from .human import read_human_scores
-
             read_human_scores(o.human_scores)  # fail now, not after the models have run
 
     def load(self) -> list[LegalEvalQItem]:
@@ -328,7 +327,6 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         ]  # fmt: skip
 
     def human_labels(self, runs: Sequence[RunEntry], records: Records[LegalEvalQRecord]) -> HumanLabels | None:
-        from .human import human_labels
 
         return human_labels(self.options.human_scores, self.options.human_sample, runs, records)
 
@@ -382,7 +380,6 @@ class LegalEvalQEvaluation(Evaluation[LegalEvalQItem, LegalEvalQRecord]):
     def finish(
         self, records: Records[LegalEvalQRecord], phase: Phase, results: dict[str, Sequence[Result]]
     ) -> Records[LegalEvalQRecord]:
-        from .scorer import Scorer
 
         if not results:
             return records

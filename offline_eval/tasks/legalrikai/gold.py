@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .checks import revised_articles
 from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 
 
@@ -20,8 +21,6 @@ def judge_gold(item: LegalRikaiItem) -> str:
     if isinstance(item, AmendExpItem):
         return f"## 改正の概要\n{item.gold_summary}\n\n## 契約への影響\n{item.gold_impact}"
     if isinstance(item, StatRevItem):
-        from .checks import revised_articles
-
         return revised_articles(item.contract, item.gold) or "（修正不要）"
     assert isinstance(item, RevisionItem)
     return item.gold

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from offline_eval.ja.contract import parse
 from offline_eval.tasks.kit import InputError, TaskItem, read_items
 
 
@@ -62,7 +63,6 @@ _CONTRACT_FIELDS = ("contract", "gold")
 def load_items(
     task: str, path: str, split: str = "test", field_map: dict[str, str] | None = None
 ) -> list[LegalRikaiItem]:
-    from offline_eval.ja.contract import parse
 
     schema = SCHEMAS[task]
     fmap = field_map or {}

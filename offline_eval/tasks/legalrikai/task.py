@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from offline_eval.ja.diff import diff_segments, diff_texts
 from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.results.records import TaskReport
 from offline_eval.runtime.errors import is_url, missing
@@ -41,14 +42,18 @@ from offline_eval.tasks.kit import (
 from offline_eval.tasks.kit.calibration import HUMAN_SAMPLE_HELP, HumanLabels, HumanSample, JudgedNumber
 
 from . import annotate, prompts, rubric
+from .agreement import human_labels, read_human_scores, sweep_report
 from .calibration import judged_numbers
+from .checks import read_output
 from .departures import paper_departures
+from .focus import focus_statutes
 from .gold import gold, judge_gold
 from .metrics import COUNTS, SCORE, aggregate
+from .outputs import strip_fences
 from .record import LegalRikaiRecord
 from .report import LegalRikaiReportParts
 from .rubric import SUBTASKS
-from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
+from .schema import SCHEMAS, AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem, load_items
 
 if TYPE_CHECKING:
     from offline_eval.tasks.kit import Case
@@ -116,9 +121,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         """For the revision sub-tasks, the revised contract (StatRev: merged back) against the input contract."""
         if record.checks is None or not isinstance(item, StatRevItem | RevisionItem):
             return {}
-        from offline_eval.ja.diff import diff_segments, diff_texts
-
-        from .outputs import strip_fences
 
         revised = record.revised if not isinstance(record.revised, Unset) else strip_fences(record.output or "")
         return {
@@ -134,8 +136,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     ) -> str:
         """`legalrikai FOLDER` checks every sub-task found; `statrev FILE` (or another sub-task) one file."""
         if kind in SUBTASKS:
-            from .schema import load_items
-
             if field_map and any(isinstance(v, dict) for v in field_map.values()):
                 raise InputError(f'give {kind}\'s map flat ({{"our_field": "their_field"}})', field="--field-map")
             return f"{len(load_items(kind, path, split or 'test', field_map))} {kind} items"
@@ -192,7 +192,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
 
     def field_map(self, subtask: str) -> dict[str, str]:
         """The sub-task's own map if given, else the flat entries; keys that no schema has are errors."""
-        from .schema import SCHEMAS
 
         fm = self.options.field_map
         known = {f for schema in SCHEMAS.values() for f in schema.model_fields if f != "subtask"}
@@ -215,12 +214,9 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             if why := missing(j.path):
                 raise InputError(f"path {why}: {j.path}", field=f"tasks.legalrikai.judges.{i}.path")
         if o.human_scores:
-            from .agreement import read_human_scores
-
             read_human_scores(o.human_scores)  # fail now, not after the models have run
 
     def load(self) -> list[LegalRikaiItem]:
-        from .schema import load_items
 
         items: list[LegalRikaiItem] = []
         for sub, path in self.paths().items():
@@ -251,8 +247,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
             return None
         key = (item.subtask, item.id)
         if key not in self._focus:
-            from .focus import focus_statutes
-
             self._focus[key] = focus_statutes(item.statute_pre, item.statute_post, self.options.focus_neighbours)
         f = self._focus[key]
         return {"statute_pre": f[0], "statute_post": f[1]} if f else None
@@ -305,7 +299,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         )
 
     def score(self, item: LegalRikaiItem, result: Result, setting: Setting) -> LegalRikaiRecord:
-        from .checks import read_output
 
         skipped = result.finish_reason == "overflow"
         rec = LegalRikaiRecord(
@@ -346,7 +339,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         return LegalRikaiJudges(self) if self.options.judges else None
 
     def sweep_report(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> TaskReport | None:
-        from .agreement import sweep_report
 
         o = self.options
         return sweep_report(runs, records, o.human_scores, n_resamples=o.bootstrap, seed=o.seed)
@@ -355,7 +347,6 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
         return judged_numbers(setting["subtask"], sorted({j for r in records for j in r.judges}))
 
     def human_labels(self, runs: Sequence[RunEntry], records: Records[LegalRikaiRecord]) -> HumanLabels | None:
-        from .agreement import human_labels
 
         return human_labels(self.options.human_scores, self.options.human_sample, runs, records)
 
