@@ -54,7 +54,7 @@ class SettingComparison(BaseModel):
     old_mean: float | None  # the metric's per-item mean over the compared items
     new_mean: float | None
     verdict: str  # regressed | non-inferior | improved | inconclusive | refused | missing
-    old_protocol: str = "offline-eval"  # the task's protocol in each sweep (tasks/protocol.py)
+    old_protocol: str = "offline-eval"  # the task's protocol in each sweep (tasks/kit/protocol.py)
     new_protocol: str = "offline-eval"
     reason: str | None = None  # why refused or inconclusive
     statistics: NonInferiority | None = None

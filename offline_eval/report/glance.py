@@ -79,7 +79,7 @@ def glance(summary: Summary) -> list[str]:
 
 
 def protocol_line(summary: Summary) -> str:
-    """Which protocol each task's numbers come from (tasks/protocol.py), and where runs labelled paper depart from
+    """Which protocol each task's numbers come from (tasks/kit/protocol.py), and where runs labelled paper depart from
     it (Task.departures: a mode of ours, a limit, shorter answers), each departure once per task."""
     by_task: dict[str, set[str]] = {}
     departs: dict[str, dict[str, None]] = {}

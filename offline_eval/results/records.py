@@ -228,7 +228,7 @@ class RunEntry(BaseModel):
     task: str
     setting: str
     options: dict[str, Any]
-    # The task's protocol (tasks/protocol.py); a run recorded before protocols existed ran offline-eval's.
+    # The task's protocol (tasks/kit/protocol.py); a run recorded before protocols existed ran offline-eval's.
     protocol: str = "offline-eval"
     # Where a paper-protocol run is not the paper's (Task.departures): a mode of ours, a limit, a shorter answer.
     departures: list[str] = Field(default_factory=list)

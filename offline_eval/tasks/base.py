@@ -155,7 +155,7 @@ class Task(ABC, Generic[ItemT, R]):
 
     @property
     def protocol(self) -> str:
-        """The protocol its runs follow (tasks/protocol.py): the task's `protocol` option; a task without one runs
+        """The protocol its runs follow (tasks/kit/protocol.py): the task's `protocol` option; a task without one runs
         its own, offline-eval's."""
         return str(getattr(self.options, "protocol", OURS))
 
@@ -193,7 +193,7 @@ class Task(ABC, Generic[ItemT, R]):
         return items
 
     def evaluation(self) -> Evaluation[ItemT, R] | None:
-        """The task's second stage, a companion object (tasks/evaluation.py): LLM judges or an evaluation model
+        """The task's second stage, a companion object (tasks/kit/evaluation.py): LLM judges or an evaluation model
         that score the candidates' outputs (None: the task, as configured, has none)."""
         return None
 
@@ -270,7 +270,7 @@ class Task(ABC, Generic[ItemT, R]):
         name = cls.paired_metric or cls.primary_metric
         return next((m for m in cls.metrics if m.name == name), Metric(name, name))
 
-    # ---- the task's own part of the report: its companion object (tasks/parts.py), all optional
+    # ---- the task's own part of the report: its companion object (tasks/kit/parts.py), all optional
     report_parts: ClassVar[type[ReportParts]] = ReportParts
 
     def browser_diffs(self, item: ItemT, record: R) -> dict[str, list[list[str]]]:

@@ -1,6 +1,6 @@
 """JBE-QA: true/false statements from the Japanese bar exam (民法, 刑法, 憲法), zero- and few-shot.
 
-Two protocols (tasks/protocol.py). `paper`: the authors' system prompt and user message (prompts.py, authors.py),
+Two protocols (tasks/kit/protocol.py). `paper`: the authors' system prompt and user message (prompts.py, authors.py),
 every split of the release but the four exemplars, their exemplars (rows of the release's train split), and free
 answers of up to 1,000 tokens. `offline-eval`: our own prompt, the test split, exemplars chosen by id. Under both,
 anything but a bare 1 or 0 is scored as 0 (false), as the paper does, faithfulness is the share of bare 1/0

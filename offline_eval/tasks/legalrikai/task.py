@@ -2,7 +2,7 @@
 Markdown; the toolkit's deterministic checks run at once; after every candidate, each LLM judge scores every
 output against the paper's rubric in constrained JSON, and the scores are normalised and averaged.
 
-Two protocols (tasks/protocol.py; docs/tasks/legalrikai.md, "Protocol"): `paper` sizes the revision tasks' answer
+Two protocols (tasks/kit/protocol.py; docs/tasks/legalrikai.md, "Protocol"): `paper` sizes the revision tasks' answer
 cap to the input contract (answer_cap) and sends no answer cut off by its cap to the judges; `offline-eval` keeps
 one cap for every sub-task and judges a cut answer as it stands, as every sweep before protocols did."""
 
