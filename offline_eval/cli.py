@@ -361,10 +361,22 @@ def build_parser() -> argparse.ArgumentParser:
     sch.add_argument("which", choices=["summary"], help="summary: summary.json")
     sch.set_defaults(func=cmd_schema)
 
+    _add_tools(sub, data_kinds())
+
+    add_commands(sub)  # quantize, adapter gguf
+
+    for cls in task_classes():  # a task's own tools (e.g. training its scorer): adding a task touches no file here
+        cls.add_commands(sub)
+
+    return p
+
+
+def _add_tools(sub: Any, kinds: list[str]) -> None:
+    """data validate, models check and the Japanese text tools."""
     d = sub.add_parser("data", help="dataset tools")
     dsub = d.add_subparsers(dest="data_command", required=True)
     dv = dsub.add_parser("validate", help="check a dataset file or folder against a task's schema")
-    dv.add_argument("task", help=f"a task or a part of one: {', '.join(data_kinds())}")
+    dv.add_argument("task", help=f"a task or a part of one: {', '.join(kinds)}")
     dv.add_argument("path")
     dv.add_argument("--split", help="for a folder of splits: the split to check (default: the task's)")
     dv.add_argument("--protocol", choices=PROTOCOLS, help="the task's protocol, as a sweep runs it (default: paper)")
@@ -380,11 +392,6 @@ def build_parser() -> argparse.ArgumentParser:
     mc = msub.add_parser("check", help="validate models.yaml and check that every path exists")
     mc.add_argument("config")
     mc.set_defaults(func=cmd_models_check)
-
-    add_commands(sub)  # quantize, adapter gguf
-
-    for cls in task_classes():  # a task's own tools (e.g. training its scorer): adding a task touches no file here
-        cls.add_commands(sub)
 
     j = sub.add_parser("ja", help="Japanese legal text tools: statistics, diffs, structure checks")
     jsub = j.add_subparsers(dest="ja_command", required=True)
@@ -405,7 +412,6 @@ def build_parser() -> argparse.ArgumentParser:
     jc.add_argument("--json", action="store_true")
     jc.add_argument("--strict", action="store_true", help="exit 1 when there are findings")
     jc.set_defaults(func=cmd_ja_check)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
