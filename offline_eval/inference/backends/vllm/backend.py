@@ -24,25 +24,30 @@ from offline_eval.inference.backends.chat import adds_special_tokens, choose_tem
 from offline_eval.inference.backends.declare import Declared
 from offline_eval.inference.backends.hf_tokenizer import CountsWithHFTokenizer, HFTokenized
 from offline_eval.inference.backends.spec import LoadSpec, PromptCount, Reservation
+from offline_eval.inference.backends.vllm.args import W4A8, W4A16_AMX, Platform, engine_args
 from offline_eval.inference.backends.vllm.cache import (
     CompiledIndex,
-    cache_files,
-    cache_roots,
+    StartRecord,
     compile_cache,
-    compiled_graph,
     loaded_from,
 )
-from offline_eval.inference.backends.vllm.lora import Lora, lora_args, rank_problem
+from offline_eval.inference.backends.vllm.lora import Lora, rank_problem
 from offline_eval.inference.backends.vllm.options import VLLMOptions, compile_choice
 from offline_eval.inference.backends.vllm.outlines import refuse_misspelled
 from offline_eval.inference.backends.vllm.patches import Installed, aot_loaded
-from offline_eval.inference.backends.vllm.quantized import cpu_build, int4_identity, quantized_on_cpu
+from offline_eval.inference.backends.vllm.quantized import (
+    cpu_build,
+    int4_identity,
+    int4_kernel,
+    int4_kernel_problem,
+    start_amx,
+)
 from offline_eval.inference.constrained.grammars import outlines_regex, xgrammar_ebnf
 from offline_eval.inference.constraints import Choice, Constraint, JsonSchema, Regex
 from offline_eval.inference.requests import Request, Result
 from offline_eval.modelfiles.fingerprint import HashCache
 from offline_eval.modelfiles.peft import PeftAdapter
-from offline_eval.modelfiles.quantization import checked
+from offline_eval.modelfiles.quantization import FolderQuantization, checked
 from offline_eval.runtime.preload import tcmalloc_loaded
 
 _SHUTDOWN_GRACE_S = 0.5
@@ -146,79 +151,31 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
 
     def _start_engine(self, spec: LoadSpec, cache: Path) -> None:
         from vllm import LLM, envs
-        from vllm.platforms import current_platform
 
-        # vLLM freezes its environment when an engine core starts in this process; a later load reads it afresh.
-        envs.disable_envs_cache()
-
+        envs.disable_envs_cache()  # vLLM freezes its environment when an engine core starts in this process
         _log_to_stderr()
-
-        on_cpu = current_platform.is_cpu()
-        if on_cpu:
-            self._vllm.setenv({"VLLM_CPU_KVCACHE_SPACE": "1"})
-            if _one_process(spec):
-                # The engine core in this process: on CPU the engine-core and worker processes each import torch
-                # and vLLM again and trace the model in their own interpreter, which took half the start
-                # (Gemma 3 270M: 41.9 s against 81.5 s with the compile cache warm; scripts/bench_engine_start.py).
-                self._vllm.setenv({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-        kwargs: dict[str, Any] = dict(
-            model=spec.path,
-            tokenizer=spec.path,
-            max_model_len=spec.max_model_len,
-            seed=spec.seed,
-            trust_remote_code=spec.trust_remote_code,
-            tensor_parallel_size=spec.tensor_parallel_size,
-            enable_prefix_caching=spec.enable_prefix_caching,
-            structured_outputs_config=_structured_config(spec.constraint_backend),
-            # On CPU this is the share of RAM reserved, and the GPU default of 0.92 fails to start.
-            gpu_memory_utilization=spec.gpu_memory_utilization or (0.1 if on_cpu else 0.9),
-        )
-        if spec.dtype:
-            kwargs["dtype"] = spec.dtype
-        folder_q = checked(spec.path, spec.quantization)  # the folder's own config.json says what its weights are
-        if spec.quantization and folder_q is None:
-            kwargs["quantization"] = spec.quantization
-        in_process = _in_process(spec)
-        int4 = quantized_on_cpu(folder_q, spec, kwargs, in_process, self._vllm) if on_cpu and folder_q else None
+        folder_q = checked(spec.path, spec.quantization)
+        p = _platform(spec, folder_q)
+        args = engine_args(spec, folder_q, p)
         check_engine_args(spec, _engine_arg_names(LLM), _RESERVED)
-        kwargs.update({**(lora_args(spec.adapter, spec.adapter_group) if spec.adapter else {}), **spec.engine_args})
-        pieces = on_cpu and VLLMOptions.model_validate(spec.engine_options).cpu_compile == "piecewise" and in_process
-        index, key = CompiledIndex(cache), CompiledIndex.key(kwargs, "piecewise" if pieces else "whole")
-        eager, why = compile_choice(spec, on_cpu, index.holds(key))
-        kwargs["enforce_eager"] = eager
-        import multiprocessing
-
-        from vllm.compilation.counter import compilation_counter
-
-        roots = cache_roots(cache)
-        before, had = set(multiprocessing.active_children()), cache_files(roots)
-        loaded, paths = compilation_counter.num_aot_artifacts_loaded, len(aot_loaded)
-        t0 = time.perf_counter()
-        self._vllm.patch(cpu=on_cpu, piecewise=pieces and not eager)
-        self.llm = LLM(**kwargs)
-        self._vllm.end("start")
+        if args.int4 == W4A16_AMX and p.in_process:
+            start_amx()
+        self._vllm.setenv(args.env)
+        index, key = CompiledIndex(cache), CompiledIndex.key(args.kwargs, "piecewise" if args.piecewise else "whole")
+        eager, why = compile_choice(spec, p.on_cpu, index.holds(key))
+        with StartRecord(cache, aot_loaded) as started:
+            self._vllm.patch(cpu=p.on_cpu, piecewise=args.piecewise and not eager)
+            self.llm = LLM(**args.kwargs, enforce_eager=eager)
+            self._vllm.end("start")
         self._lora = Lora(spec.adapter, spec.adapter_scale) if spec.adapter else None
-        made = cache_files(roots) - had
-        # the compiled model itself came from the cache (vLLM's AOT cache), not only inductor's kernels
-        model_loaded = compilation_counter.num_aot_artifacts_loaded > loaded
-        self._start: dict[str, Any] = {
-            "start_s": round(time.perf_counter() - t0, 1),
-            # a loaded piecewise model may still build a kernel its first start never ran
-            "compile": "eager" if eager else ("compiled" if made and not model_loaded else "reused"),
-            "compile_graph": None if eager else compiled_graph(self.llm),
-            "compile_choice": why,
-            "compile_cache": str(cache),
-            "compile_cache_files_added": len(made),
-            "compiled_model_loaded": model_loaded,
-            "tcmalloc": tcmalloc_loaded(),  # preloaded by the CLI on the CPU (preload.py)
-        }
+        self._start = started.record(self.llm, eager, why) | {"tcmalloc": tcmalloc_loaded()}  # the CLI preloads it
         if folder_q is not None:
             self._start["quantization"] = folder_q.label
-        if int4 is not None:
-            self._start["int4_kernel"] = int4
-        self._children = set(multiprocessing.active_children()) - before  # the engine-core process it started
+        if args.int4 is not None:
+            self._start["int4_kernel"] = args.int4
+        self._children = started.children  # the engine-core process it started
         if not eager:
-            index.record(key, [*aot_loaded[paths:], *loaded_from(self.llm), *sorted(made)])
+            index.record(key, [*started.aot_loaded, *loaded_from(self.llm), *sorted(started.made)])
         self.prompt_count = self._count = PromptCount()
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = choose_template(spec.chat_template, hf_own_template(self.tokenizer))  # None: plain
@@ -401,13 +358,6 @@ class VLLMBackend(HFTokenized, CountsWithHFTokenizer, TokenizingBackend):
         self._vllm.end("engine")
 
 
-def _structured_config(backend: str | None) -> dict[str, Any]:
-    if backend == "outlines":  # vLLM refuses the whitespace switch for it: our regex for it has none
-        return {"backend": backend}
-    # Engine-wide: with the per-request flag alone, small models loop on whitespace inside JSON.
-    return {"backend": backend or "xgrammar", "disable_any_whitespace": True}
-
-
 def _structured(c: Constraint, backend: str | None) -> Any:
     from vllm.sampling_params import StructuredOutputsParams
 
@@ -437,6 +387,16 @@ def _one_process(spec: LoadSpec) -> bool:
         and int(args.get("pipeline_parallel_size", 1)) == 1
         and args.get("distributed_executor_backend") in (None, "uni")
     )
+
+
+def _platform(spec: LoadSpec, folder_q: FolderQuantization | None) -> Platform:
+    """The facts engine_args reads, asked of vLLM's platform, the environment and the CPU."""
+    from vllm.platforms import current_platform
+
+    on_cpu, in_process = current_platform.is_cpu(), _in_process(spec)
+    kernel = int4_kernel(folder_q, in_process) if on_cpu else None
+    problem = int4_kernel_problem() if kernel is not None and kernel != W4A8 else None
+    return Platform(on_cpu, _one_process(spec), in_process, kernel, problem)
 
 
 def _log_to_stderr() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,46 @@ def loaded_from(llm: Any) -> list[str]:
         return []
     # vLLM's own layout (compilation/decorators.py): {local_cache_dir}/rank_{rank}_{dp_rank}/model
     return [os.path.join(at, f"rank_{parallel.rank}_{parallel.data_parallel_index}", "model")]
+
+
+class StartRecord:
+    """What one engine start did, measured around it: its seconds, the compile cache's new files, whether the
+    compiled model came from vLLM's AOT cache, and the engine-core process it started."""
+
+    def __init__(self, cache: Path, aot_loaded: list[str]) -> None:
+        self.cache, self._aot = cache, aot_loaded
+
+    def __enter__(self) -> StartRecord:
+        import multiprocessing
+
+        from vllm.compilation.counter import compilation_counter
+
+        self._roots = cache_roots(self.cache)
+        self._before, self._had = set(multiprocessing.active_children()), cache_files(self._roots)
+        self._loaded, self._paths = compilation_counter.num_aot_artifacts_loaded, len(self._aot)
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import multiprocessing
+
+        from vllm.compilation.counter import compilation_counter
+
+        self.seconds = round(time.perf_counter() - self._t0, 1)
+        self.made = cache_files(self._roots) - self._had
+        self.model_loaded = compilation_counter.num_aot_artifacts_loaded > self._loaded
+        self.aot_loaded = self._aot[self._paths :]
+        self.children = set(multiprocessing.active_children()) - self._before
+
+    def record(self, llm: Any, eager: bool, why: str) -> dict[str, Any]:
+        """provenance.loads[].engine_start: a loaded piecewise model may still build a kernel its first start never
+        ran, so 'compiled' where files were made and the model was not loaded."""
+        return {
+            "start_s": self.seconds,
+            "compile": "eager" if eager else ("compiled" if self.made and not self.model_loaded else "reused"),
+            "compile_graph": None if eager else compiled_graph(llm),
+            "compile_choice": why,
+            "compile_cache": str(self.cache),
+            "compile_cache_files_added": len(self.made),
+            "compiled_model_loaded": self.model_loaded,
+        }

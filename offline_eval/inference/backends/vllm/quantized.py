@@ -6,42 +6,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from offline_eval.inference.backends.spec import LoadSpec
-from offline_eval.inference.backends.vllm.patches import Installed
+from offline_eval.inference.backends.vllm.args import W4A8, W4A16_AMX
 from offline_eval.modelfiles.fingerprint import PINS
 from offline_eval.modelfiles.quantization import FolderQuantization, folder_quantization
-from offline_eval.runtime.errors import EngineError, InputError
+from offline_eval.runtime.errors import EngineError
 
 
-def quantized_on_cpu(
-    q: FolderQuantization, spec: LoadSpec, kwargs: dict[str, Any], in_process: bool, env: Installed
-) -> str | None:
-    """Refuses what the CPU build cannot run, sets the dtype its int8/int4 kernels take, and chooses the int4 path:
-    what a GPU runs (W4A16) where this process can start the CPU's AMX unit, else vLLM's CPU default, which also
-    rounds activations to int8 (W4A8). Returns that choice for an int4 scheme."""
-    config = str(Path(spec.path) / "config.json")
-    if why := q.cpu_problem():
-        raise InputError(why, file=config, field="quantization_config")
-    if spec.dtype and spec.dtype.lower() not in ("bfloat16", "bf16"):
-        raise InputError(
-            f"dtype {spec.dtype}: the vLLM CPU build's int8 and int4 kernels take bfloat16 activations (vLLM 0.32); "
-            "leave dtype out for a quantized folder",
-            field="dtype",
-        )
-    kwargs["dtype"] = "bfloat16"
-    kernel = int4_kernel(q, in_process)
-    if kernel is not None and kernel != W4A8 and (why := int4_kernel_problem()):
-        raise InputError(why, file=config, field="quantization_config")
-    if kernel == W4A16_AMX and in_process:
-        import torch
+def start_amx() -> None:
+    """Starts the CPU's AMX unit in this process, which the W4A16 AMX kernel needs (else it dies on an illegal
+    instruction)."""
+    import torch
 
-        if not torch.cpu._init_amx():  # without it the AMX int4 kernel dies on an illegal instruction
-            raise EngineError("the CPU's AMX unit could not be started for the int4 kernel (torch.cpu._init_amx)")
-        env.setenv({"VLLM_CPU_INT4_W4A8": "0"})
-    return kernel
-
-
-W4A16_AMX = "w4a16 (cpu_gemm_wna16, AMX)"
+    if not torch.cpu._init_amx():
+        raise EngineError("the CPU's AMX unit could not be started for the int4 kernel (torch.cpu._init_amx)")
 
 
 def cpu_build() -> bool:
@@ -90,9 +67,6 @@ def int4_kernel(q: FolderQuantization | None, in_process: bool) -> str | None:
     if user == "0" or (not user and in_process):
         return W4A16_AMX
     return W4A8
-
-
-W4A8 = "w4a8 (vLLM's CPU default with AMX: activations rounded to int8 per token)"
 
 
 def int4_identity(path: str, in_process: bool) -> dict[str, Any]:
