@@ -7,7 +7,18 @@ import re
 
 from offline_eval.results.records import RunEntry
 from offline_eval.results.summary import Summary
-from offline_eval.tasks.kit.figures import Plot, fig_module, pareto_front, primary_score, safe_name, save
+from offline_eval.tasks.kit.figures import (
+    LABEL_PT,
+    Plot,
+    draw_key,
+    fig_module,
+    mark_points,
+    numbered,
+    pareto_front,
+    primary_score,
+    safe_name,
+    save,
+)
 
 from .tables import task_class
 
@@ -32,18 +43,19 @@ def pareto(runs: list[RunEntry]) -> Plot | None:
     if not tasks:
         return None
     plt = fig_module()
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    for ax, (task, pts) in zip(axes[0], tasks):
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#4477aa")
-        for x, y, label in pts:
-            ax.annotate(label, (x, y), fontsize=5, xytext=(3, 3), textcoords="offset points")
+    numbers = numbered(p[2] for _, pts in tasks for p in pts)  # a run has one number in every panel
+    fig, axes = plt.subplots(len(tasks), 1, figsize=(8.5, 3.4 * len(tasks)), squeeze=False)
+    for ax, (task, pts) in zip(axes[:, 0], tasks):
+        mark_points(ax, pts, numbers, "#4477aa")
         front = pareto_front([(p[0], p[1]) for p in pts])
         ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label="Pareto front")
         metric = task_class(task).primary_metric
-        ax.set_xlabel("peak memory (MB)")
-        ax.set_ylabel(f"{metric}, mean over settings")
-        ax.set_title(task, fontsize=9)
-        ax.legend(fontsize=6)
+        ax.set_xlabel("peak memory (MB)", fontsize=LABEL_PT + 1)
+        ax.set_ylabel(f"{metric}, mean over settings", fontsize=LABEL_PT + 1)
+        ax.set_title(task, fontsize=LABEL_PT + 2)
+        ax.tick_params(labelsize=LABEL_PT)
+        ax.legend(fontsize=LABEL_PT)
+    draw_key(axes[0, 0], numbers)
     return save(
         plt,
         fig,
@@ -63,14 +75,10 @@ def frontier(runs: list[RunEntry]) -> list[Plot]:
         pts = [(float(r.weights_mb or 0.0), float(s), r.run) for r in group if (s := primary_score(r)) is not None]
         if len(pts) < 2:
             continue
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#4477aa")
-        labels: dict[tuple[float, float], list[str]] = {}
-        for x, y, label in pts:
-            labels.setdefault((x, y), []).append(label)
-        for (x, y), names in labels.items():
-            text = names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
-            ax.annotate(text, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        fig, ax = plt.subplots(figsize=(8.5, 3.6))
+        numbers = numbered(p[2] for p in pts)
+        mark_points(ax, pts, numbers, "#4477aa")
+        draw_key(ax, numbers)
         front = pareto_front([(x, y) for x, y, _ in pts])
         ax.plot(
             [p[0] for p in front],
@@ -81,10 +89,11 @@ def frontier(runs: list[RunEntry]) -> list[Plot]:
             ms=10,
             label="Pareto front",
         )
-        ax.set_xlabel("weights on disk (MB)")
-        ax.set_ylabel(runs[0].primary_metric or "score")
-        ax.set_title(f"Trade-off: {setting}", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_xlabel("weights on disk (MB)", fontsize=LABEL_PT + 1)
+        ax.set_ylabel(runs[0].primary_metric or "score", fontsize=LABEL_PT + 1)
+        ax.set_title(f"Trade-off: {setting}", fontsize=LABEL_PT + 2)
+        ax.tick_params(labelsize=LABEL_PT)
+        ax.legend(fontsize=LABEL_PT)
         out.append(
             save(
                 plt,
@@ -107,34 +116,41 @@ def quantization_bars(runs: list[RunEntry]) -> list[Plot]:
         groups = [g for g in groups if len(g) > 1]
         if not groups:
             continue
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        fig, ax = plt.subplots(figsize=(8.5, 3.6))
         x = 0.0
         ticks: list[float] = []
-        labels: list[str] = []
+        names: dict[str, int] = {}
         metric = groups[0][0].primary_metric or "mean"
         for g in groups:
             for r in g:
                 mv = r.metrics.metric(metric)
                 y = primary_score(r) or 0.0
-                lo, hi = (mv.ci_low, mv.ci_high) if mv is not None else (None, None)
-                lo, hi = (y, y) if lo is None or hi is None else (lo, hi)  # no CI that can be trusted: no bar
                 ax.bar(x, y, color="#66ccee", edgecolor="#224455")
-                ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], color="black", capsize=3)
+                if mv is not None and mv.ci_low is not None and mv.ci_high is not None:
+                    ax.errorbar(x, y, yerr=[[y - mv.ci_low], [mv.ci_high - y]], color="black", capsize=3)
+                else:  # the plot says why there is no interval, as the tables do
+                    why = "no score" if primary_score(r) is None else (mv.note if mv is not None else None) or "no CI"
+                    ax.text(x, 0.02, why, rotation=90, ha="center", va="bottom", fontsize=LABEL_PT,
+                            transform=ax.get_xaxis_transform())  # fmt: skip
                 ticks.append(x)
-                labels.append(f"{r.model}\n{r.variant} ctx{r.max_model_len}")
+                names[f"{r.model} {r.variant} ctx{r.max_model_len}"] = len(names) + 1
                 x += 1
             x += 0.6
-        ax.set_xticks(ticks, labels, fontsize=6)
-        ax.set_ylabel(f"{metric} (95% CI)")
-        ax.set_title(f"Quantization: {setting}", fontsize=9)
+        ax.set_xticks(ticks, [str(n) for n in names.values()], fontsize=LABEL_PT)
+        ax.tick_params(labelsize=LABEL_PT)
+        draw_key(ax, names)
+        ax.set_ylabel(f"{metric} (95% CI)", fontsize=LABEL_PT + 1)
+        ax.set_title(f"Quantization: {setting}", fontsize=LABEL_PT + 2)
         out.append(
             save(
                 plt,
                 fig,
                 f"quant_{safe_name(setting)}",
                 f"Quantization variants, {setting}",
-                "Each model's variants side by side at one context length, with 95% CIs where the task "
-                "has them: overlapping bars are not evidence of a difference (see the verdicts).",
+                "Each model's variants side by side at one context length (the key names each number), with 95% "
+                "CIs where the task has them, and on the bar why not where it has none (n too small: fewer "
+                "clusters than a bootstrap needs): overlapping bars are not evidence of a difference (see the "
+                "verdicts).",
             )
         )
     return out
@@ -151,7 +167,7 @@ def context_lines(runs: list[RunEntry]) -> list[Plot]:
             by_metric.setdefault(g[0].primary_metric or "score", []).append((k, g))
     out = []
     for metric, lines in sorted(by_metric.items()):
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        fig, ax = plt.subplots(figsize=(8.5, 3.6))
         for (model, _backend, variant, setting), g in lines:
             ax.plot(
                 [r.max_model_len for r in g],
@@ -162,8 +178,9 @@ def context_lines(runs: list[RunEntry]) -> list[Plot]:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel(metric)
-        ax.legend(fontsize=5, ncol=2)
-        ax.set_title(f"{metric} vs context length", fontsize=9)
+        ax.legend(fontsize=LABEL_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.tick_params(labelsize=LABEL_PT)
+        ax.set_title(f"{metric} vs context length", fontsize=LABEL_PT + 2)
         out.append(
             save(
                 plt,
@@ -199,7 +216,7 @@ def thinking_curves(runs: list[RunEntry]) -> list[Plot]:
         pts = [p for ps in lines.values() for p in ps]
         if len(pts) < 2:
             continue
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        fig, ax = plt.subplots(figsize=(8.5, 3.6))
         for label, ps in sorted(lines.items()):
             ps.sort()
             ax.plot([p[0] for p in ps], [p[1] for p in ps], marker="o", label=label)
@@ -207,8 +224,9 @@ def thinking_curves(runs: list[RunEntry]) -> list[Plot]:
         ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label="Pareto front")
         ax.set_xlabel("thinking tokens per item (mean)")
         ax.set_ylabel(f"{task_class(task).primary_metric}, mean over settings")
-        ax.set_title(f"{task}: score against thinking", fontsize=9)
-        ax.legend(fontsize=6)
+        ax.set_title(f"{task}: score against thinking", fontsize=LABEL_PT + 2)
+        ax.legend(fontsize=LABEL_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.tick_params(labelsize=LABEL_PT)
         out.append(
             save(
                 plt,

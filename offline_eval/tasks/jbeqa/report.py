@@ -7,7 +7,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 from offline_eval.tasks.kit import BrowserView, MetricValue, Plot, ReportParts, Table
-from offline_eval.tasks.kit.figures import fig_module, japanese_font, primary_score, safe_name, save
+from offline_eval.tasks.kit.figures import LABEL_PT, fig_module, japanese_font, primary_score, safe_name, save
 from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import breakdown
 
@@ -40,7 +40,7 @@ def subject_bars(runs: list[RunEntry], limit: int = 8) -> list[Plot]:
             continue
         group = sorted(with_subjects, key=lambda x: -(primary_score(x[0]) or 0.0))[:limit]
         subjects = sorted({s for _, f1 in group for s in f1})
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        fig, ax = plt.subplots(figsize=(8.5, 3.6))
         width = 0.8 / len(group)
         for i, (r, f1) in enumerate(group):
             ax.bar(
@@ -54,8 +54,9 @@ def subject_bars(runs: list[RunEntry], limit: int = 8) -> list[Plot]:
             [s if japanese_font() else SUBJECTS_EN.get(s, s) for s in subjects],
         )
         ax.set_ylabel("F1")
-        ax.legend(fontsize=5)
-        ax.set_title(f"F1 per subject: {setting}", fontsize=9)
+        ax.legend(fontsize=LABEL_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.tick_params(labelsize=LABEL_PT)
+        ax.set_title(f"F1 per subject: {setting}", fontsize=LABEL_PT + 2)
         out.append(
             save(
                 plt,

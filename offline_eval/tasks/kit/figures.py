@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -75,6 +75,32 @@ def save(plt: _Figures, fig: Any, name: str, title: str, caption: str = "") -> P
         fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
     return Plot(name, title, buf.getvalue(), caption)
+
+
+LABEL_PT = 8  # the smallest type a plot draws
+
+
+def numbered(labels: Iterable[str]) -> dict[str, int]:
+    """Each name its number, 1.. in sorted order: the markers a plot draws and the key beside it."""
+    return {name: n for n, name in enumerate(sorted(set(labels)), 1)}
+
+
+def mark_points(ax: Any, pts: Sequence[tuple[float, float, str]], numbers: dict[str, int], color: str) -> None:
+    """Each point a marker holding its number (the key names it), never a name drawn at the point: names of close
+    points would sit on one another. Points at one place share a marker, their numbers joined."""
+    at: dict[tuple[float, float], list[int]] = {}
+    for x, y, name in pts:
+        at.setdefault((x, y), []).append(numbers[name])
+    for (x, y), ns in at.items():
+        text = ",".join(str(n) for n in sorted(ns))
+        ax.scatter([x], [y], s=120 + 60 * len(text), color=color, zorder=3)
+        ax.scatter([x], [y], marker=f"${text}$", s=40 * len(text), color="white", zorder=4)
+
+
+def draw_key(ax: Any, numbers: dict[str, int]) -> None:
+    """The numbers' names, one per line, beside the axes (right of them, top-aligned)."""
+    lines = [f"{n}  {name}" for name, n in sorted(numbers.items(), key=lambda kv: kv[1])]
+    ax.text(1.03, 1.0, "\n".join(lines), transform=ax.transAxes, va="top", ha="left", fontsize=LABEL_PT)
 
 
 def pareto_front(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
