@@ -233,6 +233,25 @@ def test_a_hand_edited_report_is_named(copy):
     _tampered(copy, f"{report}: differs from the report rendered from the rebuilt summary")
 
 
+def test_a_report_drawn_by_an_earlier_offline_eval_is_said_to_be_not_called_changed(copy):
+    """A report drawn in an earlier format (before the format was written: 1) differs from today's drawing without
+    a number differing: verify says so in one line and passes; a report in today's format is compared whole."""
+    from offline_eval.report.write import REPORT_FORMAT, report_format
+
+    report = copy / "out" / "report.md"
+    assert report_format(report) == REPORT_FORMAT
+    text = report.read_text(encoding="utf-8")
+    report.write_text(
+        text[: text.rindex("<!-- offline-eval report format")].replace("Verdicts", "Old verdicts"), "utf-8"
+    )
+    got = run_cli("verify", str(copy / "out"))
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert (
+        f"rendered by an older offline-eval (report format 1, this one draws {REPORT_FORMAT}): not compared"
+        in got.stderr
+    )
+
+
 def test_a_report_made_again_by_the_report_command_still_verifies(copy):
     assert run_cli("report", str(copy / "out")).returncode == 0
     code, lines = _verify(copy / "out")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from pathlib import Path
 
 from offline_eval.results.records import ResultsFolder
@@ -120,6 +121,23 @@ def _anchor(i: int) -> str:
     return f"d{i}"
 
 
+# What the report draws, as a number: raised whenever a change of the code draws the same summary otherwise (a
+# plot's layout, a table's wording). verify compares a report with its own rendering only where the report says it
+# was drawn in this format; one drawn in another (an earlier offline-eval) is said to be, not called changed.
+REPORT_FORMAT = 2
+_FORMAT_LINE = "<!-- offline-eval report format {} -->"
+
+
+def report_format(report_md: Path) -> int:
+    """The format a report.md was drawn in (1: before the format was written)."""
+    try:
+        text = report_md.read_text("utf-8", errors="replace")
+    except OSError:
+        return 1
+    found = re.search(r"<!-- offline-eval report format (\d+) -->\s*$", text)
+    return int(found.group(1)) if found else 1
+
+
 def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None) -> None:
     sections = detail_sections(summary)
     failures = summary.failures
@@ -156,7 +174,7 @@ def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None) -
         md += (
             '\n<a id="failed"></a>\n\n## Failed runs\n\n' + "\n".join(f"- {f.run}: {f.reason}" for f in failures) + "\n"
         )
-    write_text_atomic(folder.report_md, md)
+    write_text_atomic(folder.report_md, md + "\n" + _FORMAT_LINE.format(REPORT_FORMAT) + "\n")
 
     body = '<div class="first" id="first">'
     if first:
@@ -186,6 +204,7 @@ def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None) -
     write_text_atomic(
         folder.report_html,
         f'<!doctype html><html lang="ja"><head><meta charset="utf-8">'
+        f'<meta name="offline-eval-report-format" content="{REPORT_FORMAT}">'
         f"<title>offline-eval report</title><style>{_CSS}</style></head>"
         f"<body><h1>offline-eval report</h1>{body}"
         f"<script>{_SORT_JS}</script></body></html>\n",

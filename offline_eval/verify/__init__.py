@@ -23,6 +23,7 @@ from offline_eval.inference.constraints import from_dict, violation
 from offline_eval.modelfiles.fingerprint import file_sha256, forget_hashes
 from offline_eval.pipeline.build import from_plan
 from offline_eval.report import write_report
+from offline_eval.report.write import REPORT_FORMAT, report_format
 from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunKey
 from offline_eval.results.summary import FileDigest, Provenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError
@@ -74,12 +75,14 @@ def verify(out_dir: str | Path) -> list[str]:
     if again.summary is None:
         return problems
     _claimed_order(summary, again.summary)
-    if summary.migrated_from is None:
+    drawn = report_format(folder.report_md) if folder.report_md.is_file() else REPORT_FORMAT
+    if summary.migrated_from is None and drawn == REPORT_FORMAT:
         problems += _report(folder, again)
     else:  # an older version rendered it: what it draws may differ without any number differing
         print(
             f"offline-eval: {folder.report_md.name}, {folder.report_html.name} and plots/ were rendered by an older "
-            f"offline-eval: not compared (`offline-eval report {folder.root}` renders them again)",
+            f"offline-eval (report format {drawn}, this one draws {REPORT_FORMAT}): not compared "
+            f"(`offline-eval report {folder.root}` renders them again)",
             file=sys.stderr,
         )
     again.summary.timings = summary.timings  # claimed: wall-clock
