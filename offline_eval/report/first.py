@@ -8,7 +8,7 @@ from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import RunMetrics
 from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import RunEntry
-from offline_eval.results.summary import Summary, Verdict
+from offline_eval.results.summary import ModelVerdicts, Summary, Verdict
 from offline_eval.tasks.kit.calibration import calibrated_text
 from offline_eval.tasks.kit.sections import Metric, Table, ci_text, fmt, ranked
 
@@ -68,6 +68,72 @@ def cost(runs: list[RunEntry]) -> list[str]:
 
 
 COST_HEADER = ["weights MB", "peak memory MB", "items/s", "engine load s"]
+
+
+def deploy_table(summary: Summary) -> Table | None:
+    """The first screen's answer, a row per model: the cheapest variant (weights on disk, then peak memory) that is
+    non-inferior to the model's reference on every setting with a verdict (else the reference itself), the setting
+    that stops a cheaper one, its cost, and whether its judged numbers are on the human scale."""
+    verdicts = {m.model: m for m in summary.noninferiority}
+    rows = [_deploy_row([r for r in summary.runs if r.model == model], verdicts.get(model))
+            for model in sorted({r.model for r in summary.runs})]  # fmt: skip
+    if not rows:
+        return None
+    return Table(
+        "Which variant to deploy",
+        ["model", "deploy", "why", "a cheaper variant stopped by", *COST_HEADER[:3], "judged numbers"],
+        rows,
+        "Per model, the cheapest variant (weights on disk, then peak memory) that is non-inferior to the model's "
+        "reference on every task setting with a verdict, else the reference; the first setting that stops the "
+        "cheapest variant that is not. Judged numbers: whether the verdicts of a judged task are on the human "
+        "scale (calibrated by your annotators' labels) or the judges' own. The verdict tables below give every "
+        "difference and its interval.",
+    )
+
+
+def _deploy_row(runs: list[RunEntry], m: ModelVerdicts | None) -> list[str]:
+    by_run = {name: [r for r in runs if r.run == name] for name in sorted({r.run for r in runs})}
+    comps = [c for c in m.comparisons if not c.against and c.run in by_run] if m else []
+    if m is None or m.reference not in by_run or not comps:
+        name = m.reference if m and m.reference in by_run else next(iter(by_run))
+        why = "no other variant to compare" if len(by_run) == 1 else "no verdict against a reference"
+        return [f"{runs[0].model} ({runs[0].backend})", _label(by_run[name]), why, "–", *cost(by_run[name])[:3], "–"]
+    settings = sorted({c.setting for c in comps})
+    candidates = sorted({c.run for c in comps} & set(by_run), key=lambda n: _price(by_run[n]))
+    stops = {n: _stop([c for c in comps if c.run == n], settings) for n in candidates}
+    ref = _price(by_run[m.reference])
+    passing = [n for n in candidates if stops[n] is None and _price(by_run[n]) < ref]
+    chosen = passing[0] if passing else m.reference
+    cheaper = [n for n in candidates if _price(by_run[n]) < _price(by_run[chosen]) and stops[n] is not None]
+    why = (
+        f"non-inferior to the reference on all {len(settings)} settings"
+        if passing
+        else "the reference: no cheaper variant is non-inferior on every setting"
+    )
+    stopped = f"{_label(by_run[cheaper[0]])}: {stops[cheaper[0]]}" if cheaper else "–"
+    scales = {c.scale for c in comps if c.run == (chosen if passing else candidates[0]) and c.scale}
+    judged = "uncalibrated (judges' scale)" if "judge" in scales else "calibrated" if scales else "–"
+    return [f"{m.model} ({m.backend})", _label(by_run[chosen]), why, stopped, *cost(by_run[chosen])[:3], judged]
+
+
+def _price(entries: list[RunEntry]) -> tuple[float, float]:
+    """What a variant costs to run: its weights on disk, then its peak memory over the settings."""
+    return float(entries[0].weights_mb or 0.0), max(float(r.throughput.peak_rss_mb or 0.0) for r in entries)
+
+
+def _stop(mine: list[Verdict], settings: list[str]) -> str | None:
+    """The first setting on which a variant is not shown non-inferior (None: it is on every one)."""
+    by = {c.setting: c for c in mine}
+    for s in settings:
+        if s not in by:
+            return f"{s} (no verdict)"
+        if by[s].verdict != "non-inferior":
+            return f"{s} ({by[s].verdict})"
+    return None
+
+
+def _label(entries: list[RunEntry]) -> str:
+    return f"{entries[0].variant} ctx{entries[0].max_model_len}"
 
 
 def verdict_tables(summary: Summary) -> list[Table]:

@@ -18,7 +18,7 @@ from offline_eval.tasks.kit.figures import drawing
 from offline_eval.tasks.kit.sections import Table
 
 from .browser import browser_data, browser_html
-from .first import leaderboard_matrices, verdict_tables
+from .first import deploy_table, leaderboard_matrices, verdict_tables
 from .glance import glance
 from .inputs import ItemInputs
 from .plots import Plot, all_plots, pareto
@@ -141,7 +141,7 @@ def report_format(report_md: Path) -> int:
 def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None) -> None:
     sections = detail_sections(summary)
     failures = summary.failures
-    top = verdict_tables(summary) + leaderboard_matrices(summary)
+    top = [t for t in [deploy_table(summary)] if t] + verdict_tables(summary) + leaderboard_matrices(summary)
     with drawing():
         front = pareto(summary.runs)
         plots = all_plots(summary)
