@@ -74,7 +74,7 @@ def test_judge_agreement_and_bias_by_hand():
     """Two judges over outputs of two runs: alpha from the package, and the bias of each judge against their mean
     is half their mean difference, with and without enough source items for a CI."""
     from offline_eval.results.records import RunKey
-    from offline_eval.tasks.legalrikai.agreement import judge_agreement
+    from offline_eval.tasks.legalrikai.human.agreement import judge_agreement
     from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
     from offline_eval.tasks.legalrikai.sweepreport import AlphaCell
 

@@ -186,7 +186,7 @@ def _export(rikai: Path, cases: list, path: Path, sample: str, score: int = 2, a
     """What the page exports for these cases (the browser test checks the page writes exactly this form): UTF-8
     with a byte order mark, each output named by its case id, formula-like cells escaped."""
     from offline_eval.tasks.kit.datafiles import escape_cell
-    from offline_eval.tasks.legalrikai.annotate import FORM
+    from offline_eval.tasks.legalrikai.human.annotate import FORM
 
     with path.open("w", newline="", encoding="utf-8-sig") as f:
         w = csv.writer(f)
@@ -219,7 +219,7 @@ def test_an_export_of_another_sample_or_sweep_is_refused_naming_the_mismatch(rik
     assert "exported from another sweep" in proc.stderr
     # This sample's own export starts the page from its scores, by case id.
     from offline_eval.annotate.sample import resumed
-    from offline_eval.tasks.legalrikai.annotate import FORM
+    from offline_eval.tasks.legalrikai.human.annotate import FORM
 
     prefill = resumed([str(_export(rikai, three, tmp_path / "ok.csv", sid, score=2))], FORM, sid, three)
     assert set(prefill) == {c.case_id(sid) for c in three} and prefill[three[0].case_id(sid)]["annotator"] == "A"
@@ -499,7 +499,7 @@ def test_the_same_annotator_name_in_two_files_is_refused_naming_both_files(rikai
     """Two people who typed the same name would be merged into one (or one contradicting themselves)."""
     from offline_eval.annotate.sample import offered, read_sweep, sample_id
     from offline_eval.runtime.errors import InputError
-    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+    from offline_eval.tasks.legalrikai.human.agreement import read_human_scores
 
     _, cases = offered(read_sweep(str(rikai)), "legalrikai", str(rikai))
     sid = sample_id("legalrikai", cases)
@@ -532,7 +532,7 @@ def test_a_cp932_resave_is_refused_with_the_command_that_converts_it(rikai, tmp_
     import subprocess
 
     from offline_eval.annotate.sample import offered, read_sweep, sample_id
-    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+    from offline_eval.tasks.legalrikai.human.agreement import read_human_scores
 
     _, cases = offered(read_sweep(str(rikai)), "legalrikai", str(rikai))
     sid = sample_id("legalrikai", cases)
@@ -602,7 +602,7 @@ def test_csv_cells_a_spreadsheet_would_evaluate_are_escaped_on_export(rikai, tmp
     """Comments and a name starting with =, +, -, @ or tab leave the page with a leading quote (a spreadsheet
     shows them as text, runs nothing), as datafiles.escape_cell writes them, and the sweep reads them as typed."""
     from offline_eval.tasks.kit.datafiles import escape_cell, read_table
-    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+    from offline_eval.tasks.legalrikai.human.agreement import read_human_scores
 
     page_file = tmp_path / "escape.html"
     assert (
@@ -629,7 +629,7 @@ def test_csv_cells_a_spreadsheet_would_evaluate_are_escaped_on_export(rikai, tmp
 def test_the_export_is_utf8_with_a_bom_and_the_reader_accepts_it(rikai, tmp_path, offline_browser):  # type: ignore[no-untyped-def]
     """Japanese Excel reads a CSV without a byte order mark as cp932 (mojibake): the page writes one; the sweep's
     reader skips it, so the first column is `task`, not "\\ufefftask"."""
-    from offline_eval.tasks.legalrikai.agreement import read_human_scores
+    from offline_eval.tasks.legalrikai.human.agreement import read_human_scores
 
     page_file = tmp_path / "bom.html"
     assert (

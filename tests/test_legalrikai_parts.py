@@ -19,8 +19,8 @@ from offline_eval.results.records import RunKey
 from offline_eval.runtime.errors import InputError
 from offline_eval.tasks.kit import judges
 from offline_eval.tasks.legalrikai import rubric
-from offline_eval.tasks.legalrikai.agreement import agreement, human_labels, read_human_scores
 from offline_eval.tasks.legalrikai.focus import GAP, focus_statutes
+from offline_eval.tasks.legalrikai.human.agreement import agreement, human_labels, read_human_scores
 from offline_eval.tasks.legalrikai.outputs import amendexp_sections, merge_back
 from offline_eval.tasks.legalrikai.task import LegalRikaiRecord, LegalRikaiTask, aggregate, average_scores
 

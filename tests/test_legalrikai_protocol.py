@@ -16,7 +16,7 @@ from sklearn.metrics import mean_absolute_error
 
 from offline_eval.inference.requests import request_json
 from offline_eval.results.records import RunEntry, RunKey
-from offline_eval.tasks.legalrikai.agreement import agreement, read_human_scores
+from offline_eval.tasks.legalrikai.human.agreement import agreement, read_human_scores
 from offline_eval.tasks.legalrikai.record import LegalRikaiRecord
 from offline_eval.tasks.legalrikai.report import agreement_tables
 from offline_eval.tasks.legalrikai.schema import RevisionItem, StatRevItem

@@ -41,13 +41,14 @@ from offline_eval.tasks.kit import (
 )
 from offline_eval.tasks.kit.calibration import HUMAN_SAMPLE_HELP, HumanLabels, HumanSample, JudgedNumber
 
-from . import annotate, prompts, rubric
-from .agreement import human_labels, read_human_scores, sweep_report
-from .calibration import judged_numbers
+from . import prompts, rubric
 from .checks import read_output
 from .departures import paper_departures
 from .focus import focus_statutes
 from .gold import gold, judge_gold
+from .human import annotate
+from .human.agreement import human_labels, read_human_scores, sweep_report
+from .human.calibration import judged_numbers
 from .metrics import COUNTS, SCORE, aggregate
 from .outputs import strip_fences
 from .record import LegalRikaiRecord

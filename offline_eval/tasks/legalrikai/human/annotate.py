@@ -9,9 +9,9 @@ from typing import Any
 
 from offline_eval.tasks.kit import Case, Doc, Form, RunEntry
 
-from . import rubric
-from .record import LegalRikaiRecord
-from .schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
+from .. import rubric
+from ..record import LegalRikaiRecord
+from ..schema import AmendExpItem, LegalRikaiItem, RevisionItem, StatRevItem
 
 FORM = Form(
     file_name="human_scores.csv",

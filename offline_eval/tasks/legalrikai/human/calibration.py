@@ -8,9 +8,9 @@ from collections.abc import Callable
 from offline_eval.tasks.kit import Criterion
 from offline_eval.tasks.kit.calibration import JudgedNumber
 
-from . import rubric
-from .metrics import SCORE, item_score
-from .record import LegalRikaiRecord
+from .. import rubric
+from ..metrics import SCORE, item_score
+from ..record import LegalRikaiRecord
 
 
 def judged_numbers(subtask: str, judge_names: list[str]) -> list[JudgedNumber]:

@@ -25,12 +25,11 @@ from offline_eval.tasks.kit import N_SKIPPED, Bootstrapped, Criterion, InputErro
 from offline_eval.tasks.kit.annotation import output_sha256
 from offline_eval.tasks.kit.calibration import HumanLabels, OutputLabels, drawn
 
-from . import rubric
-from .human import criteria_scales, read_human_scores
-from .metrics import CHECKS, N_FOCUSED, N_FULL, SCORE
-from .record import LegalRikaiRecord
-from .rubric import SUBTASKS
-from .sweepreport import (
+from .. import rubric
+from ..metrics import CHECKS, N_FOCUSED, N_FULL, SCORE
+from ..record import LegalRikaiRecord
+from ..rubric import SUBTASKS
+from ..sweepreport import (
     Agreement,
     AlphaCell,
     BiasCell,
@@ -44,6 +43,7 @@ from .sweepreport import (
     ScoreRow,
     Setting,
 )
+from .scores import criteria_scales, read_human_scores
 
 _NAMES_OF = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
 

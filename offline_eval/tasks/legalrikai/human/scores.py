@@ -14,8 +14,8 @@ from offline_eval.runtime.errors import is_url
 from offline_eval.tasks.kit import Criterion, InputError, note, read_table
 from offline_eval.tasks.kit.calibration import read_draw
 
-from . import rubric
-from .rubric import SUBTASKS
+from .. import rubric
+from ..rubric import SUBTASKS
 
 FIELDS = ("item_id", "model", "criterion", "score", "annotator")  # `model`, or `case` and `sample`
 
