@@ -292,35 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_sweep)
 
-    r = sub.add_parser("run", help="run one model on one task")
-    r.add_argument("--backend", required=True, choices=engine_names())
-    r.add_argument("--model", required=True, help="model folder (vllm, transformers) or .gguf file (llamacpp)")
-    r.add_argument("--name", help="name for the results folder (default: model)")
-    r.add_argument("--task", required=True)
-    r.add_argument("--data", required=True)
-    r.add_argument("--shots", type=int)
-    r.add_argument("--mode", choices=["constrained", "free", "logprob"])
-    r.add_argument("--limit", type=int)
-    r.add_argument("--protocol", choices=PROTOCOLS, help="the task's protocol (default: paper, the authors')")
-    r.add_argument("--max-model-len", type=int, default=4096)
-    r.add_argument(
-        "--chat-template",
-        metavar="auto|none|FILE|TEXT",
-        help="auto (default): the model's own chat template, or the plain prompt format if it has none; "
-        "none: always the plain format (base models); or a Jinja template file or text",
-    )
-    r.add_argument("--adapter", help="a LoRA adapter over the model: a PEFT folder (llamacpp: a GGUF adapter)")
-    r.add_argument("--adapter-scale", type=float, help="the adapter's strength (default 1)")
-    r.add_argument(
-        "--constraint-backend",
-        metavar="NAME",
-        help="the library that masks constrained tokens: auto (default), xgrammar, guidance, outlines, gbnf "
-        "(docs/constrained-decoding.md)",
-    )
-    r.add_argument("--fresh", action="store_true")
-    r.add_argument("--out", required=True)
-    r.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
-    r.set_defaults(func=cmd_run)
+    _add_run(sub, engine_names())
 
     rep = sub.add_parser("report", help="write report.md and report.html for an output folder")
     rep.add_argument("dir")
@@ -369,6 +341,38 @@ def build_parser() -> argparse.ArgumentParser:
         cls.add_commands(sub)
 
     return p
+
+
+def _add_run(sub: Any, engines: tuple[str, ...]) -> None:
+    r = sub.add_parser("run", help="run one model on one task")
+    r.add_argument("--backend", required=True, choices=engines)
+    r.add_argument("--model", required=True, help="model folder (vllm, transformers) or .gguf file (llamacpp)")
+    r.add_argument("--name", help="name for the results folder (default: model)")
+    r.add_argument("--task", required=True)
+    r.add_argument("--data", required=True)
+    r.add_argument("--shots", type=int)
+    r.add_argument("--mode", choices=["constrained", "free", "logprob"])
+    r.add_argument("--limit", type=int)
+    r.add_argument("--protocol", choices=PROTOCOLS, help="the task's protocol (default: paper, the authors')")
+    r.add_argument("--max-model-len", type=int, default=4096)
+    r.add_argument(
+        "--chat-template",
+        metavar="auto|none|FILE|TEXT",
+        help="auto (default): the model's own chat template, or the plain prompt format if it has none; "
+        "none: always the plain format (base models); or a Jinja template file or text",
+    )
+    r.add_argument("--adapter", help="a LoRA adapter over the model: a PEFT folder (llamacpp: a GGUF adapter)")
+    r.add_argument("--adapter-scale", type=float, help="the adapter's strength (default 1)")
+    r.add_argument(
+        "--constraint-backend",
+        metavar="NAME",
+        help="the library that masks constrained tokens: auto (default), xgrammar, guidance, outlines, gbnf "
+        "(docs/constrained-decoding.md)",
+    )
+    r.add_argument("--fresh", action="store_true")
+    r.add_argument("--out", required=True)
+    r.add_argument("-v", "--verbose", action="store_true", help=_VERBOSE)
+    r.set_defaults(func=cmd_run)
 
 
 def _add_tools(sub: Any, kinds: list[str]) -> None:

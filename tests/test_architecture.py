@@ -277,3 +277,20 @@ def test_modules_stay_small_and_the_sweep_an_orchestrator():
     assert len(sizes) > 100
     assert {m: n for m, n in sizes.items() if n > 450} == {}
     assert sizes["pipeline/orchestrate.py"] < 200
+
+
+def test_no_function_is_over_100_lines_and_no_folder_over_16_modules():
+    import ast
+
+    pkg = Path(__file__).resolve().parent.parent / "offline_eval"
+    long = {
+        f"{p.relative_to(pkg).as_posix()}:{f.name}": n
+        for p in pkg.rglob("*.py")
+        for f in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and (n := (f.end_lineno or 0) - f.lineno + 1) > 100
+    }
+    assert long == {}
+    crowded = {
+        d.relative_to(pkg).as_posix(): n for d in [pkg, *pkg.rglob("*/")] if (n := len(list(d.glob("*.py")))) > 16
+    }
+    assert crowded == {}

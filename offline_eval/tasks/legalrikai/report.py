@@ -13,7 +13,7 @@ from offline_eval.tasks.kit.sections import fmt
 from . import rubric
 from .metrics import FORMAT_FAILURES, N_FOCUSED, N_FULL, N_JUDGED, TRUNCATED
 from .record import LegalRikaiRecord
-from .sweepreport import AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
+from .sweepreport import Agreement, AlphaCell, BiasCell, KappaCell, LegalRikaiReport, MaeCell, RhoCell, Setting
 
 if TYPE_CHECKING:
     from offline_eval.results.summary import Summary
@@ -110,94 +110,102 @@ def agreement_tables(rep: LegalRikaiReport) -> list[Table]:
     )
     for title, subs, crits in _groups(rep):
         subs = [s for s in subs if s in h.kappa]
-        if not subs:
-            continue
-        rows = [
-            [_NAMES[s], run, *[_v(v.get(k)) for k in crits]]
-            for s in subs
-            for run, v in sorted(h.human_scores[s].items())
-        ]
-        tables.append(
-            Table(
-                f"LegalRikai {title}: human scores (Table 6)",
-                ["task", "model", *crits],
-                rows,
-                "Annotators' scores mapped to [0, 1]; several annotators of one output are averaged.",
+        if subs:
+            tables += _annotator_tables(h, title, subs, crits) + _judge_vs_human_tables(
+                h, title, subs, crits, judges, note
             )
+    return tables
+
+
+def _annotator_tables(h: Agreement, title: str, subs: list[str], crits: list[str]) -> list[Table]:
+    """The annotators' own numbers: their scores, and their agreement with one another."""
+    tables = []
+    rows = [
+        [_NAMES[s], run, *[_v(v.get(k)) for k in crits]] for s in subs for run, v in sorted(h.human_scores[s].items())
+    ]
+    tables.append(
+        Table(
+            f"LegalRikai {title}: human scores (Table 6)",
+            ["task", "model", *crits],
+            rows,
+            "Annotators' scores mapped to [0, 1]; several annotators of one output are averaged.",
         )
-        rows = [[_NAMES[s], *[_kappa(h.kappa[s].get(k)) for k in crits]] for s in subs]
+    )
+    rows = [[_NAMES[s], *[_kappa(h.kappa[s].get(k)) for k in crits]] for s in subs]
+    tables.append(
+        Table(
+            f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)",
+            ["task", *crits],
+            rows,
+            "nan: every output got the same label, so kappa is undefined (as in the paper). n: outputs both "
+            "annotators scored (the most of any pair).",
+        )
+    )
+    if any(h.alpha.get(s) for s in subs):
+        rows = [[_NAMES[s], *[_alpha(h.alpha.get(s, {}).get(k)) for k in crits]] for s in subs]
         tables.append(
             Table(
-                f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)",
+                f"LegalRikai {title}: agreement among the annotators (Krippendorff's alpha, ordinal)",
                 ["task", *crits],
                 rows,
-                "nan: every output got the same label, so kappa is undefined (as in the paper). n: outputs both "
-                "annotators scored (the most of any pair).",
+                "Over the outputs two annotators or more scored (n per cell), any number of annotators and "
+                "missing scores allowed; 1 = perfect agreement, 0 = what chance gives. From the `krippendorff` "
+                "package.",
             )
         )
-        if any(h.alpha.get(s) for s in subs):
-            rows = [[_NAMES[s], *[_alpha(h.alpha.get(s, {}).get(k)) for k in crits]] for s in subs]
-            tables.append(
-                Table(
-                    f"LegalRikai {title}: agreement among the annotators (Krippendorff's alpha, ordinal)",
-                    ["task", *crits],
-                    rows,
-                    "Over the outputs two annotators or more scored (n per cell), any number of annotators and "
-                    "missing scores allowed; 1 = perfect agreement, 0 = what chance gives. From the `krippendorff` "
-                    "package.",
-                )
-            )
-        rows = [[_NAMES[s], j, *[_rho(h.spearman[s][j].get(k)) for k in crits]] for s in subs for j in judges]
-        tables.append(
-            Table(
-                f"LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)",
-                ["task", "judge", *crits],
-                rows,
-                "† p < 0.05. nan: a constant column (e.g. every human "
-                "score identical) or fewer than 3 outputs. " + note,
-            )
+    return tables
+
+
+def _judge_vs_human_tables(
+    h: Agreement, title: str, subs: list[str], crits: list[str], judges: list[str], note: str
+) -> list[Table]:
+    """The judges against the annotators: rank correlation, error in the rubric's points and on [0, 1], bias."""
+    tables = []
+    rows = [[_NAMES[s], j, *[_rho(h.spearman[s][j].get(k)) for k in crits]] for s in subs for j in judges]
+    tables.append(
+        Table(
+            f"LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)",
+            ["task", "judge", *crits],
+            rows,
+            "† p < 0.05. nan: a constant column (e.g. every human score identical) or fewer than 3 outputs. " + note,
         )
-        scale = {c.code: (c.lo, c.hi) for c in rubric.criteria(subs[0])}
-        points = ", ".join(f"{k} {scale[k][0]}-{scale[k][1]}" for k in crits)
+    )
+    scale = {c.code: (c.lo, c.hi) for c in rubric.criteria(subs[0])}
+    points = ", ".join(f"{k} {scale[k][0]}-{scale[k][1]}" for k in crits)
+    rows = [[_NAMES[s], j, *[_mae_points(h.mae[s][j].get(k), *scale[k]) for k in crits]] for s in subs for j in judges]
+    tables.append(
+        Table(
+            f"LegalRikai {title}: mean absolute error, judges vs humans, in rubric points (Table 8: the paper's scale)",
+            ["task", "judge", *crits],
+            rows,
+            f"As the paper's Table 8: on each criterion's own points ({points}); a judge's score against the "
+            "mean of the annotators' scores. n: outputs both the judge and an annotator scored. " + note,
+        )
+    )
+    rows = [[_NAMES[s], j, *[_mae(h.mae[s][j].get(k)) for k in crits]] for s in subs for j in judges]
+    tables.append(
+        Table(
+            f"LegalRikai {title}: mean absolute error, judges vs humans, on [0, 1] (offline-eval's scale)",
+            ["task", "judge", *crits],
+            rows,
+            "The same pairs with every score s mapped to [0, 1] as (s - lo)/(hi - lo), the scale of the scores "
+            "above: a 3-point criterion's value is half the one in points, a 2-point criterion's the same.",
+        )
+    )
+    if any(h.bias.get(s) for s in subs):
         rows = [
-            [_NAMES[s], j, *[_mae_points(h.mae[s][j].get(k), *scale[k]) for k in crits]] for s in subs for j in judges
+            [_NAMES[s], j, *[_bias(h.bias.get(s, {}).get(j, {}).get(k)) for k in crits]] for s in subs for j in judges
         ]
         tables.append(
             Table(
-                f"LegalRikai {title}: mean absolute error, judges vs humans, in rubric points (Table 8: the paper's "
-                "scale)",
+                f"LegalRikai {title}: each judge's bias against the annotators",
                 ["task", "judge", *crits],
                 rows,
-                f"As the paper's Table 8: on each criterion's own points ({points}); a judge's score against the "
-                "mean of the annotators' scores. n: outputs both the judge and an annotator scored. " + note,
+                "The mean, over the outputs both scored, of the judge's score minus the annotators' mean, on "
+                "[0, 1] (positive: the judge is more lenient than your annotators) [95% CI resampling source "
+                "items; 'n too small' under 20 items]; n: outputs.",
             )
         )
-        rows = [[_NAMES[s], j, *[_mae(h.mae[s][j].get(k)) for k in crits]] for s in subs for j in judges]
-        tables.append(
-            Table(
-                f"LegalRikai {title}: mean absolute error, judges vs humans, on [0, 1] (offline-eval's scale)",
-                ["task", "judge", *crits],
-                rows,
-                "The same pairs with every score s mapped to [0, 1] as (s - lo)/(hi - lo), the scale of the scores "
-                "above: a 3-point criterion's value is half the one in points, a 2-point criterion's the same.",
-            )
-        )
-        if any(h.bias.get(s) for s in subs):
-            rows = [
-                [_NAMES[s], j, *[_bias(h.bias.get(s, {}).get(j, {}).get(k)) for k in crits]]
-                for s in subs
-                for j in judges
-            ]
-            tables.append(
-                Table(
-                    f"LegalRikai {title}: each judge's bias against the annotators",
-                    ["task", "judge", *crits],
-                    rows,
-                    "The mean, over the outputs both scored, of the judge's score minus the annotators' mean, on "
-                    "[0, 1] (positive: the judge is more lenient than your annotators) [95% CI resampling source "
-                    "items; 'n too small' under 20 items]; n: outputs.",
-                )
-            )
     return tables
 
 
