@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from offline_eval.results.summary import Summary
     from offline_eval.tasks.kit import RunEntry
 
-_NAMES = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
+_NAMES = rubric.NAMES
 _REVISION = ("statrev", "reqrev", "riskrev")
 
 

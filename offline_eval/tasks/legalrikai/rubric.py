@@ -12,6 +12,12 @@ from offline_eval.tasks.kit import Criterion
 from offline_eval.tasks.kit.judges import example_answer, rubric_schema
 
 SUBTASKS = ("amendexp", "statrev", "reqrev", "riskrev")
+NAMES = {
+    "amendexp": "AmendExp",
+    "statrev": "StatRev",
+    "reqrev": "ReqRev",
+    "riskrev": "RiskRev",
+}  # as the paper writes them
 
 
 @lru_cache(maxsize=1)

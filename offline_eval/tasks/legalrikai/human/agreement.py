@@ -45,8 +45,6 @@ from ..sweepreport import (
 )
 from .scores import criteria_scales, read_human_scores
 
-_NAMES_OF = {"amendexp": "AmendExp", "statrev": "StatRev", "reqrev": "ReqRev", "riskrev": "RiskRev"}
-
 
 def _nan_none(v: float) -> float | None:
     return None if v is None or math.isnan(v) else round(v, 4)
@@ -127,7 +125,7 @@ def _match(rows: list[dict[str, Any]], runs: Sequence[RunEntry], records: Record
                 out[(sub, run, h["item_id"], h["criterion"])][h["annotator"]] = h["score"]
                 draws[(sub, run, h["item_id"])].add(h.get("draw") or "")
     changed = [
-        f"{n} row(s) on {_NAMES_OF.get(sub, sub)} of {run} not used: the output changed since it was labelled "
+        f"{n} row(s) on {rubric.NAMES.get(sub, sub)} of {run} not used: the output changed since it was labelled "
         "(its output_sha256 differs)"
         for (sub, run), n in sorted(stale.items())
     ]
