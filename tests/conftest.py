@@ -63,9 +63,12 @@ _ENGINE_FIXTURES = {"tiny", "engine", "bert", "fixed_bert"}
 
 
 # `make test` runs the fast tier first, in its engine-free venv (scripts/test.sh): the tests that passed there are
-# listed in RECORD's file and left out of the run on the real engines (SKIP_PASSED), so none runs twice; a test the
-# fast tier skipped (a library it lacks, a model set-up builds) runs on the engines as before.
-RECORD, SKIP_PASSED = "OFFLINE_EVAL_RECORD_PASSED", "OFFLINE_EVAL_SKIP_PASSED"
+# listed in the file OFFLINE_EVAL_RECORD_PASSED names and left out of the run on the real engines
+# (OFFLINE_EVAL_SKIP_PASSED), so none runs twice; a test the fast tier skipped (a library it lacks, a model set-up
+# builds) runs on the engines as before. Both are read once and taken out of the environment: a test that runs
+# pytest itself (test_task_in_tree) must neither skip nor record.
+_RECORD = os.environ.pop("OFFLINE_EVAL_RECORD_PASSED", None)
+_SKIP_PASSED = os.environ.pop("OFFLINE_EVAL_SKIP_PASSED", None)
 _outcomes: dict[str, bool] = {}
 
 
@@ -73,14 +76,14 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     for item in items:
         if _ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.engine)
-    if listed := os.environ.get(SKIP_PASSED):
+    if listed := _SKIP_PASSED:
         done = set(Path(listed).read_text("utf-8").split("\n")) if Path(listed).is_file() else set()
         config.hook.pytest_deselected(items=[i for i in items if i.nodeid in done])
         items[:] = [i for i in items if i.nodeid not in done]
 
 
 def pytest_runtest_logreport(report):  # type: ignore[no-untyped-def]
-    if os.environ.get(RECORD):
+    if _RECORD:
         passed = report.passed and not (report.when == "call" and hasattr(report, "wasxfail"))
         _outcomes[report.nodeid] = _outcomes.get(report.nodeid, True) and passed
 
@@ -88,7 +91,7 @@ def pytest_runtest_logreport(report):  # type: ignore[no-untyped-def]
 def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
     for b in _ENGINES.values():
         b.close()  # type: ignore[attr-defined]
-    if target := os.environ.get(RECORD):
+    if target := _RECORD:
         Path(target).write_text("".join(f"{n}\n" for n, ok in sorted(_outcomes.items()) if ok), "utf-8")
 
 
