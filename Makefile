@@ -8,7 +8,7 @@ demo: setup                     ## install everything and run the sample sweep: 
 test:                           ## install everything and run the tests
 	bash scripts/test.sh
 
-test-fast:                      ## our own logic only, on the fake engine: no engine installed, under a minute
+test-fast:                      ## our own logic only, on the fake engine: no engine installed, about 5 minutes
 	bash scripts/test_fast.sh
 
 lint:                           ## ruff and mypy, as `make test` runs them
