@@ -111,7 +111,8 @@ def _deploy_row(runs: list[RunEntry], m: ModelVerdicts | None) -> list[str]:
         else "the reference: no cheaper variant is non-inferior on every setting"
     )
     stopped = f"{_label(by_run[cheaper[0]])}: {stops[cheaper[0]]}" if cheaper else "–"
-    scales = {c.scale for c in comps if c.run == (chosen if passing else candidates[0]) and c.scale}
+    # the verdicts that chose it: the chosen variant's, or, for the reference, every verdict against it
+    scales = {c.scale for c in comps if (c.run == chosen or not passing) and c.scale}
     judged = "uncalibrated (judges' scale)" if "judge" in scales else "calibrated" if scales else "–"
     return [f"{m.model} ({m.backend})", _label(by_run[chosen]), why, stopped, *cost(by_run[chosen])[:3], judged]
 
