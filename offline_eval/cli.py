@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from offline_eval.runtime.errors import InputError, OfflineEvalError, described, format_validation_error
+from offline_eval.runtime.i18n import add_option, checked
 from offline_eval.runtime.preload import rerun_for
 
 if TYPE_CHECKING:
@@ -48,12 +49,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from offline_eval.runtime.timings import Timings
 
     timings = Timings()
+    checked(a.lang)
     with timings.stage("config"):
         cfg = load_config(a.config)
     only, only_tasks = _csv(a.only, "--only"), _csv(a.tasks, "--tasks")
     rerun_for(None if a.dry_run or a.ray else a.rerun_argv, tcmalloc_with(cfg.backends(a.config, only, only_tasks)))
     options = _options(a, source=a.config, out_dir=a.out, only=only, only_tasks=only_tasks, dry_run=a.dry_run,
-                       ray=a.ray, timings=timings)  # fmt: skip
+                       ray=a.ray, timings=timings, lang=a.lang)  # fmt: skip
     s = run_sweep(cfg, options)
     if not a.dry_run:
         print(f"wrote {a.out or cfg.output_dir}/summary.json and report.md ({len(s.runs)} runs)")
@@ -109,7 +111,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from offline_eval.report import write_report
 
-    print(f"wrote {write_report(a.dir)}")
+    print(f"wrote {write_report(a.dir, lang=a.lang)}")
     return 0
 
 
@@ -118,7 +120,7 @@ def cmd_annotate(a: argparse.Namespace) -> int:
 
     w = annotate(a.dir, a.task, n=a.sample, seed=a.seed, runs=_csv(a.runs, "--runs"), items=a.items, out=a.out,
                  annotator=a.annotator or "", blind=not a.unblind, resume=a.resume,
-                 allow_changed_data=a.allow_changed_data, config=a.config)  # fmt: skip
+                 allow_changed_data=a.allow_changed_data, config=a.config, lang=checked(a.lang))  # fmt: skip
     for line in w.warnings:
         print(f"offline-eval: warning: {line}", file=sys.stderr)
     print(f"wrote {w.page}: {w.n} outputs to score (sample {w.sample}); open it in a browser, no server needed")
@@ -194,73 +196,6 @@ def cmd_models_check(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ja_stats(a: argparse.Namespace) -> int:
-    import json
-
-    from offline_eval.ja.show import load_tokenizer, parse, read_text, stats
-
-    tok = load_tokenizer(a.tokenizer) if a.tokenizer else None
-    s = stats(parse(read_text(a.file)), tok)
-    if a.json:
-        print(json.dumps(s, ensure_ascii=False, indent=2))
-    else:
-        for k, v in s.items():
-            print(f"{k:20} {' '.join(v) if isinstance(v, list) else v}")
-    return 0
-
-
-def cmd_ja_diff(a: argparse.Namespace) -> int:
-    import json
-
-    from offline_eval.ja.align import changes
-    from offline_eval.ja.diff import diff_texts
-    from offline_eval.ja.show import format_changes, format_diff, parse, read_text, use_color
-
-    ta, tb = read_text(a.a), read_text(a.b)
-    d = diff_texts(ta, tb)
-    da, db = parse(ta), parse(tb)
-    if a.json:
-        print(
-            json.dumps(
-                {
-                    "stats": d.stats.to_dict(),
-                    "articles": [
-                        {"kind": c.kind, "a": c.a_label, "b": c.b_label, "key": c.key, "diff_chars": c.stats.diff_chars}
-                        for c in changes(da, db)
-                    ],
-                    "ops": [list(o) for o in d.ops if o[0] != "equal"],
-                },
-                ensure_ascii=False,
-                indent=2,
-            )
-        )
-        return 0
-    print(format_diff(d, use_color(a.color)))
-    print("\narticles:")
-    print("\n".join(format_changes(da, db)) or "  none changed")
-    st = d.stats
-    print(
-        f"\n{st.diff_chars} chars differ (+{st.inserted_chars} -{st.deleted_chars} "
-        f"~{st.replaced_chars_from}->{st.replaced_chars_to}); {st.diff_morphemes} morphemes"
-    )
-    return 0
-
-
-def cmd_ja_check(a: argparse.Namespace) -> int:
-    import json
-
-    from offline_eval.ja.checks import check, introduced_defects
-    from offline_eval.ja.show import format_findings, parse, read_text
-
-    doc = parse(read_text(a.file))
-    found = introduced_defects(parse(read_text(a.against)), doc) if a.against else check(doc)
-    if a.json:
-        print(json.dumps([f.to_dict() for f in found], ensure_ascii=False, indent=2))
-    else:
-        print(format_findings(found))
-    return 1 if (found and a.strict) else 0
-
-
 PROTOCOLS = ("paper", "offline-eval")
 _VERBOSE = "show the engines' own output (library warnings, native logs) here, not only in OUT/engines.log"
 
@@ -290,12 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="auto|ADDRESS",
         help="run the engine loads on a Ray cluster (auto: a running one, else a local one); needs offline-eval[ray]",
     )
+    add_option(s, "the report")
     s.set_defaults(func=cmd_sweep)
 
     _add_run(sub, engine_names())
 
     rep = sub.add_parser("report", help="write report.md and report.html for an output folder")
     rep.add_argument("dir")
+    add_option(rep, "the report")
     rep.set_defaults(func=cmd_report)
 
     ann = sub.add_parser("annotate", help="a page on which people score a sweep's outputs (blind), offline")
@@ -313,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     ann.add_argument(
         "--config", help="the sweep's config, for a folder made before summary.json recorded its data (schema 2)"
     )
+    add_option(ann, "the page")
     ann.set_defaults(func=cmd_annotate)
 
     from offline_eval.annotate.plan import add_command as add_plan
@@ -397,25 +335,9 @@ def _add_tools(sub: Any, kinds: list[str]) -> None:
     mc.add_argument("config")
     mc.set_defaults(func=cmd_models_check)
 
-    j = sub.add_parser("ja", help="Japanese legal text tools: statistics, diffs, structure checks")
-    jsub = j.add_subparsers(dest="ja_command", required=True)
-    js = jsub.add_parser("stats", help="characters, morphemes, articles, paragraphs, items, references")
-    js.add_argument("file")
-    js.add_argument("--tokenizer", help="a local HF tokenizer folder: also count that model's tokens")
-    js.add_argument("--json", action="store_true")
-    js.set_defaults(func=cmd_ja_stats)
-    jd = jsub.add_parser("diff", help="character/morpheme diff of two documents, with article alignment")
-    jd.add_argument("a")
-    jd.add_argument("b")
-    jd.add_argument("--json", action="store_true")
-    jd.add_argument("--color", choices=["auto", "always", "never"], default="auto")
-    jd.set_defaults(func=cmd_ja_diff)
-    jc = jsub.add_parser("check", help="numbering, references, defined terms, heading formats")
-    jc.add_argument("file")
-    jc.add_argument("--against", help="the input document: report only defects the file introduced")
-    jc.add_argument("--json", action="store_true")
-    jc.add_argument("--strict", action="store_true", help="exit 1 when there are findings")
-    jc.set_defaults(func=cmd_ja_check)
+    from offline_eval.ja.command import add_command as add_ja
+
+    add_ja(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
