@@ -57,6 +57,8 @@ fi
 
 step "installing offline-eval with its extras"
 $PIP install -q -e ".[hf,guidance,outlines,data,tiny,gemma,ray,test,report,server,llamacpp-server]"
+step "compiling the Japanese catalogue (the report's --lang ja)"
+.venv/bin/python -m offline_eval.runtime.i18n
 
 # The tiny models depend on scripts/tiny_corpus.txt (the tokenizer is trained on it) and on the builder script.
 stamp=$(cat scripts/make_tiny_model.py scripts/templates/* scripts/tiny_corpus.txt | sha256sum | cut -c1-16)

@@ -9,4 +9,5 @@ if [ ! -x .venv-fast/bin/python ]; then
   .venv-fast/bin/python -m pip install -q -U pip
 fi
 .venv-fast/bin/python -m pip install -q -e ".[test]"
+.venv-fast/bin/python -m offline_eval.runtime.i18n
 exec bash scripts/run_pytest.sh .venv-fast -q -m "not engine and not slow" -p no:cacheprovider "$@"

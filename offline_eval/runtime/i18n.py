@@ -1,0 +1,147 @@
+"""The language of what we write for a reader (the report, compare's page, the annotation page): English, or
+Japanese from the gettext catalogue offline_eval/locale/ja/LC_MESSAGES/offline_eval.po.
+
+A message is marked where it is written, `_("{n} runs of {models} models", n=..., models=...)`: the English is the
+msgid, and a sentence built from pieces is one message with named fields, so a translation can reorder them. A
+message kept in a constant is marked `N_(...)` and translated where it is shown, `_(constant)`. English is the
+msgid itself, so the English output does not depend on the catalogue at all.
+
+The catalogue is compiled to .mo with Babel at set-up (scripts/setup.sh, scripts/test_fast.sh:
+`python -m offline_eval.runtime.i18n`); a missing or older .mo is compiled in memory from the .po instead."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gettext
+import io
+import re
+import sys
+from collections.abc import Iterator
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+from .errors import OfflineEvalError
+
+LANGUAGES = ("en", "ja")
+DEFAULT = "en"
+DOMAIN = "offline_eval"
+LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
+
+_current: ContextVar[str] = ContextVar("offline_eval_language", default=DEFAULT)
+
+
+class UnknownLanguage(OfflineEvalError, ValueError):
+    """A language we have no catalogue for: one line and exit 2 from the CLI."""
+
+
+def checked(lang: str | None) -> str:
+    """`lang` as given on the command line or in a config, or the default; an unknown one raises, naming the known."""
+    if lang is None:
+        return DEFAULT
+    if lang not in LANGUAGES:
+        raise UnknownLanguage(f"unknown language {lang!r}: offline-eval writes {' or '.join(LANGUAGES)}")
+    return lang
+
+
+def add_option(parser: Any, what: str) -> None:
+    """The `--lang` option of a command that writes for a reader (sweep, report, compare, annotate, annotate plan)."""
+    parser.add_argument("--lang", metavar="|".join(LANGUAGES), help=f"the language of {what}: en (default) or ja")
+
+
+def current() -> str:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def language(lang: str | None) -> Iterator[str]:
+    """Write in `lang` within the block (the report, a page); the previous language after it."""
+    token = _current.set(checked(lang))
+    try:
+        yield _current.get()
+    finally:
+        _current.reset(token)
+
+
+def po_path(lang: str) -> Path:
+    return LOCALE_DIR / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def compile_catalogue(lang: str) -> bytes:
+    """The .mo bytes of a language's .po (Babel), failing on an entry whose fields differ from its msgid's."""
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    with po_path(lang).open("rb") as f:
+        catalog = read_po(f, locale=lang)
+    out = io.BytesIO()
+    write_mo(out, catalog)
+    return out.getvalue()
+
+
+@functools.cache
+def _translations(lang: str) -> gettext.NullTranslations:
+    if lang == DEFAULT:
+        return gettext.NullTranslations()
+    po = po_path(lang)
+    mo = po.with_suffix(".mo")
+    if mo.exists() and mo.stat().st_mtime >= po.stat().st_mtime:
+        with mo.open("rb") as f:
+            return gettext.GNUTranslations(f)
+    return gettext.GNUTranslations(io.BytesIO(compile_catalogue(lang)))
+
+
+def _format(text: str, fields: dict[str, object]) -> str:
+    return text.format(**fields) if fields else text
+
+
+def _(message: str, /, **fields: object) -> str:
+    """`message` in the current language, its named fields filled in ("" stays "": gettext's "" is the header)."""
+    return _format(_translations(current()).gettext(message) if message else message, fields)
+
+
+def ngettext(singular: str, plural: str, n: int, /, **fields: object) -> str:
+    """The singular or plural form for `n` (available to the message as {n}), in the current language."""
+    return _format(_translations(current()).ngettext(singular, plural, n), {"n": n, **fields})
+
+
+@functools.cache
+def _pattern(template: str) -> re.Pattern[str]:
+    """The template as a regular expression whose named groups are its fields."""
+    parts = re.split(r"\{(\w+)(?::[^{}]*)?\}", template)
+    return re.compile("".join(re.escape(p) if k % 2 == 0 else f"(?P<{p}>.+?)" for k, p in enumerate(parts)), re.DOTALL)
+
+
+def said(text: str | None, templates: tuple[str, ...]) -> str:
+    """A text stored in English (summary.json's reasons, comparison.json's) in the current language: the first
+    template it was written from (`template.format(...)`), translated with the fields read back from it, so English
+    gives the text itself; parts joined by "; " each so; a text no template gives (an engine's own error) as it is."""
+    if not text:
+        return text or ""
+    for t in templates:
+        if m := _pattern(t).fullmatch(text):
+            if not m.groupdict():
+                return _(t)
+            translated = re.sub(r"\{(\w+):[^{}]*\}", r"{\1}", _translations(current()).gettext(t))  # formatted once
+            return _format(translated, m.groupdict())
+    if "; " in text:
+        return _("; ").join(said(part, templates) for part in text.split("; "))
+    return text
+
+
+def N_(message: str, /) -> str:
+    """Marks a message for the catalogue without translating it here (a constant translated where it is shown)."""
+    return message
+
+
+def main() -> int:
+    """Compile every catalogue to its .mo (set-up runs this)."""
+    for lang in LANGUAGES:
+        if lang != DEFAULT:
+            po_path(lang).with_suffix(".mo").write_bytes(compile_catalogue(lang))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
