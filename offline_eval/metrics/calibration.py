@@ -38,6 +38,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
+from offline_eval.runtime.i18n import N_
+
 Z95: float = 1.959963984540054  # scipy.stats.norm.ppf(0.975), as ppi_py's intervals (scipy is slow to import)
 ANALYTIC = "analytic"
 CLUSTER_BOOTSTRAP = "cluster bootstrap"
@@ -288,15 +290,24 @@ def _pearson(y: np.ndarray, yhat: np.ndarray) -> float | None:
     return float(np.clip(np.sum(dy * dh) / math.sqrt(float(np.sum(dy * dy)) * float(np.sum(dh * dh))), -1.0, 1.0))
 
 
+# Why a judged number is not calibrated (Calibrated.reason), stored in English (i18n.said shows it).
+NO_LABELS = N_("no labels{where}: its human mean is unknown")
+ONE_LABEL = N_("1 label{where}: an interval needs 2 or more")
+NO_JUDGE_ONLY = N_("no judge-only outputs{where}: every output is labelled")
+NO_OUTPUTS = N_("no outputs")
+NO_HUMAN_LABELS = N_("no human labels")
+REASONS = (NO_LABELS, ONE_LABEL, NO_JUDGE_ONLY, NO_OUTPUTS, NO_HUMAN_LABELS)
+
+
 def _why(parts: list[_Part]) -> str | None:
     why = []
     for p in parts:
         if len(p.y) == 0:
-            why.append(f"no labels{p.where}: its human mean is unknown")
+            why.append(NO_LABELS.format(where=p.where))
         elif len(p.y) == 1:
-            why.append(f"1 label{p.where}: an interval needs 2 or more")
+            why.append(ONE_LABEL.format(where=p.where))
         if len(p.u) == 0:
-            why.append(f"no judge-only outputs{p.where}: every output is labelled")
+            why.append(NO_JUDGE_ONLY.format(where=p.where))
     return "; ".join(why) or None
 
 
@@ -374,7 +385,7 @@ def calibrate(strata: Sequence[Stratum], n_resamples: int = 2000, seed: int = 0)
     parts = [p for i, s in enumerate(strata) if (p := _part(s, i, len(strata) > 1)).size > 0]
     none = Estimate(None)
     if not parts:
-        return Calibrated(none, none, none, None, None, reason="no outputs")
+        return Calibrated(none, none, none, None, None, reason=NO_OUTPUTS)
     sizes = np.array([p.size for p in parts], dtype=float)
     w = sizes / sizes.sum()
     lams = [tuned_lambda(p.y, p.yhat, p.u) for p in parts]
@@ -394,7 +405,7 @@ def calibrate(strata: Sequence[Stratum], n_resamples: int = 2000, seed: int = 0)
         rho=rho,
         effective_n=None if rho is None else effective_n(n, big_n, max(rho, 0.0)),  # lambda is clipped at 0
         method=CLUSTER_BOOTSTRAP if clustered else ANALYTIC,
-        reason="no human labels" if n == 0 else reason,
+        reason=NO_HUMAN_LABELS if n == 0 else reason,
     )
     if n == 0 or any(len(p.y) == 0 for p in parts):
         return base

@@ -27,13 +27,24 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from offline_eval.runtime.i18n import N_
+
 from .bootstrap import MEAN, MIN_CLUSTERS, Bootstrapped, Clusters, bootstrap_p, canonical, percentile, trusted, weights
 from .paired import PairedKind, clustered_difference, mcnemar_exact, paired_binary
 from .stats import cluster_hodges_lehmann, holm, paired_pvalues
 
 NON_INFERIOR, INFERIOR, INCONCLUSIVE = "non-inferior", "inferior", "inconclusive"
 SCORE, BOOTSTRAP = "tango score, clustered", "cluster bootstrap"
-ONE_CLUSTER = "one cluster: the items cannot be told apart from their question (no p, design effect or interval)"
+# Why a verdict is inconclusive (NonInferiority.reason), stored in English; the report and compare show them in the
+# reader's language (offline_eval.runtime.i18n.said reads the fields back).
+ONE_CLUSTER = N_("one cluster: the items cannot be told apart from their question (no p, design effect or interval)")
+FEWER_THAN_2 = N_("fewer than 2 shared items")
+DEFF_TOO_FEW = N_("n too small: {n} clusters; a design effect (and the interval it widens) needs at least {least}")
+BOOTSTRAP_TOO_FEW = N_("n too small: {n} clusters, a bootstrap interval needs at least {least}")
+NO_SPREAD = N_("no spread: every resample gives the same difference (a zero-width interval)")
+CONTAINS = N_("the {level}% CI [{low}, {high}] contains -{margin}")
+BOTH_NO_SPREAD = N_("both calibrated estimates have no spread")
+REASONS = (ONE_CLUSTER, FEWER_THAN_2, DEFF_TOO_FEW, BOOTSTRAP_TOO_FEW, NO_SPREAD, CONTAINS, BOTH_NO_SPREAD)
 _Z = 1.959963984540054  # the normal 97.5% quantile
 HL_MAX_ITEMS = 300  # the Walsh averages grow as n^2: past this HL's bootstrap costs seconds per comparison
 
@@ -145,7 +156,7 @@ def compare(
     if len(cl.index) != n:
         raise ValueError("one cluster label per item")
     if n < 2:
-        return _result(n, margin, None, reason="fewer than 2 shared items")
+        return _result(n, margin, None, reason=FEWER_THAN_2)
     mean = statistic is None or statistic.is_mean
     binary = mean and paired_binary(kind, x, y)
     if binary and not higher_is_better:
@@ -165,10 +176,7 @@ def compare(
     if binary:
         res.method, res.paired_test, res.paired_p = SCORE, "mcnemar", mcnemar_exact(x, y)
         if cl.nested and cl.n < MIN_CLUSTERS:
-            res.reason = (
-                f"n too small: {cl.n} clusters; a design effect (and the interval it widens) needs at least "
-                f"{MIN_CLUSTERS}"
-            )
+            res.reason = DEFF_TOO_FEW.format(n=cl.n, least=MIN_CLUSTERS)
             return res
         d = clustered_difference(x, y, cl, confidence)
         res.ci_low, res.ci_high, res.design_effect = d.low, d.high, round(d.design_effect, 6)
@@ -185,9 +193,7 @@ def compare(
     se = float(np.std(boots))  # of the cluster bootstrap: it holds the design effect
     if spread.low is None:
         res.reason = (
-            f"n too small: {cl.n} clusters, a bootstrap interval needs at least {MIN_CLUSTERS}"
-            if spread.reason == "n too small"
-            else "no spread: every resample gives the same difference (a zero-width interval)"
+            BOOTSTRAP_TOO_FEW.format(n=cl.n, least=MIN_CLUSTERS) if spread.reason == "n too small" else NO_SPREAD
         )
         res.items_needed = items_needed(est, se, n, margin) if spread.reason == "n too small" else None
         return res
@@ -216,7 +222,9 @@ def compare(
 
 
 def _contains(low: float, high: float, margin: float, confidence: float) -> str:
-    return f"the {100 * confidence:.0f}% CI [{low:+.3f}, {high:+.3f}] contains -{margin:g}"
+    return CONTAINS.format(
+        level=f"{100 * confidence:.0f}", low=f"{low:+.3f}", high=f"{high:+.3f}", margin=f"{margin:g}"
+    )
 
 
 def _bootstrap_design_effect(
@@ -267,7 +275,7 @@ def from_difference(
     est = sign * (run[0] - reference[0])
     se = math.hypot(run[1], reference[1])
     if se == 0:
-        return _result(paired.n, margin, est, method=CALIBRATED, reason="both calibrated estimates have no spread")
+        return _result(paired.n, margin, est, method=CALIBRATED, reason=BOTH_NO_SPREAD)
     low, high = est - _Z * se, est + _Z * se
     return NonInferiority(
         n=paired.n,

@@ -13,8 +13,16 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from offline_eval.runtime.i18n import N_
+
 from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, bootstrap_p, canonical, percentile, resample, weights
 from .paired import PairedKind, mcnemar_exact, paired_binary, paired_design_effect
+
+# Why a paired test gives no p or design effect (PairedResult.undefined), stored in English (i18n.said shows it).
+UNDEFINED = (
+    N_("one cluster: no cluster bootstrap (p, HL CI) and no design effect"),
+    N_("n too small: {n} clusters; a design effect needs at least {least}"),
+)
 
 
 def bonferroni(p: Sequence[float]) -> list[float]:
@@ -214,10 +222,10 @@ def paired_test(
     )
     if cl.n < 2 and n > 1:  # every resample is the data itself
         res.bootstrap_p = res.design_effect = res.hl_low = res.hl_high = None
-        res.undefined = "one cluster: no cluster bootstrap (p, HL CI) and no design effect"
+        res.undefined = UNDEFINED[0]
     elif cl.nested and cl.n < MIN_CLUSTERS:
         res.design_effect = None
-        res.undefined = f"n too small: {cl.n} clusters; a design effect needs at least {MIN_CLUSTERS}"
+        res.undefined = UNDEFINED[1].format(n=cl.n, least=MIN_CLUSTERS)
     if paired_binary(kind, xa, ya):
         res.p, res.discordant = mcnemar_exact(xa, ya), [int(np.sum(d > 0)), int(np.sum(d < 0))]
         return res

@@ -39,6 +39,10 @@ class SweepConfig(Strict):
         default_factory=dict,
         description="non-inferiority margin per task metric, in its units and inside its range: {accuracy: 0.02}",
     )
+    # The report's language changes no number, so it is kept out of the config's digest (exclude).
+    lang: Literal["en", "ja"] | None = Field(
+        None, exclude=True, description="the report's language: en (default) or ja; `--lang` overrides it"
+    )
 
     @field_validator("models")
     @classmethod

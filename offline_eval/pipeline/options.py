@@ -26,7 +26,8 @@ class SweepOptions:
     `debug`: an unexpected error in a load is raised with its traceback instead of failing that run.
     `engine_log`: the engines' own output (library warnings, native logs, their child processes) goes to
     OUT/engines.log instead of the terminal, and a failed load shows its last lines. `command`: what started
-    the sweep, for its provenance (default: this process's command line)."""
+    the sweep, for its provenance (default: this process's command line). `lang`: the report's language, instead of
+    the config's `lang:` (default English)."""
 
     source: str = "config dict"
     out_dir: str | None = None
@@ -42,3 +43,4 @@ class SweepOptions:
     engine_log: bool = False
     debug: bool = False
     command: Sequence[str] | None = None
+    lang: str | None = None

@@ -24,6 +24,7 @@ from offline_eval.results.summary import SCHEMA_VERSION, Summary, SweepProvenanc
 from offline_eval.runtime.enginelog import EngineLog
 from offline_eval.runtime.errors import InputError
 from offline_eval.runtime.fileio import write_json_atomic
+from offline_eval.runtime.i18n import checked
 from offline_eval.runtime.lock import OutputLock
 from offline_eval.runtime.timings import Timings
 from offline_eval.tasks import record_class
@@ -41,6 +42,7 @@ from .state import State
 
 def run_sweep(cfg: SweepConfig, options: SweepOptions | None = None) -> Summary:
     o = options or SweepOptions()
+    lang = checked(o.lang or cfg.lang)  # before any engine starts: the report is written last
     source, out_dir, log = o.source, o.out_dir, o.log
     timings = o.timings or Timings()
     config_file = str(Path(source).resolve()) if Path(source).is_file() else None  # verify finds it from anywhere
@@ -76,7 +78,7 @@ def run_sweep(cfg: SweepConfig, options: SweepOptions | None = None) -> Summary:
                     store.close()
             finally:
                 executor.close()
-            return _conclude(cfg, sweep_plan, state, folder, sweep_provenance, timings, log)
+            return _conclude(cfg, sweep_plan, state, folder, sweep_provenance, timings, log, lang)
 
 
 def _conclude(
@@ -87,6 +89,7 @@ def _conclude(
     sweep_provenance: SweepProvenance,
     timings: Timings,
     log: Log,
+    lang: str,
 ) -> Summary:
     with timings.stage("records"):
         for key, recs in state.records.items():
@@ -106,7 +109,7 @@ def _conclude(
     try:
         with timings.stage("report"):
             # What summary.json holds, without reading it back, and the prompts and diffs only the items hold.
-            write_report(folder.root, summary, from_plan(sweep_plan.tasks, everything))
+            write_report(folder.root, summary, from_plan(sweep_plan.tasks, everything), lang)
     finally:  # summary.json last, so its timings include the report's; written even if the report fails
         summary.timings = timings.to_dict()  # wall-clock: not reproducible, like each run's "throughput"
         summary.write(folder.summary, record_class)

@@ -21,6 +21,7 @@ from offline_eval.inference.constrained.libraries import resolved
 from offline_eval.modelfiles.fingerprint import HashCache, file_sha256, files_fingerprint, model_files
 from offline_eval.modelfiles.peft import base_mismatch, describe_adapter, read_peft
 from offline_eval.modelfiles.quantization import folder_quantization
+from offline_eval.results import summary
 from offline_eval.results.summary import FileDigest, Gpu, LoadProvenance, SettingProvenance, SweepProvenance
 from offline_eval.tasks.kit.datafiles import TaskItem
 
@@ -50,7 +51,7 @@ def sweep(command: Sequence[str], config: str | None, config_sha256: str) -> Swe
     revision, dirty = _git(unknown)
     cpu_model = _cpu_model()
     if cpu_model is None:
-        unknown["cpu_model"] = "the OS does not say (no 'model name' in /proc/cpuinfo)"
+        unknown["cpu_model"] = summary.UNKNOWN_CPU
     return SweepProvenance(
         offline_eval_version=_version(),
         git_revision=revision,
@@ -122,8 +123,8 @@ def load(spec: LoadSpec, run: str, role: str, cache: HashCache | None, chat_temp
     weights: str | None = None
     quantized = None
     if remote:
-        unknown["files"] = unknown["weights_digest"] = "a served model: its weights are on the server"
-        unknown["chat_template_sha256"] = "a served model is prompted with the server's own chat template"
+        unknown["files"] = unknown["weights_digest"] = summary.UNKNOWN_SERVED_FILES
+        unknown["chat_template_sha256"] = summary.UNKNOWN_SERVED_TEMPLATE
     else:
         found = files_fingerprint(spec.path, cache)
         files = [
@@ -205,11 +206,11 @@ def _git(unknown: dict[str, str]) -> tuple[str | None, bool | None]:
     """The checkout's revision and whether its tracked files differ from it, where offline-eval runs from one."""
     root = Path(__file__).resolve().parents[2]  # offline_eval/pipeline/provenance.py
     if not (root / ".git").exists():
-        unknown["git_revision"] = unknown["git_dirty"] = "offline-eval is not running from a git checkout"
+        unknown["git_revision"] = unknown["git_dirty"] = summary.UNKNOWN_NO_CHECKOUT
         return None, None
     git = shutil.which("git")
     if git is None:
-        unknown["git_revision"] = unknown["git_dirty"] = "running from a checkout, but git is not installed"
+        unknown["git_revision"] = unknown["git_dirty"] = summary.UNKNOWN_NO_GIT
         return None, None
     try:
         rev = subprocess.run([git, "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -220,10 +221,12 @@ def _git(unknown: dict[str, str]) -> tuple[str | None, bool | None]:
             timeout=30,
         )
     except (OSError, subprocess.SubprocessError) as e:
-        unknown["git_revision"] = unknown["git_dirty"] = f"git failed: {type(e).__name__}"
+        unknown["git_revision"] = unknown["git_dirty"] = summary.UNKNOWN_GIT_FAILED.format(error=type(e).__name__)
         return None, None
     if rev.returncode != 0:
-        unknown["git_revision"] = unknown["git_dirty"] = f"git failed: {rev.stderr.strip()[:200]}"
+        unknown["git_revision"] = unknown["git_dirty"] = summary.UNKNOWN_GIT_FAILED.format(
+            error=rev.stderr.strip()[:200]
+        )
         return None, None
     return rev.stdout.strip(), bool(st.stdout.strip()) if st.returncode == 0 else None
 
@@ -242,7 +245,7 @@ def _gpus(unknown: dict[str, str]) -> list[Gpu] | None:
     """NVIDIA GPUs as nvidia-smi lists them (a local command); [] when it lists none; None when it cannot tell."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        unknown["gpus"] = "nvidia-smi is not installed: no NVIDIA driver here (other GPUs are not looked for)"
+        unknown["gpus"] = summary.UNKNOWN_NO_SMI
         return None
     try:
         out = subprocess.run(
@@ -252,10 +255,10 @@ def _gpus(unknown: dict[str, str]) -> list[Gpu] | None:
             timeout=30,
         )
     except (OSError, subprocess.SubprocessError) as e:
-        unknown["gpus"] = f"nvidia-smi failed: {type(e).__name__}"
+        unknown["gpus"] = summary.UNKNOWN_SMI_FAILED.format(error=type(e).__name__)
         return None
     if out.returncode != 0:
-        unknown["gpus"] = f"nvidia-smi failed: {(out.stderr or out.stdout).strip()[:200]}"
+        unknown["gpus"] = summary.UNKNOWN_SMI_FAILED.format(error=(out.stderr or out.stdout).strip()[:200])
         return None
     gpus = []
     for line in out.stdout.strip().split("\n"):

@@ -9,12 +9,15 @@ from offline_eval.metrics.values import RunMetrics
 from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import RunEntry
 from offline_eval.results.summary import ModelVerdicts, Summary, Verdict
+from offline_eval.runtime.i18n import N_, _
 from offline_eval.tasks.kit.calibration import calibrated_text
-from offline_eval.tasks.kit.sections import Metric, Table, ci_text, fmt, ranked
+from offline_eval.tasks.kit.sections import Metric, Table, ci_text, fmt, ranked, stored
 
 from .tables import task_class
 
 VERDICT_CLASS = {"non-inferior": "v-ni", "inferior": "v-inf", "inconclusive": "v-inc"}
+# The verdict words as summary.json stores them, translated where they are shown: _(c.verdict).
+VERDICT_WORDS = (N_("non-inferior"), N_("inferior"), N_("inconclusive"))
 
 
 def _calibration_note(judged: list[CalibrationRow], metric: str) -> str:
@@ -23,11 +26,13 @@ def _calibration_note(judged: list[CalibrationRow], metric: str) -> str:
         return ""
     if not any(c.number == metric for c in judged):
         names = ", ".join(sorted({c.number for c in judged}))
-        return (
-            f"Judged: {metric} has no calibrated form (the human labels calibrate {names}: see 'Calibration by human "
-            "labels')."
+        return _(
+            "Judged: {metric} has no calibrated form (the human labels calibrate {names}: see 'Calibration by human "
+            "labels').",
+            metric=metric,
+            names=names,
         )
-    return (
+    return _(
         "Judged: a cell calibrated by human labels shows the PPI++ estimate of the human mean [95% CI] on its n "
         "labels, with the judges' value beside it; an uncalibrated cell is the judges' alone. The colour and the "
         "order are the judges'."
@@ -37,18 +42,22 @@ def _calibration_note(judged: list[CalibrationRow], metric: str) -> str:
 def verdict_cell(c: Verdict, digits: int) -> str:
     """The difference [CI] and the verdict; without a CI that can be trusted, the verdict and the reason."""
     if c.estimate is None:
-        return f"inconclusive ({c.reason or str(c.n) + ' shared items'})"
+        why = stored(c.reason) if c.reason else _("{n} shared items", n=c.n)
+        return _("inconclusive ({why})", why=why)
     est, lo, hi = (fmt(v, digits, sign=True) for v in (c.estimate, c.ci_low, c.ci_high))
+    verdict = _(c.verdict)
     if c.ci_low is None or c.ci_high is None:
-        text = f"{est}, {c.verdict} ({c.reason or 'no interval'})"
+        text = _(
+            "{est}, {verdict} ({why})", est=est, verdict=verdict, why=stored(c.reason) if c.reason else _("no interval")
+        )
     else:
-        text = f"{est} [{lo}, {hi}] {c.verdict}"
+        text = _("{est} [{lo}, {hi}] {verdict}", est=est, lo=lo, hi=hi, verdict=verdict)
     if c.items_needed:
-        text += f" (~{c.items_needed} items)"
+        text += _(" (~{n} items)", n=c.items_needed)
     if c.scale == "calibrated":
-        text += " (calibrated scale)"
+        text += _(" (calibrated scale)")
     elif c.scale == "judge":
-        text += " (judges' scale" + (f": {c.scale_note}" if c.scale_note else "") + ")"
+        text += _(" (judges' scale: {note})", note=c.scale_note) if c.scale_note else _(" (judges' scale)")
     return text
 
 
@@ -67,7 +76,7 @@ def cost(runs: list[RunEntry]) -> list[str]:
     ]
 
 
-COST_HEADER = ["weights MB", "peak memory MB", "items/s", "engine load s"]
+COST_HEADER = [N_("weights MB"), N_("peak memory MB"), N_("items/s"), N_("engine load s")]
 
 
 def deploy_table(summary: Summary) -> Table | None:
@@ -80,14 +89,17 @@ def deploy_table(summary: Summary) -> Table | None:
     if not rows:
         return None
     return Table(
-        "Which variant to deploy",
-        ["model", "deploy", "why", "a cheaper variant stopped by", *COST_HEADER[:3], "judged numbers"],
+        _("Which variant to deploy"),
+        [_("model"), _("deploy"), _("why"), _("a cheaper variant stopped by"), *map(_, COST_HEADER[:3])]
+        + [_("judged numbers")],
         rows,
-        "Per model, the cheapest variant (weights on disk, then peak memory) that is non-inferior to the model's "
-        "reference on every task setting with a verdict, else the reference; the first setting that stops the "
-        "cheapest variant that is not. Judged numbers: whether the verdicts of a judged task are on the human "
-        "scale (calibrated by your annotators' labels) or the judges' own. The verdict tables below give every "
-        "difference and its interval.",
+        _(
+            "Per model, the cheapest variant (weights on disk, then peak memory) that is non-inferior to the model's "
+            "reference on every task setting with a verdict, else the reference; the first setting that stops the "
+            "cheapest variant that is not. Judged numbers: whether the verdicts of a judged task are on the human "
+            "scale (calibrated by your annotators' labels) or the judges' own. The verdict tables below give every "
+            "difference and its interval."
+        ),
     )
 
 
@@ -96,7 +108,7 @@ def _deploy_row(runs: list[RunEntry], m: ModelVerdicts | None) -> list[str]:
     comps = [c for c in m.comparisons if not c.against and c.run in by_run] if m else []
     if m is None or m.reference not in by_run or not comps:
         name = m.reference if m and m.reference in by_run else next(iter(by_run))
-        why = "no other variant to compare" if len(by_run) == 1 else "no verdict against a reference"
+        why = _("no other variant to compare") if len(by_run) == 1 else _("no verdict against a reference")
         return [f"{runs[0].model} ({runs[0].backend})", _label(by_run[name]), why, "–", *cost(by_run[name])[:3], "–"]
     settings = sorted({c.setting for c in comps})
     candidates = sorted({c.run for c in comps} & set(by_run), key=lambda n: _price(by_run[n]))
@@ -106,14 +118,16 @@ def _deploy_row(runs: list[RunEntry], m: ModelVerdicts | None) -> list[str]:
     chosen = passing[0] if passing else m.reference
     cheaper = [n for n in candidates if _price(by_run[n]) < _price(by_run[chosen]) and stops[n] is not None]
     why = (
-        f"non-inferior to the reference on all {len(settings)} settings"
+        _("non-inferior to the reference on all {n} settings", n=len(settings))
         if passing
-        else "the reference: no cheaper variant is non-inferior on every setting"
+        else _("the reference: no cheaper variant is non-inferior on every setting")
     )
-    stopped = f"{_label(by_run[cheaper[0]])}: {stops[cheaper[0]]}" if cheaper else "–"
+    stopped = (
+        _("{variant}: {setting}", variant=_label(by_run[cheaper[0]]), setting=stops[cheaper[0]]) if cheaper else "–"
+    )
     # the verdicts that chose it: the chosen variant's, or, for the reference, every verdict against it
     scales = {c.scale for c in comps if (c.run == chosen or not passing) and c.scale}
-    judged = "uncalibrated (judges' scale)" if "judge" in scales else "calibrated" if scales else "–"
+    judged = _("uncalibrated (judges' scale)") if "judge" in scales else _("calibrated") if scales else "–"
     return [f"{m.model} ({m.backend})", _label(by_run[chosen]), why, stopped, *cost(by_run[chosen])[:3], judged]
 
 
@@ -127,9 +141,9 @@ def _stop(mine: list[Verdict], settings: list[str]) -> str | None:
     by = {c.setting: c for c in mine}
     for s in settings:
         if s not in by:
-            return f"{s} (no verdict)"
+            return _("{setting} (no verdict)", setting=s)
         if by[s].verdict != "non-inferior":
-            return f"{s} ({by[s].verdict})"
+            return _("{setting} ({verdict})", setting=s, verdict=_(by[s].verdict))
     return None
 
 
@@ -162,36 +176,44 @@ def verdict_tables(summary: Summary) -> list[Table]:
                 if name == model.reference:
                     ref = next((r for r in entries if r.setting == s), None)
                     v = ref.metrics.get(m.name) if ref else None
-                    cells.append(f"reference: {m.label} {v:.{m.digits}f}" if has_score(v) else "reference")
+                    score = f"{_(m.label)} {v:.{m.digits}f}" if has_score(v) else ""
+                    cells.append(_("reference: {score}", score=score) if score else _("reference"))
                     cls.append("v-ref")
                     continue
                 c = next((c for c in comps if c.run == name and c.setting == s), None)
-                cells.append((verdict_cell(c, m.digits) + (f" (vs {c.against})" if c.against else "")) if c else "–")
+                vs = _(" (vs {run})", run=c.against) if c and c.against else ""
+                cells.append(verdict_cell(c, m.digits) + vs if c else "–")
                 cls.append(VERDICT_CLASS.get(c.verdict, "") if c else "")
             rows.append([label, *cells, *cost(entries)])
             classes.append(["", *cls, *[""] * len(COST_HEADER)])
         margins = "; ".join(
-            sorted({f"{m.label} ±{next(c.margin for c in comps if c.setting == s)}" for s, m in metrics.items()})
+            sorted({f"{_(m.label)} ±{next(c.margin for c in comps if c.setting == s)}" for s, m in metrics.items()})
         )
         missing = model.reference_missing
-        note = (
-            f"Each cell: the difference from the reference {model.reference} on the items both scored "
-            f"(positive = better) [95% CI] and the verdict against the margin ({margins}): "
+        note = _(
+            "Each cell: the difference from the reference {reference} on the items both scored "
+            "(positive = better) [95% CI] and the verdict against the margin ({margins}): "
             "non-inferior when the CI's lower bound is above -margin, inferior when its upper bound is below, "
             "otherwise inconclusive, with the items a CI of the observed spread would need. The CIs are "
             "clustered (the items of one cluster move together; each task's clusters are under 'Clusters and "
             "design effects'): for right/wrong answers, "
             "Tango's score interval for paired proportions, widened by the design effect; for graded scores, "
             "a bootstrap that resamples clusters, which gives no verdict with fewer than "
-            f"{MIN_CLUSTERS} clusters or a zero-width interval. Cost: peak "
-            "resident memory over the settings; items/s over every setting, the engine start counted apart."
+            "{min_clusters} clusters or a zero-width interval. Cost: peak "
+            "resident memory over the settings; items/s over every setting, the engine start counted apart.",
+            reference=model.reference,
+            margins=margins,
+            min_clusters=MIN_CLUSTERS,
         )
         if missing:
-            note += f" The reference has no results for {', '.join(missing)}: those settings have no verdict."
+            note += _(
+                " The reference has no results for {settings}: those settings have no verdict.",
+                settings=", ".join(missing),
+            )
         out.append(
             Table(
-                f"Verdicts: {model.model} ({model.backend})",
-                ["run", *settings, *COST_HEADER],
+                _("Verdicts: {model} ({engine})", model=model.model, engine=model.backend),
+                [_("run"), *settings, *map(_, COST_HEADER)],
                 rows,
                 note,
                 classes=classes,
@@ -203,7 +225,7 @@ def verdict_tables(summary: Summary) -> list[Table]:
 def _heat(values: list[float | None], higher_is_better: bool) -> list[str]:
     scored = [v for v in values if v is not None]
     if not scored:
-        return ["" for _ in values]
+        return ["" for _v in values]
     lo, hi = min(scored), max(scored)
     out = []
     for v in values:
@@ -248,22 +270,29 @@ def leaderboard_matrix(task: str, runs: list[RunEntry], summary: Summary) -> Tab
             if m is None:
                 cells.append("")
             elif v is None:
-                cells.append("no items")
+                cells.append(_("no items"))
             elif (n, s) in calibrated:
                 c = calibrated[(n, s)]
                 text = ci_text(m.metric(primary.name), primary.digits)
-                cells.append(calibrated_text(c, v, primary.digits) if c.calibrated else f"{text} uncalibrated")
+                cells.append(calibrated_text(c, v, primary.digits) if c.calibrated else _("{ci} uncalibrated", ci=text))
             else:
                 cells.append(ci_text(m.metric(primary.name), primary.digits))
         rows.append([n, *cells])
         styles.append(["", *[heat[s][i] for s in settings]])
+    how = (
+        _("{metric} per setting [95% CI]", metric=_(primary.label))
+        if primary.ci
+        else _("{metric} per setting", metric=_(primary.label))
+    )
+    how = _(
+        "{how}; the colour compares runs within a column only (darker = better). Rows by mean rank over the settings.",
+        how=how,
+    )
     return Table(
-        f"Leaderboard: {task}",
-        ["run", *settings],
+        _("Leaderboard: {task}", task=task),
+        [_("run"), *settings],
         rows,
-        f"{primary.label} per setting{' [95% CI]' if primary.ci else ''}; the colour compares runs within "
-        f"a column only (darker = better). Rows by mean rank over the settings. "
-        f"{cls.leaderboard_note} {_calibration_note(judged, primary.name)}".strip(),
+        f"{how} {_(cls.leaderboard_note)} {_calibration_note(judged, primary.name)}".strip(),
         styles=styles,
     )
 

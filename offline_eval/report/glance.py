@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 
 from offline_eval.metrics.ranking import has_score
-from offline_eval.metrics.values import N_SKIPPED
 from offline_eval.results.summary import Summary, Verdict
-from offline_eval.tasks.kit.sections import fmt, ranked
+from offline_eval.runtime.i18n import _
+from offline_eval.tasks.kit.sections import fmt, ranked, stored
 
 from .calibration import calibration_lines
-from .tables import task_class
 
 
 def _fmt(v: float) -> str:
@@ -24,10 +23,14 @@ def glance(summary: Summary) -> list[str]:
         models = {r.model for r in runs}
         engines = sorted({r.backend for r in runs})
         lines.append(
-            f"{len({r.run for r in runs})} runs of {len(models)} models on {', '.join(engines)}, "
-            f"{len({r.setting for r in runs})} task settings."
+            _(
+                "{runs} runs of {models} models on {engines}, {settings} task settings.",
+                runs=len({r.run for r in runs}),
+                models=len(models),
+                engines=", ".join(engines),
+                settings=len({r.setting for r in runs}),
+            )
         )
-        lines.append(protocol_line(summary))
     for setting in sorted({r.setting for r in runs}):
         group = [r for r in runs if r.setting == setting]
         metric = group[0].primary_metric or "mean"
@@ -35,28 +38,53 @@ def glance(summary: Summary) -> list[str]:
         order = [by_run[run] for _, run in ranked(summary, setting) if run in by_run]  # the sweep's ranking
         scored = [(r, v) for r in order if (v := r.metrics.get(metric)) is not None and has_score(v)]
         if not scored:
-            lines.append(f"{setting}: no run scored any item.")
-            continue
+            continue  # a caution (caveats.py)
         (best, high), (worst, low) = scored[0], scored[-1]
         if len(scored) > 1 and high == low:
-            text = f"{setting}: all {len(scored)} runs score {metric} {_fmt(high)}"
+            text = _(
+                "{setting}: all {n} runs score {metric} {value}",
+                setting=setting,
+                n=len(scored),
+                metric=metric,
+                value=_fmt(high),
+            )
+        elif len(scored) > 1:
+            text = _(
+                "{setting}: best {best} ({metric} {high}), worst {worst} ({low})",
+                setting=setting,
+                best=best.run,
+                metric=metric,
+                high=_fmt(high),
+                worst=worst.run,
+                low=_fmt(low),
+            )
         else:
-            text = f"{setting}: best {best.run} ({metric} {_fmt(high)})"
-            if len(scored) > 1:
-                text += f", worst {worst.run} ({_fmt(low)})"
-        note = task_class(group[0].task).report_parts.glance_note([r for r, _ in scored])
-        lines.append(text + (f"; {note}" if note else "") + ".")
+            text = _("{setting}: best {best} ({metric} {high})", setting=setting, best=best.run, metric=metric,
+                     high=_fmt(high))  # fmt: skip
+        lines.append(_("{line}.", line=text))
     lines += calibration_lines(summary)
     comps = [c for m in summary.noninferiority for c in m.comparisons]
     if comps:
         words = [c.verdict for c in comps]
         counts = ", ".join(
-            f"{words.count(w)} {w}" for w in ("non-inferior", "inferior", "inconclusive") if words.count(w)
+            _("{n} {verdict}", n=words.count(w), verdict=_(w))
+            for w in ("non-inferior", "inferior", "inconclusive")
+            if words.count(w)
         )
-        whom = "Against each model's reference run" + (
-            " (an adapter's run: against its base)" if any(c.against for c in comps) else ""
-        )
-        lines.append(f"{whom}: {counts} ({len(comps)} run x setting comparisons; verdict tables below).")
+        if any(c.against for c in comps):
+            text = _(
+                "Against each model's reference run (an adapter's run: against its base): {counts} ({n} run x "
+                "setting comparisons; verdict tables below).",
+                counts=counts,
+                n=len(comps),
+            )
+        else:
+            text = _(
+                "Against each model's reference run: {counts} ({n} run x setting comparisons; verdict tables below).",
+                counts=counts,
+                n=len(comps),
+            )
+        lines.append(text)
     lines += adapter_lines(summary)
     lines += thinking_lines(summary)
     same = summary.consistency
@@ -66,39 +94,19 @@ def glance(summary: Summary) -> list[str]:
             lo, hi = f"{100 * min(shares):.0f}", f"{100 * max(shares):.0f}"
             span = hi if lo == hi else f"{lo}-{hi}"
             lines.append(
-                f"Same weights on different engines: {span}% identical answers over {len(shares)} "
-                f"comparisons (table below)."
+                _(
+                    "Same weights on different engines: {span}% identical answers over {n} comparisons (table below).",
+                    span=span,
+                    n=len(shares),
+                )
             )
-    skipped = sum(int(N_SKIPPED.of(r.metrics) or 0) for r in runs)
-    if skipped:
-        lines.append(f"{skipped} item(s) did not fit a context length and were skipped (counted per run below).")
-    fails = summary.failures
-    if fails:
-        lines.append(f"{len(fails)} run(s) failed: see 'Failed runs' at the end.")
     return lines
-
-
-def protocol_line(summary: Summary) -> str:
-    """Which protocol each task's numbers come from (tasks/kit/protocol.py), and where runs labelled paper depart from
-    it (Task.departures: a mode of ours, a limit, shorter answers), each departure once per task."""
-    by_task: dict[str, set[str]] = {}
-    departs: dict[str, dict[str, None]] = {}
-    for r in summary.runs:
-        by_task.setdefault(r.task, set()).add(r.protocol)
-        departs.setdefault(r.task, {}).update(dict.fromkeys(r.departures))
-    named = "; ".join(
-        f"{task} {' and '.join(sorted(p))}" + (f" (departing: {'; '.join(departs[task])})" if departs[task] else "")
-        for task, p in sorted(by_task.items())
-    )
-    return (
-        f"Protocol: {named}. paper: the papers' protocols as their authors' code and text give them; offline-eval: "
-        "ours; docs/tasks/<task>.md lists the differences."
-    )
 
 
 def _difference(c: Verdict) -> str:
     if c.estimate is None:
-        return f"{c.metric}: no estimate ({c.reason or f'{c.n} shared items'})"
+        why = stored(c.reason) if c.reason else _("{n} shared items", n=c.n)
+        return _("{metric}: no estimate ({why})", metric=c.metric, why=why)
     ci = "" if c.ci_low is None or c.ci_high is None else f" [{c.ci_low:+.3f}, {c.ci_high:+.3f}]"
     return f"{c.metric} {c.estimate:+.3f}{ci}"
 
@@ -111,12 +119,23 @@ def adapter_lines(summary: Summary) -> list[str]:
         gains = [c for c in m.comparisons if c.against]
         for run in dict.fromkeys(c.run for c in gains):
             mine = [c for c in gains if c.run == run]
-            each = "; ".join(f"{_difference(c)} on {c.setting}" for c in mine)
-            lines.append(f"Adapter: {run} against its base {mine[0].against}: {each}.")
+            each = "; ".join(_("{difference} on {setting}", difference=_difference(c), setting=c.setting) for c in mine)
+            lines.append(_("Adapter: {run} against its base {base}: {each}.", run=run, base=mine[0].against, each=each))
         for run in dict.fromkeys(c.run for c in m.adapter_transfer):
             mine = [c for c in m.adapter_transfer if c.run == run]
-            each = "; ".join(f"{_difference(c)} {c.verdict} on {c.setting}" for c in mine)
-            lines.append(f"Adapter on another base: {run} against the same adapter on {mine[0].against}: {each}.")
+            each = "; ".join(
+                _("{difference} {verdict} on {setting}", difference=_difference(c), verdict=_(c.verdict),
+                  setting=c.setting)
+                for c in mine
+            )  # fmt: skip
+            lines.append(
+                _(
+                    "Adapter on another base: {run} against the same adapter on {base}: {each}.",
+                    run=run,
+                    base=mine[0].against,
+                    each=each,
+                )
+            )
     return lines
 
 
@@ -158,12 +177,27 @@ def thinking_lines(summary: Summary) -> list[str]:
                 continue
             if base not in need:
                 lines.append(
-                    f"Thinking: {m.model} {base} matches {ref} at no budget tried (up to {tried[base]:.0f} "
-                    f"thinking tokens per item)."
+                    _(
+                        "Thinking: {model} {variant} matches {reference} at no budget tried (up to {tried:.0f} "
+                        "thinking tokens per item).",
+                        model=m.model,
+                        variant=base,
+                        reference=ref,
+                        tried=tried[base],
+                    )
                 )
             elif need[own] > 0:
                 lines.append(
-                    f"Thinking: {m.model} {base} needs {need[base] / need[own]:.1f}x the thinking tokens of "
-                    f"{own} to match {ref} ({need[base]:.0f} against {need[own]:.0f} per item)."
+                    _(
+                        "Thinking: {model} {variant} needs {ratio:.1f}x the thinking tokens of {own} to match "
+                        "{reference} ({need:.0f} against {own_need:.0f} per item).",
+                        model=m.model,
+                        variant=base,
+                        ratio=need[base] / need[own],
+                        own=own,
+                        reference=ref,
+                        need=need[base],
+                        own_need=need[own],
+                    )
                 )
     return lines

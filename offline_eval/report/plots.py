@@ -1,4 +1,6 @@
-"""Report plots (matplotlib, Agg): trade-off frontier, quantization bars, score vs context, per subject."""
+"""Report plots (matplotlib, Agg): trade-off frontier, quantization bars, score vs context, per subject. Their
+words (titles, captions, axis titles, legends, the notes on bars) are the current language's (runtime.i18n); run
+names, settings, tasks and metric codes are drawn as they are."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import re
 
 from offline_eval.results.records import RunEntry
 from offline_eval.results.summary import Summary
+from offline_eval.runtime.i18n import N_, _
 from offline_eval.tasks.kit.figures import (
     LABEL_PT,
     Plot,
@@ -48,10 +51,10 @@ def pareto(runs: list[RunEntry]) -> Plot | None:
     for ax, (task, pts) in zip(axes[:, 0], tasks):
         mark_points(ax, pts, numbers, "#4477aa")
         front = pareto_front([(p[0], p[1]) for p in pts])
-        ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label="Pareto front")
+        ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label=_("Pareto front"))
         metric = task_class(task).primary_metric
-        ax.set_xlabel("peak memory (MB)", fontsize=LABEL_PT + 1)
-        ax.set_ylabel(f"{metric}, mean over settings", fontsize=LABEL_PT + 1)
+        ax.set_xlabel(_("peak memory (MB)"), fontsize=LABEL_PT + 1)
+        ax.set_ylabel(_("{metric}, mean over settings", metric=metric), fontsize=LABEL_PT + 1)
         ax.set_title(task, fontsize=LABEL_PT + 2)
         ax.tick_params(labelsize=LABEL_PT)
         ax.legend(fontsize=LABEL_PT)
@@ -60,10 +63,12 @@ def pareto(runs: list[RunEntry]) -> Plot | None:
         plt,
         fig,
         "pareto",
-        "Score against memory",
-        "One panel per task, each on its own scale. A point is a run: its primary metric averaged over the "
-        "task's settings against its peak memory. Up and left is better; the dashed line joins the runs no "
-        "other run beats on both.",
+        _("Score against memory"),
+        _(
+            "One panel per task, each on its own scale. A point is a run: its primary metric averaged over the "
+            "task's settings against its peak memory. Up and left is better; the dashed line joins the runs no "
+            "other run beats on both."
+        ),
     )
 
 
@@ -87,11 +92,11 @@ def frontier(runs: list[RunEntry]) -> list[Plot]:
             color="#cc3311",
             mfc="none",
             ms=10,
-            label="Pareto front",
+            label=_("Pareto front"),
         )
-        ax.set_xlabel("weights on disk (MB)", fontsize=LABEL_PT + 1)
-        ax.set_ylabel(runs[0].primary_metric or "score", fontsize=LABEL_PT + 1)
-        ax.set_title(f"Trade-off: {setting}", fontsize=LABEL_PT + 2)
+        ax.set_xlabel(_("weights on disk (MB)"), fontsize=LABEL_PT + 1)
+        ax.set_ylabel(runs[0].primary_metric or _("score"), fontsize=LABEL_PT + 1)
+        ax.set_title(_("Trade-off: {setting}", setting=setting), fontsize=LABEL_PT + 2)
         ax.tick_params(labelsize=LABEL_PT)
         ax.legend(fontsize=LABEL_PT)
         out.append(
@@ -99,9 +104,11 @@ def frontier(runs: list[RunEntry]) -> list[Plot]:
                 plt,
                 fig,
                 f"frontier_{safe_name(setting)}",
-                f"Trade-off frontier, {setting}",
-                "Score against weights on disk for one setting: up and left is better; the joined "
-                "squares are the runs no smaller run beats.",
+                _("Trade-off frontier, {setting}", setting=setting),
+                _(
+                    "Score against weights on disk for one setting: up and left is better; the joined "
+                    "squares are the runs no smaller run beats."
+                ),
             )
         )
     return out
@@ -129,7 +136,9 @@ def quantization_bars(runs: list[RunEntry]) -> list[Plot]:
                 if mv is not None and mv.ci_low is not None and mv.ci_high is not None:
                     ax.errorbar(x, y, yerr=[[y - mv.ci_low], [mv.ci_high - y]], color="black", capsize=3)
                 else:  # the plot says why there is no interval, as the tables do
-                    why = "no score" if primary_score(r) is None else (mv.note if mv is not None else None) or "no CI"
+                    # the interval's stored note ("n too small", "no spread") is marked where tables write it
+                    why = (mv.note if mv is not None else None) or N_("no CI")
+                    why = _("no score") if primary_score(r) is None else _(why)
                     ax.text(x, 0.02, why, rotation=90, ha="center", va="bottom", fontsize=LABEL_PT,
                             transform=ax.get_xaxis_transform())  # fmt: skip
                 ticks.append(x)
@@ -139,18 +148,20 @@ def quantization_bars(runs: list[RunEntry]) -> list[Plot]:
         ax.set_xticks(ticks, [str(n) for n in names.values()], fontsize=LABEL_PT)
         ax.tick_params(labelsize=LABEL_PT)
         draw_key(ax, names)
-        ax.set_ylabel(f"{metric} (95% CI)", fontsize=LABEL_PT + 1)
-        ax.set_title(f"Quantization: {setting}", fontsize=LABEL_PT + 2)
+        ax.set_ylabel(_("{metric} (95% CI)", metric=metric), fontsize=LABEL_PT + 1)
+        ax.set_title(_("Quantization: {setting}", setting=setting), fontsize=LABEL_PT + 2)
         out.append(
             save(
                 plt,
                 fig,
                 f"quant_{safe_name(setting)}",
-                f"Quantization variants, {setting}",
-                "Each model's variants side by side at one context length (the key names each number), with 95% "
-                "CIs where the task has them, and on the bar why not where it has none (n too small: fewer "
-                "clusters than a bootstrap needs): overlapping bars are not evidence of a difference (see the "
-                "verdicts).",
+                _("Quantization variants, {setting}", setting=setting),
+                _(
+                    "Each model's variants side by side at one context length (the key names each number), with "
+                    "95% CIs where the task has them, and on the bar why not where it has none (n too small: fewer "
+                    "clusters than a bootstrap needs): overlapping bars are not evidence of a difference (see the "
+                    "verdicts)."
+                ),
             )
         )
     return out
@@ -176,19 +187,22 @@ def context_lines(runs: list[RunEntry]) -> list[Plot]:
                 label=f"{model} {variant} {setting}",
             )
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("context length (tokens)")
+        ax.set_xlabel(_("context length (tokens)"))
         ax.set_ylabel(metric)
         ax.legend(fontsize=LABEL_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.tick_params(labelsize=LABEL_PT)
-        ax.set_title(f"{metric} vs context length", fontsize=LABEL_PT + 2)
+        ax.set_title(_("{metric} vs context length", metric=metric), fontsize=LABEL_PT + 2)
         out.append(
             save(
                 plt,
                 fig,
                 f"context_{safe_name(metric)}",
-                f"{metric} vs context length",
-                f"One line per model variant and setting: a rising line means the longer context helps "
-                f"{metric}; a flat one that it does not (items that did not fit count as skipped).",
+                _("{metric} vs context length", metric=metric),
+                _(
+                    "One line per model variant and setting: a rising line means the longer context helps "
+                    "{metric}; a flat one that it does not (items that did not fit count as skipped).",
+                    metric=metric,
+                ),
             )
         )
     return out
@@ -221,10 +235,10 @@ def thinking_curves(runs: list[RunEntry]) -> list[Plot]:
             ps.sort()
             ax.plot([p[0] for p in ps], [p[1] for p in ps], marker="o", label=label)
         front = pareto_front(pts)
-        ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label="Pareto front")
-        ax.set_xlabel("thinking tokens per item (mean)")
-        ax.set_ylabel(f"{task_class(task).primary_metric}, mean over settings")
-        ax.set_title(f"{task}: score against thinking", fontsize=LABEL_PT + 2)
+        ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="#cc3311", label=_("Pareto front"))
+        ax.set_xlabel(_("thinking tokens per item (mean)"))
+        ax.set_ylabel(_("{metric}, mean over settings", metric=task_class(task).primary_metric))
+        ax.set_title(_("{task}: score against thinking", task=task), fontsize=LABEL_PT + 2)
         ax.legend(fontsize=LABEL_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.tick_params(labelsize=LABEL_PT)
         out.append(
@@ -232,9 +246,12 @@ def thinking_curves(runs: list[RunEntry]) -> list[Plot]:
                 plt,
                 fig,
                 f"thinking_{safe_name(task)}",
-                f"{task}: score against thinking tokens",
-                "A line per model variant through its thinking budgets: how much the score rises with thinking. "
-                "The dashed line joins the runs no other run beats with fewer thinking tokens and a higher score.",
+                _("{task}: score against thinking tokens", task=task),
+                _(
+                    "A line per model variant through its thinking budgets: how much the score rises with "
+                    "thinking. The dashed line joins the runs no other run beats with fewer thinking tokens and a "
+                    "higher score."
+                ),
             )
         )
     return out

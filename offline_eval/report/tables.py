@@ -11,9 +11,10 @@ from offline_eval.metrics.values import N_CLUSTERS, N_UNCLUSTERED
 from offline_eval.results.records import PlainRecord, RunEntry
 from offline_eval.results.summary import Summary
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.i18n import N_, _
 from offline_eval.tasks import get_task_class
 from offline_eval.tasks.base import Task
-from offline_eval.tasks.kit.sections import Table, fmt
+from offline_eval.tasks.kit.sections import Table, fmt, sentences, stored
 from offline_eval.tasks.sampled import MAJORITY_VOTE, RUN_TO_RUN_SD, SAMPLES, SAMPLES_DISAGREE
 
 from .calibration import calibration_tables
@@ -48,31 +49,35 @@ def throughput(runs: list[RunEntry]) -> Table:
             ]
         )
     return Table(
-        "Cost and throughput",
+        _("Cost and throughput"),
         [
-            "run",
-            "setting",
-            "items/s",
-            "tokens/s",
-            "peak memory MB",
-            "weights MB",
-            "wall s",
-            "engine load s",
-            "prompt tokens",
-            "output tokens",
-            "generated",
-            "from store",
-            *(["thinking tokens/item", "thinking cut by budget"] if thought else []),
+            _("run"),
+            _("setting"),
+            _("items/s"),
+            _("tokens/s"),
+            _("peak memory MB"),
+            _("weights MB"),
+            _("wall s"),
+            _("engine load s"),
+            _("prompt tokens"),
+            _("output tokens"),
+            _("generated"),
+            _("from store"),
+            *([_("thinking tokens/item"), _("thinking cut by budget")] if thought else []),
         ],
         rows,
-        "Peak memory is the resident memory of offline-eval and its engine processes (CPU RAM; GPU memory "
-        "is not included). Items served from the store cost no engine time; a re-run's items/s counts "
-        "them too."
-        + (
-            " A thinking block the budget cut was closed for the model and its answer scored as given; the count "
-            "says how many."
+        sentences(
+            _(
+                "Peak memory is the resident memory of offline-eval and its engine processes (CPU RAM; GPU memory "
+                "is not included). Items served from the store cost no engine time; a re-run's items/s counts "
+                "them too."
+            ),
+            _(
+                "A thinking block the budget cut was closed for the model and its answer scored as given; the count "
+                "says how many."
+            )
             if thought
-            else ""
+            else "",
         ),
     )
 
@@ -99,15 +104,18 @@ def samples(runs: list[RunEntry]) -> Table | None:
     if not rows:
         return None
     return Table(
-        "Repeated samples",
-        ["run", "setting", "samples", "metric", "over all samples", "run-to-run SD", "majority vote", "items split"],
+        _("Repeated samples"),
+        [_("run"), _("setting"), _("samples"), _("metric"), _("over all samples"), _("run-to-run SD"),
+         _("majority vote"), _("items split")],
         rows,
+        _(
         "Each item answered k times (seeds seed..seed+k-1): the metric is over every answer, each item weighed "
         "once; verdicts and ablations compare per-item means. Run-to-run SD: the SD of the metric across sample "
         "index, how far one run of the model may land from another. Majority vote: the share of items whose "
         "most frequent answer is right (a tie counts its answers' mean); items split: the share whose samples do "
-        "not all answer alike. Both only where an answer is right or wrong.",
-    )
+        "not all answer alike. Both only where an answer is right or wrong."
+        ),
+    )  # fmt: skip
 
 
 def _p(v: float | None) -> str:
@@ -119,7 +127,7 @@ def _p(v: float | None) -> str:
 def _statistic(c: PairedResult) -> str:
     if c.test == "mcnemar" and c.discordant:
         first, second = c.discordant
-        return f"McNemar: {first} vs {second} discordant"
+        return _("McNemar: {first} vs {second} discordant", first=first, second=second)
     return "–" if c.wilcoxon_stat is None else f"Wilcoxon W={c.wilcoxon_stat:.1f}"
 
 
@@ -139,38 +147,43 @@ def ablations(summary: Summary) -> list[Table]:
                     _p(c.bootstrap_p),
                     f"{c.hl:+.3f} [{c.hl_low:+.3f}, {c.hl_high:+.3f}]"
                     if c.hl_low is not None and c.hl_high is not None
-                    else f"{c.hl:+.3f} (no CI: {c.undefined or 'undefined'})",
+                    else _(
+                        "{hl:+.3f} (no CI: {why})", hl=c.hl, why=stored(c.undefined) if c.undefined else _("undefined")
+                    ),
                     fmt(c.cohens_d),
                     _p(c.t_p),
                 ]
             )
         clusters = fam.n_clusters
-        note = (
-            f"{fam.n_items} items scored by every member"
-            + (f", in {clusters} clusters" if clusters is not None and clusters != fam.n_items else "")
-            + ". McNemar's exact test where both members' per-item scores are right/wrong (0/1), the Wilcoxon "
-            "signed-rank test on graded scores; Bonferroni, Holm and Benjamini-Hochberg of that p across this "
-            "family; beside it, the p of a bootstrap that resamples clusters (the statements of one exam question "
-            "together), which the item-level tests do not account for; Hodges-Lehmann shift of the paired "
-            "differences (first minus second) with a 95% cluster-bootstrap CI; Cohen's d_z and the paired t-test "
-            "p (graded scores)."
+        note = sentences(
+            _("{n} items scored by every member, in {clusters} clusters.", n=fam.n_items, clusters=clusters)
+            if clusters is not None and clusters != fam.n_items
+            else _("{n} items scored by every member.", n=fam.n_items),
+            _(
+                "McNemar's exact test where both members' per-item scores are right/wrong (0/1), the Wilcoxon "
+                "signed-rank test on graded scores; Bonferroni, Holm and Benjamini-Hochberg of that p across this "
+                "family; beside it, the p of a bootstrap that resamples clusters (the statements of one exam question "
+                "together), which the item-level tests do not account for; Hodges-Lehmann shift of the paired "
+                "differences (first minus second) with a 95% cluster-bootstrap CI; Cohen's d_z and the paired t-test "
+                "p (graded scores)."
+            ),
         )
         if not rows:
-            note = f"{fam.n_items} shared items: too few to compare."
+            note = _("{n} shared items: too few to compare.", n=fam.n_items)
         out.append(
             Table(
-                f"Ablation: {fam.family}",
+                _("Ablation: {family}", family=fam.family),
                 [
-                    "comparison",
-                    "statistic",
-                    "raw p",
+                    _("comparison"),
+                    _("statistic"),
+                    _("raw p"),
                     "pBonf",
                     "pHolm",
                     "qBH",
-                    "cluster-bootstrap p",
-                    "HL [95% CI]",
+                    _("cluster-bootstrap p"),
+                    _("HL [95% CI]"),
                     "Cohen's d",
-                    "t-test p",
+                    _("t-test p"),
                 ],
                 rows,
                 note,
@@ -199,29 +212,31 @@ def consistency(summary: Summary) -> Table | None:
     if not rows:
         return None
     return Table(
-        "Same weights, different engines",
+        _("Same weights, different engines"),
         [
-            "setting",
-            "run A",
-            "run B",
-            "items",
-            "identical answers",
-            "Cohen's kappa",
-            "difference (A - B)",
-            "paired p",
-            "mean |ΔP(true)|",
+            _("setting"),
+            _("run A"),
+            _("run B"),
+            _("items"),
+            _("identical answers"),
+            _("Cohen's kappa"),
+            _("difference (A - B)"),
+            _("paired p"),
+            _("mean |ΔP(true)|"),
         ],
         rows,
+        _(
         "Pairs of runs whose models declare `same_weights_as` each other, on the items both answered. "
         "The paired test is McNemar's exact test on per-item correctness (Wilcoxon for graded scores); "
-        "mean |ΔP(true)| compares the label probabilities of logprob settings.",
-    )
+        "mean |ΔP(true)| compares the label probabilities of logprob settings."
+        ),
+    )  # fmt: skip
 
 
 def _clusters(runs: list[RunEntry]) -> str:
     """What a cluster is, in each task of these runs, as the task declares it."""
     found = [task_class(t) for t in sorted({r.task for r in runs})]
-    return "; ".join(f"{c.title or c.name}: {c.clusters}" for c in found if c.clusters) or "each item its own"
+    return "; ".join(f"{c.title or c.name}: {_(c.clusters)}" for c in found if c.clusters) or _("each item its own")
 
 
 def clusters(runs: list[RunEntry]) -> Table:
@@ -238,23 +253,30 @@ def clusters(runs: list[RunEntry]) -> Table:
         for r in runs
     ]
     unclustered = sum(int(N_UNCLUSTERED.of(r.metrics) or 0) for r in runs)
-    note = (
-        f"Every CI in this report is clustered: its bootstrap resamples clusters, not items ({_clusters(runs)}), "
-        "and the paired right/wrong intervals are widened by the design effect. The design effect is the variance of the clustered bootstrap over that "
-        "of an item bootstrap, for the primary metric: 1 where items are independent, about 1 + (m - 1) ICC "
-        "for questions of m correlated statements; an item-level CI would be narrower by its square root."
-    )
-    if unclustered:
-        note += (
-            f" {unclustered} item(s) had an id of another shape and no cluster: each counts as its own, which "
-            "understates the design effect if they share questions."
+    note = sentences(
+        _(
+            "Every CI in this report is clustered: its bootstrap resamples clusters, not items ({clusters}), "
+            "and the paired right/wrong intervals are widened by the design effect. The design effect is the variance "
+            "of the clustered bootstrap over that of an item bootstrap, for the primary metric: 1 where items are "
+            "independent, about 1 + (m - 1) ICC for questions of m correlated statements; an item-level CI would be "
+            "narrower by its square root.",
+            clusters=_clusters(runs),
+        ),
+        _(
+            "{n} item(s) had an id of another shape and no cluster: each counts as its own, which understates the "
+            "design effect if they share questions.",
+            n=unclustered,
         )
+        if unclustered
+        else "",
+    )
     return Table(
-        "Clusters and design effects",
-        ["run", "setting", "items", "clusters", "items without a cluster", "design effect (primary metric)"],
+        _("Clusters and design effects"),
+        [_("run"), _("setting"), _("items"), _("clusters"), _("items without a cluster"),
+         _("design effect (primary metric)")],
         rows,
         note,
-    )
+    )  # fmt: skip
 
 
 def provenance(summary: Summary) -> list[Table]:
@@ -265,30 +287,32 @@ def provenance(summary: Summary) -> list[Table]:
     sw = prov.sweep
 
     def known(key: str, shown: str | None) -> str:
-        return shown if shown is not None else f"unknown: {sw.unknown.get(key, 'not recorded')}"
+        return (
+            shown
+            if shown is not None
+            else _("unknown: {why}", why=stored(sw.unknown[key]) if key in sw.unknown else _("not recorded"))
+        )
 
     gpus = sw.gpus
+    revision = sw.git_revision and (
+        _("{revision} (dirty)", revision=sw.git_revision) if sw.git_dirty else sw.git_revision
+    )
+    gpu_names = ", ".join(_("{gpu} (driver {driver})", gpu=g.name, driver=g.driver) for g in gpus or [])
     rows = [
         ["offline-eval", sw.offline_eval_version],
-        [
-            "git revision",
-            known("git_revision", sw.git_revision and sw.git_revision + (" (dirty)" if sw.git_dirty else "")),
-        ],
-        ["command", " ".join(sw.command)],
-        ["config", f"{sw.config or 'not a file'} (sha256 {sw.config_sha256[:16]}…)"],
+        [_("git revision"), known("git_revision", revision)],
+        [_("command"), " ".join(sw.command)],
+        [_("config"), f"{sw.config or _('not a file')} (sha256 {sw.config_sha256[:16]}…)"],
         ["Python, OS", f"{sw.python}, {sw.os}"],
         ["CPU", f"{known('cpu_model', sw.cpu_model)} x {sw.cpu_count}"],
-        [
-            "GPUs",
-            known("gpus", None if gpus is None else ", ".join(f"{g.name} (driver {g.driver})" for g in gpus) or "none"),
-        ],
-        ["engine libraries", ", ".join(f"{k} {v}" for k, v in sorted(sw.libraries.items())) or "none installed"],
-        ["started, ended", f"{sw.started}, {sw.ended}"],
+        ["GPUs", known("gpus", None if gpus is None else gpu_names or _("none"))],
+        [_("engine libraries"), ", ".join(f"{k} {v}" for k, v in sorted(sw.libraries.items())) or _("none installed")],
+        [_("started, ended"), f"{sw.started}, {sw.ended}"],
     ]
     loads = [
         [
             x.run,
-            x.role,
+            _(x.role),
             f"{x.engine} ({x.engine_version})",
             (x.weights_digest or "–")[:16],
             str(len(x.files or [])),
@@ -308,19 +332,31 @@ def provenance(summary: Summary) -> list[Table]:
         for x in prov.settings
     ]
     return [
-        Table("Provenance: the sweep", ["what", "value"], rows, "Read locally; nothing contacts a network."),
         Table(
-            "Provenance: each load",
-            ["run", "role", "engine", "weights sha256", "files", "prompt format", "store fingerprint"],
+            _("Provenance: the sweep"), [_("what"), _("value")], rows, _("Read locally; nothing contacts a network.")
+        ),
+        Table(
+            _("Provenance: each load"),
+            [
+                _("run"),
+                _("role"),
+                _("engine"),
+                _("weights sha256"),
+                _("files"),
+                _("prompt format"),
+                _("store fingerprint"),
+            ],
             loads,
-            "Every weights file is listed with its size and full sha256 in summary.json; `offline-eval verify` "
-            "hashes them again.",
+            _(
+                "Every weights file is listed with its size and full sha256 in summary.json; `offline-eval verify` "
+                "hashes them again."
+            ),
         ),
         Table(
-            "Provenance: each task setting",
-            ["setting", "items", "data files (sha256)", "prompt template sha256", "constraint"],
+            _("Provenance: each task setting"),
+            [_("setting"), _("items"), _("data files (sha256)"), _("prompt template sha256"), _("constraint")],
             settings,
-        ),
+        ),  # fmt: skip
     ]
 
 
@@ -331,22 +367,23 @@ def detail_sections(summary: Summary) -> list[tuple[str, list[Table]]]:
     out: list[tuple[str, list[Table]]] = []
     for name in sorted({r.task for r in runs}):
         task = task_class(name)
-        out.append((f"{name}: details", task.report_parts.tables(task, [r for r in runs if r.task == name], summary)))
+        tables = task.report_parts.tables(task, [r for r in runs if r.task == name], summary)
+        out.append((_("{task}: details", task=name), tables))
     if calibrated := calibration_tables(summary):
-        out.append(("Calibration by human labels", calibrated))
-    out.append(("Clusters and design effects", [clusters(runs)]))
+        out.append((_("Calibration by human labels"), calibrated))
+    out.append((_("Clusters and design effects"), [clusters(runs)]))
     same = consistency(summary)
     if same:
         out.append((same.title, [same]))
     fams = ablations(summary)
     if fams:
-        out.append((f"Pairwise ablation tests ({len(fams)} families)", fams))
+        out.append((_("Pairwise ablation tests ({n} families)", n=len(fams)), fams))
     if (repeated := samples(runs)) is not None:
         out.append((repeated.title, [repeated]))
-    out.append(("Cost and throughput", [throughput(runs)]))
+    out.append((_("Cost and throughput"), [throughput(runs)]))
     prov = provenance(summary)
     if prov:
-        out.append(("Provenance", prov))
+        out.append((_("Provenance"), prov))
     return out
 
 
@@ -358,6 +395,10 @@ def task_class(name: str) -> type[Task[Any, Any]]:
         return get_task_class(name)
     except InputError:
         return type(f"Unknown_{name}", (_Unknown,), {"name": name})
+
+
+# A load's role, as summary.json stores it: translated where shown.
+ROLES = (N_("candidate"), N_("evaluator"))
 
 
 class _Unknown(Task[Any, PlainRecord]):

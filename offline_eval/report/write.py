@@ -13,11 +13,13 @@ from pathlib import Path
 from offline_eval.results.records import ResultsFolder
 from offline_eval.results.summary import Summary
 from offline_eval.runtime.fileio import dumps, write_text_atomic
+from offline_eval.runtime.i18n import _, checked, language
 from offline_eval.tasks import read_summary
 from offline_eval.tasks.kit.figures import drawing
 from offline_eval.tasks.kit.sections import Table
 
 from .browser import browser_data, browser_html
+from .caveats import Caveat, cautions, protocol_note, protocols
 from .first import deploy_table, leaderboard_matrices, verdict_tables
 from .glance import glance
 from .inputs import ItemInputs
@@ -60,18 +62,33 @@ def _figure(p: Plot) -> str:
     )
 
 
+def _md_caveat(c: Caveat) -> str:
+    return f"- {c.line}\n" + "".join(f"  - {d}\n" for d in c.details)
+
+
+def _html_caveat(c: Caveat, kind: str) -> str:
+    """One line; its details a click away."""
+    if not c.details:
+        return f'<p class="{kind}">{html.escape(c.line)}</p>'
+    items = "".join(f"<li><bdi>{html.escape(d)}</bdi></li>" for d in c.details)  # they hold data: isolated
+    return f'<details class="{kind}"><summary>{html.escape(c.line)}</summary><ul>{items}</ul></details>'
+
+
 def _md_figure(p: Plot) -> str:
     return f"![{p.title}](plots/{p.name}.png)\n\n*{p.title}.* {p.caption}\n"
 
 
 _CSS = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:90em}table{border-collapse:collapse;"
+    'body{font-family:system-ui,"Hiragino Sans","Hiragino Kaku Gothic ProN","Yu Gothic",Meiryo,"Noto Sans CJK JP","IPAexGothic",sans-serif;margin:2em;max-width:90em}table{border-collapse:collapse;'
     "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0;max-width:48em}img{max-width:100%}"
     "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3;cursor:pointer}"
     "th.asc::after{content:' \\25B2'}th.desc::after{content:' \\25BC'}"
     "td.v-ni{background:#d9f2d9}td.v-inf{background:#f8d0cc}td.v-inc{background:#fdf0c2}td.v-ref{color:#555}"
     "details{margin:.5em 0;border-left:3px solid #ddd;padding-left:1em}summary{font-size:1.2em;cursor:pointer}"
     ".first{border-bottom:2px solid #888;margin-bottom:1em}details.prompt summary{font-size:1em}"
+    ".first details.caution,.first details.protocol{border-left-color:#e0b000;margin:.2em 0}"
+    ".first details.caution summary,.first details.protocol summary,.first p.protocol{font-size:1em;white-space:nowrap;"
+    "overflow:hidden;text-overflow:ellipsis;margin:.2em 0}"
     "ins{background:#c8efc8;text-decoration:none}del{background:#f8d0cc}.elided{color:#888}"
     "td,th,li,pre,summary,figcaption,h3,b,bdi{unicode-bidi:isolate}"
 )
@@ -100,12 +117,17 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 """
 
 
-def write_report(out_dir: str | Path, summary: Summary | None = None, inputs: ItemInputs | None = None) -> Path:
+def write_report(
+    out_dir: str | Path, summary: Summary | None = None, inputs: ItemInputs | None = None, lang: str | None = None
+) -> Path:
     """report.md, report.html and plots/ for a sweep's summary (read from OUT/summary.json when not given:
-    `offline-eval report DIR`); `inputs`, from the sweep, adds the prompts and diffs to the item browser."""
+    `offline-eval report DIR`); `inputs`, from the sweep, adds the prompts and diffs to the item browser. `lang`:
+    the language the report is written in (English by default; `ja`); its numbers are the same in every language."""
+    lang = checked(lang)
     folder = ResultsFolder(Path(out_dir))
     summary = read_summary(folder.summary) if summary is None else as_written(summary)
-    _write(folder, summary, inputs)
+    with language(lang):
+        _write(folder, summary, inputs, lang)
     return folder.report_md
 
 
@@ -124,88 +146,130 @@ def _anchor(i: int) -> str:
 # What the report draws, as a number: raised whenever a change of the code draws the same summary otherwise (a
 # plot's layout, a table's wording). verify compares a report with its own rendering only where the report says it
 # was drawn in this format; one drawn in another (an earlier offline-eval) is said to be, not called changed.
-REPORT_FORMAT = 2
-_FORMAT_LINE = "<!-- offline-eval report format {} -->"
+REPORT_FORMAT = 3
+
+
+def _format_line(lang: str) -> str:
+    """The report's last line: its format, and its language where it is not English (an English report's line is
+    as it was before reports had a language)."""
+    return f"<!-- offline-eval report format {REPORT_FORMAT}{'' if lang == 'en' else ' ' + lang} -->"
+
+
+def _format_of(report_md: Path) -> tuple[int, str]:
+    try:
+        text = report_md.read_text("utf-8", errors="replace")
+    except OSError:
+        return 1, "en"
+    found = re.search(r"<!-- offline-eval report format (\d+)(?: ([a-z]{2}))? -->\s*$", text)
+    return (int(found.group(1)), found.group(2) or "en") if found else (1, "en")
 
 
 def report_format(report_md: Path) -> int:
     """The format a report.md was drawn in (1: before the format was written)."""
-    try:
-        text = report_md.read_text("utf-8", errors="replace")
-    except OSError:
-        return 1
-    found = re.search(r"<!-- offline-eval report format (\d+) -->\s*$", text)
-    return int(found.group(1)) if found else 1
+    return _format_of(report_md)[0]
 
 
-def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None) -> None:
+def report_language(report_md: Path) -> str:
+    """The language a report.md was written in (`en` where its last line names none)."""
+    return _format_of(report_md)[1]
+
+
+def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None, lang: str) -> None:
     sections = detail_sections(summary)
     failures = summary.failures
-    top = [t for t in [deploy_table(summary)] if t] + verdict_tables(summary) + leaderboard_matrices(summary)
+    deploy = deploy_table(summary)
+    top = verdict_tables(summary) + leaderboard_matrices(summary)
     with drawing():
         front = pareto(summary.runs)
         plots = all_plots(summary)
     folder.plots.mkdir(exist_ok=True)
     for plot in ([front] if front else []) + plots:
         (folder.plots / f"{plot.name}.png").write_bytes(plot.png)
-    first = glance(summary)
+    first, warned, protocol = glance(summary), cautions(summary), protocols(summary)
     items = browser_data(folder, summary, inputs)
-    toc = [("browser", "Item browser")] if items else []
-    toc += [(_anchor(i), title) for i, (title, _) in enumerate(sections)]
+    toc = [("browser", _("Item browser"))] if items else []
+    toc += [(_anchor(i), title) for i, (title, _tables) in enumerate(sections)]
     if plots:
-        toc.append(("plots", "Plots"))
+        toc.append(("plots", _("Plots")))
     if failures:
-        toc.append(("failed", "Failed runs"))
+        toc.append(("failed", _("Failed runs")))
+    title, glance_title, details = _("offline-eval report"), _("At a glance"), _("Details")
+    cautions_title, protocol_title, plots_title, failed_title = (
+        _("Cautions"),
+        _("Protocol"),
+        _("Plots"),
+        _("Failed runs"),
+    )
 
-    md = "# offline-eval report\n\n"
+    md = f"# {title}\n\n" + (_md(deploy) + "\n" if deploy else "")
+    if warned:
+        md += f"## {cautions_title}\n\n" + "".join(_md_caveat(c) for c in warned) + "\n"
+    if protocol:
+        md += f"## {protocol_title}\n\n" + "".join(_md_caveat(c) for c in protocol) + f"\n{protocol_note()}\n\n"
     if first:
-        md += "## At a glance\n\n" + "\n".join(f"- {line}" for line in first) + "\n\n"
+        md += f"## {glance_title}\n\n" + "\n".join(f"- {line}" for line in first) + "\n\n"
     md += "\n".join(_md(t) for t in top)
     if front:
         md += "\n" + _md_figure(front)
-    md += "\n## Details\n\n" + "\n".join(f"- [{title}](#{a})" for a, title in toc if a != "browser") + "\n"
+    md += f"\n## {details}\n\n" + "\n".join(f"- [{t}](#{a})" for a, t in toc if a != "browser") + "\n"
     if items:
-        md += "\nEvery item's answers, side by side across runs: the item browser of report.html.\n"
-    for i, (title, tables) in enumerate(sections):
-        md += f'\n<a id="{_anchor(i)}"></a>\n\n## {title}\n\n' + "\n".join(_md(t, "###") for t in tables)
+        md += "\n" + _("Every item's answers, side by side across runs: the item browser of report.html.") + "\n"
+    for i, (heading, tables) in enumerate(sections):
+        md += f'\n<a id="{_anchor(i)}"></a>\n\n## {heading}\n\n' + "\n".join(_md(t, "###") for t in tables)
     if plots:
-        md += '\n<a id="plots"></a>\n\n## Plots\n\n' + "\n".join(_md_figure(p) for p in plots)
+        md += f'\n<a id="plots"></a>\n\n## {plots_title}\n\n' + "\n".join(_md_figure(p) for p in plots)
     if failures:
         md += (
-            '\n<a id="failed"></a>\n\n## Failed runs\n\n' + "\n".join(f"- {f.run}: {f.reason}" for f in failures) + "\n"
+            f'\n<a id="failed"></a>\n\n## {failed_title}\n\n'
+            + "\n".join(f"- {f.run}: {f.reason}" for f in failures)
+            + "\n"
         )
-    write_text_atomic(folder.report_md, md + "\n" + _FORMAT_LINE.format(REPORT_FORMAT) + "\n")
+    write_text_atomic(folder.report_md, md + "\n" + _format_line(lang) + "\n")
 
-    body = '<div class="first" id="first">'
+    body = '<div class="first" id="first">' + (_html(deploy) if deploy else "")
+    if warned:
+        body += f"<h2>{html.escape(cautions_title)}</h2>" + "".join(_html_caveat(c, "caution") for c in warned)
+    if protocol:
+        body += (
+            f"<h2>{html.escape(protocol_title)}</h2>"
+            + "".join(_html_caveat(c, "protocol") for c in protocol)
+            + f"<p>{html.escape(protocol_note())}</p>"
+        )
     if first:
-        body += "<h2>At a glance</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
+        body += (
+            f"<h2>{html.escape(glance_title)}</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
+        )
     body += "".join(_html(t) for t in top) + (_figure(front) if front else "") + "</div>"
     body += (
-        '<h2>Details</h2><ul id="toc">'
+        f'<h2>{html.escape(details)}</h2><ul id="toc">'
         + "".join(f'<li><a href="#{a}">{html.escape(t)}</a></li>' for a, t in toc)
         + "</ul>"
     )
     if items:
         body += browser_html(items, folder)
-    for i, (title, tables) in enumerate(sections):
+    for i, (heading, tables) in enumerate(sections):
         body += (
-            f'<details id="{_anchor(i)}"><summary>{html.escape(title)}</summary>'
+            f'<details id="{_anchor(i)}"><summary>{html.escape(heading)}</summary>'
             + "".join(_html(t, "h3") for t in tables)
             + "</details>"
         )
     if plots:
-        body += '<details id="plots"><summary>Plots</summary>' + "".join(_figure(p) for p in plots) + "</details>"
+        body += (
+            f'<details id="plots"><summary>{html.escape(plots_title)}</summary>'
+            + "".join(_figure(p) for p in plots)
+            + "</details>"
+        )
     if failures:
         body += (
-            '<h2 id="failed">Failed runs</h2><ul>'
+            f'<h2 id="failed">{html.escape(failed_title)}</h2><ul>'
             + "".join(f"<li><bdi>{html.escape(f.run)}</bdi>: <bdi>{html.escape(f.reason)}</bdi></li>" for f in failures)
             + "</ul>"
         )
     write_text_atomic(
         folder.report_html,
-        f'<!doctype html><html lang="ja"><head><meta charset="utf-8">'
+        f'<!doctype html><html lang="{lang}"><head><meta charset="utf-8">'
         f'<meta name="offline-eval-report-format" content="{REPORT_FORMAT}">'
-        f"<title>offline-eval report</title><style>{_CSS}</style></head>"
-        f"<body><h1>offline-eval report</h1>{body}"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
+        f"<body><h1>{html.escape(title)}</h1>{body}"
         f"<script>{_SORT_JS}</script></body></html>\n",
     )

@@ -23,7 +23,7 @@ from offline_eval.inference.constraints import from_dict, violation
 from offline_eval.modelfiles.fingerprint import file_sha256, forget_hashes
 from offline_eval.pipeline.build import from_plan
 from offline_eval.report import write_report
-from offline_eval.report.write import REPORT_FORMAT, report_format
+from offline_eval.report.write import REPORT_FORMAT, report_format, report_language
 from offline_eval.results.records import ItemRecord, Records, ResultsFolder, RunKey
 from offline_eval.results.summary import FileDigest, Provenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError
@@ -206,7 +206,7 @@ def _report(folder: ResultsFolder, again: Rebuilt) -> list[str]:
         with tempfile.TemporaryDirectory() as tmp:
             for key, recs in again.records.items():  # the item browser reads the results files
                 ResultsFolder(Path(tmp)).write_records(key, recs)
-            write_report(tmp, again.summary, inputs)
+            write_report(tmp, again.summary, inputs, report_language(folder.report_md))
             want = _rendered(ResultsFolder(Path(tmp)))
         differ = sorted(n for n in set(made) | set(want) if made.get(n) != want.get(n))
         if not differ:

@@ -17,7 +17,8 @@ from offline_eval.metrics.calibration import Calibrated, Estimate, Stratum, bina
 from offline_eval.results.calibration import CALIBRATED, UNCALIBRATED, CalibrationRow, Interval
 from offline_eval.results.records import ItemRecord, Records, RunEntry, sample_of
 from offline_eval.tasks.base import Task
-from offline_eval.tasks.kit.calibration import NOT_RANDOM, HumanLabels, JudgedNumber
+from offline_eval.tasks.kit.calibration import HumanLabels, JudgedNumber
+from offline_eval.tasks.kit.sections import NOT_RANDOM
 
 NO_LABELS = "no human labels: give the task human_scores from a random sample of its outputs (docs/calibration.md)"
 NONE_ON_RUN = "no human label on this run's outputs (labels on one run never correct another)"

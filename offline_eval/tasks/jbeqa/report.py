@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
+from offline_eval.runtime.i18n import _
 from offline_eval.tasks.kit import BrowserView, MetricValue, Plot, ReportParts, Table
 from offline_eval.tasks.kit.figures import LABEL_PT, fig_module, japanese_font, primary_score, safe_name, save
 from offline_eval.tasks.kit.parts import TaskClass
@@ -25,8 +26,8 @@ SUBJECTS_EN = {"民法": "Civil Code", "刑法": "Penal Code", "憲法": "Consti
 
 def breakdown_tables(runs: list[RunEntry]) -> list[Table]:
     tables = [
-        breakdown(runs, "subject", "f1", "JBE-QA: F1 per subject", "exam questions"),
-        breakdown(runs, "year", "accuracy", "JBE-QA: accuracy per year", "exam questions"),
+        breakdown(runs, "subject", "f1", _("JBE-QA: F1 per subject"), _("exam questions")),
+        breakdown(runs, "year", "accuracy", _("JBE-QA: accuracy per year"), _("exam questions")),
     ]
     return [t for t in tables if t is not None]
 
@@ -56,15 +57,22 @@ def subject_bars(runs: list[RunEntry], limit: int = 8) -> list[Plot]:
         ax.set_ylabel("F1")
         ax.legend(fontsize=LABEL_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         ax.tick_params(labelsize=LABEL_PT)
-        ax.set_title(f"F1 per subject: {setting}", fontsize=LABEL_PT + 2)
+        # drawn in Japanese only where a Japanese font draws it (else English: boxes help no one)
+        ax.set_title(
+            _("F1 per subject: {setting}", setting=setting) if japanese_font() else f"F1 per subject: {setting}",
+            fontsize=LABEL_PT + 2,
+        )
         out.append(
             save(
                 plt,
                 fig,
                 f"subjects_{safe_name(setting)}",
-                f"F1 per subject, {setting}",
-                f"The best {len(group)} runs of this setting per subject: a run strong overall can still "
-                "fail one area of law.",
+                _("F1 per subject, {setting}", setting=setting),
+                _(
+                    "The best {n} runs of this setting per subject: a run strong overall can still fail one area of "
+                    "law.",
+                    n=len(group),
+                ),
             )
         )
     return out
@@ -86,14 +94,17 @@ class JBEQAReport(ReportParts):
     @classmethod
     def browser_view(cls, record: JBEQARecord) -> BrowserView:
         ok = None if record.skipped else bool(record.scores["correct"])
-        return BrowserView(record.subject, ok, {"skipped": "did not fit the context"} if record.skipped else {})
+        return BrowserView(record.subject, ok, {_("skipped"): _("did not fit the context")} if record.skipped else {})
 
     @classmethod
     def glance_note(cls, runs: list[RunEntry]) -> str | None:
         constant = [r.run for r in runs if ANSWERED_TRUE.of(r.metrics) in (0, 1)]
         if not constant:
             return None
-        return (
-            f"{len(constant)} of {len(runs)} runs gave the same answer to every item (e.g. {constant[0]}), "
-            f"so their score reflects the label balance, not knowledge"
+        return _(
+            "{n} of {runs} runs gave the same answer to every item (e.g. {run}), so their score reflects the label "
+            "balance, not knowledge",
+            n=len(constant),
+            runs=len(runs),
+            run=constant[0],
         )

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, m
 from offline_eval.metrics.classification import precision_recall_f1
 from offline_eval.metrics.values import N_UNCLUSTERED
 from offline_eval.models.thinking import ReasoningPreset
+from offline_eval.runtime.i18n import N_
 from offline_eval.tasks.base import Metric, Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
@@ -123,7 +124,7 @@ def parse_answer(text: str) -> int | None:
 class JBEQATask(Task[JBEQAItem, JBEQARecord]):
     name = "jbeqa"
     title = "JBE-QA"
-    clusters = (
+    clusters = N_(
         "the exam question, parsed from the release's id, e.g. 令和５年-民法-１８-１ is statement 1 of question 18"
     )
     Options = JBEQAOptions
@@ -134,17 +135,17 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
     paired_metric = "accuracy"  # an item's score is its correctness: F1 has no per-item value
     metrics = (
         Metric("f1", "F1", ci=Bootstrapped.f1(lambda r: bool(r.gold), lambda r: bool(r.pred))),
-        Metric("accuracy", "accuracy", ci=_CORRECT, margin=0.02, bounds=(0.0, 1.0), paired="binary"),
-        Metric("faithfulness", "faithfulness"),
-        Metric("parse_failures", "parse failures", False),
-        Metric("n_skipped", "skipped (overflow)", False),
-        Metric("n_scored", "scored"),
+        Metric("accuracy", N_("accuracy"), ci=_CORRECT, margin=0.02, bounds=(0.0, 1.0), paired="binary"),
+        Metric("faithfulness", N_("faithfulness")),
+        Metric("parse_failures", N_("parse failures"), False),
+        Metric("n_skipped", N_("skipped (overflow)"), False),
+        Metric("n_scored", N_("scored")),
     )
     breakdowns = (
         Breakdown("subject", "f1", lambda r: r.subject, counts=True),
         Breakdown("year", "accuracy", lambda r: r.year),
     )
-    leaderboard_note = (
+    leaderboard_note = N_(
         "F1 takes 'true' as the positive class. Non-binary answers count as 0 (false), as in the "
         "paper. Faithfulness is the share of answers that were a bare 1 or 0."
     )

@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from offline_eval.results.calibration import CalibrationRow, Interval
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.i18n import _, ngettext
 
-from .sections import fmt
+from .sections import fmt, stored
 
 HumanSample = Literal["random"]
 HUMAN_SAMPLE_HELP = (
@@ -80,12 +81,6 @@ class HumanLabels:
     notes: list[str] = field(default_factory=list)
 
 
-NOT_RANDOM = (
-    "the labels were not drawn at random: export them from `offline-eval annotate`'s seeded draw, or give "
-    "human_sample: random in the task's options if they were (docs/calibration.md)"
-)
-
-
 def interval_text(x: Interval | None, digits: int) -> str:
     """An estimate [95% CI], or the estimate alone where there is no interval."""
     if x is None or x.estimate is None:
@@ -99,7 +94,12 @@ def calibrated_text(row: CalibrationRow | None, judge_value: float | None, digit
     """A leaderboard cell of a judged number: the PPI++ estimate [CI] "calibrated on n labels" where human labels
     corrected it, else the judge's value marked uncalibrated."""
     if row is not None and row.calibrated:
-        labels = f"{row.n} label" + ("s" if row.n != 1 else "")
-        cell = f"{interval_text(row.ppi_pp, digits)} calibrated on {labels} (judges {fmt(judge_value, digits)})"
-        return cell + (f"; {row.reason}" if row.reason else "")
-    return f"{fmt(judge_value, digits)} uncalibrated"
+        cell = ngettext(
+            "{ci} calibrated on {n} label (judges {judges})",
+            "{ci} calibrated on {n} labels (judges {judges})",
+            row.n,
+            ci=interval_text(row.ppi_pp, digits),
+            judges=fmt(judge_value, digits),
+        )
+        return cell + (f"; {stored(row.reason)}" if row.reason else "")
+    return _("{ci} uncalibrated", ci=fmt(judge_value, digits))

@@ -8,9 +8,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from offline_eval.metrics import calibration, noninferiority, stats
 from offline_eval.metrics.bootstrap import MIN_CLUSTERS, Bootstrapped
 from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import MetricValue, Number, RunMetrics
+from offline_eval.results.summary import UNKNOWN
+from offline_eval.runtime.i18n import N_, _, said
 
 if TYPE_CHECKING:  # the report hands its typed summary down; nothing here builds one
     from offline_eval.results.records import RunEntry
@@ -71,6 +74,32 @@ def fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
     return str(v)
 
 
+# Why a CI is withheld, as metrics.bootstrap stores it (MetricValue.note): translated where shown.
+N_TOO_SMALL, NO_SPREAD = N_("n too small"), N_("no spread")
+# The reasons summary.json stores in English (why no verdict, no interval, no calibration; why a provenance value
+# is unknown), shown in the reader's language by stored().
+NOT_RANDOM = N_(
+    "the labels were not drawn at random: export them from `offline-eval annotate`'s seeded draw, or give "
+    "human_sample: random in the task's options if they were (docs/calibration.md)"
+)
+STORED = (*noninferiority.REASONS, *stats.UNDEFINED, *calibration.REASONS, *UNKNOWN, NOT_RANDOM, N_TOO_SMALL, NO_SPREAD)
+
+
+def stored(text: str | None) -> str:
+    """A reason summary.json holds, in the current language (itself where no template of ours wrote it)."""
+    return said(text, STORED)
+
+
+def sentences(*parts: str) -> str:
+    """Whole sentences of one note, spaced as the language spaces them (English: one space; Japanese: none after
+    。); an empty part is left out."""
+    out = ""
+    for p in parts:
+        if p:
+            out = _("{sentence} {next}", sentence=out, next=p) if out else p
+    return out
+
+
 def ci_text(mv: MetricValue | None, digits: int = 3) -> str:
     """A metric with its 95% CI, "v [lo, hi]"; where the CI was withheld, why: "n too small" (fewer clusters than
     a bootstrap needs) or "no spread" (every resample gave the same value), never a point interval [v, v]."""
@@ -80,8 +109,11 @@ def ci_text(mv: MetricValue | None, digits: int = 3) -> str:
         return fmt(mv.value, digits)
     if mv.ci_low is None or mv.ci_high is None:
         n = mv.n_clusters
-        why = mv.note or ("no spread" if isinstance(n, int) and n >= MIN_CLUSTERS else "n too small")
-        return f"{fmt(mv.value, digits)} ({why}{f': {n} clusters' if isinstance(n, int) else ''})"
+        why = _(mv.note or (NO_SPREAD if isinstance(n, int) and n >= MIN_CLUSTERS else N_TOO_SMALL))
+        value = fmt(mv.value, digits)
+        if isinstance(n, int):
+            return _("{value} ({why}: {n} clusters)", value=value, why=why, n=n)
+        return _("{value} ({why})", value=value, why=why)
     return f"{fmt(mv.value, digits)} [{fmt(mv.ci_low, digits)}, {fmt(mv.ci_high, digits)}]"
 
 
@@ -109,7 +141,7 @@ def leaderboard(name: str, metrics: tuple[Metric, ...], note: str, runs: list[Ru
     per declared metric (CIs where declared)."""
     if any(VIOLATIONS in r.metrics for r in runs):  # every task's runs carry it: next to its parse failures
         at = next((i + 1 for i, x in enumerate(metrics) if "failures" in x.name), len(metrics))
-        metrics = (*metrics[:at], Metric(VIOLATIONS, "constraint violations", False), *metrics[at:])
+        metrics = (*metrics[:at], Metric(VIOLATIONS, N_("constraint violations"), False), *metrics[at:])
     primary = metrics[0]
     by_key = {(r.run, r.setting): r for r in runs}
     rows = []
@@ -123,13 +155,21 @@ def leaderboard(name: str, metrics: tuple[Metric, ...], note: str, runs: list[Ru
             cells = [
                 (ci_text(m.metric(x.name), x.digits) if x.ci else fmt(m.get(x.name), x.digits))
                 if scored or not x.ci
-                else "no items"
+                else _("no items")
                 for x in metrics
             ]
             rows.append([str(rank) if rank is not None else "–", r.run, r.setting, *cells])
-    header = ["#", "run", "setting", *[x.label + (" [95% CI]" if x.ci else "") for x in metrics]]
+    header = [
+        "#",
+        _("run"),
+        _("setting"),
+        *[_("{metric} [95% CI]", metric=_(x.label)) if x.ci else _(x.label) for x in metrics],
+    ]
     return Table(
-        f"{name}: every metric per run", header, rows, f"Ranked within each setting by {primary.label}. {note}".strip()
+        _("{task}: every metric per run", task=name),
+        header,
+        rows,
+        sentences(_("Ranked within each setting by {metric}.", metric=_(primary.label)), _(note) if note else ""),
     )
 
 
@@ -141,8 +181,10 @@ def breakdown(runs: list[RunEntry], axis: str, metric: str, title: str, clusters
     if not keys:
         return None
     rows = [[r.run, r.setting, *[ci_text(got.get(k)) for k in keys]] for r, got in typed]
-    note = (
-        f"[95% CI]: a bootstrap that resamples clusters within the group ({clusters}); "
-        f"'n too small' where the group has fewer than {MIN_CLUSTERS} clusters."
+    note = _(
+        "[95% CI]: a bootstrap that resamples clusters within the group ({clusters}); "
+        "'n too small' where the group has fewer than {min_clusters} clusters.",
+        clusters=clusters,
+        min_clusters=MIN_CLUSTERS,
     )
-    return Table(title, ["run", "setting", *keys], rows, note)
+    return Table(title, [_("run"), _("setting"), *keys], rows, note)

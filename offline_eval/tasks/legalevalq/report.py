@@ -7,12 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from offline_eval.metrics.adjscore import tier
 from offline_eval.metrics.ranking import has_score
+from offline_eval.runtime.i18n import N_, _
 from offline_eval.tasks.kit import BrowserView, ReportParts, Table
 from offline_eval.tasks.kit.calibration import calibrated_text
 from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import ci_text, fmt, ranked
 
 from .values import ADJ_SCORE, ADJ_SCORE_DELTA, EVALUATOR_PARSE_FAILURES, MEAN, MEDIAN, N_SCORED, STD, TRUNCATED_ANSWERS
+
+# metrics.adjscore.tier's words, translated where shown
+TIERS = (N_("high"), N_("mid"), N_("low"))
 
 if TYPE_CHECKING:
     from offline_eval.results.summary import Summary
@@ -38,13 +42,13 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
         c = calibrated.get((r.run, r.setting))
         rows.append(
             [
-                str(rank) if rank is not None else "– (no items)",
+                str(rank) if rank is not None else _("– (no items)"),
                 r.run,
                 calibrated_text(c, MEAN.of(metrics), 2) if c else fmt(MEAN.of(metrics), 2),
                 fmt(STD.of(metrics), 2),
                 fmt(MEDIAN.of(metrics), 2),
                 ci_text(metrics.metric(ADJ_SCORE.name), 2),
-                tier(adj) if adj is not None and has_score(adj) else "–",
+                _(tier(adj)) if adj is not None and has_score(adj) else "–",
                 fmt(ADJ_SCORE_DELTA.of(metrics), 2),
                 fmt(N_SCORED.of(metrics)),
                 fmt(EVALUATOR_PARSE_FAILURES.of(metrics)),
@@ -53,27 +57,29 @@ def quality_leaderboard(runs: list[RunEntry], task: str, summary: Summary) -> Ta
             ]
         )
     return Table(
-        f"{task}: quality per run",
+        _("{task}: quality per run", task=task),
         [
             "#",
-            "run",
-            "mean",
-            "std",
-            "median",
-            "AdjScore [95% CI]",
-            "tier",
-            "AdjScore validation - train",
-            "scored",
-            "evaluator parse failures",
-            "answers cut off",
-            "evaluator",
+            _("run"),
+            _("mean"),
+            _("std"),
+            _("median"),
+            _("AdjScore [95% CI]"),
+            _("tier"),
+            _("AdjScore validation - train"),
+            _("scored"),
+            _("evaluator parse failures"),
+            _("answers cut off"),
+            _("evaluator"),
         ],
         rows,
-        "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
-        "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low. The CI resamples "
-        "questions (a bootstrap; 'n too small' under 20 questions). Where human scores of a random sample of a "
-        "run's answers exist, its mean is the PPI++ estimate of the human mean [95% CI] on those labels, the "
-        "scorer's mean beside it; 'uncalibrated' marks the scorer's alone (docs/calibration.md).",
+        _(
+            "Scores 0-100 from the regression scorer over the evaluator's Comment and Conclusion. AdjScore = "
+            "mu^2/(mu+sigma) with the population std; tier: >= 90 high, 70-90 mid, < 70 low. The CI resamples "
+            "questions (a bootstrap; 'n too small' under 20 questions). Where human scores of a random sample of a "
+            "run's answers exist, its mean is the PPI++ estimate of the human mean [95% CI] on those labels, the "
+            "scorer's mean beside it; 'uncalibrated' marks the scorer's alone (docs/calibration.md)."
+        ),
     )
 
 
@@ -86,10 +92,10 @@ class LegalEvalQReport(ReportParts):
     def browser_view(cls, record: LegalEvalQRecord) -> BrowserView:
         ev = record.evaluation or {}
         extra = {
-            "query": record.query,
-            "evaluator comment": ev.get("comment"),
-            "evaluator conclusion": ev.get("conclusion"),
-            "quality score": record.scores.get("quality"),
+            _("query"): record.query,
+            _("evaluator comment"): ev.get("comment"),
+            _("evaluator conclusion"): ev.get("conclusion"),
+            _("quality score"): record.scores.get("quality"),
         }
         return BrowserView(record.split, None, extra)
 

@@ -15,6 +15,7 @@ from pydantic_core import PydanticCustomError
 from offline_eval.metrics.adjscore import summarize
 from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.runtime.errors import is_url, missing
+from offline_eval.runtime.i18n import N_
 from offline_eval.tasks.base import Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
@@ -152,7 +153,7 @@ class LegalEvalQOptions(BaseModel):
 class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
     name = "legalevalq"
     title = "LegalEval-Q"
-    clusters = "the question"
+    clusters = N_("the question")
     Options = LegalEvalQOptions
     Record = LegalEvalQRecord
     annotation_form = annotate.FORM

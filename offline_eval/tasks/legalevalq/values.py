@@ -4,6 +4,7 @@ is its item score), and the counts and statistics a run reports beside them."""
 from __future__ import annotations
 
 from offline_eval.metrics.bootstrap import adj_score_of, moments_columns
+from offline_eval.runtime.i18n import N_
 from offline_eval.tasks.kit import Bootstrapped, Count, Metric
 
 from .records import LegalEvalQRecord
@@ -18,7 +19,7 @@ ADJ_SCORE = Metric(
     "adj_score", "AdjScore", digits=2, ci=Bootstrapped.of_items(_quality, moments_columns, adj_score_of, 4, given=True),
     margin=2.0,
 )  # fmt: skip
-MEAN = Metric("mean", "mean", digits=2, ci=Bootstrapped.mean(_quality, 4, given=True))
+MEAN = Metric("mean", N_("mean"), digits=2, ci=Bootstrapped.mean(_quality, 4, given=True))
 
 STD = Count("std", "std")
 MEDIAN = Count("median", "median")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from statistics import mean
 
 from offline_eval.metrics.values import JudgeMetrics
+from offline_eval.runtime.i18n import N_
 from offline_eval.tasks.kit import N_SKIPPED, Bootstrapped, Count, Metric, RunMetrics
 
 from . import rubric
@@ -83,5 +84,5 @@ def item_score(record: LegalRikaiRecord) -> float | None:
 
 # The score is the mean of the criteria's means (aggregate); its interval resamples the items' scores.
 SCORE = Metric(
-    "score", "score", digits=2, ci=Bootstrapped.mean(item_score, 4, given=True), margin=0.05, bounds=(0.0, 1.0)
+    "score", N_("score"), digits=2, ci=Bootstrapped.mean(item_score, 4, given=True), margin=0.05, bounds=(0.0, 1.0)
 )

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from offline_eval.metrics.agreement import format_rho
+from offline_eval.runtime.i18n import N_, _
 from offline_eval.tasks.kit import N_SKIPPED, OURS, BrowserView, Number, ReportParts, Table
 from offline_eval.tasks.kit.parts import TaskClass
-from offline_eval.tasks.kit.sections import fmt
+from offline_eval.tasks.kit.sections import fmt, sentences
 
 from . import rubric
 from .metrics import FORMAT_FAILURES, N_FOCUSED, N_FULL, N_JUDGED, TRUNCATED
@@ -24,6 +25,12 @@ _REVISION = ("statrev", "reqrev", "riskrev")
 
 
 _AMENDEXP = "amendexp"
+# The criteria's codes as column headers: a translation gives the rubric's name with the code beside it (glossary).
+_CODES = (N_("IF"), N_("SC"), N_("CP"), N_("TA"), N_("WA"), N_("CA"), N_("AA"), N_("RA"), N_("CI"), N_("AI"), N_("RI"))
+
+
+def _heads(crits: list[str]) -> list[str]:
+    return [_(k) for k in crits]
 
 
 def _groups(rep: LegalRikaiReport) -> list[tuple[str, list[str], list[str]]]:
@@ -70,20 +77,31 @@ def score_tables(rep: LegalRikaiReport) -> list[Table]:
                     ", ".join(f"{v}" for v in s.judge_failures.values()) or "–",
                 ]
             )
-        det_head = [] if title == "AmendExp" else ["diff chars", "changed P", "changed R", "defects introduced"]
+        det_head = (
+            [] if title == "AmendExp" else [_("diff chars"), _("changed P"), _("changed R"), _("defects introduced")]
+        )
         tables.append(
             Table(
-                f"LegalRikai {title}: judge scores (Avg of {n} judge(s), Table 6 layout)",
-                ["task", "run", *crits, "mean", *det_head, "inputs full/focused/skipped", "judge failures"],
+                _("LegalRikai {title}: judge scores (Avg of {n} judge(s), Table 6 layout)", title=title, n=n),
+                [
+                    _("task"),
+                    _("run"),
+                    *_heads(crits),
+                    _("mean"),
+                    *det_head,
+                    _("inputs full/focused/skipped"),
+                    _("judge failures"),
+                ],
                 rows,
-                "Each judge's score s is mapped to [0, 1] as (s - min)/(max - min); Avg is the mean over "
-                "the judges that answered, then over items (under protocol paper, an answer cut off by its cap is "
-                "not judged and counts in no mean: see 'answers cut off'). Deterministic columns (Japanese toolkit): "
-                "characters changed against the input contract, precision/recall of changed articles "
-                "against the gold, structure defects the output introduced (per item). Judge failures "
-                "(unparseable, cut off or overflowing answers) are per judge, in the order: "
-                + ", ".join(rep.judges)
-                + ".",
+                _(
+                    "Each judge's score s is mapped to [0, 1] as (s - min)/(max - min); Avg is the mean over "
+                    "the judges that answered, then over items (under protocol paper, an answer cut off by its cap is "
+                    "not judged and counts in no mean: see 'answers cut off'). Deterministic columns (Japanese toolkit): "
+                    "characters changed against the input contract, precision/recall of changed articles "
+                    "against the gold, structure defects the output introduced (per item). Judge failures "
+                    "(unparseable, cut off or overflowing answers) are per judge, in the order: {judges}.",
+                    judges=", ".join(rep.judges),
+                ),
             )
         )
         rows = [
@@ -93,7 +111,13 @@ def score_tables(rep: LegalRikaiReport) -> list[Table]:
             for j, v in s.judges.items()
         ]
         if rows:
-            tables.append(Table(f"LegalRikai {title}: scores per judge", ["task", "run", "judge", *crits], rows))
+            tables.append(
+                Table(
+                    _("LegalRikai {title}: scores per judge", title=title),
+                    [_("task"), _("run"), _("judge"), *_heads(crits)],
+                    rows,
+                )
+            )
     return tables
 
 
@@ -103,11 +127,13 @@ def agreement_tables(rep: LegalRikaiReport) -> list[Table]:
         return []
     judges = [*rep.judges, "Avg"]
     tables = []
+    fields = {"rows": h.rows, "file": h.file, "outputs": h.matched_outputs}
     note = (
-        f"{h.rows} human score rows from {h.file}, matched to {h.matched_outputs} outputs"
-        + (f"; not matched: {'; '.join(h.unmatched)}" if h.unmatched else "")
-        + "."
-    )
+        _("{rows} human score rows from {file}, matched to {outputs} outputs; not matched: {unmatched}.",
+          **fields, unmatched="; ".join(h.unmatched))
+        if h.unmatched
+        else _("{rows} human score rows from {file}, matched to {outputs} outputs.", **fields)
+    )  # fmt: skip
     for title, subs, crits in _groups(rep):
         subs = [s for s in subs if s in h.kappa]
         if subs:
@@ -125,32 +151,36 @@ def _annotator_tables(h: Agreement, title: str, subs: list[str], crits: list[str
     ]
     tables.append(
         Table(
-            f"LegalRikai {title}: human scores (Table 6)",
-            ["task", "model", *crits],
+            _("LegalRikai {title}: human scores (Table 6)", title=title),
+            [_("task"), _("model"), *_heads(crits)],
             rows,
-            "Annotators' scores mapped to [0, 1]; several annotators of one output are averaged.",
+            _("Annotators' scores mapped to [0, 1]; several annotators of one output are averaged."),
         )
     )
     rows = [[_NAMES[s], *[_kappa(h.kappa[s].get(k)) for k in crits]] for s in subs]
     tables.append(
         Table(
-            f"LegalRikai {title}: Cohen's kappa between annotators (Table 5)",
-            ["task", *crits],
+            _("LegalRikai {title}: Cohen's kappa between annotators (Table 5)", title=title),
+            [_("task"), *_heads(crits)],
             rows,
-            "nan: every output got the same label, so kappa is undefined (as in the paper). n: outputs both "
-            "annotators scored (the most of any pair).",
+            _(
+                "nan: every output got the same label, so kappa is undefined (as in the paper). n: outputs both "
+                "annotators scored (the most of any pair)."
+            ),
         )
     )
     if any(h.alpha.get(s) for s in subs):
         rows = [[_NAMES[s], *[_alpha(h.alpha.get(s, {}).get(k)) for k in crits]] for s in subs]
         tables.append(
             Table(
-                f"LegalRikai {title}: agreement among the annotators (Krippendorff's alpha, ordinal)",
-                ["task", *crits],
+                _("LegalRikai {title}: agreement among the annotators (Krippendorff's alpha, ordinal)", title=title),
+                [_("task"), *_heads(crits)],
                 rows,
-                "Over the outputs two annotators or more scored (n per cell), any number of annotators and "
-                "missing scores allowed; 1 = perfect agreement, 0 = what chance gives. From the `krippendorff` "
-                "package.",
+                _(
+                    "Over the outputs two annotators or more scored (n per cell), any number of annotators and "
+                    "missing scores allowed; 1 = perfect agreement, 0 = what chance gives. From the `krippendorff` "
+                    "package."
+                ),
             )
         )
     return tables
@@ -164,10 +194,13 @@ def _judge_vs_human_tables(
     rows = [[_NAMES[s], j, *[_rho(h.spearman[s][j].get(k)) for k in crits]] for s in subs for j in judges]
     tables.append(
         Table(
-            f"LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)",
-            ["task", "judge", *crits],
+            _("LegalRikai {title}: Spearman's rho, judges vs humans (Table 7)", title=title),
+            [_("task"), _("judge"), *_heads(crits)],
             rows,
-            "† p < 0.05. nan: a constant column (e.g. every human score identical) or fewer than 3 outputs. " + note,
+            sentences(
+                _("† p < 0.05. nan: a constant column (e.g. every human score identical) or fewer than 3 outputs."),
+                note,
+            ),
         )
     )
     scale = {c.code: (c.lo, c.hi) for c in rubric.criteria(subs[0])}
@@ -175,21 +208,36 @@ def _judge_vs_human_tables(
     rows = [[_NAMES[s], j, *[_mae_points(h.mae[s][j].get(k), *scale[k]) for k in crits]] for s in subs for j in judges]
     tables.append(
         Table(
-            f"LegalRikai {title}: mean absolute error, judges vs humans, in rubric points (Table 8: the paper's scale)",
-            ["task", "judge", *crits],
+            _(
+                "LegalRikai {title}: mean absolute error, judges vs humans, in rubric points (Table 8: the paper's "
+                "scale)",
+                title=title,
+            ),
+            [_("task"), _("judge"), *_heads(crits)],
             rows,
-            f"As the paper's Table 8: on each criterion's own points ({points}); a judge's score against the "
-            "mean of the annotators' scores. n: outputs both the judge and an annotator scored. " + note,
+            sentences(
+                _(
+                    "As the paper's Table 8: on each criterion's own points ({points}); a judge's score against the "
+                    "mean of the annotators' scores. n: outputs both the judge and an annotator scored.",
+                    points=points,
+                ),
+                note,
+            ),
         )
     )
     rows = [[_NAMES[s], j, *[_mae(h.mae[s][j].get(k)) for k in crits]] for s in subs for j in judges]
     tables.append(
         Table(
-            f"LegalRikai {title}: mean absolute error, judges vs humans, on [0, 1] (offline-eval's scale)",
-            ["task", "judge", *crits],
+            _(
+                "LegalRikai {title}: mean absolute error, judges vs humans, on [0, 1] (offline-eval's scale)",
+                title=title,
+            ),
+            [_("task"), _("judge"), *_heads(crits)],
             rows,
-            "The same pairs with every score s mapped to [0, 1] as (s - lo)/(hi - lo), the scale of the scores "
-            "above: a 3-point criterion's value is half the one in points, a 2-point criterion's the same.",
+            _(
+                "The same pairs with every score s mapped to [0, 1] as (s - lo)/(hi - lo), the scale of the scores "
+                "above: a 3-point criterion's value is half the one in points, a 2-point criterion's the same."
+            ),
         )
     )
     if any(h.bias.get(s) for s in subs):
@@ -198,12 +246,14 @@ def _judge_vs_human_tables(
         ]
         tables.append(
             Table(
-                f"LegalRikai {title}: each judge's bias against the annotators",
-                ["task", "judge", *crits],
+                _("LegalRikai {title}: each judge's bias against the annotators", title=title),
+                [_("task"), _("judge"), *_heads(crits)],
                 rows,
-                "The mean, over the outputs both scored, of the judge's score minus the annotators' mean, on "
-                "[0, 1] (positive: the judge is more lenient than your annotators) [95% CI resampling source "
-                "items; 'n too small' under 20 items]; n: outputs.",
+                _(
+                    "The mean, over the outputs both scored, of the judge's score minus the annotators' mean, on "
+                    "[0, 1] (positive: the judge is more lenient than your annotators) [95% CI resampling source "
+                    "items; 'n too small' under 20 items]; n: outputs."
+                ),
             )
         )
     return tables
@@ -222,11 +272,13 @@ def judge_agreement_tables(rep: LegalRikaiReport) -> list[Table]:
         rows = [[_NAMES[s], *[_alpha(ja.alpha[s].get(k)) for k in crits]] for s in subs]
         tables.append(
             Table(
-                f"LegalRikai {title}: agreement among the judges (Krippendorff's alpha, ordinal)",
-                ["task", *crits],
+                _("LegalRikai {title}: agreement among the judges (Krippendorff's alpha, ordinal)", title=title),
+                [_("task"), *_heads(crits)],
                 rows,
-                "Over every candidate output that two judges or more scored (n per cell); 1 = perfect agreement, "
-                "0 = what chance gives; nan: no variation to agree on. From the `krippendorff` package.",
+                _(
+                    "Over every candidate output that two judges or more scored (n per cell); 1 = perfect agreement, "
+                    "0 = what chance gives; nan: no variation to agree on. From the `krippendorff` package."
+                ),
             )
         )
         rows = [
@@ -237,12 +289,14 @@ def judge_agreement_tables(rep: LegalRikaiReport) -> list[Table]:
         ]
         tables.append(
             Table(
-                f"LegalRikai {title}: each judge's bias against the judges' mean",
-                ["task", "judge", *crits],
+                _("LegalRikai {title}: each judge's bias against the judges' mean", title=title),
+                [_("task"), _("judge"), *_heads(crits)],
                 rows,
-                "The mean, over the outputs it scored beside another judge, of the judge's score minus the judges' "
-                "mean on that output, on [0, 1] (positive: more lenient) [95% CI resampling source items; 'n too "
-                "small' under 20 items].",
+                _(
+                    "The mean, over the outputs it scored beside another judge, of the judge's score minus the "
+                    "judges' mean on that output, on [0, 1] (positive: more lenient) [95% CI resampling source "
+                    "items; 'n too small' under 20 items]."
+                ),
             )
         )
     return tables
@@ -274,7 +328,9 @@ def _bias(x: BiasCell | None) -> str:
     text = f"{x.bias:+.3f}"
     if x.ci_low is not None and x.ci_high is not None:
         return text + f" [{x.ci_low:+.3f}, {x.ci_high:+.3f}] (n={x.n})"
-    return text + (f" (n too small: {x.n_clusters} items; n={x.n})" if x.has_interval else f" (n={x.n})")
+    if x.has_interval:
+        return _("{bias} (n too small: {k} items; n={n})", bias=text, k=x.n_clusters, n=x.n)
+    return text + f" (n={x.n})"
 
 
 def _rho(x: RhoCell | None) -> str:
@@ -309,37 +365,39 @@ def overflow_table(runs: list[RunEntry]) -> Table | None:
     if not rows:
         return None
     return Table(
-        "LegalRikai: inputs under the overflow policy, and answers cut off",
+        _("LegalRikai: inputs under the overflow policy, and answers cut off"),
         [
-            "run",
-            "setting",
-            "policy",
-            "full",
-            "focused",
-            "skipped",
-            "focused share of scores",
-            "answers cut off",
-            "cut answers judged",
-            "judged",
-            "format failures",
+            _("run"),
+            _("setting"),
+            _("policy"),
+            _("full"),
+            _("focused"),
+            _("skipped"),
+            _("focused share of scores"),
+            _("answers cut off"),
+            _("cut answers judged"),
+            _("judged"),
+            _("format failures"),
         ],
         rows,
-        "focused: the statutes were cut to the articles that differ between the pre- and post-amendment "
-        "text and their neighbours, because the full prompt did not fit the context. The share is that "
-        "of the judged items behind each score (per criterion in summary.json: the run's "
-        "metrics.breakdowns.criterion.<criterion>.focused_share). "
-        "Answers cut off: generation stopped at the answer cap (metrics.truncated). Under protocol paper they go "
-        "to no judge and count in no score (judged: the items behind the scores); under offline-eval they are "
-        "judged as they stand, as before protocols existed. "
-        "Format failures: answers not in the asked-for form (AmendExp without its two sections, no "
-        "article in a contract); under paper, of the answers not cut off.",
+        _(
+            "focused: the statutes were cut to the articles that differ between the pre- and post-amendment "
+            "text and their neighbours, because the full prompt did not fit the context. The share is that "
+            "of the judged items behind each score (per criterion in summary.json: the run's "
+            "metrics.breakdowns.criterion.<criterion>.focused_share). "
+            "Answers cut off: generation stopped at the answer cap (metrics.truncated). Under protocol paper they go "
+            "to no judge and count in no score (judged: the items behind the scores); under offline-eval they are "
+            "judged as they stand, as before protocols existed. "
+            "Format failures: answers not in the asked-for form (AmendExp without its two sections, no "
+            "article in a contract); under paper, of the answers not cut off."
+        ),
     )
 
 
 def _cut_judged(protocol: str, cut: Number) -> str:
     if not cut:
         return "–"
-    return f"yes ({protocol})" if protocol == OURS else f"no ({protocol})"
+    return _("yes ({protocol})", protocol=protocol) if protocol == OURS else _("no ({protocol})", protocol=protocol)
 
 
 def legalrikai_tables(summary: Summary) -> list[Table]:
@@ -364,9 +422,12 @@ class LegalRikaiReportParts(ReportParts):
     def browser_view(cls, record: LegalRikaiRecord) -> BrowserView:
         extra: dict[str, Any] = {}
         for j, v in sorted(record.judges.items()):
-            extra[f"judge {j}: scores"] = v.get("scores") if v.get("scores") else f"failed ({v.get('finish_reason')})"
+            failed = _("failed ({why})", why=v.get("finish_reason"))
+            extra[_("judge {judge}: scores", judge=j)] = v.get("scores") if v.get("scores") else failed
             if v.get("rationales"):
-                extra[f"judge {j}: rationales"] = "\n".join(f"{k}: {t}" for k, t in v["rationales"].items())
+                extra[_("judge {judge}: rationales", judge=j)] = "\n".join(
+                    f"{k}: {t}" for k, t in v["rationales"].items()
+                )
         if record.checks:
-            extra["checks against the input contract"] = {k: v for k, v in record.checks.items() if k != "defects"}
+            extra[_("checks against the input contract")] = {k: v for k, v in record.checks.items() if k != "defects"}
         return BrowserView(record.subtask, None, extra, focused=record.input == "focused")

@@ -19,6 +19,7 @@ from offline_eval.ja.diff import diff_segments, diff_texts
 from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.results.records import TaskReport
 from offline_eval.runtime.errors import is_url, missing
+from offline_eval.runtime.i18n import N_
 from offline_eval.tasks.base import Setting, Task
 from offline_eval.tasks.kit import (
     MAX_BOOTSTRAP,
@@ -104,7 +105,7 @@ class LegalRikaiOptions(BaseModel):
 class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
     name = "legalrikai"
     title = "LegalRikai"
-    clusters = "the source item"
+    clusters = N_("the source item")
     Options = LegalRikaiOptions
     Record = LegalRikaiRecord
     options: LegalRikaiOptions
