@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offline_eval.runtime.fileio import write_json_atomic, write_text_atomic
+from offline_eval.runtime.i18n import _, language
 
 from .page import page, reveal
 from .sample import changed_data, offered, read_sweep, resumed, sample, sample_id
@@ -36,27 +37,39 @@ def annotate(
     resume: list[str] | None = None,
     allow_changed_data: bool = False,
     config: str | None = None,
+    lang: str | None = None,
 ) -> Written:
     """Writes the page and its reveal file. `config`: the sweep's config, for a folder whose summary.json records
-    no provenance (schema version 2): the data is read as it names it, unchecked against the sweep's."""
-    summary = read_sweep(out_dir)
-    warnings = changed_data(summary, task, out_dir, allow_changed_data)
-    made, cases = offered(summary, task, out_dir, config)
-    recorded = {s.setting for s in (summary.provenance.settings if summary.provenance else [])}
-    if any(r.task == task and r.setting not in recorded for r in summary.runs):  # made from --config's data
-        warnings.append(
-            f"summary.json recorded no digest of the data the sweep read: this page shows the data {config} names as "
-            "it is now, and cannot tell whether it changed since the sweep."
+    no provenance (schema version 2): the data is read as it names it, unchecked against the sweep's. `lang`: the
+    language of the page and of its warnings (None: English); the export and the reveal file are the same in every
+    language."""
+    with language(lang):
+        summary = read_sweep(out_dir)
+        warnings = changed_data(summary, task, out_dir, allow_changed_data)
+        made, cases = offered(summary, task, out_dir, config)
+        recorded = {s.setting for s in (summary.provenance.settings if summary.provenance else [])}
+        if any(r.task == task and r.setting not in recorded for r in summary.runs):  # made from --config's data
+            warnings.append(
+                _(
+                    "summary.json recorded no digest of the data the sweep read: this page shows the data {config} "
+                    "names as it is now, and cannot tell whether it changed since the sweep.",
+                    config=config,
+                )
+            )
+        chosen = sample(cases, n, seed, runs, items)
+        form = made.annotation_form
+        assert form is not None  # offered() refuses a task without one
+        sid = sample_id(task, chosen)
+        prefill = resumed(resume or [], form, sid, chosen)
+        path = Path(out) if out else Path(out_dir) / f"annotate-{task}-{sid}.html"
+        key = path.with_name(f"{path.stem}.reveal.json")
+        title = _(
+            "offline-eval: annotate {task} ({n} outputs, sample {sample})", task=made.title or made.name, n=len(chosen),
+            sample=sid,
+        )  # fmt: skip
+        write_json_atomic(key, reveal(sid, task, chosen))
+        draw = "picked" if items is not None else "random"
+        write_text_atomic(
+            path, page(title, sid, task, form, chosen, annotator, blind, prefill, key.name, warnings, draw)
         )
-    chosen = sample(cases, n, seed, runs, items)
-    form = made.annotation_form
-    assert form is not None  # offered() refuses a task without one
-    sid = sample_id(task, chosen)
-    prefill = resumed(resume or [], form, sid, chosen)
-    path = Path(out) if out else Path(out_dir) / f"annotate-{task}-{sid}.html"
-    key = path.with_name(f"{path.stem}.reveal.json")
-    title = f"offline-eval: annotate {made.title or made.name} ({len(chosen)} outputs, sample {sid})"
-    write_json_atomic(key, reveal(sid, task, chosen))
-    draw = "picked" if items is not None else "random"
-    write_text_atomic(path, page(title, sid, task, form, chosen, annotator, blind, prefill, key.name, warnings, draw))
-    return Written(path, key, len(chosen), sid, warnings)
+        return Written(path, key, len(chosen), sid, warnings)

@@ -9,6 +9,13 @@
   var state = restore();
   var at = Math.max(0, Math.min(cases.length - 1, state.at || 0));
 
+  // The page's words in its language, by key (page.py translates them): t() fills in their {fields}.
+  function t(key, fields) {
+    return String(data.text[key]).replace(/\{(\w+)\}/g, function (m, k) {
+      return fields && Object.prototype.hasOwnProperty.call(fields, k) ? String(fields[k]) : m;
+    });
+  }
+
   function restore() {
     var s = null;
     try {
@@ -36,7 +43,7 @@
     try {
       window.localStorage.setItem(KEY, JSON.stringify(state));
     } catch (e) {
-      say("This browser refused to keep the progress (" + e.name + "): export before closing the page.");
+      say(t("storage", { error: e.name }));
     }
   }
 
@@ -101,7 +108,7 @@
   function progress() {
     var n = counts();
     document.getElementById("progress").textContent =
-      "done " + n.done + " · skipped " + n.skipped + " · left " + n.left + " (of " + cases.length + ")";
+      t("progress", { done: n.done, skipped: n.skipped, left: n.left, total: cases.length });
     var pick = document.getElementById("pick");
     pick.textContent = "";
     cases.forEach(function (c, i) {
@@ -155,7 +162,7 @@
     f.appendChild(row);
     var com = el("textarea", "comment");
     com.name = "comment-" + s.code;
-    com.placeholder = "comment (optional)";
+    com.placeholder = t("comment");
     com.value = e.comments[s.code] || "";
     com.addEventListener("input", function () {
       entry(c).comments[s.code] = com.value;
@@ -178,7 +185,7 @@
       var raw = e.scores[s.code];
       var v = Number(raw);
       if (raw === undefined || raw === "" || !Number.isInteger(v) || v < s.lo || v > s.hi) {
-        return s.name + " (" + s.code + "): give a whole number from " + s.lo + " to " + s.hi;
+        return t("invalid", { name: s.name, code: s.code, lo: s.lo, hi: s.hi });
       }
     }
     return "";
@@ -189,10 +196,11 @@
     var e = entry(c);
     var box = document.getElementById("case");
     box.textContent = "";
-    box.appendChild(el("h2", "", "Output " + (at + 1) + " of " + cases.length + ": " + c.stratum + " / " + c.item_id));
+    var heading = t("heading", { at: at + 1, total: cases.length, stratum: c.stratum, item: c.item_id });
+    box.appendChild(el("h2", "", heading));
     if (c.prompt.length) {
       var p = el("details", "prompt");
-      p.appendChild(el("summary", "", "The candidate's prompt"));
+      p.appendChild(el("summary", "", t("prompt")));
       c.prompt.forEach(function (m) {
         p.appendChild(el("h4", "", m[0]));
         p.appendChild(el("pre", "text", m[1]));
@@ -204,7 +212,7 @@
     });
     if (c.gold.length) {
       var g = el("details", "gold");
-      g.appendChild(el("summary", "", "The gold answer (show)"));
+      g.appendChild(el("summary", "", t("gold")));
       c.gold.forEach(function (d) {
         g.appendChild(doc(d));
       });
@@ -216,7 +224,7 @@
     });
     box.appendChild(form);
     var buttons = el("div", "buttons");
-    var save = el("button", "save", e.saved ? "Save again" : "Save my scores");
+    var save = el("button", "save", t(e.saved ? "save_again" : "save"));
     save.type = "button";
     save.addEventListener("click", function () {
       var why = valid(c, entry(c));
@@ -228,10 +236,10 @@
       x.saved = true;
       x.skipped = false;
       keep();
-      say("Saved.");
+      say(t("saved"));
       show();
     });
-    var skip = el("button", "skip", "Skip");
+    var skip = el("button", "skip", t("skip"));
     skip.type = "button";
     skip.addEventListener("click", function () {
       var x = entry(c);
@@ -247,14 +255,13 @@
     var hidden = reveal && Object.prototype.hasOwnProperty.call(reveal.cases, c.case) && reveal.cases[c.case];
     if ((e.saved || !data.blind) && hidden && Array.isArray(hidden.hidden)) {
       var h = el("section", "revealed");
-      h.appendChild(el("h3", "", data.blind ? "Revealed now that you have scored" : "Not blind (--unblind)"));
+      h.appendChild(el("h3", "", t(data.blind ? "revealed" : "unblind")));
       hidden.hidden.forEach(function (d) {
         h.appendChild(doc(d));
       });
       box.appendChild(h);
     } else if (e.saved) {
-      box.appendChild(el("p", "unrevealed", "Saved. Which run wrote this output, and the sweep's scores for it, are " +
-        "in the reveal file (" + data.reveal_file + "): load it above to see them for the outputs you have scored."));
+      box.appendChild(el("p", "unrevealed", t("unrevealed", { file: data.reveal_file })));
     }
     progress();
   }
@@ -304,12 +311,12 @@
 
   function download() {
     if (!state.annotator.trim()) {
-      say("Give your name as the annotator first: every exported row carries it.");
+      say(t("no_annotator"));
       return;
     }
     var rows = exportRows();
     if (!rows.length) {
-      say("Nothing to export yet: save your scores for an output first.");
+      say(t("nothing"));
       return;
     }
     var text;
@@ -334,7 +341,7 @@
       URL.revokeObjectURL(a.href);
       a.remove();
     }, 1000);
-    say("Exported " + rows.length + " row(s) to " + name + ": one file per annotator, give them all to the sweep.");
+    say(t("exported", { rows: rows.length, file: name }));
   }
 
   var who = document.getElementById("annotator");
@@ -360,12 +367,12 @@
           r = null;
         }
         if (!r || typeof r.cases !== "object" || r.cases === null) {
-          say(f.name + " is not a reveal file (" + data.reveal_file + " is this page's).");
+          say(t("not_reveal", { file: f.name, reveal_file: data.reveal_file }));
         } else if (r.sample !== data.sample) {
-          say(f.name + " is the reveal file of sample " + r.sample + ", not of this page's " + data.sample + ".");
+          say(t("other_sample", { file: f.name, sample: r.sample, page_sample: data.sample }));
         } else {
           reveal = r;
-          say("Loaded " + f.name + ": each output's run and scores show once you have saved yours.");
+          say(t("loaded", { file: f.name }));
           show();
         }
       };

@@ -12,6 +12,7 @@ from typing import Any
 
 from offline_eval.metrics.calibration import labels_alone_for_width, labels_for_width
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.i18n import N_, _, add_option, checked, language
 
 from .sample import read_sweep
 
@@ -59,7 +60,7 @@ def plan(out_dir: str, task: str, width: float) -> list[Need]:
         total = c.n + c.N
         sd = c.label_sd
         if c.rho is None or sd is None:
-            out.append(Need(c.setting, c.run, c.number, c.n, total, c.rho, sd, None, None, c.reason or "no pilot"))
+            out.append(Need(c.setting, c.run, c.number, c.n, total, c.rho, sd, None, None, c.reason or NO_PILOT))
             continue
         alone = labels_alone_for_width(width, sd)
         out.append(
@@ -78,23 +79,45 @@ def plan(out_dir: str, task: str, width: float) -> list[Need]:
     return out
 
 
-def shown(needs: list[Need], width: float) -> list[str]:
-    """What the command prints: a line per run and setting."""
-    lines = [
-        f"labels per run for a 95% interval of half-width {width:g} on the calibrated estimate (PPI++), from the "
-        "pilot labels' correlation with the judges (effective n = n(n+N)/(n+(1-rho^2)N)):"
-    ]
-    for x in needs:
-        head = f"{x.setting} {x.run} ({x.number})"
-        if x.reason is not None:
-            lines.append(f"  {head}: no plan ({x.reason})")
-            continue
-        got = f"pilot {x.pilot} of {x.outputs} outputs, rho {x.rho:.2f}, sd {x.sd:.3g}"
-        need = str(x.with_judges) if x.with_judges is not None else f"more than its {x.outputs} outputs"
-        alone = str(x.alone) if x.alone is not None else f"more than its {x.outputs} outputs"
-        saved = f"; the judges save {x.saved}" if x.saved is not None else ""
-        lines.append(f"  {head}: {got}: {need} labels with the judges, {alone} alone{saved}")
-    return lines
+NO_PILOT = N_("no pilot")
+
+
+def shown(needs: list[Need], width: float, lang: str | None = None) -> list[str]:
+    """What the command prints, in `lang` (None: English): a line per run and setting."""
+    with language(lang):
+        lines = [
+            _(
+                "labels per run for a 95% interval of half-width {width:g} on the calibrated estimate (PPI++), from "
+                "the pilot labels' correlation with the judges (effective n = n(n+N)/(n+(1-rho^2)N)):",
+                width=width,
+            )
+        ]
+        for x in needs:
+            head = f"{x.setting} {x.run} ({x.number})"
+            if x.reason is not None:
+                reason = _(x.reason) if x.reason == NO_PILOT else x.reason
+                lines.append(_("  {head}: no plan ({reason})", head=head, reason=reason))
+                continue
+            more = _("more than its {outputs} outputs", outputs=x.outputs)
+            fields = {
+                "head": head,
+                "got": _(
+                    "pilot {pilot} of {outputs} outputs, rho {rho:.2f}, sd {sd:.3g}",
+                    pilot=x.pilot, outputs=x.outputs, rho=x.rho, sd=x.sd,
+                ),
+                "need": str(x.with_judges) if x.with_judges is not None else more,
+                "alone": str(x.alone) if x.alone is not None else more,
+            }  # fmt: skip
+            if x.saved is not None:
+                line = _(
+                    "  {head}: {got}: {need} labels with the judges, {alone} alone; the judges save {saved}",
+                    saved=x.saved,
+                    **fields,
+                )
+            else:
+                line = _("  {head}: {got}: {need} labels with the judges, {alone} alone", **fields)
+            lines.append(line)
+        return lines
 
 
 def add_command(sub: Any) -> None:
@@ -103,11 +126,13 @@ def add_command(sub: Any) -> None:
     p.add_argument("dir", help="the sweep's output folder, swept with the pilot labels")
     p.add_argument("--task", required=True)
     p.add_argument("--width", type=float, required=True, help="the 95%% interval's half-width, on the task's scale")
+    add_option(p, "the lines printed")
     p.set_defaults(func=_command)
 
 
 def _command(a: argparse.Namespace) -> int:
-    print("\n".join(shown(plan(a.dir, a.task, a.width), a.width)))
+    lang = checked(a.lang)
+    print("\n".join(shown(plan(a.dir, a.task, a.width), a.width, lang)))
     return 0
 
 

@@ -19,6 +19,7 @@ from offline_eval.pipeline.config import load_config
 from offline_eval.results.records import ResultsFolder, sample_of
 from offline_eval.results.summary import Summary
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.i18n import N_, _
 from offline_eval.tasks import get_task_class, make_task, read_summary, recorded_task, task_classes
 from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.annotation import Case, Form
@@ -41,6 +42,7 @@ def changed_data(summary: Summary, task_name: str, source: str, allow: bool) -> 
     path options other than `data`) may change: a second round of annotation often follows a first."""
     prov = summary.provenance
     seen: dict[str, str] = {}
+    warned: dict[str, str] = {}  # the page's warning for each changed file, in the current language
     for s in prov.settings if prov else []:
         if s.task != task_name:
             continue
@@ -52,6 +54,7 @@ def changed_data(summary: Summary, task_name: str, source: str, allow: bool) -> 
             seen[f.path] = ""
             if not p.is_file():
                 seen[f.path] = "is missing"
+                warned[f.path] = _(_MISSING, path=f.path)
                 continue
             size = p.stat().st_size
             digest = file_sha256(p) if size == f.size else ""
@@ -60,6 +63,8 @@ def changed_data(summary: Summary, task_name: str, source: str, allow: bool) -> 
                     f"changed since the sweep (sha256 {f.sha256[:12]}…, {f.size} bytes, in its summary.json; "
                     + (f"{digest[:12]}… now)" if digest else f"{size} bytes now)")
                 )
+                was = {"path": f.path, "sha256": f.sha256[:12], "size": f.size}
+                warned[f.path] = _(_CHANGED, now=digest[:12], **was) if digest else _(_RESIZED, now_size=size, **was)
     changed = {k: v for k, v in seen.items() if v}
     if changed and not allow:
         path, why = next(iter(changed.items()))
@@ -70,11 +75,24 @@ def changed_data(summary: Summary, task_name: str, source: str, allow: bool) -> 
             file=path,
             field="data_files",
         )
-    return [
-        f"The data changed since the sweep: {path} {why}. This page shows the documents, gold answers and prompts "
-        "as the data is now, beside outputs made from it as it was (--allow-changed-data)."
-        for path, why in changed.items()
-    ]
+    return [warned[path] for path in changed]
+
+
+# The page's warning for a data file that changed since the sweep (--allow-changed-data), one sentence each.
+_MISSING = N_(
+    "The data changed since the sweep: {path} is missing. This page shows the documents, gold answers and prompts "
+    "as the data is now, beside outputs made from it as it was (--allow-changed-data)."
+)
+_CHANGED = N_(
+    "The data changed since the sweep: {path} changed since the sweep (sha256 {sha256}…, {size} bytes, in its "
+    "summary.json; {now}… now). This page shows the documents, gold answers and prompts as the data is now, beside "
+    "outputs made from it as it was (--allow-changed-data)."
+)
+_RESIZED = N_(
+    "The data changed since the sweep: {path} changed since the sweep (sha256 {sha256}…, {size} bytes, in its "
+    "summary.json; {now_size} bytes now). This page shows the documents, gold answers and prompts as the data is "
+    "now, beside outputs made from it as it was (--allow-changed-data)."
+)
 
 
 def _other_inputs(options: dict[str, Any], keys: tuple[str, ...]) -> list[Path]:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.i18n import _, add_option, checked, language
 
 from .match import compare
 from .output import text_table, write
@@ -36,6 +37,7 @@ def add_command(sub: Any) -> None:
         action="store_true",
         help="compare the folders as they are, without `offline-eval verify` first (said in every output)",
     )
+    add_option(c, "compare.html and the lines printed")
     c.set_defaults(func=_command)
 
 
@@ -68,6 +70,7 @@ def _out(a: Any) -> Path:
 
 
 def _command(a: Any) -> int:
+    lang = checked(a.lang)
     margins = {}
     for k, v in _pairs(a.margin, "--margin").items():
         try:
@@ -85,8 +88,13 @@ def _command(a: Any) -> int:
         verify=not a.no_verify,
     )
     try:
-        page = write(c, out)
+        page = write(c, out, lang)
     except OSError as e:
         raise InputError(f"{out}: cannot write there: {e.strerror or e}", field="--out") from None
-    print(c.model_dump_json(indent=2) if a.json else f"{text_table(c)}\nwrote {page}")
+    if a.json:
+        print(c.model_dump_json(indent=2))
+    else:
+        with language(lang):
+            wrote = _("wrote {page}", page=page)
+            print(f"{text_table(c, lang)}\n{wrote}")
     return 1 if c.fails(a.fail_on) else 0

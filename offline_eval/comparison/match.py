@@ -12,11 +12,13 @@ from offline_eval.pipeline.config import margin_problem
 from offline_eval.results.records import ItemRecord, item_means
 from offline_eval.results.summary import LoadProvenance, SettingProvenance, Summary
 from offline_eval.runtime.errors import InputError, OfflineEvalError, first_line
+from offline_eval.runtime.i18n import N_
 from offline_eval.runtime.lock import holder
 from offline_eval.tasks import get_task_class, read_summary, recorded_task, task_names
 from offline_eval.tasks.kit.sections import Metric
 from offline_eval.verify import verify as verify_folder
 
+from . import words
 from .model import (
     IMPROVED,
     INCONCLUSIVE_V,
@@ -112,7 +114,7 @@ def _calibration(a: Summary, b: Summary, pairs: dict[str, str]) -> list[Calibrat
 
 def _missing(a: Summary, o: str, n: str, setting: str, failure: str | None) -> SettingComparison:
     entry = next(r for r in a.runs if r.run == o and r.setting == setting)
-    why = f"NEW has no results for it: {failure}" if failure else "NEW has no results for it"
+    why = words.NO_RESULTS_BECAUSE.format(failure=failure) if failure else words.NO_RESULTS
     return SettingComparison(
         old_run=o, new_run=n, setting=setting, task=entry.task, metric=entry.primary_metric, margin=None, n_items=0,
         old_mean=None, new_mean=None, verdict=MISSING, reason=why,
@@ -205,31 +207,26 @@ def _setting(
         old_mean=None, new_mean=None, verdict=REFUSED, old_protocol=was.protocol, new_protocol=entry.protocol,
     )  # fmt: skip
     if task_name not in task_names():
-        return base.model_copy(update={"reason": f"task {task_name!r} is not installed here"}), []
+        return base.model_copy(update={"reason": words.NOT_INSTALLED.format(task=repr(task_name))}), []
     if was.protocol != entry.protocol and not allow_protocol:
-        why = (
-            f"OLD ran the {was.protocol} protocol and NEW the {entry.protocol} protocol: other prompts, items or "
-            "decoding, so their numbers are not comparable (--allow-protocol-change compares them anyway)"
-        )
+        why = words.PROTOCOL_CHANGED.format(old=was.protocol, new=entry.protocol)
         return base.model_copy(update={"reason": why}), []
     pa, pb = _setting_prov(a, setting), _setting_prov(b, setting)
     changed_items: set[str] = set()
     if changed := _changed_data(pa, pb):
         if not allow:
-            why = (
-                f"the data changed between the sweeps: {changed} (--allow-changed-data compares the items that did not)"
-            )
+            why = words.DATA_CHANGED.format(file=changed)
             return base.model_copy(update={"reason": why}), []
         da, db = pa.item_digests if pa else None, pb.item_digests if pb else None
         if da is None or db is None:
-            why = f"the data changed ({changed}) and {'OLD' if da is None else 'NEW'} records no item digests (made before them)"
+            why = words.NO_DIGESTS.format(file=changed, folder="OLD" if da is None else "NEW")
             return base.model_copy(update={"reason": why}), []
         changed_items = {i for i in set(da) & set(db) if da[i] != db[i]}
         if not changed_items:  # the file changed no item nor its prompt: it changes how items are scored or judged
-            why = f"the data changed ({changed}) but no item did: it changes their scoring, so none compares"
+            why = words.NO_ITEM_CHANGED.format(file=changed)
             return base.model_copy(update={"reason": why}), []
     if pa is None and pb is None:  # both made before provenance (schema 2): how the task scores is unknown
-        why = "neither folder recorded the setting's task options (schema version 2): re-sweep one of them"
+        why = words.NO_TASK_OPTIONS
         return base.model_copy(update={"reason": why}), []
     task = recorded_task(task_name, (pb or pa).task_options, str(b.folder))  # type: ignore[union-attr]
     metric = task.noninferiority_metric()
@@ -241,7 +238,7 @@ def _setting(
     new_s = item_means(new_recs, task.item_score, task.cluster)
     shared = sorted(set(old_s) & set(new_s))
     if not shared:
-        return base.model_copy(update={"verdict": INCONCLUSIVE_V, "reason": "no item scored in both"}), []
+        return base.model_copy(update={"verdict": INCONCLUSIVE_V, "reason": words.NONE_SCORED}), []
     statistic = task.paired_statistic()  # the metric over item scores: their mean, or e.g. AdjScore
     of = statistic if statistic is not None else (lambda v: sum(v) / len(v))
     mean_a, mean_b = of([old_s[i][0] for i in shared]), of([new_s[i][0] for i in shared])
@@ -249,7 +246,9 @@ def _setting(
         update={"n_items": len(shared), "old_mean": mean_a, "new_mean": mean_b, "n_left_out": len(changed_items)}
     )
     if margin is None:
-        return base.model_copy(update={"verdict": INCONCLUSIVE_V, "reason": f"{metric.name} has no margin"}), []
+        return base.model_copy(
+            update={"verdict": INCONCLUSIVE_V, "reason": words.NO_MARGIN.format(metric=metric.name)}
+        ), []
     stats = paired_verdict(task, new_recs, old_recs, margin, seed)
     verdict = {INFERIOR: REGRESSED, NON_INFERIOR: NON_INFERIOR_V}.get(stats.verdict, INCONCLUSIVE_V)
     if verdict == NON_INFERIOR_V and stats.ci_low is not None and stats.ci_low > 0:
@@ -340,24 +339,25 @@ def _diff(scope: str, pairs: list[tuple[str, Any, Any]]) -> list[Change]:
 def _sweep_changes(a: Summary, b: Summary) -> list[Change]:
     sa, sb = (s.provenance.sweep if s.provenance else None for s in (a, b))
     if sa is None or sb is None:  # a folder from before provenance (schema 2): nothing to tell what changed
-        unknown = "none recorded: its data, weights and prompts are not checked against the other's"
-        if sa is None and sb is None:
-            unknown = "none recorded in either folder: nothing is known of their inputs"
+        unknown = words.NONE_RECORDED if sa is not None or sb is not None else words.NONE_RECORDED_EITHER
         return [
             Change(
-                scope="sweep", what="provenance", old="recorded" if sa else unknown, new="recorded" if sb else unknown
+                scope=words.SWEEP,
+                what=N_("provenance"),
+                old=words.RECORDED if sa else unknown,
+                new=words.RECORDED if sb else unknown,
             )
         ]
     libs = sorted(set(sa.libraries) | set(sb.libraries))
     return _diff(
-        "sweep",
+        words.SWEEP,
         [
-            ("offline-eval version", sa.offline_eval_version, sb.offline_eval_version),
-            ("git revision", sa.git_revision, sb.git_revision),
-            ("config sha256", sa.config_sha256, sb.config_sha256),
+            (N_("offline-eval version"), sa.offline_eval_version, sb.offline_eval_version),
+            (N_("git revision"), sa.git_revision, sb.git_revision),
+            (N_("config sha256"), sa.config_sha256, sb.config_sha256),
             ("python", sa.python, sb.python),
             ("cpu", sa.cpu_model, sb.cpu_model),
-            *((f"library {k}", sa.libraries.get(k), sb.libraries.get(k)) for k in libs),
+            *((words.LIBRARY.format(name=k), sa.libraries.get(k), sb.libraries.get(k)) for k in libs),
         ],
     )
 
@@ -369,13 +369,13 @@ def _load_changes(a: Summary, b: Summary, o: str, n: str) -> list[Change]:
     return _diff(
         f"{o} -> {n}",
         [
-            ("weights digest", la.weights_digest, lb.weights_digest),
-            ("engine", la.engine, lb.engine),
-            ("engine version", la.engine_version, lb.engine_version),
-            ("chat template sha256", la.chat_template_sha256, lb.chat_template_sha256),
-            ("prompt format", la.prompt_format, lb.prompt_format),
-            ("load options", la.load_options, lb.load_options),
-            ("decoding", la.decoding, lb.decoding),
+            (N_("weights digest"), la.weights_digest, lb.weights_digest),
+            (N_("engine"), la.engine, lb.engine),
+            (N_("engine version"), la.engine_version, lb.engine_version),
+            (N_("chat template sha256"), la.chat_template_sha256, lb.chat_template_sha256),
+            (N_("prompt format"), la.prompt_format, lb.prompt_format),
+            (N_("load options"), la.load_options, lb.load_options),
+            (N_("decoding"), la.decoding, lb.decoding),
         ],
     )
 
@@ -393,10 +393,10 @@ def _setting_changes(a: Summary, b: Summary, settings: list[str]) -> list[Change
         out += _diff(
             s,
             [
-                ("prompt template sha256", pa.prompt_template_sha256, pb.prompt_template_sha256),
-                ("data files (name: sha256)", data[0], data[1]),
-                ("items", pa.n_items, pb.n_items),
-                ("constraint", pa.constraint, pb.constraint),
+                (N_("prompt template sha256"), pa.prompt_template_sha256, pb.prompt_template_sha256),
+                (N_("data files (name: sha256)"), data[0], data[1]),
+                (N_("items"), pa.n_items, pb.n_items),
+                (N_("constraint"), pa.constraint, pb.constraint),
             ],
         )
     return out

@@ -9,14 +9,16 @@ from pydantic import BaseModel, Field
 
 from offline_eval.metrics.noninferiority import NonInferiority
 from offline_eval.results.calibration import CalibrationRow
+from offline_eval.runtime.i18n import N_
 
+# The verdicts, as comparison.json holds them (English in every language) and as a reader reads them, `_(verdict)`.
 REGRESSED, IMPROVED, NON_INFERIOR_V, INCONCLUSIVE_V, REFUSED, MISSING = (
-    "regressed",
-    "improved",
-    "non-inferior",
-    "inconclusive",
-    "refused",
-    "missing",  # OLD has results for the setting, NEW none (its run failed, or it left the setting out)
+    N_("regressed"),
+    N_("improved"),
+    N_("non-inferior"),
+    N_("inconclusive"),
+    N_("refused"),
+    N_("missing"),  # OLD has results for the setting, NEW none (its run failed, or it left the setting out)
 )
 FailOn = Literal["inferior", "inconclusive"]
 

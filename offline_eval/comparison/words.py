@@ -1,0 +1,67 @@
+"""compare's words for a reader, in the current language (offline_eval.runtime.i18n). comparison.json keeps its
+reasons and the labels of what changed in English, the same file in every language: each is written (match.py)
+from one of the English templates below, and `said` reads a stored text back into its template's fields, so the
+page and the terminal show it translated. A text no template gives (an engine's own error inside a failure, a
+statistic's reason worded elsewhere) is shown as it is."""
+
+from __future__ import annotations
+
+from offline_eval.metrics import noninferiority
+from offline_eval.runtime import i18n
+from offline_eval.runtime.i18n import N_, _
+
+# Why a setting was refused or is inconclusive (SettingComparison.reason), as match.py writes it.
+NO_RESULTS = N_("NEW has no results for it")
+NO_RESULTS_BECAUSE = N_("NEW has no results for it: {failure}")
+NOT_INSTALLED = N_("task {task} is not installed here")
+PROTOCOL_CHANGED = N_(
+    "OLD ran the {old} protocol and NEW the {new} protocol: other prompts, items or decoding, so their numbers are "
+    "not comparable (--allow-protocol-change compares them anyway)"
+)
+DATA_CHANGED = N_("the data changed between the sweeps: {file} (--allow-changed-data compares the items that did not)")
+NO_DIGESTS = N_("the data changed ({file}) and {folder} records no item digests (made before them)")
+NO_ITEM_CHANGED = N_("the data changed ({file}) but no item did: it changes their scoring, so none compares")
+NO_TASK_OPTIONS = N_("neither folder recorded the setting's task options (schema version 2): re-sweep one of them")
+NONE_SCORED = N_("no item scored in both")
+NO_MARGIN = N_("{metric} has no margin")
+
+REASONS = (
+    NO_RESULTS,
+    NO_RESULTS_BECAUSE,
+    NOT_INSTALLED,
+    PROTOCOL_CHANGED,
+    DATA_CHANGED,
+    NO_DIGESTS,
+    NO_ITEM_CHANGED,
+    NO_TASK_OPTIONS,
+    NONE_SCORED,
+    NO_MARGIN,
+    *noninferiority.REASONS,
+)
+
+# What changed (Change): the sweep's scope, a folder's provenance, a library.
+SWEEP = N_("sweep")
+RECORDED = N_("recorded")
+NONE_RECORDED = N_("none recorded: its data, weights and prompts are not checked against the other's")
+NONE_RECORDED_EITHER = N_("none recorded in either folder: nothing is known of their inputs")
+LIBRARY = N_("library {name}")
+
+
+def said(text: str | None, templates: tuple[str, ...] = REASONS) -> str:
+    """A stored reason or label in the current language (offline_eval.runtime.i18n.said)."""
+    return i18n.said(text, templates)
+
+
+def what(text: str) -> str:
+    """A Change's `what` (a provenance field's label, marked where match.py writes it, or a library's)."""
+    return said(text, (LIBRARY,)) if text.startswith(LIBRARY.split("{")[0]) else _(text)
+
+
+def scope(text: str) -> str:
+    """A Change's `scope`: "sweep" is ours; a run pair or a setting is a name."""
+    return _(SWEEP) if text == SWEEP else text
+
+
+def value(text: str) -> str:
+    """A Change's old or new value: our words for a folder's provenance, else data."""
+    return said(text, (RECORDED, NONE_RECORDED, NONE_RECORDED_EITHER))
