@@ -261,7 +261,8 @@ def test_the_summary_and_the_reports_first_screen_name_the_protocol(swept):
     assert {r["protocol"] for r in json.loads((ours / "summary.json").read_text("utf-8"))["runs"]} == {"offline-eval"}
     head = (paper / "report.md").read_text("utf-8").split("## Leaderboard")[0]
     assert (
-        "Protocol: jbeqa paper (departing: the first 6 items (limit); the train split only (the paper scores " in head
+        "## Protocol\n\n- jbeqa: paper, 2 departures\n  - the first 6 items (limit)\n"
+        "  - the train split only (the paper scores every split)\n" in head
     )
     assert "paper: the papers' protocols as their authors' code and text give them" in head
     assert [r["departures"] for r in runs] == [

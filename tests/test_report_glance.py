@@ -6,6 +6,7 @@ from __future__ import annotations
 from partial import summary as typed
 
 from offline_eval.metrics.flat import metrics_v3
+from offline_eval.report.caveats import cautions, protocols
 from offline_eval.report.glance import glance
 from offline_eval.results.summary import Summary
 
@@ -43,19 +44,29 @@ def test_glance_names_best_worst_constant_answers_and_failures():
     }
     lines = glance(typed(summary))
     assert lines[0] == "3 runs of 3 models on llamacpp, 2 task settings."
-    assert lines[1].startswith("Protocol: jbeqa offline-eval. paper: the papers' protocols as their authors' code")
-    lines = lines[1:]
-    assert lines[1].startswith("s0: best a.x (f1 0.600), worst b.x (0.400); 1 of 2 runs gave the same answer")
-    assert "(e.g. b.x)" in lines[1]
+    assert lines[1] == "s0: best a.x (f1 0.600), worst b.x (0.400)."
     assert lines[2] == "s1: all 2 runs score f1 0.500."
     assert lines[3].startswith("Same weights on different engines: 90-100% identical answers over 2 comparisons")
-    assert lines[4].startswith("2 item(s) did not fit")
-    assert lines[5] == "1 run(s) failed: see 'Failed runs' at the end."
+    assert len(lines) == 4  # what a reader must watch for is a caution, each one line
+    said = {c.line: c.details for c in cautions(typed(summary))}
+    assert list(said) == [
+        "Scores to read with care in 1 task setting",
+        "2 item(s) did not fit a context length and were skipped",
+        "1 run(s) failed",
+    ]
+    (care,) = said["Scores to read with care in 1 task setting"]
+    assert care.startswith("s0: 1 of 2 runs gave the same answer to every item (e.g. b.x)")
+    assert said["2 item(s) did not fit a context length and were skipped"] == ["b.x on s0: 2"]
+    assert said["1 run(s) failed"] == ["d.x: boom"]
+    assert [(c.line, c.details) for c in protocols(typed(summary))] == [("jbeqa: offline-eval", [])]
 
 
 def test_glance_of_a_setting_nobody_scored():
     summary = {"runs": [_run("a.x", "s", None)], "leaderboards": {"s": [_row("a.x", None)]}}
-    assert glance(typed(summary))[2] == "s: no run scored any item."
+    assert glance(typed(summary)) == ["1 runs of 1 models on llamacpp, 1 task settings."]
+    assert [(c.line, c.details) for c in cautions(typed(summary))] == [
+        ("No run scored any item in 1 task setting", ["s"])
+    ]
 
 
 def _row(run: str, value: float | None) -> dict:
@@ -84,7 +95,7 @@ def test_every_ranking_in_the_report_is_the_sweeps_and_honours_lower_is_better(m
     boards = {k: [row.model_dump(exclude_unset=True) for row in v] for k, v in leaderboards(entries).items()}
     assert [row["run"] for row in boards["s0"]] == ["b.x", "a.x", "c.x"]
     summary = typed({"runs": runs, "leaderboards": boards})
-    assert glance(summary)[2].startswith("s0: best b.x (f1 0.400), worst a.x (0.600)")
+    assert glance(summary)[1].startswith("s0: best b.x (f1 0.400), worst a.x (0.600)")
     assert [row[0] for row in leaderboard_matrix("jbeqa", entries, summary).rows] == ["b.x", "a.x", "c.x"]
     table = leaderboard("jbeqa", JBEQATask.metrics, "", entries, summary)
     assert [(row[0], row[1]) for row in table.rows] == [("1", "b.x"), ("2", "a.x"), ("–", "c.x")]

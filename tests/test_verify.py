@@ -258,6 +258,38 @@ def test_a_report_made_again_by_the_report_command_still_verifies(copy):
     assert code == 0, lines
 
 
+def test_a_report_in_japanese_changes_no_number_no_result_and_no_store_row_and_still_verifies(copy):
+    out = copy / "out"
+    kept = {f: f.read_bytes() for f in [out / "summary.json", *sorted((out / "results").rglob("*.jsonl"))]}
+    with sqlite3.connect(out / "store.sqlite") as db:
+        rows = sorted(db.execute("SELECT * FROM outputs").fetchall())
+    got = run_cli("report", str(out), "--lang", "ja")
+    assert got.returncode == 0, got.stderr
+    assert (out / "report.md").read_text("utf-8").startswith("# offline-eval レポート\n")
+    assert {f: f.read_bytes() for f in kept} == kept
+    with sqlite3.connect(out / "store.sqlite") as db:
+        assert sorted(db.execute("SELECT * FROM outputs").fetchall()) == rows
+    code, lines = _verify(out)
+    assert code == 0, lines
+    report = out / "report.md"  # compared in the language it was written in
+    report.write_text(report.read_text(encoding="utf-8").replace("導入候補", "導入", 1), encoding="utf-8")
+    _tampered(copy, f"{report}: differs from the report rendered from the rebuilt summary")
+
+
+def test_a_sweep_writes_its_report_in_the_configs_language_and_the_command_line_overrides_it(swept, tmp_path):
+    dst = tmp_path / "c"
+    shutil.copytree(swept, dst, symlinks=True, ignore=shutil.ignore_patterns("out"))
+    cfg = yaml.safe_load((dst / "m.yaml").read_text(encoding="utf-8"))
+    (dst / "m.yaml").write_text(yaml.safe_dump({**cfg, "lang": "ja"}, allow_unicode=True), encoding="utf-8")
+    assert run_cli("sweep", str(dst / "m.yaml"), cwd=dst).returncode == 0
+    assert (dst / "out" / "report.md").read_text("utf-8").startswith("# offline-eval レポート\n")
+    assert run_cli("sweep", str(dst / "m.yaml"), "--lang", "en", cwd=dst).returncode == 0
+    assert (dst / "out" / "report.md").read_text("utf-8").startswith("# offline-eval report\n")
+    (dst / "m.yaml").write_text(yaml.safe_dump({**cfg, "lang": "fr"}, allow_unicode=True), encoding="utf-8")
+    got = run_cli("sweep", str(dst / "m.yaml"), cwd=dst)
+    assert got.returncode == 2 and "lang" in got.stderr and len(got.stderr.strip().splitlines()) == 1, got.stderr
+
+
 def test_a_results_file_no_run_lists_is_named(copy):
     extra = copy / "out" / "results" / "m.fake.ghost.ctx65536" / f"{JBEQA}.jsonl"
     extra.parent.mkdir()
