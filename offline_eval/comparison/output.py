@@ -14,7 +14,7 @@ from offline_eval.report.browser import browser_html
 from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import ResultsFolder
 from offline_eval.runtime.fileio import write_text_atomic
-from offline_eval.runtime.i18n import N_, _, language
+from offline_eval.runtime.i18n import FONTS, N_, _, current, language
 from offline_eval.tasks.kit.calibration import calibrated_text
 
 from . import words
@@ -128,8 +128,9 @@ def _html(c: Comparison, d: Path) -> str:
     )  # fmt: skip
     where = _headers(N_("where"), N_("what"), N_OLD, N_NEW)
     return (
-        f'<!doctype html><html lang="ja"><head><meta charset="utf-8"><title>{e(w["title"])}</title>'
-        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid "
+        f'<!doctype html><html lang="{current()}"><head><meta charset="utf-8"><title>{e(w["title"])}</title>'
+        f"<style>body{{font-family:{FONTS};margin:1.5em}}"
+        "table{border-collapse:collapse}td,th{border:1px solid "
         "#ccc;padding:2px 6px;vertical-align:top}pre{white-space:pre-wrap}"
         # the item browser writes outputs as text into cells, pre blocks, summaries and options: each isolated
         "td,th,pre,h3,summary,option,b{unicode-bidi:isolate}</style></head><body>"

@@ -13,7 +13,7 @@ from pathlib import Path
 from offline_eval.results.records import ResultsFolder
 from offline_eval.results.summary import Summary
 from offline_eval.runtime.fileio import dumps, write_text_atomic
-from offline_eval.runtime.i18n import _, checked, language
+from offline_eval.runtime.i18n import FONTS, _, checked, language
 from offline_eval.tasks import read_summary
 from offline_eval.tasks.kit.figures import drawing
 from offline_eval.tasks.kit.sections import Table
@@ -79,7 +79,8 @@ def _md_figure(p: Plot) -> str:
 
 
 _CSS = (
-    'body{font-family:system-ui,"Hiragino Sans","Hiragino Kaku Gothic ProN","Yu Gothic",Meiryo,"Noto Sans CJK JP","IPAexGothic",sans-serif;margin:2em;max-width:90em}table{border-collapse:collapse;'
+    f"body{{font-family:{FONTS}"
+    ";margin:2em;max-width:90em}table{border-collapse:collapse;"
     "margin-bottom:1em}figure{display:inline-block;margin:0 1em 1em 0;max-width:48em}img{max-width:100%}"
     "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f3f3f3;cursor:pointer}"
     "th.asc::after{content:' \\25B2'}th.desc::after{content:' \\25BC'}"

@@ -29,6 +29,10 @@ DEFAULT = "en"
 DOMAIN = "offline_eval"
 LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 
+# The fonts a page asks for, the Japanese ones a reader's machine may have (macOS, Windows, Linux, matplotlib-fontja's)
+# before the generic: a machine with none draws Japanese as boxes whatever the page says.
+FONTS = 'system-ui,"Hiragino Sans","Hiragino Kaku Gothic ProN","Yu Gothic",Meiryo,"Noto Sans CJK JP","IPAexGothic",sans-serif'
+
 _current: ContextVar[str] = ContextVar("offline_eval_language", default=DEFAULT)
 
 
