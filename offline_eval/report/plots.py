@@ -9,12 +9,13 @@ import re
 
 from offline_eval.results.records import RunEntry
 from offline_eval.results.summary import Summary
-from offline_eval.runtime.i18n import N_, _
+from offline_eval.runtime.i18n import _
 from offline_eval.tasks.kit.figures import (
     LABEL_PT,
     Plot,
     draw_key,
     fig_module,
+    interval_or_why,
     mark_points,
     numbered,
     pareto_front,
@@ -131,16 +132,8 @@ def quantization_bars(runs: list[RunEntry]) -> list[Plot]:
         for g in groups:
             for r in g:
                 mv = r.metrics.metric(metric)
-                y = primary_score(r) or 0.0
-                ax.bar(x, y, color="#66ccee", edgecolor="#224455")
-                if mv is not None and mv.ci_low is not None and mv.ci_high is not None:
-                    ax.errorbar(x, y, yerr=[[y - mv.ci_low], [mv.ci_high - y]], color="black", capsize=3)
-                else:  # the plot says why there is no interval, as the tables do
-                    # the interval's stored note ("n too small", "no spread") is marked where tables write it
-                    why = (mv.note if mv is not None else None) or N_("no CI")
-                    why = _("no score") if primary_score(r) is None else _(why)
-                    ax.text(x, 0.02, why, rotation=90, ha="center", va="bottom", fontsize=LABEL_PT,
-                            transform=ax.get_xaxis_transform())  # fmt: skip
+                ax.bar(x, primary_score(r) or 0.0, color="#66ccee", edgecolor="#224455")
+                interval_or_why(ax, x, mv if primary_score(r) is not None else None)
                 ticks.append(x)
                 names[f"{r.model} {r.variant} ctx{r.max_model_len}"] = len(names) + 1
                 x += 1

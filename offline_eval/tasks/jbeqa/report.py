@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 from offline_eval.runtime.i18n import _
 from offline_eval.tasks.kit import BrowserView, MetricValue, Plot, ReportParts, Table
-from offline_eval.tasks.kit.figures import LABEL_PT, fig_module, japanese_font, primary_score, safe_name, save
+from offline_eval.tasks.kit.figures import (
+    LABEL_PT,
+    fig_module,
+    interval_or_why,
+    japanese_font,
+    primary_score,
+    safe_name,
+    save,
+)
 from offline_eval.tasks.kit.parts import TaskClass
 from offline_eval.tasks.kit.sections import breakdown
 
@@ -44,12 +52,10 @@ def subject_bars(runs: list[RunEntry], limit: int = 8) -> list[Plot]:
         fig, ax = plt.subplots(figsize=(8.5, 3.6))
         width = 0.8 / len(group)
         for i, (r, f1) in enumerate(group):
-            ax.bar(
-                [j + i * width for j in range(len(subjects))],
-                [_height(f1.get(s)) for s in subjects],
-                width,
-                label=r.run,
-            )
+            xs = [j + i * width for j in range(len(subjects))]
+            ax.bar(xs, [_height(f1.get(s)) for s in subjects], width, label=r.run)
+            for x, s in zip(xs, subjects):
+                interval_or_why(ax, x, f1.get(s))
         ax.set_xticks(
             [j + 0.4 - width / 2 for j in range(len(subjects))],
             [s if japanese_font() else SUBJECTS_EN.get(s, s) for s in subjects],
@@ -69,8 +75,9 @@ def subject_bars(runs: list[RunEntry], limit: int = 8) -> list[Plot]:
                 f"subjects_{safe_name(setting)}",
                 _("F1 per subject, {setting}", setting=setting),
                 _(
-                    "The best {n} runs of this setting per subject: a run strong overall can still fail one area of "
-                    "law.",
+                    "The best {n} runs of this setting per subject, with 95% CIs, or on the bar why there is none (n "
+                    "too small: fewer clusters than a bootstrap needs): a run strong overall can still fail one area "
+                    "of law.",
                     n=len(group),
                 ),
             )

@@ -11,7 +11,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from offline_eval.runtime.i18n import N_, _
+
 if TYPE_CHECKING:
+    from offline_eval.metrics.values import MetricValue
     from offline_eval.results.records import RunEntry
 
 
@@ -78,6 +81,18 @@ def save(plt: _Figures, fig: Any, name: str, title: str, caption: str = "") -> P
 
 
 LABEL_PT = 8  # the smallest type a plot draws
+
+
+def interval_or_why(ax: Any, x: float, mv: MetricValue | None) -> None:
+    """On a bar at x: its 95% CI, or, where it has none, why, written up the bar ("n too small", "no spread",
+    "no score"), as the tables say it."""
+    y = float(mv.value) if mv is not None and mv.value is not None else None
+    if mv is not None and y is not None and mv.ci_low is not None and mv.ci_high is not None:
+        ax.errorbar(x, y, yerr=[[y - mv.ci_low], [mv.ci_high - y]], color="black", capsize=3)
+        return
+    # the interval's stored note ("n too small", "no spread") is marked where the tables write it
+    why = _("no score") if y is None else _((mv.note if mv is not None else None) or N_("no CI"))
+    ax.text(x, 0.02, why, rotation=90, ha="center", va="bottom", fontsize=LABEL_PT, transform=ax.get_xaxis_transform())
 
 
 def numbered(labels: Iterable[str]) -> dict[str, int]:
