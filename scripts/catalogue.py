@@ -1,4 +1,4 @@
-"""The Japanese catalogue's upkeep: extract every message marked in offline_eval/ (`_`, `N_`, `ngettext`) and
+"""The Japanese catalogue's upkeep: extract every message marked in offline_eval/ (`_`, `N_`, `kept`, `ngettext`) and
 merge them into offline_eval/locale/ja/LC_MESSAGES/offline_eval.po, a new message with an empty translation, a
 message no longer in the code dropped. tests/test_i18n.py fails while any message has no translation.
 
@@ -17,7 +17,7 @@ from babel.messages.pofile import read_po, write_po
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "offline_eval"
-KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2)}
+KEYWORDS = {"_": None, "N_": None, "kept": None, "ngettext": (1, 2), "pgettext": ((1, "c"), 2)}
 
 
 def extract() -> Catalog:

@@ -144,7 +144,13 @@ def test_the_annotation_page_in_japanese(demo, tmp_path) -> None:  # type: ignor
         assert sorted(re.findall(r"\{\w+\}", text[key])) == sorted(re.findall(r"\{\w+\}", english)), key
     payload_en, payload_ja = _payload(en), _payload(ja)
     payload_en.pop("text"), payload_ja.pop("text")
-    assert payload_en == payload_ja  # the cases, the form and the sample: the same in every language
+    titles = {d["title"] for c in payload_ja["cases"] for d in c["shown"] + c["gold"]}
+    assert "指示" in titles and all(JAPANESE.search(t) for t in titles), titles  # each document's title, too
+    for payload in (payload_en, payload_ja):
+        for c in payload["cases"]:
+            for d in c["shown"] + c["gold"]:
+                d.pop("title")
+    assert payload_en == payload_ja  # the cases' texts, the form and the sample: the same in every language
     assert Counter(NUMBER.findall(_visible(en))) == Counter(NUMBER.findall(_visible(ja)))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import DATA, ROOT, metric, run_cli
+from test_i18n import english_left
 
 pytestmark = pytest.mark.slow  # sweeps and a CLI per case: `make test` runs them, the fast tier does not
 
@@ -266,6 +267,7 @@ def test_a_report_in_japanese_changes_no_number_no_result_and_no_store_row_and_s
     got = run_cli("report", str(out), "--lang", "ja")
     assert got.returncode == 0, got.stderr
     assert (out / "report.md").read_text("utf-8").startswith("# offline-eval レポート\n")
+    assert english_left(out) == {}  # a judged task without labels: its reasons are read back into Japanese too
     assert {f: f.read_bytes() for f in kept} == kept
     with sqlite3.connect(out / "store.sqlite") as db:
         assert sorted(db.execute("SELECT * FROM outputs").fetchall()) == rows

@@ -6,38 +6,26 @@ statistic's reason worded elsewhere) is shown as it is."""
 
 from __future__ import annotations
 
-from offline_eval.metrics import noninferiority
+from offline_eval.metrics import noninferiority  # noqa: F401 (its kept() reasons)
 from offline_eval.runtime import i18n
-from offline_eval.runtime.i18n import N_, _
+from offline_eval.runtime.i18n import N_, _, kept
 
 # Why a setting was refused or is inconclusive (SettingComparison.reason), as match.py writes it.
-NO_RESULTS = N_("NEW has no results for it")
-NO_RESULTS_BECAUSE = N_("NEW has no results for it: {failure}")
-NOT_INSTALLED = N_("task {task} is not installed here")
-PROTOCOL_CHANGED = N_(
+NO_RESULTS = kept("NEW has no results for it")
+NO_RESULTS_BECAUSE = kept("NEW has no results for it: {failure}")
+NOT_INSTALLED = kept("task {task} is not installed here")
+PROTOCOL_CHANGED = kept(
     "OLD ran the {old} protocol and NEW the {new} protocol: other prompts, items or decoding, so their numbers are "
     "not comparable (--allow-protocol-change compares them anyway)"
 )
-DATA_CHANGED = N_("the data changed between the sweeps: {file} (--allow-changed-data compares the items that did not)")
-NO_DIGESTS = N_("the data changed ({file}) and {folder} records no item digests (made before them)")
-NO_ITEM_CHANGED = N_("the data changed ({file}) but no item did: it changes their scoring, so none compares")
-NO_TASK_OPTIONS = N_("neither folder recorded the setting's task options (schema version 2): re-sweep one of them")
-NONE_SCORED = N_("no item scored in both")
-NO_MARGIN = N_("{metric} has no margin")
-
-REASONS = (
-    NO_RESULTS,
-    NO_RESULTS_BECAUSE,
-    NOT_INSTALLED,
-    PROTOCOL_CHANGED,
-    DATA_CHANGED,
-    NO_DIGESTS,
-    NO_ITEM_CHANGED,
-    NO_TASK_OPTIONS,
-    NONE_SCORED,
-    NO_MARGIN,
-    *noninferiority.REASONS,
+DATA_CHANGED = kept(
+    "the data changed between the sweeps: {file} (--allow-changed-data compares the items that did not)"
 )
+NO_DIGESTS = kept("the data changed ({file}) and {folder} records no item digests (made before them)")
+NO_ITEM_CHANGED = kept("the data changed ({file}) but no item did: it changes their scoring, so none compares")
+NO_TASK_OPTIONS = kept("neither folder recorded the setting's task options (schema version 2): re-sweep one of them")
+NONE_SCORED = kept("no item scored in both")
+NO_MARGIN = kept("{metric} has no margin")
 
 # What changed (Change): the sweep's scope, a folder's provenance, a library.
 SWEEP = N_("sweep")
@@ -47,7 +35,7 @@ NONE_RECORDED_EITHER = N_("none recorded in either folder: nothing is known of t
 LIBRARY = N_("library {name}")
 
 
-def said(text: str | None, templates: tuple[str, ...] = REASONS) -> str:
+def said(text: str | None, templates: tuple[str, ...] | None = None) -> str:
     """A stored reason or label in the current language (offline_eval.runtime.i18n.said)."""
     return i18n.said(text, templates)
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from offline_eval.runtime.i18n import N_
+from offline_eval.runtime.i18n import kept
 
 Z95: float = 1.959963984540054  # scipy.stats.norm.ppf(0.975), as ppi_py's intervals (scipy is slow to import)
 ANALYTIC = "analytic"
@@ -246,7 +246,7 @@ class _Part:
     u: np.ndarray
     cluster: np.ndarray  # (n + N,) cluster index
     n_clusters: int
-    where: str  # "" or " in stratum 'name'"
+    stratum: str  # its name where the labels are stratified, else ""
 
     @property
     def size(self) -> int:
@@ -269,7 +269,8 @@ class _Part:
 def _part(s: Stratum, index: int, several: bool) -> _Part:
     y, yhat, u = _inputs(s.y, s.yhat, s.yhat_unlabeled)
     name = s.name or f"#{index + 1}"
-    where = f" in stratum '{name}'" if several or s.name else ""
+    stratum = name if several or s.name else ""
+    where = f" in stratum '{stratum}'" if stratum else ""
     labels: list[object] = []
     for given, count, what in ((s.clusters, len(y), "clusters"), (s.clusters_unlabeled, len(u), "clusters_unlabeled")):
         if given is None:
@@ -280,7 +281,7 @@ def _part(s: Stratum, index: int, several: bool) -> _Part:
             labels += list(given)
     ids: dict[object, int] = {}
     cluster = np.array([ids.setdefault(c, len(ids)) for c in labels], dtype=np.int64)
-    return _Part(y, yhat, u, cluster, len(ids), where)
+    return _Part(y, yhat, u, cluster, len(ids), stratum)
 
 
 def _pearson(y: np.ndarray, yhat: np.ndarray) -> float | None:
@@ -291,23 +292,25 @@ def _pearson(y: np.ndarray, yhat: np.ndarray) -> float | None:
 
 
 # Why a judged number is not calibrated (Calibrated.reason), stored in English (i18n.said shows it).
-NO_LABELS = N_("no labels{where}: its human mean is unknown")
-ONE_LABEL = N_("1 label{where}: an interval needs 2 or more")
-NO_JUDGE_ONLY = N_("no judge-only outputs{where}: every output is labelled")
-NO_OUTPUTS = N_("no outputs")
-NO_HUMAN_LABELS = N_("no human labels")
-REASONS = (NO_LABELS, ONE_LABEL, NO_JUDGE_ONLY, NO_OUTPUTS, NO_HUMAN_LABELS)
+NO_LABELS = kept("no labels: its human mean is unknown")
+ONE_LABEL = kept("1 label: an interval needs 2 or more")
+NO_JUDGE_ONLY = kept("no judge-only outputs: every output is labelled")
+NO_LABELS_IN = kept("no labels in stratum '{stratum}': its human mean is unknown")
+ONE_LABEL_IN = kept("1 label in stratum '{stratum}': an interval needs 2 or more")
+NO_JUDGE_ONLY_IN = kept("no judge-only outputs in stratum '{stratum}': every output is labelled")
+NO_OUTPUTS = kept("no outputs")
+NO_HUMAN_LABELS = kept("no human labels")
 
 
 def _why(parts: list[_Part]) -> str | None:
     why = []
     for p in parts:
         if len(p.y) == 0:
-            why.append(NO_LABELS.format(where=p.where))
+            why.append(NO_LABELS_IN.format(stratum=p.stratum) if p.stratum else NO_LABELS)
         elif len(p.y) == 1:
-            why.append(ONE_LABEL.format(where=p.where))
+            why.append(ONE_LABEL_IN.format(stratum=p.stratum) if p.stratum else ONE_LABEL)
         if len(p.u) == 0:
-            why.append(NO_JUDGE_ONLY.format(where=p.where))
+            why.append(NO_JUDGE_ONLY_IN.format(stratum=p.stratum) if p.stratum else NO_JUDGE_ONLY)
     return "; ".join(why) or None
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from offline_eval.runtime.i18n import N_
+from offline_eval.runtime.i18n import kept
 
 from .bootstrap import MEAN, MIN_CLUSTERS, Bootstrapped, Clusters, bootstrap_p, canonical, percentile, trusted, weights
 from .paired import PairedKind, clustered_difference, mcnemar_exact, paired_binary
@@ -37,14 +37,13 @@ NON_INFERIOR, INFERIOR, INCONCLUSIVE = "non-inferior", "inferior", "inconclusive
 SCORE, BOOTSTRAP = "tango score, clustered", "cluster bootstrap"
 # Why a verdict is inconclusive (NonInferiority.reason), stored in English; the report and compare show them in the
 # reader's language (offline_eval.runtime.i18n.said reads the fields back).
-ONE_CLUSTER = N_("one cluster: the items cannot be told apart from their question (no p, design effect or interval)")
-FEWER_THAN_2 = N_("fewer than 2 shared items")
-DEFF_TOO_FEW = N_("n too small: {n} clusters; a design effect (and the interval it widens) needs at least {least}")
-BOOTSTRAP_TOO_FEW = N_("n too small: {n} clusters, a bootstrap interval needs at least {least}")
-NO_SPREAD = N_("no spread: every resample gives the same difference (a zero-width interval)")
-CONTAINS = N_("the {level}% CI [{low}, {high}] contains -{margin}")
-BOTH_NO_SPREAD = N_("both calibrated estimates have no spread")
-REASONS = (ONE_CLUSTER, FEWER_THAN_2, DEFF_TOO_FEW, BOOTSTRAP_TOO_FEW, NO_SPREAD, CONTAINS, BOTH_NO_SPREAD)
+ONE_CLUSTER = kept("one cluster: the items cannot be told apart from their question (no p, design effect or interval)")
+FEWER_THAN_2 = kept("fewer than 2 shared items")
+DEFF_TOO_FEW = kept("n too small: {n} clusters; a design effect (and the interval it widens) needs at least {least}")
+BOOTSTRAP_TOO_FEW = kept("n too small: {n} clusters, a bootstrap interval needs at least {least}")
+NO_SPREAD = kept("no spread: every resample gives the same difference (a zero-width interval)")
+CONTAINS = kept("the {level}% CI [{low}, {high}] contains -{margin}")
+BOTH_NO_SPREAD = kept("both calibrated estimates have no spread")
 _Z = 1.959963984540054  # the normal 97.5% quantile
 HL_MAX_ITEMS = 300  # the Walsh averages grow as n^2: past this HL's bootstrap costs seconds per comparison
 

@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from offline_eval.runtime.i18n import N_
+from offline_eval.runtime.i18n import kept
 
 from .bootstrap import MEAN, MIN_CLUSTERS, Clusters, bootstrap_p, canonical, percentile, resample, weights
 from .paired import PairedKind, mcnemar_exact, paired_binary, paired_design_effect
 
 # Why a paired test gives no p or design effect (PairedResult.undefined), stored in English (i18n.said shows it).
 UNDEFINED = (
-    N_("one cluster: no cluster bootstrap (p, HL CI) and no design effect"),
-    N_("n too small: {n} clusters; a design effect needs at least {least}"),
+    kept("one cluster: no cluster bootstrap (p, HL CI) and no design effect"),
+    kept("n too small: {n} clusters; a design effect needs at least {least}"),
 )
 
 

@@ -24,8 +24,13 @@ from offline_eval.inference.backends.registry import get_engine
 from offline_eval.inference.requests import Carried, Phase, Request, Result
 from offline_eval.inference.runner import PhaseStats, Runner
 from offline_eval.runtime.errors import InputError
+from offline_eval.runtime.i18n import kept
 
 from .spec import ModelSpec, ReasoningSpec, SamplingSpec
+
+# Where models.yaml's thinking differs from a paper's reasoning preset (ReasoningPreset.departures), as stored.
+BUDGET = kept("a thinking budget of {budget} (the paper's: the context // {share}, {paper})")
+RUN_OUT = kept("run_out: {run_out} (the paper's: {paper}, a thinking that runs out scores 0)")
 
 
 @dataclass(frozen=True)
@@ -142,11 +147,9 @@ class ReasoningPreset:
         """Where models.yaml's thinking settings are not the preset's, one phrase each."""
         out = []
         if "budget" in explicit and r.budgets() != [self.budget(ctx)]:
-            out.append(
-                f"a thinking budget of {r.budget} (the paper's: the context // {self.share}, {self.budget(ctx)})"
-            )
+            out.append(BUDGET.format(budget=r.budget, share=self.share, paper=self.budget(ctx)))
         if "run_out" in explicit and (r.run_out or "force") != self.run_out:
-            out.append(f"run_out: {r.run_out} (the paper's: {self.run_out}, a thinking that runs out scores 0)")
+            out.append(RUN_OUT.format(run_out=r.run_out, paper=self.run_out))
         return out
 
 

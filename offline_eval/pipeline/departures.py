@@ -10,6 +10,7 @@ from offline_eval.inference.backends.registry import get_engine
 from offline_eval.models.decoding import SamplingSpec
 from offline_eval.models.spec import ModelSpec
 from offline_eval.models.thinking import explicit_settings
+from offline_eval.results import stored
 
 
 def _spelled(s: SamplingSpec) -> str:
@@ -27,20 +28,18 @@ def model_departures(task: Any, m: ModelSpec, variant: str, ctx: int) -> list[st
     run, preset = m.run_name(variant, ctx), task.reasoning_preset
     sampling, reasoning, out = m.sampling_of(variant), m.reasoning_of(variant), []
     thinks = reasoning is not None and reasoning.think
-    theirs = "as the weights' generation_config says" if task.model_sampling else "greedy"
+    theirs = stored.AS_WEIGHTS if task.model_sampling else stored.GREEDY
     if preset is not None and thinks:
-        theirs = f"temperature {preset.temperature}, top_k {preset.top_k}"
+        theirs = stored.PRESET.format(temperature=preset.temperature, top_k=preset.top_k)
     if isinstance(sampling, SamplingSpec):
-        out.append(f"{run}: sampling from models.yaml ({_spelled(sampling)}; the paper's: {theirs})")
+        out.append(stored.SAMPLING.format(run=run, sampling=_spelled(sampling), paper=theirs))
     elif sampling == "model" and not task.model_sampling:
-        out.append(f"{run}: sampling: model, the weights' own (the paper's: {theirs})")
+        out.append(stored.SAMPLING_MODEL.format(run=run, paper=theirs))
     if thinks and preset is not None:
-        out += [f"{run}: {d}" for d in preset.departures(reasoning, explicit_settings(m, variant), ctx)]
+        out += [stored.RUN_DEPARTS.format(run=run, departure=d)
+                for d in preset.departures(reasoning, explicit_settings(m, variant), ctx)]  # fmt: skip
     elif thinks:
-        out.append(f"{run}: thinking as models.yaml sets it (budget {reasoning.budget}), not the paper's decoding")  # type: ignore[union-attr]
+        out.append(stored.THINKING_AS_SET.format(run=run, budget=reasoning.budget))  # type: ignore[union-attr]
     if task.model_sampling and sampling is None and get_engine(m.backend).remote:
-        out.append(
-            f"{run}: the served model was sent temperature 0.0 (the paper's decode {theirs}, which only the server "
-            "knows: give its settings as the model's sampling)"
-        )
+        out.append(stored.SERVED_GREEDY.format(run=run, paper=theirs))
     return out

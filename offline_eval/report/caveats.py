@@ -10,7 +10,7 @@ from offline_eval.metrics.values import N_SKIPPED
 from offline_eval.results.records import RunEntry
 from offline_eval.results.summary import Summary
 from offline_eval.runtime.i18n import _, ngettext
-from offline_eval.tasks.kit.sections import ranked
+from offline_eval.tasks.kit.sections import ranked, stored
 
 from .tables import task_class
 
@@ -71,7 +71,7 @@ def cautions(summary: Summary) -> list[Caveat]:
         out.append(
             Caveat(
                 _("{n} run(s) failed", n=len(summary.failures)),
-                [_("{run}: {reason}", run=f.run, reason=f.reason) for f in summary.failures],
+                [_("{run}: {reason}", run=f.run, reason=stored(f.reason)) for f in summary.failures],
             )
         )
     return out
@@ -98,7 +98,7 @@ def protocols(summary: Summary) -> list[Caveat]:
                             task=task, protocols=named)  # fmt: skip
         else:
             line = _("{task}: {protocols}", task=task, protocols=named)
-        out.append(Caveat(line, list(departs[task])))
+        out.append(Caveat(line, [stored(d) for d in departs[task]]))
     return out
 
 

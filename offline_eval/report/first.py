@@ -57,7 +57,7 @@ def verdict_cell(c: Verdict, digits: int) -> str:
     if c.scale == "calibrated":
         text += _(" (calibrated scale)")
     elif c.scale == "judge":
-        text += _(" (judges' scale: {note})", note=c.scale_note) if c.scale_note else _(" (judges' scale)")
+        text += _(" (judges' scale: {note})", note=stored(c.scale_note)) if c.scale_note else _(" (judges' scale)")
     return text
 
 

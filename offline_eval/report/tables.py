@@ -11,7 +11,7 @@ from offline_eval.metrics.values import N_CLUSTERS, N_UNCLUSTERED
 from offline_eval.results.records import PlainRecord, RunEntry
 from offline_eval.results.summary import Summary
 from offline_eval.runtime.errors import InputError
-from offline_eval.runtime.i18n import N_, _
+from offline_eval.runtime.i18n import _, pgettext
 from offline_eval.tasks import get_task_class
 from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.sections import Table, fmt, sentences, stored
@@ -172,7 +172,7 @@ def ablations(summary: Summary) -> list[Table]:
             note = _("{n} shared items: too few to compare.", n=fam.n_items)
         out.append(
             Table(
-                _("Ablation: {family}", family=fam.family),
+                _("Ablation: {family}", family=stored(fam.family)),
                 [
                     _("comparison"),
                     _("statistic"),
@@ -298,11 +298,12 @@ def provenance(summary: Summary) -> list[Table]:
         _("{revision} (dirty)", revision=sw.git_revision) if sw.git_dirty else sw.git_revision
     )
     gpu_names = ", ".join(_("{gpu} (driver {driver})", gpu=g.name, driver=g.driver) for g in gpus or [])
+    not_a_file = _("not a file")
     rows = [
         ["offline-eval", sw.offline_eval_version],
         [_("git revision"), known("git_revision", revision)],
         [_("command"), " ".join(sw.command)],
-        [_("config"), f"{sw.config or _('not a file')} (sha256 {sw.config_sha256[:16]}…)"],
+        [_("config"), f"{sw.config or not_a_file} (sha256 {sw.config_sha256[:16]}…)"],
         ["Python, OS", f"{sw.python}, {sw.os}"],
         ["CPU", f"{known('cpu_model', sw.cpu_model)} x {sw.cpu_count}"],
         ["GPUs", known("gpus", None if gpus is None else gpu_names or _("none"))],
@@ -312,7 +313,7 @@ def provenance(summary: Summary) -> list[Table]:
     loads = [
         [
             x.run,
-            _(x.role),
+            pgettext("role", x.role),
             f"{x.engine} ({x.engine_version})",
             (x.weights_digest or "–")[:16],
             str(len(x.files or [])),
@@ -397,8 +398,8 @@ def task_class(name: str) -> type[Task[Any, Any]]:
         return type(f"Unknown_{name}", (_Unknown,), {"name": name})
 
 
-# A load's role, as summary.json stores it: translated where shown.
-ROLES = (N_("candidate"), N_("evaluator"))
+# A load's role, as summary.json stores it: translated where shown ("evaluator" is a judge or LegalEval-Q's evaluator).
+ROLES = (pgettext("role", "candidate"), pgettext("role", "evaluator"))
 
 
 class _Unknown(Task[Any, PlainRecord]):

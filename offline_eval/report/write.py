@@ -16,7 +16,7 @@ from offline_eval.runtime.fileio import dumps, write_text_atomic
 from offline_eval.runtime.i18n import FONTS, _, checked, language
 from offline_eval.tasks import read_summary
 from offline_eval.tasks.kit.figures import drawing
-from offline_eval.tasks.kit.sections import Table
+from offline_eval.tasks.kit.sections import Table, stored
 
 from .browser import browser_data, browser_html
 from .caveats import Caveat, cautions, protocol_note, protocols
@@ -222,7 +222,7 @@ def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None, l
     if failures:
         md += (
             f'\n<a id="failed"></a>\n\n## {failed_title}\n\n'
-            + "\n".join(f"- {f.run}: {f.reason}" for f in failures)
+            + "\n".join(f"- {f.run}: {stored(f.reason)}" for f in failures)
             + "\n"
         )
     write_text_atomic(folder.report_md, md + "\n" + _format_line(lang) + "\n")
@@ -263,7 +263,10 @@ def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None, l
     if failures:
         body += (
             f'<h2 id="failed">{html.escape(failed_title)}</h2><ul>'
-            + "".join(f"<li><bdi>{html.escape(f.run)}</bdi>: <bdi>{html.escape(f.reason)}</bdi></li>" for f in failures)
+            + "".join(
+                f"<li><bdi>{html.escape(f.run)}</bdi>: <bdi>{html.escape(stored(f.reason))}</bdi></li>"
+                for f in failures
+            )
             + "</ul>"
         )
     write_text_atomic(

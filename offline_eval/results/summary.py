@@ -17,7 +17,7 @@ from offline_eval.metrics.noninferiority import NonInferiority
 from offline_eval.metrics.stats import PairedResult
 from offline_eval.runtime.errors import InputError, MissingExtraError, format_validation_error
 from offline_eval.runtime.fileio import write_json_atomic
-from offline_eval.runtime.i18n import N_
+from offline_eval.runtime.i18n import kept
 from offline_eval.runtime.lock import holder
 
 from .calibration import CalibrationRow
@@ -113,16 +113,14 @@ class Gpu(_Model):
 
 # Why a provenance value is unknown (SweepProvenance.unknown, LoadProvenance.unknown), as the sweep writes it in
 # English; the report shows it in the reader's language (offline_eval.runtime.i18n.said).
-UNKNOWN_CPU = N_("the OS does not say (no 'model name' in /proc/cpuinfo)")
-UNKNOWN_SERVED_FILES = N_("a served model: its weights are on the server")
-UNKNOWN_SERVED_TEMPLATE = N_("a served model is prompted with the server's own chat template")
-UNKNOWN_NO_CHECKOUT = N_("offline-eval is not running from a git checkout")
-UNKNOWN_NO_GIT = N_("running from a checkout, but git is not installed")
-UNKNOWN_GIT_FAILED = N_("git failed: {error}")
-UNKNOWN_NO_SMI = N_("nvidia-smi is not installed: no NVIDIA driver here (other GPUs are not looked for)")
-UNKNOWN_SMI_FAILED = N_("nvidia-smi failed: {error}")
-UNKNOWN = (UNKNOWN_CPU, UNKNOWN_SERVED_FILES, UNKNOWN_SERVED_TEMPLATE, UNKNOWN_NO_CHECKOUT, UNKNOWN_NO_GIT,
-           UNKNOWN_GIT_FAILED, UNKNOWN_NO_SMI, UNKNOWN_SMI_FAILED)  # fmt: skip
+UNKNOWN_CPU = kept("the OS does not say (no 'model name' in /proc/cpuinfo)")
+UNKNOWN_SERVED_FILES = kept("a served model: its weights are on the server")
+UNKNOWN_SERVED_TEMPLATE = kept("a served model is prompted with the server's own chat template")
+UNKNOWN_NO_CHECKOUT = kept("offline-eval is not running from a git checkout")
+UNKNOWN_NO_GIT = kept("running from a checkout, but git is not installed")
+UNKNOWN_GIT_FAILED = kept("git failed: {error}")
+UNKNOWN_NO_SMI = kept("nvidia-smi is not installed: no NVIDIA driver here (other GPUs are not looked for)")
+UNKNOWN_SMI_FAILED = kept("nvidia-smi failed: {error}")
 
 
 class SweepProvenance(_Model):

@@ -17,7 +17,7 @@ import gettext
 import io
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -105,33 +105,68 @@ def _(message: str, /, **fields: object) -> str:
     return _format(_translations(current()).gettext(message) if message else message, fields)
 
 
+def pgettext(context: str, message: str, /) -> str:
+    """`message` in the current language, as meant in `context` (one English word, two Japanese ones)."""
+    return _translations(current()).pgettext(context, message)
+
+
 def ngettext(singular: str, plural: str, n: int, /, **fields: object) -> str:
     """The singular or plural form for `n` (available to the message as {n}), in the current language."""
     return _format(_translations(current()).ngettext(singular, plural, n), {"n": n, **fields})
 
 
+# Every message a file stores in English (kept()), which said() reads back: registered where it is written.
+_KEPT: dict[str, None] = {}
+
+
+def kept(message: str, /) -> str:
+    """Marks a message that a file machines read stores in English (a reason, a departure from the paper, a label),
+    and registers it, so that said() shows the stored text in the reader's language."""
+    _KEPT[message] = None
+    return message
+
+
 @functools.cache
 def _pattern(template: str) -> re.Pattern[str]:
-    """The template as a regular expression whose named groups are its fields."""
+    """The template as a regular expression whose named groups are its fields (each may be empty)."""
     parts = re.split(r"\{(\w+)(?::[^{}]*)?\}", template)
-    return re.compile("".join(re.escape(p) if k % 2 == 0 else f"(?P<{p}>.+?)" for k, p in enumerate(parts)), re.DOTALL)
+    return re.compile("".join(re.escape(p) if k % 2 == 0 else f"(?P<{p}>.*?)" for k, p in enumerate(parts)), re.DOTALL)
 
 
-def said(text: str | None, templates: tuple[str, ...]) -> str:
-    """A text stored in English (summary.json's reasons, comparison.json's) in the current language: the first
-    template it was written from (`template.format(...)`), translated with the fields read back from it, so English
-    gives the text itself; parts joined by "; " each so; a text no template gives (an engine's own error) as it is."""
-    if not text:
-        return text or ""
+def _literal(template: str) -> int:
+    return len(re.sub(r"\{[^{}]*\}", "", template))
+
+
+def _one(text: str, templates: list[str]) -> tuple[str, str] | None:
+    """(the template, the text in the current language): the most specific template that gives the text (the most
+    literal words: "{run}: {departure}" is tried last), each field read back in turn (a departure inside
+    "{run}: {departure}" is a template's too)."""
     for t in templates:
         if m := _pattern(t).fullmatch(text):
             if not m.groupdict():
-                return _(t)
+                return t, _(t)
             translated = re.sub(r"\{(\w+):[^{}]*\}", r"{\1}", _translations(current()).gettext(t))  # formatted once
-            return _format(translated, m.groupdict())
-    if "; " in text:
-        return _("; ").join(said(part, templates) for part in text.split("; "))
-    return text
+            return t, _format(translated, {k: said(v, templates) for k, v in m.groupdict().items()})
+    return None
+
+
+def said(text: str | None, templates: Iterable[str] | None = None) -> str:
+    """A text stored in English in the current language: the template it was written from (`template.format(...)`;
+    every kept() message, or `templates`), translated with the fields read back from it, so that English gives the
+    text itself. Texts joined by "; " are read back each where each is a template's; a text no template gives (an
+    engine's own error, data) stays as it is."""
+    if not text:
+        return text or ""
+    known = sorted(_KEPT if templates is None else templates, key=_literal, reverse=True)
+    whole = _one(text, known)
+    if whole is None or _literal(whole[0]) < _GENERIC:
+        parts = [_one(p, known) for p in text.split("; ")]
+        if len(parts) > 1 and all(p is not None for p in parts):
+            return _("; ").join(p[1] for p in parts if p is not None)
+    return text if whole is None else whole[1]
+
+
+_GENERIC = 8  # a template with fewer literal characters ("{run}: {departure}") reads back a joined text last
 
 
 def N_(message: str, /) -> str:

@@ -13,6 +13,7 @@ from offline_eval.metrics.declared import with_intervals
 from offline_eval.metrics.values import CONSTRAINT_VIOLATIONS, EVERY_TASK, Count
 from offline_eval.results.records import ItemRecord, R, TaskReport, sample_of
 from offline_eval.runtime.errors import format_validation_error
+from offline_eval.runtime.i18n import kept
 
 from .kit import (
     OURS,
@@ -30,6 +31,10 @@ from .kit import (
     TaskItem,
 )
 from .sampled import SAMPLED, sample_metrics
+
+# Where a paper-labelled run departs from the paper (Task.departures), as summary.json stores it; i18n.said reads it
+# back.
+LIMIT = kept("the first {limit} items (limit)")
 
 if TYPE_CHECKING:
     from offline_eval.metrics.bootstrap import Bootstrapped
@@ -164,7 +169,7 @@ class Task(ABC, Generic[ItemT, R]):
         shorter answer...), one phrase each: its runs are labelled paper with these beside them. Empty under
         offline-eval. A task that overrides this adds its own to these."""
         limit = getattr(self.options, "limit", None)
-        return (f"the first {limit} items (limit)",) if self.protocol == "paper" and limit else ()
+        return (LIMIT.format(limit=limit),) if self.protocol == "paper" and limit else ()
 
     @property
     def model_sampling(self) -> bool:

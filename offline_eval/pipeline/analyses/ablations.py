@@ -12,6 +12,7 @@ from offline_eval.metrics.bootstrap import Clusters
 from offline_eval.metrics.paired import PairedKind
 from offline_eval.metrics.stats import adjust_family, paired_test
 from offline_eval.results.records import ItemRecord, Records, RunEntry, item_means
+from offline_eval.results.stored import CONTEXTS, VARIANTS
 
 ItemScore = Callable[[ItemRecord], "float | None"]
 ItemCluster = Callable[[ItemRecord], "str | None"]
@@ -30,11 +31,13 @@ def families(runs: list[RunEntry]) -> list[tuple[str, str, list[RunEntry]]]:
             by_var.setdefault(r.variant, []).append(r)
         for ctx, members in sorted(by_ctx.items()):
             if len(members) > 1:
-                out.append(("quantization", f"{model} ({backend}), {setting}, ctx {ctx}: variants", members))
+                out.append(("quantization", VARIANTS.format(model=model, engine=backend, setting=setting, ctx=ctx),
+                            members))  # fmt: skip
         for var, members in sorted(by_var.items()):
             if len(members) > 1:
                 members = sorted(members, key=lambda r: r.max_model_len)
-                out.append(("context", f"{model} ({backend}), {setting}, {var}: context lengths", members))
+                out.append(("context", CONTEXTS.format(model=model, engine=backend, setting=setting, variant=var),
+                            members))  # fmt: skip
     return out
 
 

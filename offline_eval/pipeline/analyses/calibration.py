@@ -14,14 +14,12 @@ import numpy as np
 
 from offline_eval.metrics.agreement import mae, spearman
 from offline_eval.metrics.calibration import Calibrated, Estimate, Stratum, binary_agreement, calibrate
+from offline_eval.results import stored
 from offline_eval.results.calibration import CALIBRATED, UNCALIBRATED, CalibrationRow, Interval
 from offline_eval.results.records import ItemRecord, Records, RunEntry, sample_of
 from offline_eval.tasks.base import Task
 from offline_eval.tasks.kit.calibration import HumanLabels, JudgedNumber
 from offline_eval.tasks.kit.sections import NOT_RANDOM
-
-NO_LABELS = "no human labels: give the task human_scores from a random sample of its outputs (docs/calibration.md)"
-NONE_ON_RUN = "no human label on this run's outputs (labels on one run never correct another)"
 
 
 def build(
@@ -77,16 +75,16 @@ def _row(
         unscored=len(outputs) - len(scored),
     )
     if not labels.source:
-        return base.model_copy(update={"reason": NO_LABELS})
+        return base.model_copy(update={"reason": stored.NO_LABELS})
     if not scored:
-        return base.model_copy(update={"reason": f"{num.judge} scored none of the run's outputs"})
+        return base.model_copy(update={"reason": stored.JUDGE_SCORED_NONE.format(judge=num.judge)})
     mine = {str(r.id): got for r, _ in scored if (got := labels.by_output.get((e.run, e.setting, str(r.id))))}
     truth = {i: t for i, got in mine.items() if (t := num.truth(got.values)) is not None}
     lost = sum(1 for r in outputs if (e.run, e.setting, str(r.id)) in labels.by_output) - len(mine)
     base = base.model_copy(update={"labels_unscored": lost})
     if not truth:
-        why = f"no output has every label {num.number} needs" if mine else NONE_ON_RUN
-        return base.model_copy(update={"reason": f"{why} ({lost} labelled output(s) unscored)" if lost else why})
+        why = stored.NO_FULL_LABELS.format(number=num.number) if mine else stored.NONE_ON_RUN
+        return base.model_copy(update={"reason": stored.UNSCORED_LABELS.format(why=why, lost=lost) if lost else why})
     if not all(mine[i].random for i in truth):
         return base.model_copy(update={"reason": NOT_RANDOM, "n": len(truth)})
     stratified = all(mine[i].stratified for i in truth)

@@ -9,6 +9,7 @@ from typing import Any
 from offline_eval.metrics.noninferiority import NonInferiority, adjust, compare, from_difference
 from offline_eval.models.adapter_pairs import adapter_base, adapter_on_own_weights
 from offline_eval.models.spec import ModelSpec
+from offline_eval.results import stored
 from offline_eval.results.calibration import CalibrationRow
 from offline_eval.results.records import ItemRecord, Records, RunEntry, item_means
 from offline_eval.tasks.base import Task
@@ -170,24 +171,22 @@ def _scale(
     if mine is None or mine.source is None:
         return ("judge", None, None)
     if mine.number != metric:
-        return ("judge", f"{metric} has no calibrated form", None)
+        return ("judge", stored.NO_CALIBRATED_FORM.format(metric=metric), None)
     pair = [(x.run, c) for x, c in ((r, mine), (a, theirs))]
     lack = [run for run, c in pair if c is None or not c.calibrated]
     if lack and len(lack) == 2:
         return ("judge", None, None)
     if lack:
         have = next(run for run, _ in pair if run not in lack)
-        why = f"only {have} has calibrated labels, {lack[0]} none (field human_scores): label a random sample of both runs' outputs"
-        return ("judge", f"{mine.source}: {why}", None)
+        return ("judge", stored.ONE_SIDE_CALIBRATED.format(source=mine.source, have=have, lacking=lack[0]), None)
     got = [
         (c.ppi_pp.estimate, c.ppi_pp.se)
         for _, c in pair
         if c is not None and c.ppi_pp is not None and c.ppi_pp.estimate is not None and c.ppi_pp.se is not None
     ]
     if len(got) == 2 and differ:
-        return ("judge", f"the judges scored {differ} output(s) of one run and not the other: calibrated estimates "
-                "would compare other items", None)  # fmt: skip
+        return ("judge", stored.UNEVEN_JUDGING.format(n=differ), None)
     if len(got) == 2:
         return ("calibrated", None, (got[0], got[1]))
-    reasons = sorted({c.reason or "no standard error" for _, c in pair if c is not None})
-    return ("judge", "a calibrated estimate has no interval: " + "; ".join(reasons), None)
+    reasons = sorted({c.reason or stored.NO_STANDARD_ERROR for _, c in pair if c is not None})
+    return ("judge", stored.NO_INTERVAL.format(reasons="; ".join(reasons)), None)

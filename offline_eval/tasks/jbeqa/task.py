@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, m
 from offline_eval.metrics.classification import precision_recall_f1
 from offline_eval.metrics.values import N_UNCLUSTERED
 from offline_eval.models.thinking import ReasoningPreset
-from offline_eval.runtime.i18n import N_
+from offline_eval.runtime.i18n import N_, kept
 from offline_eval.tasks.base import Metric, Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
@@ -56,6 +56,17 @@ from .values import ANSWERED_TRUE, COUNTS, PRECISION, RECALL
 SYSTEM_PROMPT = OURS_SYSTEM_PROMPT  # offline-eval's; the paper's is authors.SYSTEM_PROMPT
 SPLITS = ("train", "validation", "test")  # `split: all`, in the order the authors' code runs them
 LABELS = ("0", "1")
+# Where a paper-labelled setting departs from the paper (departures()), as summary.json stores it.
+MODE = kept("{mode} mode (ours; the paper's answers are free)")
+SPLIT = kept("the {split} split only (the paper scores every split)")
+NO_EXEMPLARS = kept(
+    "no exemplar rows left unscored (this data is not the release's {split} split: the paper leaves out its rows "
+    "{rows})"
+)
+BY_ID = kept("exemplars chosen by id (the paper's are train rows {rows})")
+SHOTS = kept("{shots} shots (the paper's: 0 and {paper})")
+ANSWERS_CUT = kept("answers cut at {tokens} tokens (the paper's {paper})")
+STOPS = kept("answers end at {stops} (the paper's run to their cap)")
 Mode = Literal["constrained", "free", "logprob"]
 
 
@@ -257,24 +268,19 @@ class JBEQATask(Task[JBEQAItem, JBEQARecord]):
             return ()
         out = list(super().departures(setting))
         if mode != "free":
-            out.append(f"{mode} mode (ours; the paper's answers are free)")
+            out.append(MODE.format(mode=mode))
         if o.split != "all":
-            out.append(f"the {o.split} split only (the paper scores every split)")
+            out.append(SPLIT.format(split=o.split))
         if not o.exemplar_ids and not self.exemplars and o.split in ("all", o.train_split):
-            out.append(
-                f"no exemplar rows left unscored (this data is not the release's {o.train_split} split: the paper "
-                "leaves out its rows " + ", ".join(map(str, authors.EXEMPLAR_ROWS)) + ")"
-            )
+            out.append(NO_EXEMPLARS.format(split=o.train_split, rows=", ".join(map(str, authors.EXEMPLAR_ROWS))))
         if o.exemplar_ids and (setting["shots"] or o.split in ("all", o.train_split)):
-            out.append(
-                "exemplars chosen by id (the paper's are train rows " + ", ".join(map(str, authors.EXEMPLAR_ROWS)) + ")"
-            )
+            out.append(BY_ID.format(rows=", ".join(map(str, authors.EXEMPLAR_ROWS))))
         if setting["shots"] not in (0, len(authors.EXEMPLAR_ROWS)):
-            out.append(f"{setting['shots']} shots (the paper's: 0 and {len(authors.EXEMPLAR_ROWS)})")
+            out.append(SHOTS.format(shots=setting["shots"], paper=len(authors.EXEMPLAR_ROWS)))
         if mode == "free" and self._max_tokens(mode) != authors.MAX_NEW_TOKENS:
-            out.append(f"answers cut at {self._max_tokens(mode)} tokens (the paper's {authors.MAX_NEW_TOKENS})")
+            out.append(ANSWERS_CUT.format(tokens=self._max_tokens(mode), paper=authors.MAX_NEW_TOKENS))
         if mode == "free" and o.stop:
-            out.append(f"answers end at {' or '.join(map(repr, o.stop))} (the paper's run to their cap)")
+            out.append(STOPS.format(stops=" or ".join(map(repr, o.stop))))
         return tuple(out)
 
     @property

@@ -8,12 +8,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from offline_eval.metrics import calibration, noninferiority, stats
+from offline_eval.metrics import calibration, noninferiority, stats  # noqa: F401 (their kept() reasons)
 from offline_eval.metrics.bootstrap import MIN_CLUSTERS, Bootstrapped
 from offline_eval.metrics.ranking import has_score
 from offline_eval.metrics.values import MetricValue, Number, RunMetrics
-from offline_eval.results.summary import UNKNOWN
-from offline_eval.runtime.i18n import N_, _, said
+from offline_eval.results import stored as _stored  # noqa: F401 (the sweep's kept() texts)
+from offline_eval.runtime.i18n import N_, _, kept, said
 
 if TYPE_CHECKING:  # the report hands its typed summary down; nothing here builds one
     from offline_eval.results.records import RunEntry
@@ -75,19 +75,19 @@ def fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
 
 
 # Why a CI is withheld, as metrics.bootstrap stores it (MetricValue.note): translated where shown.
-N_TOO_SMALL, NO_SPREAD = N_("n too small"), N_("no spread")
-# The reasons summary.json stores in English (why no verdict, no interval, no calibration; why a provenance value
-# is unknown), shown in the reader's language by stored().
-NOT_RANDOM = N_(
+# The reasons an interval is withheld (MetricValue.note), as summary.json stores them.
+N_TOO_SMALL, NO_SPREAD = kept("n too small"), kept("no spread")
+NOT_RANDOM = kept(
     "the labels were not drawn at random: export them from `offline-eval annotate`'s seeded draw, or give "
     "human_sample: random in the task's options if they were (docs/calibration.md)"
 )
-STORED = (*noninferiority.REASONS, *stats.UNDEFINED, *calibration.REASONS, *UNKNOWN, NOT_RANDOM, N_TOO_SMALL, NO_SPREAD)
 
 
 def stored(text: str | None) -> str:
-    """A reason summary.json holds, in the current language (itself where no template of ours wrote it)."""
-    return said(text, STORED)
+    """A text summary.json holds in English (a reason, a departure), in the current language: read back into the
+    kept() message it was written from; itself where no message of ours wrote it (data, an engine's error).
+    Importing the metrics that write reasons registers their messages."""
+    return said(text)
 
 
 def sentences(*parts: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from offline_eval.runtime.i18n import _
 from offline_eval.tasks.kit import Case, Criterion, Doc, Form, RunEntry
 
 from .data import LegalEvalQItem
@@ -28,13 +29,13 @@ def case(entry: RunEntry, item: LegalEvalQItem, record: LegalEvalQRecord) -> Cas
     ev = record.evaluation or {}
     if record.skipped or ev.get("comment") is None or ev.get("conclusion") is None:
         return None  # the evaluator's critique is half of what the annotator scores
-    shown = [Doc("The question", record.query)]
+    shown = [Doc(_("The question"), record.query)]
     if item.resource:
-        shown.append(Doc("Its resource", item.resource))
+        shown.append(Doc(_("Its resource"), item.resource))
     shown += [
-        Doc("The candidate's answer", record.output),
-        Doc("The evaluator's comment", str(ev["comment"])),
-        Doc("The evaluator's conclusion", str(ev["conclusion"])),
+        Doc(_("The candidate's answer"), record.output),
+        Doc(_("The evaluator's comment"), str(ev["comment"])),
+        Doc(_("The evaluator's conclusion"), str(ev["conclusion"])),
     ]
     hidden = [Doc("Run", entry.run)]
     if "quality" in record.scores:
@@ -46,7 +47,7 @@ def case(entry: RunEntry, item: LegalEvalQItem, record: LegalEvalQRecord) -> Cas
         stratum=record.split,
         output=record.output,
         shown=shown,
-        gold=[Doc("The dataset's reference answer", record.gold)] if record.gold else [],
+        gold=[Doc(_("The dataset's reference answer"), record.gold)] if record.gold else [],
         scales=[QUALITY],
         hidden=hidden,
         export={

@@ -15,7 +15,7 @@ from pydantic_core import PydanticCustomError
 from offline_eval.metrics.adjscore import summarize
 from offline_eval.models.spec import ModelSpec, one_load
 from offline_eval.runtime.errors import is_url, missing
-from offline_eval.runtime.i18n import N_
+from offline_eval.runtime.i18n import N_, kept
 from offline_eval.tasks.base import Setting, Task
 from offline_eval.tasks.kit import (
     DEFAULT_PROTOCOL,
@@ -64,6 +64,18 @@ from .values import (
 
 if TYPE_CHECKING:
     from offline_eval.tasks.kit import Case
+
+# Where a paper-labelled run departs from the paper (departures()), as summary.json stores it.
+ANSWERS_CUT = kept("answers cut at {tokens} tokens (the paper's {paper})")
+CRITIQUES_CUT = kept("critiques cut at {tokens} tokens (the paper's {paper})")
+EVALUATOR = kept(
+    "the evaluator is {name} ({engine}, {path}; its weights' digest: provenance.loads), not known to be the authors' "
+    "fine-tuned Qwen2.5-7B"
+)
+SCORER = kept(
+    "the scorer is {scorer}, trained by `offline-eval legaleval-q train` (its files' digests: the setting's "
+    "provenance), not the authors' released regression model"
+)
 
 ANSWER_SYSTEM = (
     "あなたは法律の専門家です。次の質問に、根拠となる法令を示しながら、正確で分かりやすく回答してください。"
@@ -201,21 +213,15 @@ class LegalEvalQTask(Task[LegalEvalQItem, LegalEvalQRecord]):
         if o.protocol != "paper":
             return ()
         out = list(super().departures(setting))
-        for what, got, theirs in (
-            ("answers", o.max_tokens, authors.ANSWER_MAX_NEW_TOKENS),
-            ("critiques", o.evaluator_max_tokens, authors.EVALUATOR_MAX_NEW_TOKENS),
+        for message, got, theirs in (
+            (ANSWERS_CUT, o.max_tokens, authors.ANSWER_MAX_NEW_TOKENS),
+            (CRITIQUES_CUT, o.evaluator_max_tokens, authors.EVALUATOR_MAX_NEW_TOKENS),
         ):
             if got != theirs:
-                out.append(f"{what} cut at {got} tokens (the paper's {theirs})")
+                out.append(message.format(tokens=got, paper=theirs))
         e = o.evaluator
-        out.append(
-            f"the evaluator is {e.name} ({e.backend}, {e.path}; its weights' digest: provenance.loads), not known to be "
-            "the authors' fine-tuned Qwen2.5-7B"
-        )
-        out.append(
-            f"the scorer is {o.scorer}, trained by `offline-eval legaleval-q train` (its files' digests: the setting's "
-            "provenance), not the authors' released regression model"
-        )
+        out.append(EVALUATOR.format(name=e.name, engine=e.backend, path=e.path))
+        out.append(SCORER.format(scorer=o.scorer))
         return tuple(out)
 
     @property

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from offline_eval.runtime.i18n import _
 from offline_eval.tasks.kit import Case, Doc, Form, RunEntry
 
 from .. import rubric
@@ -37,16 +38,16 @@ def case(entry: RunEntry, item: LegalRikaiItem, record: LegalRikaiRecord, diffs:
     sub = record.subtask
     shown = _inputs(item)
     if sub == "amendexp" or not diffs:
-        shown.append(Doc("The candidate's answer", record.output))
+        shown.append(Doc(_("The candidate's answer"), record.output))
     else:
         shown.append(
-            Doc("The candidate's revised contract, against the input contract", diff=next(iter(diffs.values())))
+            Doc(_("The candidate's revised contract, against the input contract"), diff=next(iter(diffs.values())))
         )
-        shown.append(Doc("The candidate's answer as it wrote it", record.output, open=False))
+        shown.append(Doc(_("The candidate's answer as it wrote it"), record.output, open=False))
     gold = (
-        [Doc("Gold: summary", item.gold_summary), Doc("Gold: impact", item.gold_impact)]
+        [Doc(_("Gold: summary"), item.gold_summary), Doc(_("Gold: impact"), item.gold_impact)]
         if isinstance(item, AmendExpItem)
-        else [Doc("Gold: the revised contract", item.gold)]
+        else [Doc(_("Gold: the revised contract"), item.gold)]
         if isinstance(item, StatRevItem | RevisionItem)
         else []
     )
@@ -78,12 +79,12 @@ def _inputs(item: LegalRikaiItem) -> list[Doc]:
             for k, v in (("promulgation_date", item.promulgation_date), ("enforcement_date", item.enforcement_date))
             if v
         ]
-        out.append(Doc("The law", "\n".join([item.law_name, *dates])))
+        out.append(Doc(_("The law"), "\n".join([item.law_name, *dates])))
     if isinstance(item, AmendExpItem | StatRevItem):
-        out.append(Doc("The statute before the amendment", item.statute_pre))
-        out.append(Doc("The statute after it", item.statute_post))
+        out.append(Doc(_("The statute before the amendment"), item.statute_pre))
+        out.append(Doc(_("The statute after it"), item.statute_post))
     if isinstance(item, RevisionItem):
-        out.append(Doc("Instructions", "\n".join(f"{i}. {x}" for i, x in enumerate(item.instructions, 1))))
+        out.append(Doc(_("Instructions"), "\n".join(f"{i}. {x}" for i, x in enumerate(item.instructions, 1))))
     if isinstance(item, StatRevItem | RevisionItem):
-        out.append(Doc("The input contract", item.contract, open=False))
+        out.append(Doc(_("The input contract"), item.contract, open=False))
     return out
