@@ -175,6 +175,38 @@ def report_language(report_md: Path) -> str:
     return _format_of(report_md)[1]
 
 
+def _first_md(deploy: Table | None, warned: list[Caveat], protocol: list[Caveat], first: list[str]) -> str:
+    """The first screen's answer, then what to know before trusting it, in the order report.html shows them."""
+    md = _md(deploy) + "\n" if deploy else ""
+    cautions_title, protocol_title, glance_title = _("Cautions"), _("Protocol"), _("At a glance")
+    if warned:
+        md += f"## {cautions_title}\n\n" + "".join(_md_caveat(c) for c in warned) + "\n"
+    if protocol:
+        md += f"## {protocol_title}\n\n" + "".join(_md_caveat(c) for c in protocol) + f"\n{protocol_note()}\n\n"
+    if first:
+        md += f"## {glance_title}\n\n" + "\n".join(f"- {line}" for line in first) + "\n\n"
+    return md
+
+
+def _first_html(deploy: Table | None, warned: list[Caveat], protocol: list[Caveat], first: list[str]) -> str:
+    body = _html(deploy) if deploy else ""
+    cautions_title, protocol_title, glance_title = (
+        html.escape(x) for x in (_("Cautions"), _("Protocol"), _("At a glance"))
+    )
+    if warned:
+        body += f"<h2>{cautions_title}</h2>" + "".join(_html_caveat(c, "caution") for c in warned)
+    if protocol:
+        body += (
+            f"<h2>{protocol_title}</h2>"
+            + "".join(_html_caveat(c, "protocol") for c in protocol)
+            + f"<p>{html.escape(protocol_note())}</p>"
+        )
+    if first:
+        items = "".join(f"<li>{html.escape(x)}</li>" for x in first)
+        body += f"<h2>{glance_title}</h2><ul>{items}</ul>"
+    return body
+
+
 def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None, lang: str) -> None:
     sections = detail_sections(summary)
     failures = summary.failures
@@ -194,22 +226,9 @@ def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None, l
         toc.append(("plots", _("Plots")))
     if failures:
         toc.append(("failed", _("Failed runs")))
-    title, glance_title, details = _("offline-eval report"), _("At a glance"), _("Details")
-    cautions_title, protocol_title, plots_title, failed_title = (
-        _("Cautions"),
-        _("Protocol"),
-        _("Plots"),
-        _("Failed runs"),
-    )
+    title, details, plots_title, failed_title = _("offline-eval report"), _("Details"), _("Plots"), _("Failed runs")
 
-    md = f"# {title}\n\n" + (_md(deploy) + "\n" if deploy else "")
-    if warned:
-        md += f"## {cautions_title}\n\n" + "".join(_md_caveat(c) for c in warned) + "\n"
-    if protocol:
-        md += f"## {protocol_title}\n\n" + "".join(_md_caveat(c) for c in protocol) + f"\n{protocol_note()}\n\n"
-    if first:
-        md += f"## {glance_title}\n\n" + "\n".join(f"- {line}" for line in first) + "\n\n"
-    md += "\n".join(_md(t) for t in top)
+    md = f"# {title}\n\n" + _first_md(deploy, warned, protocol, first) + "\n".join(_md(t) for t in top)
     if front:
         md += "\n" + _md_figure(front)
     md += f"\n## {details}\n\n" + "\n".join(f"- [{t}](#{a})" for a, t in toc if a != "browser") + "\n"
@@ -227,19 +246,7 @@ def _write(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | None, l
         )
     write_text_atomic(folder.report_md, md + "\n" + _format_line(lang) + "\n")
 
-    body = '<div class="first" id="first">' + (_html(deploy) if deploy else "")
-    if warned:
-        body += f"<h2>{html.escape(cautions_title)}</h2>" + "".join(_html_caveat(c, "caution") for c in warned)
-    if protocol:
-        body += (
-            f"<h2>{html.escape(protocol_title)}</h2>"
-            + "".join(_html_caveat(c, "protocol") for c in protocol)
-            + f"<p>{html.escape(protocol_note())}</p>"
-        )
-    if first:
-        body += (
-            f"<h2>{html.escape(glance_title)}</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in first) + "</ul>"
-        )
+    body = '<div class="first" id="first">' + _first_html(deploy, warned, protocol, first)
     body += "".join(_html(t) for t in top) + (_figure(front) if front else "") + "</div>"
     body += (
         f'<h2>{html.escape(details)}</h2><ul id="toc">'
