@@ -1,5 +1,5 @@
 # The two set-up commands in the README. Both create .venv/ and the tiny models first.
-.PHONY: demo test test-fast lint setup models bench
+.PHONY: demo test test-fast test-bench lint setup models bench
 
 demo: setup                     ## install everything and run the sample sweep: Gemma 3 270M and the tiny models
 	.venv/bin/offline-eval sweep demo.yaml
@@ -10,6 +10,9 @@ test:                           ## install everything and run the tests
 
 test-fast:                      ## our own logic only, on the fake engine: no engine installed, about 5 minutes
 	bash scripts/test_fast.sh
+
+test-bench: setup               ## the benchmark scripts that start engines of their own, each in its quick mode
+	bash scripts/run_pytest.sh .venv -q -m bench tests/test_scripts.py
 
 lint:                           ## ruff and mypy, as `make test` runs them
 	bash scripts/lint.sh

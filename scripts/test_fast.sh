@@ -4,10 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
-if [ ! -x .venv-fast/bin/python ]; then
-  "$PY" -m venv .venv-fast
-  .venv-fast/bin/python -m pip install -q -U pip
+# --install-only: make the venv and stop; --installed: run the tests in the venv as it is (scripts/test.sh runs them
+# beside the set-up, whose own install of this folder must not race this one's).
+mode=${1:-}
+case "$mode" in --install-only | --installed) shift ;; esac
+if [ "$mode" != --installed ]; then
+  if [ ! -x .venv-fast/bin/python ]; then
+    "$PY" -m venv .venv-fast
+    .venv-fast/bin/python -m pip install -q -U pip
+  fi
+  .venv-fast/bin/python -m pip install -q -e ".[test]"
+  .venv-fast/bin/python -m offline_eval.runtime.i18n
 fi
-.venv-fast/bin/python -m pip install -q -e ".[test]"
-.venv-fast/bin/python -m offline_eval.runtime.i18n
+[ "$mode" != --install-only ] || exit 0
 exec bash scripts/run_pytest.sh .venv-fast -q -m "not engine and not slow" -p no:cacheprovider "$@"

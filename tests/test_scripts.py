@@ -1,7 +1,11 @@
 """Every benchmark script in scripts/ runs, in its quick mode, and prints the line its docstring promises, with
 numbers in it: a refactor of offline_eval cannot break a benchmark silently. Each script is a subprocess from the
 repository root, as its docstring runs it. The scripts that need no engine are in the fast tier; the rest start
-llama.cpp or vLLM on the tiny models (a quick mode starts vLLM at most twice) and are marked `engine`.
+llama.cpp or vLLM on the tiny models (a quick mode starts vLLM at most twice) and are marked `engine`. Those whose
+point is fresh engine starts in processes of their own (a second start over the compile cache, eager against
+compiled, a preload, adapters on one engine against one each) are marked `bench` too: `make test-bench` runs them,
+and `make test` leaves them out to keep within CI's time (what they exercise in offline-eval is tested on shared
+engines: test_compile_cache, test_compile_choice, test_adapter_engines).
 
 Speeds are not asserted (the machine's load moves them); what each script computes from them is: present, finite,
 positive, and where the script's point is a property rather than a speed (identical answers, a reused prefix, a
@@ -211,6 +215,7 @@ def test_bench_thinking(tiny: Path):
 
 
 @pytest.mark.engine
+@pytest.mark.bench
 def test_bench_engine_start(tiny: Path):
     """offline-eval's vLLM start twice over one empty compile cache, each a fresh process: the first compiles
     piecewise and fills the cache, the second loads what the first compiled."""
@@ -233,6 +238,7 @@ def test_bench_engine_start(tiny: Path):
 
 
 @pytest.mark.engine
+@pytest.mark.bench
 def test_bench_compile_crossover(tiny: Path):
     """Two vLLM loads of the tiny model, compiled over an empty cache and eager: each load's start and phase, the
     same answers both ways, and the crossover line (or the line that says there is none)."""
@@ -252,6 +258,7 @@ def test_bench_compile_crossover(tiny: Path):
 
 
 @pytest.mark.engine
+@pytest.mark.bench
 def test_bench_preload(tiny: Path):
     """Two eager vLLM loads of the tiny model, without a preload and with the venv's Intel OpenMP in LD_PRELOAD: the
     preloaded process has libiomp5 mapped and vLLM no longer warns about it, the answers are the same, and the
@@ -289,6 +296,7 @@ def test_bench_fullsize(tiny: Path):
 
 
 @pytest.mark.engine
+@pytest.mark.bench
 def test_bench_adapters(tiny: Path, tmp_path: Path):
     """Two adapters, 20 statements: the shared way makes one engine start, the other two, with the same answers."""
     out = run_script("bench_adapters.py", "--items", "20", "--adapters", "a,b", "--out", str(tmp_path), timeout=900)

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import gettext
 import io
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -178,7 +179,10 @@ def main() -> int:
     """Compile every catalogue to its .mo (set-up runs this)."""
     for lang in LANGUAGES:
         if lang != DEFAULT:
-            po_path(lang).with_suffix(".mo").write_bytes(compile_catalogue(lang))
+            mo = po_path(lang).with_suffix(".mo")
+            tmp = mo.with_name(f".{mo.name}.{os.getpid()}")
+            tmp.write_bytes(compile_catalogue(lang))
+            tmp.replace(mo)  # whole: a reader beside the set-up never sees half a catalogue
     return 0
 
 
