@@ -119,3 +119,42 @@ def test_the_japanese_page_draws_every_character_with_a_font_that_has_it(browser
                 missing.append((c, fonts))
     assert any("IPAex" in f or "CJK" in f or "Gothic" in f for f in families), families
     assert checked > 1000 and not missing, missing[:20]
+
+
+def test_a_screenshot_of_every_japanese_character_on_the_page_shows_no_missing_glyph_box(browser, reports, tmp_path):
+    """The screenshot check: every distinct Japanese character the page shows is drawn in a grid with the page's font
+    stack, and no cell looks like the box drawn for a character no font has (a private-use one, U+E000); two more
+    private-use characters prove the check sees a box where there is one."""
+    import io
+
+    from PIL import Image
+
+    from offline_eval.runtime.i18n import FONTS
+
+    b, _env = browser
+    page = b.new_page(viewport=SCREEN)
+    page.goto(reports["ja"].as_uri())
+    page.wait_for_load_state("load")
+    shown = page.eval_on_selector("body", "b => b.innerText")
+    wide = sorted({c for c in shown if unicodedata.east_asian_width(c) in "WF" and not c.isspace()})
+    assert len(wide) > 200, len(wide)
+    cells = ["\ue000", "\ue001", "\ue002", *wide]  # the box, then two more boxes the check must find
+    per_row, size = 40, 28
+    grid = "".join(f'<span style="left:{(i % per_row) * size}px;top:{(i // per_row) * size}px">{c}</span>'
+                   for i, c in enumerate(cells))  # fmt: skip
+    page.set_content(
+        f"<html lang='ja'><body style='margin:0'><style>span{{position:absolute;width:{size}px;height:{size}px;"
+        f"font:20px/{size}px {FONTS};text-align:center}}</style>{grid}</body></html>"
+    )
+    shot = Image.open(io.BytesIO(page.screenshot(full_page=True))).convert("L")
+    shot.save(tmp_path / "glyphs.png")
+
+    def cell(i: int) -> bytes:
+        x, y = (i % per_row) * size, (i // per_row) * size
+        return shot.crop((x, y, x + size, y + size)).tobytes()
+
+    box = cell(0)
+    assert min(box) < 128, "the missing-glyph box is drawn"
+    assert cell(1) == box and cell(2) == box  # a missing glyph looks like the box
+    missing = [c for i, c in enumerate(cells[3:], 3) if cell(i) == box]
+    assert not missing, missing
