@@ -71,6 +71,7 @@ def browser_data(folder: ResultsFolder, summary: Summary, inputs: ItemInputs | N
                 ),
             ]
             diffs = inputs.diffs.get(r.key, {}).get(item_id) if inputs else None
+            diffs = {_(label): d for label, d in diffs.items()} if diffs else diffs  # a task's label: marked there
             thinking = getattr(rec, "reasoning", None)
             if v.focused or diffs or isinstance(thinking, str):
                 answer += [int(v.focused), diffs or {}]

@@ -126,7 +126,9 @@ class LegalRikaiTask(Task[LegalRikaiItem, LegalRikaiRecord]):
 
         revised = record.revised if not isinstance(record.revised, Unset) else strip_fences(record.output or "")
         return {
-            "diff against the input contract": diff_segments(diff_texts(item.contract, revised, with_morphemes=False))
+            N_("diff against the input contract"): diff_segments(
+                diff_texts(item.contract, revised, with_morphemes=False)
+            )
         }
 
     def annotation_case(self, entry: RunEntry, item: LegalRikaiItem, record: LegalRikaiRecord) -> Case | None:
