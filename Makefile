@@ -11,8 +11,8 @@ test:                           ## install everything and run the tests
 test-fast:                      ## our own logic only, on the fake engine: no engine installed, about 5 minutes
 	bash scripts/test_fast.sh
 
-test-bench: setup               ## the benchmark scripts that start engines of their own, each in its quick mode
-	bash scripts/run_pytest.sh .venv -q -m bench tests/test_scripts.py
+test-bench: setup               ## the benchmark and rehearsal scripts that start engines of their own, quick modes
+	bash scripts/run_pytest.sh .venv -q -m bench
 
 lint:                           ## ruff and mypy, as `make test` runs them
 	bash scripts/lint.sh

@@ -338,6 +338,7 @@ def test_a_sweep_records_the_backend_each_load_ran(tmp_path, tiny):
     assert load["constraint_backend"] == "guidance"
 
 
+@pytest.mark.bench  # a benchmark script, an engine process per engine and library: make test-bench
 def test_the_benchmark_runs_side_by_side(tiny):
     """scripts/bench_constraints.py, small: one process per engine x backend, one table."""
     import subprocess

@@ -267,6 +267,7 @@ def test_gpu_check_without_a_gpu_says_so_in_one_line(tmp_path):
     assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("gpu_check: no CUDA GPU here"), proc.stdout
 
 
+@pytest.mark.bench  # the GPU rehearsal script's CPU run, its own vLLM process: make test-bench
 def test_gpu_check_cpu_quick_runs_each_scheme(tmp_path, quantized):
     import subprocess
     import sys
