@@ -155,6 +155,22 @@ def statute(
     )
 
 
+@pytest.fixture(scope="session")
+def demo_in_both_languages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The demo's folder (tests/fixtures/v3-demo) drawn again by `offline-eval report --lang` in each language,
+    once per session: the i18n and the Chromium tests read the same two folders."""
+    import shutil
+
+    out = {}
+    for lang in ("en", "ja"):
+        folder = tmp_path_factory.mktemp(f"demo-{lang}") / "demo"
+        shutil.copytree(ROOT / "tests" / "fixtures" / "v3-demo", folder)
+        got = run_cli("report", str(folder), "--lang", lang)
+        assert got.returncode == 0, got.stderr
+        out[lang] = folder
+    return out
+
+
 @pytest.fixture
 def offline_browser():  # type: ignore[no-untyped-def]
     """Debian's chromium under Playwright with its own network features off: reports must render offline."""

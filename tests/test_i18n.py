@@ -88,17 +88,9 @@ def test_english_is_the_message_itself_and_japanese_comes_from_the_catalogue():
         i18n.checked("fr")
 
 
-@pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The demo's folder rendered by `offline-eval report` in each language."""
-    out = {}
-    for lang in ("en", "ja"):
-        folder = tmp_path_factory.mktemp(lang) / "demo"
-        shutil.copytree(DEMO, folder)
-        got = run_cli("report", str(folder), "--lang", lang)
-        assert got.returncode == 0, got.stderr
-        out[lang] = folder
-    return out
+@pytest.fixture
+def both(demo_in_both_languages: dict[str, Path]) -> dict[str, Path]:
+    return demo_in_both_languages
 
 
 # A number, wherever it stands: Japanese puts no space between a number and its word (約189件).

@@ -80,6 +80,7 @@ def test_the_english_words_of_a_stored_reason_read_back_as_themselves() -> None:
     """comparison.json keeps reasons in English; the page translates each by reading it back into its template's
     fields: in English that gives the reason itself, and a reason of no template is shown as it is."""
     from offline_eval.comparison import words
+    from offline_eval.runtime.i18n import language, said
 
     reasons = [
         words.NO_RESULTS_BECAUSE.format(failure="x.yaml: field 'models.0.path': {odd} braces"),
@@ -92,7 +93,10 @@ def test_the_english_words_of_a_stored_reason_read_back_as_themselves() -> None:
         "a reason worded nowhere here",
     ]
     for r in reasons:
-        assert words.said(r) == r
+        assert said(r) == r
+    with language("ja"):  # and each of ours reads back into its Japanese, a field's braces kept as they are
+        assert [said(r) == r for r in reasons] == [False] * (len(reasons) - 1) + [True]
+        assert "{odd}" in said(reasons[0])
     assert words.what("library numpy") == "library numpy" and words.scope("sweep") == "sweep"
 
 

@@ -6,7 +6,6 @@ tofu)."""
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from test_plot_labels import FIXTURE, texts
+from test_plot_labels import FIXTURE, texts, unreadable
 
 from offline_eval.report import plots
 from offline_eval.results.records import Reasoning, RunEntry
@@ -68,22 +67,6 @@ def drawn_ja() -> dict[str, tuple[figures.Plot, Any]]:
     return out
 
 
-def _measured(fig: Any) -> list[tuple[str, Any, float]]:
-    """The texts tests/test_plot_labels.py measures, less the tick labels matplotlib keeps but does not draw (their
-    ticks lie outside the axes' view): those overlap other texts or not depending on where the data puts the ticks."""
-    found = texts(fig)
-    renderer = fig.canvas.get_renderer()  # the one texts() drew with
-    undrawn = set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            low, high = sorted(axis.get_view_interval())
-            slack = 1e-9 * (high - low)
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                if not low - slack <= tick.get_loc() <= high + slack:
-                    undrawn.add((tick.label1.get_text(), tuple(tick.label1.get_window_extent(renderer).bounds)))
-    return [x for x in found if (x[0], tuple(x[1].bounds)) not in undrawn]
-
-
 def _axis_titles(fig: Any) -> list[Any]:
     return [t for ax in fig.axes for t in (ax.xaxis.label, ax.yaxis.label) if t.get_text().strip()]
 
@@ -92,14 +75,8 @@ def test_in_japanese_no_two_labels_overlap_and_none_is_under_8_points(drawn_ja):
     assert {"pareto", "context_f1", "thinking_jbeqa"} <= set(drawn_ja)
     assert any(n.startswith("frontier_") for n in drawn_ja) and any(n.startswith("quant_") for n in drawn_ja)
     for name, (_plot, fig) in drawn_ja.items():
-        found = _measured(fig)
-        small = [(s, size) for s, _, size in found if size < figures.LABEL_PT]
+        small, overlaps = unreadable(fig)
         assert not small, f"{name}: {small}"
-        overlaps = [
-            (a, b)
-            for (a, ea, _), (b, eb, _) in itertools.combinations(found, 2)
-            if ea.overlaps(eb) and ea.width * ea.height and eb.width * eb.height
-        ]
         assert not overlaps, f"{name}: {overlaps[:3]}"
 
 

@@ -13,7 +13,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT
 
 DEMO = ROOT / "tests" / "fixtures" / "v3-demo"
 SCREEN = {"width": 1400, "height": 1000}
@@ -44,16 +44,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
         b.close()
 
 
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = {}
-    for lang in ("en", "ja"):
-        folder = tmp_path_factory.mktemp(f"chromium-{lang}") / "demo"
-        shutil.copytree(DEMO, folder)
-        got = run_cli("report", str(folder), "--lang", lang)
-        assert got.returncode == 0, got.stderr
-        out[lang] = folder / "report.html"
-    return out
+@pytest.fixture
+def reports(demo_in_both_languages: dict[str, Path]) -> dict[str, Path]:
+    return {lang: folder / "report.html" for lang, folder in demo_in_both_languages.items()}
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

@@ -16,6 +16,7 @@ from offline_eval.results.records import ResultsFolder
 from offline_eval.runtime.fileio import write_text_atomic
 from offline_eval.runtime.i18n import FONTS, N_, _, current, language
 from offline_eval.tasks.kit.calibration import calibrated_text
+from offline_eval.tasks.kit.sections import stored
 
 from . import words
 from .model import Comparison, SettingComparison
@@ -79,7 +80,7 @@ def _html(c: Comparison, d: Path) -> str:
         f"<tr><td>{b(s.setting)} <small>({b(_protocol(s))})</small></td><td>{b(s.old_run)}</td><td>{b(s.new_run)}</td><td>{b(s.metric)}</td>"
         f"<td>{_num(s.old_mean)}</td><td>{_num(s.new_mean)}</td><td>{_ci(s.statistics)}</td><td>{e(_tests(s.statistics))}</td>"
         f"<td>{b(_(s.verdict))}</td><td>{_count(s.right_to_wrong)}</td><td>{_count(s.wrong_to_right)}</td>"
-        f"<td>{b(words.said(s.reason) or (w['engine'] if s.engine_or_tool_change else ''))}</td></tr>"
+        f"<td>{b(stored(s.reason) or (w['engine'] if s.engine_or_tool_change else ''))}</td></tr>"
         for s in c.settings
     )
     changes = "".join(
@@ -234,7 +235,7 @@ def _line(s: SettingComparison) -> str:
         line += _(", {n} changed items left out", n=s.n_left_out)
     if t := _tests(s.statistics):
         line += _("; {clause}", clause=t)
-    note = words.said(s.reason) or (
+    note = stored(s.reason) or (
         _("engine or tool change: same inputs, other answers") if s.engine_or_tool_change else ""
     )
     if note:

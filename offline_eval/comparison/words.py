@@ -35,14 +35,9 @@ NONE_RECORDED_EITHER = N_("none recorded in either folder: nothing is known of t
 LIBRARY = N_("library {name}")
 
 
-def said(text: str | None, templates: tuple[str, ...] | None = None) -> str:
-    """A stored reason or label in the current language (offline_eval.runtime.i18n.said)."""
-    return i18n.said(text, templates)
-
-
 def what(text: str) -> str:
     """A Change's `what` (a provenance field's label, marked where match.py writes it, or a library's)."""
-    return said(text, (LIBRARY,)) if text.startswith(LIBRARY.split("{")[0]) else _(text)
+    return i18n.said(text, (LIBRARY,)) if text.startswith(LIBRARY.split("{")[0]) else _(text)
 
 
 def scope(text: str) -> str:
@@ -52,4 +47,4 @@ def scope(text: str) -> str:
 
 def value(text: str) -> str:
     """A Change's old or new value: our words for a folder's provenance, else data."""
-    return said(text, (RECORDED, NONE_RECORDED, NONE_RECORDED_EITHER))
+    return i18n.said(text, (RECORDED, NONE_RECORDED, NONE_RECORDED_EITHER))

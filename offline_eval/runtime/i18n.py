@@ -138,6 +138,11 @@ def _literal(template: str) -> int:
     return len(re.sub(r"\{[^{}]*\}", "", template))
 
 
+@functools.cache
+def _by_specificity(templates: tuple[str, ...]) -> list[str]:
+    return sorted(templates, key=_literal, reverse=True)
+
+
 def _one(text: str, templates: list[str]) -> tuple[str, str] | None:
     """(the template, the text in the current language): the most specific template that gives the text (the most
     literal words: "{run}: {departure}" is tried last), each field read back in turn (a departure inside
@@ -158,7 +163,7 @@ def said(text: str | None, templates: Iterable[str] | None = None) -> str:
     engine's own error, data) stays as it is."""
     if not text:
         return text or ""
-    known = sorted(_KEPT if templates is None else templates, key=_literal, reverse=True)
+    known = _by_specificity(tuple(_KEPT if templates is None else templates))
     whole = _one(text, known)
     if whole is None or _literal(whole[0]) < _GENERIC:
         parts = [_one(p, known) for p in text.split("; ")]
